@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package svod needs to build, test and benchmark.
+# Idempotent: packages already present are left alone; safe to run repeatedly.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  clang-19 llvm-19 llvm-19-dev llvm-19-tools lld-19 libclang-rt-19-dev
+  libclang-cpp19-dev libclang-19-dev
+  libtbb-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
+  python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all packages present"
+fi

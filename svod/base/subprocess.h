@@ -1,0 +1,32 @@
+// Child processes with in-memory stdin/stdout/stderr: the clang backend feeds
+// source on stdin and reads the object from stdout, so nothing touches disk.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace svod {
+
+struct ProcessResult {
+  int exit_code = -1;    // valid when term_signal == 0 and !timed_out
+  int term_signal = 0;   // signal that ended the child, 0 if it exited
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+  bool ok() const { return !timed_out && term_signal == 0 && exit_code == 0; }
+};
+
+// Runs argv[0] (looked up in PATH when it has no '/'), writes `input` to its
+// stdin, collects stdout and stderr, and kills it with SIGKILL once `timeout`
+// has passed. Throws Error(Io) when the process cannot be started.
+ProcessResult run_process(const std::vector<std::string>& argv, std::string_view input,
+                          std::chrono::milliseconds timeout);
+
+// The absolute path of an executable: `name` itself when it contains '/',
+// else the first match in PATH. nullopt when there is none.
+std::optional<std::string> find_executable(std::string_view name);
+
+}  // namespace svod

@@ -1,0 +1,33 @@
+// The one host thread pool: a oneTBB arena sized by SVOD_THREADS (default:
+// the hardware's concurrency). Plan DAGs, core_id fan-out and parallel
+// compiles all run in it, so nested parallelism composes instead of
+// oversubscribing the machine.
+#pragma once
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstddef>
+
+namespace svod {
+
+// Worker count of the pool (SVOD_THREADS, else hardware concurrency).
+int thread_count();
+
+// The arena itself; created on first use.
+tbb::task_arena& thread_pool();
+
+// Calls fn(i) for i in [0, n) in parallel on the pool and returns when all
+// are done. The first exception thrown by fn is rethrown here.
+template <typename Fn>
+void parallel_for(size_t n, Fn&& fn);
+
+}  // namespace svod
+
+#include <oneapi/tbb/parallel_for.h>
+
+template <typename Fn>
+void svod::parallel_for(size_t n, Fn&& fn) {
+  thread_pool().execute([&] {
+    tbb::parallel_for(size_t{0}, n, [&](size_t i) { fn(i); }, tbb::simple_partitioner());
+  });
+}

@@ -1,0 +1,135 @@
+#include "svod/compile/clang_compiler.h"
+
+#include <chrono>
+
+#include "svod/base/env.h"
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/base/subprocess.h"
+
+namespace svod {
+namespace {
+
+constexpr std::chrono::milliseconds kProbeTimeout{30'000};
+
+// Arguments of clang's cc1 line in `clang -###` output: quoted, space separated.
+std::vector<std::string> quoted_args(const std::string& line) {
+  std::vector<std::string> args;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '"') continue;
+    std::string arg;
+    for (++i; i < line.size() && line[i] != '"'; ++i) {
+      if (line[i] == '\\' && i + 1 < line.size()) ++i;
+      arg += line[i];
+    }
+    args.push_back(std::move(arg));
+  }
+  return args;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+ClangCompiler::ClangCompiler() : ClangCompiler(Options{}) {}
+
+ClangCompiler::ClangCompiler(Options options) : options_(std::move(options)) {
+  if (options_.clang) {
+    auto found = find_executable(*options_.clang);
+    if (!found)
+      throw make_error(ErrorKind::DeviceUnavailable, "clang \"{}\" was not found or is not executable", *options_.clang);
+    clang_ = *found;
+  } else {
+    clang_ = find_clang();
+  }
+}
+
+const std::vector<std::string>& ClangCompiler::object_flags() {
+  static const std::vector<std::string> flags = {
+      "-O2",        "-march=native",          "-ffreestanding",           "-fno-math-errno",
+      "-fno-stack-protector", "-fPIC",       "-fno-plt",                 "-fvisibility=hidden",
+      "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
+  };
+  return flags;
+}
+
+std::string ClangCompiler::find_clang() {
+  if (auto requested = env_string("SVOD_CLANG")) {
+    if (auto found = find_executable(*requested)) return *found;
+    throw make_error(ErrorKind::DeviceUnavailable, "SVOD_CLANG=\"{}\" is not an executable", *requested);
+  }
+  for (const char* name : {"clang-19", "clang"})
+    if (auto found = find_executable(name)) return *found;
+  throw make_error(ErrorKind::DeviceUnavailable,
+                   "no clang found (tried SVOD_CLANG, clang-19, clang on PATH); install one with "
+                   "`apt-get install clang-19` or point SVOD_CLANG at a clang binary");
+}
+
+std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
+  std::vector<std::string> argv = {clang_, "-c", "-x", spec.language == Language::LlvmIr ? "ir" : "c"};
+  const auto& flags = object_flags();
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+  for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
+  argv.insert(argv.end(), {"-", "-o", "-"});
+  return argv;
+}
+
+const CompilerIdentity& ClangCompiler::identity() const {
+  std::call_once(identity_once_, [this] {
+    CompilerIdentity id;
+    id.backend = "clang";
+    id.path = clang_;
+    id.flags = object_flags();
+    id.flags.insert(id.flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+    std::vector<std::string> argv = {clang_, "-###", "-c", "-x", "c"};
+    argv.insert(argv.end(), id.flags.begin(), id.flags.end());
+    argv.insert(argv.end(), {"-", "-o", "-"});
+    ProcessResult r = run_process(argv, "", kProbeTimeout);
+    if (!r.ok())
+      throw make_error(ErrorKind::DeviceUnavailable, "cannot query {} for its target: {}", clang_, first_line(r.err));
+    id.version = first_line(r.err);
+    size_t cc1 = r.err.find("\"-cc1\"");
+    if (cc1 == std::string::npos)
+      throw make_error(ErrorKind::DeviceUnavailable, "{} -### printed no cc1 command line", clang_);
+    size_t line_start = r.err.rfind('\n', cc1) + 1;
+    std::vector<std::string> args = quoted_args(first_line(r.err.substr(line_start)));
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "-triple") id.target_triple = args[i + 1];
+      if (args[i] == "-target-cpu") id.target_cpu = args[i + 1];
+      if (args[i] == "-target-feature") id.target_features.push_back(args[i + 1]);
+    }
+    identity_ = std::move(id);
+  });
+  return identity_;
+}
+
+Artifact ClangCompiler::compile(const ProgramSpec& spec) const {
+  spec.validate();
+  if (spec.language != Language::C && spec.language != Language::LlvmIr)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": the clang backend compiles C and LLVM IR, not {}",
+                     spec.display_name(), to_string(spec.language));
+  const auto start = std::chrono::steady_clock::now();
+  ProcessResult r = run_process(command(spec), spec.source, options_.timeout);
+  if (r.timed_out)
+    throw make_error(ErrorKind::Timeout, "clang did not finish compiling \"{}\" within {} ms and was killed",
+                     spec.display_name(), options_.timeout.count());
+  if (r.term_signal != 0)
+    throw make_error(ErrorKind::Compile, "clang crashed (signal {}) compiling \"{}\":\n{}", r.term_signal,
+                     spec.display_name(), r.err);
+  if (r.exit_code != 0)
+    throw make_error(ErrorKind::Compile, "clang failed to compile \"{}\" ({}):\n{}", spec.display_name(),
+                     to_string(spec.language), r.err);
+  if (debug_level() >= 1) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    logger().info("compile {} backend=clang {:.1f} ms, {} bytes", spec.display_name(), ms, r.out.size());
+  }
+  if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+  Artifact a;
+  a.kind = ArtifactKind::ElfObject;
+  const auto* p = reinterpret_cast<const std::byte*>(r.out.data());
+  a.bytes.assign(p, p + r.out.size());
+  return a;
+}
+
+}  // namespace svod

@@ -1,0 +1,45 @@
+// Compiler: turns a ProgramSpec's source into an Artifact for one target.
+// CompilerIdentity says exactly which toolchain, target and flags produced an
+// artifact; it is part of every cache key, so a toolchain, flag or CPU change
+// never returns a stale object.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "svod/base/hash.h"
+#include "svod/program/program_spec.h"
+
+namespace svod {
+
+struct CompilerIdentity {
+  std::string backend;  // "clang", "llvm", "nvrtc", ...
+  std::string path;     // the tool or library used
+  std::string version;
+  std::string target_triple;
+  std::string target_cpu;
+  std::vector<std::string> target_features;  // "+avx2", "-avx512f", ...
+  std::vector<std::string> flags;
+  uint32_t abi_version = 1;  // bumped when svod's object handling changes
+
+  Hash128 hash() const;
+  std::string describe() const;  // one line for logs and `svod info`
+};
+
+enum class ArtifactKind { ElfObject, SharedLibrary, Ptx, Cubin, OpenClSource };
+
+struct Artifact {
+  ArtifactKind kind = ArtifactKind::ElfObject;
+  std::vector<std::byte> bytes;
+};
+
+class Compiler {
+ public:
+  virtual ~Compiler();
+  virtual const CompilerIdentity& identity() const = 0;
+  // Thread-safe. Throws Error(Compile) with the diagnostics on bad source.
+  virtual Artifact compile(const ProgramSpec& spec) const = 0;
+};
+
+}  // namespace svod

@@ -1,0 +1,74 @@
+#include "svod/device/buffer.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "svod/base/error.h"
+#include "svod/device/device.h"
+
+namespace svod {
+namespace {
+std::atomic<uint64_t> next_storage_id{1};
+}
+
+Storage::Storage(Device& device, size_t bytes) : device_(&device), bytes_(bytes), id_(next_storage_id++) {}
+Storage::~Storage() = default;
+
+HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment; a zero-byte
+  // buffer still gets a distinct address.
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded < bytes) throw make_error(ErrorKind::Validation, "host buffer of {} bytes is too large", bytes);
+  data_ = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (data_ == nullptr)
+    throw make_error(ErrorKind::Execution, "out of host memory allocating {} bytes on {}", bytes, device.name());
+  std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);
+}
+
+HostStorage::~HostStorage() { std::free(data_); }
+
+Buffer::Buffer(std::shared_ptr<Storage> storage, DType dtype, size_t byte_offset, size_t bytes)
+    : storage_(std::move(storage)), dtype_(dtype), offset_(byte_offset), bytes_(bytes) {
+  if (!storage_) throw make_error(ErrorKind::Validation, "buffer without storage");
+  if (byte_offset > storage_->bytes() || bytes > storage_->bytes() - byte_offset)
+    throw make_error(ErrorKind::Validation, "buffer range [{}, {}+{}) leaves its storage of {} bytes", byte_offset,
+                     byte_offset, bytes, storage_->bytes());
+  if (bytes % size_of(dtype) != 0)
+    throw make_error(ErrorKind::Validation, "buffer of {} bytes is not a whole number of {} elements", bytes,
+                     to_string(dtype));
+}
+
+Buffer::Buffer(std::shared_ptr<Storage> storage, DType dtype)
+    : Buffer(storage, dtype, 0, storage ? storage->bytes() : 0) {}
+
+void* Buffer::data() const {
+  void* base = storage_ ? storage_->host_data() : nullptr;
+  if (base == nullptr)
+    throw make_error(ErrorKind::Unsupported, "buffer on {} is not host memory; copy it to a CPU buffer first",
+                     storage_ ? storage_->device().name() : std::string("no device"));
+  return static_cast<std::byte*>(base) + offset_;
+}
+
+Buffer Buffer::view(size_t offset, size_t count) const {
+  const size_t elem = size_of(dtype_);
+  if (offset > this->count() || count > this->count() - offset)
+    throw make_error(ErrorKind::Validation, "view [{}, {}+{}) leaves its base of {} {} elements", offset, offset, count,
+                     this->count(), to_string(dtype_));
+  return Buffer(storage_, dtype_, offset_ + offset * elem, count * elem);
+}
+
+Buffer Buffer::view_bytes(size_t byte_offset, size_t bytes, DType dtype) const {
+  if (byte_offset > bytes_ || bytes > bytes_ - byte_offset)
+    throw make_error(ErrorKind::Validation, "view of bytes [{}, {}+{}) leaves its base of {} bytes", byte_offset,
+                     byte_offset, bytes, bytes_);
+  return Buffer(storage_, dtype, offset_ + byte_offset, bytes);
+}
+
+bool Buffer::overlaps(const Buffer& other) const noexcept {
+  if (!storage_ || storage_ != other.storage_) return false;
+  return offset_ < other.offset_ + other.bytes_ && other.offset_ < offset_ + bytes_;
+}
+
+}  // namespace svod

@@ -1,0 +1,89 @@
+// Buffers: typed byte ranges of a Storage (one allocation on one device).
+// Views share their base's storage; the storage id and byte range are what
+// plans use to find read/write hazards between operations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "svod/base/dtype.h"
+
+namespace svod {
+
+class Device;
+
+// One allocation. Subclasses own device memory; host-visible storage returns
+// its address from host_data().
+class Storage {
+ public:
+  Storage(Device& device, size_t bytes);
+  virtual ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Device& device() const noexcept { return *device_; }
+  size_t bytes() const noexcept { return bytes_; }
+  uint64_t id() const noexcept { return id_; }  // unique in the process, never reused
+  virtual void* host_data() const noexcept { return nullptr; }
+
+ private:
+  Device* device_;
+  size_t bytes_;
+  uint64_t id_;
+};
+
+// Host memory: 64-byte aligned, zero-filled.
+class HostStorage final : public Storage {
+ public:
+  static constexpr size_t kAlignment = 64;
+  HostStorage(Device& device, size_t bytes);
+  ~HostStorage() override;
+  void* host_data() const noexcept override { return data_; }
+
+ private:
+  void* data_;
+};
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(std::shared_ptr<Storage> storage, DType dtype, size_t byte_offset, size_t bytes);
+  explicit Buffer(std::shared_ptr<Storage> storage, DType dtype);  // the whole storage
+
+  bool valid() const noexcept { return storage_ != nullptr; }
+  DType dtype() const noexcept { return dtype_; }
+  size_t byte_offset() const noexcept { return offset_; }
+  size_t bytes() const noexcept { return bytes_; }
+  size_t count() const noexcept { return bytes_ / size_of(dtype_); }
+  Storage& storage() const noexcept { return *storage_; }
+  const std::shared_ptr<Storage>& storage_ptr() const noexcept { return storage_; }
+  uint64_t storage_id() const noexcept { return storage_->id(); }
+  Device& device() const noexcept { return storage_->device(); }
+
+  bool is_host() const noexcept { return storage_ && storage_->host_data() != nullptr; }
+  // Host address of the first byte; throws Error(Unsupported) for device memory.
+  void* data() const;
+  template <typename T>
+  std::span<T> span() const {
+    return {static_cast<T*>(data()), bytes_ / sizeof(T)};
+  }
+
+  // A view of `count` elements starting at element `offset`, in this buffer's
+  // dtype (or `dtype`, whose size must divide the range). Throws Validation
+  // when the range leaves this buffer.
+  Buffer view(size_t offset, size_t count) const;
+  Buffer view_bytes(size_t byte_offset, size_t bytes, DType dtype) const;
+
+  // True when both are ranges of one storage that share at least one byte.
+  bool overlaps(const Buffer& other) const noexcept;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  DType dtype_ = DType::U8;
+  size_t offset_ = 0;
+  size_t bytes_ = 0;
+};
+
+}  // namespace svod

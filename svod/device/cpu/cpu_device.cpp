@@ -1,0 +1,100 @@
+#include "svod/device/cpu/cpu_device.h"
+
+#include <cstring>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/base/thread_pool.h"
+#include "svod/compile/clang_compiler.h"
+#include "svod/loader/elf_loader.h"
+#include "svod/program/cpu_abi.h"
+
+namespace svod {
+
+CpuProgram::CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const LoadedImage> image)
+    : Program(std::move(spec)), device_(&device), image_(std::move(image)), entry_(nullptr), layout_(this->spec()) {
+  if (abi_arg_count() > kMaxKernelArgs)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
+                     this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
+  entry_ = image_->symbol(this->spec().entry);
+}
+
+Device& CpuProgram::device() const noexcept { return *device_; }
+
+void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
+  const size_t nbuf = layout_.buffer_count();
+  if (buffers.size() != nbuf) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", spec().display_name(), nbuf,
+                     buffers.size());
+  uint64_t args[kMaxKernelArgs];
+  int64_t* abi_scalars = reinterpret_cast<int64_t*>(args + nbuf);
+  layout_.fill_scalars(scalars, abi_scalars);
+  for (size_t i = 0; i < nbuf; ++i) {
+    const Buffer& b = buffers[i];
+    void* host = b.valid() ? b.storage().host_data() : nullptr;
+    if (host == nullptr) [[unlikely]]
+      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is {}", spec().display_name(), i,
+                       spec().buffers[i].name, b.valid() ? "not in host memory" : "empty");
+    if (auto need = layout_.min_bytes(i, abi_scalars); need && b.bytes() < *need) [[unlikely]]
+      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
+                       spec().display_name(), i, spec().buffers[i].name, b.bytes(), *need);
+    args[i] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(host) + b.byte_offset());
+  }
+  run(args, layout_.global_size(0, abi_scalars));
+}
+
+void CpuProgram::run(const uint64_t* args, int64_t slices) const {
+  const size_t n = abi_arg_count();
+  if (slices <= 1) {
+    call_kernel(entry_, args, n);
+    return;
+  }
+  const auto core = layout_.core_id();
+  if (!core) [[unlikely]]
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": global_size[0] = {} needs a core_id scalar to split the work across cores",
+                     spec().display_name(), slices);
+  const size_t core_slot = layout_.buffer_count() + *core;
+  parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
+    uint64_t local[kMaxKernelArgs];
+    std::memcpy(local, args, n * sizeof(uint64_t));
+    local[core_slot] = slice;
+    call_kernel(entry_, local, n);
+  });
+}
+
+CpuDevice::CpuDevice(std::shared_ptr<const Compiler> compiler) : compiler_(std::move(compiler)) {}
+
+Buffer CpuDevice::allocate(DType dtype, size_t count) {
+  const size_t elem = size_of(dtype);
+  if (count > SIZE_MAX / elem)
+    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
+  return Buffer(std::make_shared<HostStorage>(*this, count * elem), dtype);
+}
+
+std::shared_ptr<const Program> CpuDevice::compile(const ProgramSpec& spec) {
+  return load(spec, compiler_->compile(spec));
+}
+
+std::shared_ptr<const CpuProgram> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
+  spec.validate();
+  if (artifact.kind != ArtifactKind::ElfObject)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": the CPU device loads ELF objects", spec.display_name());
+  auto image = LoadedImage::load(artifact.bytes);
+  return std::make_shared<CpuProgram>(*this, spec, std::move(image));
+}
+
+void CpuDevice::copy(const Buffer& dst, const Buffer& src) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal", src.bytes(),
+                     dst.bytes());
+  std::memmove(dst.data(), src.data(), src.bytes());
+}
+
+std::shared_ptr<CpuDevice> create_cpu_device() {
+  static const std::shared_ptr<CpuDevice> device =
+      std::make_shared<CpuDevice>(std::make_shared<ClangCompiler>());
+  return device;
+}
+
+}  // namespace svod

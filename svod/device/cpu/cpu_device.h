@@ -1,0 +1,62 @@
+// The CPU device: host buffers, kernels compiled from C or LLVM IR and loaded
+// by svod's ELF loader, and launches that fan core_id slices out over the
+// thread pool.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "svod/compile/compiler.h"
+#include "svod/device/device.h"
+#include "svod/program/launch_layout.h"
+
+namespace svod {
+
+class LoadedImage;
+class CpuDevice;
+
+class CpuProgram final : public Program {
+ public:
+  CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const LoadedImage> image);
+
+  Device& device() const noexcept override;
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
+
+  const LaunchLayout& layout() const noexcept { return layout_; }
+  void* entry() const noexcept { return entry_; }
+  size_t abi_arg_count() const noexcept { return layout_.buffer_count() + layout_.scalar_count(); }
+
+  // Runs already-checked ABI arguments (buffer addresses, then every ABI
+  // scalar) as `slices` core_id slices in parallel (one call when slices is 1).
+  // For callers, such as plans, that validated everything up front.
+  void run(const uint64_t* args, int64_t slices) const;
+
+ private:
+  CpuDevice* device_;
+  std::shared_ptr<const LoadedImage> image_;
+  void* entry_;
+  LaunchLayout layout_;
+};
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(std::shared_ptr<const Compiler> compiler);
+
+  std::string name() const override { return "CPU"; }
+  Buffer allocate(DType dtype, size_t count) override;
+  std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
+  void copy(const Buffer& dst, const Buffer& src) override;
+
+  // Loads an object compiled elsewhere (by this device's compiler identity).
+  std::shared_ptr<const CpuProgram> load(const ProgramSpec& spec, const Artifact& artifact);
+  const Compiler& compiler() const noexcept { return *compiler_; }
+
+ private:
+  std::shared_ptr<const Compiler> compiler_;
+};
+
+// The process's CPU device with the clang-process compiler, created on first use.
+std::shared_ptr<CpuDevice> create_cpu_device();
+
+}  // namespace svod

@@ -1,0 +1,54 @@
+// LaunchLayout: what a spec implies for each launch, worked out once —
+// how the caller's scalars map to ABI scalars (core_id is filled by the
+// runtime), the bounds each must satisfy, and the launch-size and buffer-size
+// expressions bound to the ABI scalar slots. Devices use it to check a launch
+// in a few nanoseconds before anything runs.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "svod/program/program_spec.h"
+
+namespace svod {
+
+class LaunchLayout {
+ public:
+  explicit LaunchLayout(const ProgramSpec& spec);
+
+  size_t buffer_count() const noexcept { return buffer_count_; }
+  size_t scalar_count() const noexcept { return bounds_.size(); }  // ABI scalars, core_id included
+  size_t caller_scalar_count() const noexcept { return bounds_.size() - (core_id_ ? 1 : 0); }
+  std::optional<size_t> core_id() const noexcept { return core_id_; }
+
+  // Checks the caller's scalars (count and bounds) and writes all ABI scalars
+  // into `abi` (core_id, if any, as 0). Throws Validation naming the scalar.
+  void fill_scalars(std::span<const int64_t> caller, int64_t* abi) const;
+
+  // Dimension `dim` of the global size for these ABI scalars. Throws
+  // Validation when the expression uses names that are not scalars (such a
+  // program must be launched through a plan that binds them) or is < 1.
+  int64_t global_size(size_t dim, const int64_t* abi) const;
+
+  // Bytes buffer `index` must hold, when its spec declares min_count.
+  std::optional<size_t> min_bytes(size_t index, const int64_t* abi) const;
+
+ private:
+  struct SizeRule {
+    Expr count;  // bound to the ABI scalar names
+    size_t element_bytes;
+  };
+  std::string program_;
+  size_t buffer_count_ = 0;
+  std::optional<size_t> core_id_;
+  std::vector<Variable> bounds_;
+  std::vector<std::string> scalar_names_;
+  std::array<std::optional<Expr>, 3> global_;  // nullopt: uses names outside the scalars
+  std::array<std::string, 3> global_text_;
+  std::vector<std::optional<SizeRule>> min_counts_;
+};
+
+}  // namespace svod

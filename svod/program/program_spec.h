@@ -1,0 +1,86 @@
+// ProgramSpec: everything svod needs to know about one kernel — its source,
+// language, entry point, parameters in ABI order, launch dimensions and cost
+// estimates. It is device-neutral: the same spec compiles for any backend that
+// accepts its language.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "svod/base/dtype.h"
+#include "svod/program/expr.h"
+
+namespace svod {
+
+enum class Language { C, LlvmIr, Cuda, OpenCl };
+std::string_view to_string(Language language) noexcept;
+Language parse_language(std::string_view text);  // "c", "llvm", "cuda", "opencl"
+
+enum class Access { Read, Write, ReadWrite };
+std::string_view to_string(Access access) noexcept;
+Access parse_access(std::string_view text);  // "read", "write", "readwrite"
+inline bool writes(Access a) { return a != Access::Read; }
+inline bool reads(Access a) { return a != Access::Write; }
+
+enum class ScalarType { I32, I64 };
+std::string_view to_string(ScalarType type) noexcept;
+ScalarType parse_scalar_type(std::string_view text);  // "i32", "i64"
+
+// An integer variable with inclusive bounds.
+struct Variable {
+  std::string name;
+  int64_t min = INT64_MIN;
+  int64_t max = INT64_MAX;
+  // Throws Error(Validation) naming the variable when value is outside [min, max].
+  void check(int64_t value) const;
+};
+
+// A pointer parameter. `min_count`, when set, is the element count (of `dtype`)
+// the kernel touches, an expression over the scalars; launches with smaller
+// buffers are refused.
+struct BufferParam {
+  std::string name;
+  Access access = Access::Read;
+  std::optional<DType> dtype;
+  std::optional<Expr> min_count;
+};
+
+// An integer parameter, passed as int32_t or int64_t (never truncated):
+// values outside the type's range, or outside [min, max] when given, are refused.
+struct ScalarParam {
+  std::string name;
+  ScalarType type = ScalarType::I32;
+  std::optional<int64_t> min;
+  std::optional<int64_t> max;
+  Variable bounds() const;  // the declared bounds intersected with the type's range
+};
+
+// The scalar that receives the slice index of a parallel CPU launch.
+inline constexpr std::string_view kCoreIdName = "core_id";
+
+struct ProgramSpec {
+  Language language = Language::C;
+  std::string name;  // for logs and profiles; the entry when empty
+  std::string source;
+  std::string entry;
+  std::vector<BufferParam> buffers;  // ABI order: all buffers, then all scalars
+  std::vector<ScalarParam> scalars;
+  std::array<Expr, 3> global_size = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  std::array<Expr, 3> local_size = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  std::vector<std::pair<std::string, std::string>> defines;  // -DNAME=VALUE, in order
+  std::optional<Expr> flops;  // per launch, for GFLOP/s
+  std::optional<Expr> bytes;  // per launch, for GB/s
+
+  const std::string& display_name() const { return name.empty() ? entry : name; }
+  // Index of the core_id scalar, if declared.
+  std::optional<size_t> core_id_index() const;
+  // Names, identifiers, uniqueness, defines; throws Error(Validation) naming the field.
+  void validate() const;
+};
+
+}  // namespace svod

@@ -1,0 +1,32 @@
+#include "tests/support/test_support.h"
+
+#include <cstdlib>
+
+namespace svod::test {
+
+ScopedEnv::ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
+  if (const char* old = std::getenv(name)) saved_ = old;
+  if (value)
+    ::setenv(name, value->c_str(), 1);
+  else
+    ::unsetenv(name);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (saved_)
+    ::setenv(name_.c_str(), saved_->c_str(), 1);
+  else
+    ::unsetenv(name_.c_str());
+}
+
+ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers,
+                     std::vector<ScalarParam> scalars) {
+  ProgramSpec spec;
+  spec.entry = std::move(entry);
+  spec.source = std::move(source);
+  spec.buffers = std::move(buffers);
+  spec.scalars = std::move(scalars);
+  return spec;
+}
+
+}  // namespace svod::test

@@ -1,0 +1,189 @@
+// Execution plans: many kernels, copies and custom functions over a table of
+// buffers, validated and ordered once, then executed many times.
+//
+// ExecutionPlanBuilder collects buffers, variables and prepared operations and
+// build() checks everything (indices, counts, sizes, attributes, dependencies)
+// before a plan exists. Operations are ordered by their declared dependencies
+// plus the read/write hazards (RAW, WAR, WAW) between the byte ranges they
+// touch in each storage, so overlapping views of one arena are ordered and
+// disjoint ones are not. execute() runs independent operations concurrently on
+// the thread pool, each as soon as its predecessors finished; a sequential mode
+// runs the same order on the calling thread. Variables are bound by name and
+// checked for every operation before anything runs. A run that fails poisons
+// the plan: later runs refuse with ErrorKind::PlanPoisoned until it is rebuilt,
+// instead of computing on half-written state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "svod/custom/custom_function.h"
+#include "svod/device/buffer.h"
+#include "svod/device/device.h"
+#include "svod/program/expr.h"
+#include "svod/program/program_spec.h"
+
+namespace svod {
+
+class CpuQueue;
+
+// Identity and explicit ordering of an operation. `id` names the operation in
+// errors and lets others depend on it (ids are unique when given); `after_ids`
+// and `after` (op indices) must finish before this one starts.
+struct OpOptions {
+  std::string id;
+  std::vector<std::string> after_ids;
+  std::vector<size_t> after;
+};
+
+// A loaded program with its buffer slots in ABI order and its caller scalars
+// (every declared scalar except core_id, in order) as expressions over the plan
+// variables. `fixed_vars` are values bound when the op was prepared that a
+// runtime binding of the same name does not override for this op. The launch
+// size is evaluated over the op's scalars by parameter name, then fixed_vars,
+// then the plan variables.
+struct PreparedKernel {
+  std::shared_ptr<const Program> program;
+  std::vector<size_t> buffers;
+  std::vector<Expr> scalars;
+  std::map<std::string, int64_t> fixed_vars;
+};
+
+// dst <- src; both slots hold the same number of bytes.
+struct PreparedCopy {
+  size_t dst = 0;
+  size_t src = 0;
+};
+
+// A registered custom function called with these buffer slots and attributes.
+struct PreparedCustomFunction {
+  std::string name;
+  std::vector<size_t> buffers;
+  Attrs attrs;
+};
+
+// Makes slot `view` a zero-copy view of slot `base`: `bytes` bytes at
+// `byte_offset` into it, typed `dtype`. The slot must have been added empty
+// (add_buffer(Buffer{})). Nothing runs at execute time; the op exists so plan
+// formats that express views as operations can order other ops after it.
+struct PreparedBufferView {
+  size_t view = 0;
+  size_t base = 0;
+  size_t byte_offset = 0;
+  size_t bytes = 0;
+  DType dtype = DType::U8;
+};
+
+using PreparedOp = std::variant<PreparedKernel, PreparedCopy, PreparedCustomFunction, PreparedBufferView>;
+
+// Receives op start/end notifications from execute(); called on the thread
+// that runs the op, so implementations must be thread-safe and cheap. Null
+// (the default) costs one branch per op.
+class PlanObserver {
+ public:
+  virtual ~PlanObserver() = default;
+  virtual void op_started(size_t op) noexcept = 0;
+  virtual void op_finished(size_t op) noexcept = 0;
+};
+
+struct ExecuteOptions {
+  bool sequential = false;  // run on the calling thread in topological_order()
+  PlanObserver* observer = nullptr;
+};
+
+class ExecutionPlan;
+
+namespace detail {
+struct PlanState;
+}  // namespace detail
+
+class ExecutionPlanBuilder {
+ public:
+  ExecutionPlanBuilder();
+  ~ExecutionPlanBuilder();
+  ExecutionPlanBuilder(ExecutionPlanBuilder&&) noexcept;
+  ExecutionPlanBuilder& operator=(ExecutionPlanBuilder&&) noexcept;
+
+  // Adds a buffer slot and returns its index. Names, when given, are unique.
+  size_t add_buffer(Buffer buffer, std::string name = {});
+  // Adds a slot that is `bytes` bytes of slot `base` at `byte_offset`, typed
+  // `dtype`; it follows its base when the base is rebound.
+  size_t add_view(size_t base, size_t byte_offset, size_t bytes, DType dtype, std::string name = {});
+  // Declares a plan variable with its bounds and initial value.
+  void add_variable(Variable variable, int64_t value);
+  // Adds an operation and returns its index (0, 1, 2, ... in call order).
+  size_t add_op(PreparedOp op, OpOptions options = {});
+  // Marks a slot as a result of the plan (order is kept).
+  void add_output(size_t buffer);
+
+  // Validates everything and builds the plan; throws Error(Validation) naming
+  // the op (index and id) or buffer at fault. The builder is left empty.
+  ExecutionPlan build();
+
+ private:
+  std::unique_ptr<detail::PlanState> state_;
+};
+
+class ExecutionPlan {
+ public:
+  ExecutionPlan(ExecutionPlan&&) noexcept;
+  ExecutionPlan& operator=(ExecutionPlan&&) noexcept;
+  ~ExecutionPlan();
+
+  // Runs every op once with the current variable values. Thread-safe: runs of
+  // one plan are serialized (use replicate() for concurrent runs). The first
+  // failing op's error is rethrown with its kind, its message naming the op;
+  // the plan is then poisoned.
+  void execute(const ExecuteOptions& options = {});
+  void execute_sequential();
+  // Sets the named variables (others keep their values), checks them and every
+  // op's scalars and launch sizes, then runs. Nothing changes and nothing runs
+  // when a check fails (Error(Validation)).
+  void execute_with_vars(const std::map<std::string, int64_t>& vars, const ExecuteOptions& options = {});
+  // Runs the plan on the queue's worker thread, after the commands submitted
+  // before it; returns the timeline value to wait for. Variables are checked
+  // now (the plan keeps them on failure); run errors surface at the queue's
+  // wait/synchronize. The plan state lives until the command completes.
+  uint64_t execute_async(CpuQueue& queue, const std::map<std::string, int64_t>& vars = {});
+
+  // Replaces slot `buffer` with a buffer of the same byte size and dtype.
+  // Views of it follow; hazards are recomputed if aliasing changed. View slots
+  // cannot be rebound themselves (rebind their base).
+  void rebind(size_t buffer, Buffer replacement);
+
+  // An independent plan sharing the compiled programs and every storage no op
+  // writes; storages that ops write are copied into fresh allocations (views
+  // into them keep their offsets), so replicas run concurrently without
+  // touching each other's results. Variables keep their current values.
+  ExecutionPlan replicate() const;
+
+  const Buffer& buffer(size_t index) const;
+  size_t buffer_count() const;
+  std::optional<size_t> find_buffer(std::string_view name) const;
+  const std::vector<size_t>& outputs() const;
+  size_t op_count() const;
+  const PreparedOp& op(size_t index) const;
+  const std::string& op_id(size_t index) const;
+  std::optional<int64_t> variable(std::string_view name) const;
+
+  // Deterministic: Kahn's algorithm taking the smallest ready op index first.
+  std::vector<size_t> topological_order() const;
+  // For each op, the ops it waits for (declared and hazard edges, sorted).
+  const std::vector<std::vector<size_t>>& predecessors() const;
+
+  bool poisoned() const;
+
+ private:
+  friend class ExecutionPlanBuilder;
+  explicit ExecutionPlan(std::shared_ptr<detail::PlanState> state);
+
+  std::shared_ptr<detail::PlanState> state_;
+};
+
+}  // namespace svod

@@ -1,0 +1,108 @@
+#include "svod/program/program_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "svod/base/error.h"
+#include "svod/program/launch_layout.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a validation error";
+  return {};
+}
+
+TEST(ProgramSpec, ParsesNamesAndListsValidOnes) {
+  EXPECT_EQ(parse_language("llvm"), Language::LlvmIr);
+  EXPECT_EQ(parse_access("readwrite"), Access::ReadWrite);
+  EXPECT_EQ(parse_scalar_type("i64"), ScalarType::I64);
+  EXPECT_NE(error_of([] { parse_language("rust"); }).find("valid: c, llvm, cuda, opencl"), std::string::npos);
+  EXPECT_EQ(to_string(Access::Write), "write");
+}
+
+TEST(ProgramSpec, ScalarBoundsIntersectTheTypeRange) {
+  ScalarParam p{"n", ScalarType::I32, -5, int64_t{1} << 40};
+  Variable b = p.bounds();
+  EXPECT_EQ(b.min, -5);
+  EXPECT_EQ(b.max, INT32_MAX);
+  EXPECT_EQ((ScalarParam{"m", ScalarType::I64}.bounds().min), INT64_MIN);
+  EXPECT_NE(error_of([&] { b.check(-6); }).find("n = -6 is outside its bounds [-5, 2147483647]"), std::string::npos);
+}
+
+TEST(ProgramSpec, ValidateNamesTheProblem) {
+  auto good = test::c_kernel("k", "void k(float* a, int n) {}", {{"a"}}, {{"n"}});
+  good.validate();
+  auto bad = good;
+  bad.entry = "1k";
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("entry \"1k\""), std::string::npos);
+  bad = good;
+  bad.scalars.push_back({"a"});
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("\"a\" is used twice"), std::string::npos);
+  bad = good;
+  bad.defines = {{"X Y", "1"}};
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("define \"X Y\""), std::string::npos);
+  bad = good;
+  bad.defines = {{"X", "1\n#include <x>"}};
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("line break"), std::string::npos);
+  bad = good;
+  bad.global_size[1] = Expr::constant(0);
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("global_size[1] = 0"), std::string::npos);
+  bad = good;
+  bad.scalars[0].min = 10;
+  bad.scalars[0].max = 5;
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("empty bounds"), std::string::npos);
+  bad = good;
+  bad.source.clear();
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("empty source"), std::string::npos);
+}
+
+TEST(LaunchLayout, MapsCallerScalarsAroundCoreId) {
+  auto spec = test::c_kernel("k", "x", {{"o", Access::Write, DType::F32, Expr::parse("n*2")}},
+                             {{"n", ScalarType::I32, 1, 1000}, {"core_id"}, {"big", ScalarType::I64}});
+  spec.global_size[0] = Expr::parse("(n+3)/4");
+  LaunchLayout layout(spec);
+  EXPECT_EQ(layout.scalar_count(), 3u);
+  EXPECT_EQ(layout.caller_scalar_count(), 2u);
+  EXPECT_EQ(layout.core_id(), 1u);
+  int64_t abi[3];
+  int64_t caller[] = {10, int64_t{1} << 50};
+  layout.fill_scalars(caller, abi);
+  EXPECT_EQ(abi[0], 10);
+  EXPECT_EQ(abi[1], 0);
+  EXPECT_EQ(abi[2], int64_t{1} << 50);
+  EXPECT_EQ(layout.global_size(0, abi), 3);
+  EXPECT_EQ(layout.global_size(1, abi), 1);
+  EXPECT_EQ(layout.min_bytes(0, abi), 80u);
+  int64_t zero[] = {0, 0};
+  EXPECT_NE(error_of([&] { layout.fill_scalars(zero, abi); }).find("n = 0 is outside"), std::string::npos);
+  EXPECT_NE(error_of([&] { layout.fill_scalars({caller, 1}, abi); }).find("core_id is set by the runtime"),
+            std::string::npos);
+}
+
+TEST(LaunchLayout, GlobalSizeOverOtherVariablesNeedsAPlan) {
+  auto spec = test::c_kernel("k", "x", {}, {{"n"}});
+  spec.global_size[0] = Expr::parse("N/2");
+  LaunchLayout layout(spec);
+  int64_t abi[1] = {4};
+  EXPECT_NE(error_of([&] { layout.global_size(0, abi); }).find("through a plan"), std::string::npos);
+}
+
+TEST(LaunchLayout, GlobalSizeBelowOneIsRefused) {
+  auto spec = test::c_kernel("k", "x", {}, {{"n"}});
+  spec.global_size[0] = Expr::parse("n - 5");
+  LaunchLayout layout(spec);
+  int64_t abi[1] = {5};
+  EXPECT_NE(error_of([&] { layout.global_size(0, abi); }).find("global_size[0] = 0 is below 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace svod

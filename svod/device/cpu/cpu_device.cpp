@@ -5,6 +5,8 @@
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/base/thread_pool.h"
+#include "svod/cache/cache_key.h"
+#include "svod/cache/object_cache.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/program/cpu_abi.h"
@@ -73,7 +75,13 @@ Buffer CpuDevice::allocate(DType dtype, size_t count) {
 }
 
 std::shared_ptr<const Program> CpuDevice::compile(const ProgramSpec& spec) {
-  return load(spec, compiler_->compile(spec));
+  // In memory first (this device and the whole spec, no toolchain probe),
+  // then compiled objects on disk, then the compiler.
+  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
+    const std::shared_ptr<ObjectCache> objects = object_cache();
+    return load_or_compile(objects.get(), *compiler_, spec,
+                           [&](const Artifact& artifact) -> std::shared_ptr<const Program> { return load(spec, artifact); });
+  });
 }
 
 std::shared_ptr<const CpuProgram> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "svod/cache/kernel_cache.h"
 #include "svod/compile/compiler.h"
 #include "svod/device/device.h"
 #include "svod/program/launch_layout.h"
@@ -54,6 +55,8 @@ class CpuDevice final : public Device {
 
  private:
   std::shared_ptr<const Compiler> compiler_;
+  // This device's key space in the process-wide kernel cache.
+  const uint64_t cache_scope_ = new_cache_scope();
 };
 
 // The process's CPU device with the clang-process compiler, created on first use.

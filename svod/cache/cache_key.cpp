@@ -1,0 +1,126 @@
+#include "svod/cache/cache_key.h"
+
+#include <cstring>
+#include <string>
+
+namespace svod {
+namespace {
+
+// Bumped whenever the object entry format or the key derivation changes, so
+// entries written by older builds simply stop matching.
+constexpr uint64_t kObjectSchema = 1;
+
+// Appends length-prefixed fields to a reusable buffer. One-shot XXH3 over a
+// flat buffer beats the streaming state for the short fields of a spec, and a
+// thread-local buffer keeps the hit path free of allocations once warm.
+class KeyWriter {
+ public:
+  explicit KeyWriter(std::string& buffer) : buffer_(buffer) { buffer_.clear(); }
+
+  void u64(uint64_t value) { buffer_.append(reinterpret_cast<const char*>(&value), sizeof value); }
+  void i64(int64_t value) { u64(static_cast<uint64_t>(value)); }
+  void str(std::string_view text) {
+    u64(text.size());
+    buffer_.append(text);
+  }
+  void hash(const Hash128& h) {
+    u64(h.low);
+    u64(h.high);
+  }
+  void optional_i64(const std::optional<int64_t>& value) {
+    u64(value.has_value());
+    if (value) i64(*value);
+  }
+  void optional_expr(const std::optional<Expr>& expr) {
+    u64(expr.has_value());
+    if (expr) str(expr->text());
+  }
+  Hash128 finish() const {
+    return hash_bytes(std::span(reinterpret_cast<const std::byte*>(buffer_.data()), buffer_.size()));
+  }
+
+ private:
+  std::string& buffer_;
+};
+
+std::string& scratch() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
+Hash128 hash_text(std::string_view text) {
+  return hash_bytes(std::span(reinterpret_cast<const std::byte*>(text.data()), text.size()));
+}
+
+// The source is hashed on its own rather than copied into the buffer, so a
+// large source is read exactly once.
+void write_compiler_input(KeyWriter& w, const ProgramSpec& spec) {
+  w.hash(hash_text(spec.source));
+  w.u64(static_cast<uint64_t>(spec.language));
+  w.str(spec.entry);
+  w.u64(spec.defines.size());
+  for (const auto& [name, value] : spec.defines) {
+    w.str(name);
+    w.str(value);
+  }
+}
+
+void write_spec(KeyWriter& w, const ProgramSpec& spec) {
+  write_compiler_input(w, spec);
+  w.str(spec.name);
+  w.u64(spec.buffers.size());
+  for (const BufferParam& b : spec.buffers) {
+    w.str(b.name);
+    w.u64(static_cast<uint64_t>(b.access));
+    w.u64(b.dtype.has_value());
+    if (b.dtype) w.u64(static_cast<uint64_t>(*b.dtype));
+    w.optional_expr(b.min_count);
+  }
+  w.u64(spec.scalars.size());
+  for (const ScalarParam& s : spec.scalars) {
+    w.str(s.name);
+    w.u64(static_cast<uint64_t>(s.type));
+    w.optional_i64(s.min);
+    w.optional_i64(s.max);
+  }
+  for (const Expr& e : spec.global_size) w.str(e.text());
+  for (const Expr& e : spec.local_size) w.str(e.text());
+  w.optional_expr(spec.flops);
+  w.optional_expr(spec.bytes);
+}
+
+}  // namespace
+
+Hash128 source_hash(const ProgramSpec& spec) {
+  KeyWriter w(scratch());
+  w.str("source");
+  write_compiler_input(w, spec);
+  return w.finish();
+}
+
+Hash128 spec_hash(const ProgramSpec& spec) {
+  KeyWriter w(scratch());
+  w.str("spec");
+  write_spec(w, spec);
+  return w.finish();
+}
+
+Hash128 object_key(const ProgramSpec& spec, const CompilerIdentity& identity) {
+  const Hash128 source = source_hash(spec);
+  KeyWriter w(scratch());
+  w.str("object");
+  w.u64(kObjectSchema);
+  w.hash(source);
+  w.hash(identity.hash());
+  return w.finish();
+}
+
+Hash128 kernel_key(uint64_t scope, const ProgramSpec& spec) {
+  KeyWriter w(scratch());
+  w.str("kernel");
+  w.u64(scope);
+  write_spec(w, spec);
+  return w.finish();
+}
+
+}  // namespace svod

@@ -1,0 +1,40 @@
+#include "svod/cache/compile_many.h"
+
+#include <exception>
+#include <unordered_map>
+
+#include "svod/base/thread_pool.h"
+#include "svod/cache/cache_key.h"
+
+namespace svod {
+
+std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs) {
+  // Duplicates are folded here rather than left to the kernel cache's
+  // single-flight, so no pool thread sits blocked waiting on a sibling.
+  std::vector<size_t> unique;           // index of the first spec of each group
+  std::vector<size_t> group(specs.size());  // position in `unique` for each spec
+  std::unordered_map<Hash128, size_t, Hash128Hasher> seen;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto [it, inserted] = seen.try_emplace(spec_hash(specs[i]), unique.size());
+    if (inserted) unique.push_back(i);
+    group[i] = it->second;
+  }
+
+  std::vector<CompileResult> compiled(unique.size());
+  parallel_for(unique.size(), [&](size_t u) {
+    try {
+      compiled[u] = device.compile(specs[unique[u]]);
+    } catch (const Error& e) {
+      compiled[u] = e;
+    } catch (const std::exception& e) {
+      compiled[u] = make_error(ErrorKind::Internal, "compiling \"{}\": {}", specs[unique[u]].display_name(), e.what());
+    }
+  });
+
+  std::vector<CompileResult> results;
+  results.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) results.push_back(compiled[group[i]]);
+  return results;
+}
+
+}  // namespace svod

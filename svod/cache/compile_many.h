@@ -1,0 +1,24 @@
+// compile_many: compiles a batch of kernels for one device in parallel.
+//
+// Each distinct spec is compiled once on the thread pool (for the CPU device
+// that means several clang processes at a time), through the device's
+// caches, so a batch that repeats a spec, or one already compiled, costs no
+// extra compile. One failing spec does not stop the others: each position of
+// the result holds the Program or the Error for the spec at that position.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "svod/base/error.h"
+#include "svod/device/device.h"
+
+namespace svod {
+
+using CompileResult = std::variant<std::shared_ptr<const Program>, Error>;
+
+std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs);
+
+}  // namespace svod

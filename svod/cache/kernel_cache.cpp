@@ -1,0 +1,131 @@
+#include "svod/cache/kernel_cache.h"
+
+#include <atomic>
+#include <future>
+#include <vector>
+
+#include "svod/base/env.h"
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/device/device.h"
+
+namespace svod {
+
+// A build in progress. Waiters copy the shared_future under the cache mutex
+// and block on it outside, so a slow compile never holds the mutex.
+struct KernelCache::Flight {
+  std::promise<std::shared_ptr<const Program>> promise;
+  std::shared_future<std::shared_ptr<const Program>> result = promise.get_future().share();
+};
+
+KernelCache::KernelCache(size_t capacity) : capacity_(capacity) { stats_.capacity = capacity; }
+
+KernelCache::~KernelCache() = default;
+
+std::shared_ptr<const Program> KernelCache::lookup(const Hash128& key) {
+  std::lock_guard lock(mutex_);
+  auto it = slots_.find(key);
+  if (it == slots_.end() || !it->second.program) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  ++stats_.hits;
+  return it->second.program;
+}
+
+std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, BuildFn fn, void* build) {
+  std::shared_ptr<Flight> flight;
+  {
+    std::unique_lock lock(mutex_);
+    auto [it, inserted] = slots_.try_emplace(key);
+    Slot& slot = it->second;
+    if (!inserted) {
+      // Lost the race to another builder, or it finished in between.
+      if (slot.program) {
+        lru_.splice(lru_.begin(), lru_, slot.lru);
+        ++stats_.hits;
+        return slot.program;
+      }
+      ++stats_.coalesced;
+      auto result = slot.flight->result;
+      lock.unlock();
+      return result.get();
+    }
+    flight = std::make_shared<Flight>();
+    slot.flight = flight;
+    ++stats_.misses;
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const Program> program;
+  try {
+    program = fn(build);
+    if (!program) throw make_error(ErrorKind::Internal, "kernel cache: a build returned no program");
+  } catch (...) {
+    {
+      std::lock_guard lock(mutex_);
+      slots_.erase(key);
+      ++stats_.failures;
+      stats_.build_time += std::chrono::steady_clock::now() - start;
+    }
+    flight->promise.set_exception(std::current_exception());
+    throw;
+  }
+
+  // Evicted Programs are released after the mutex is dropped: the last
+  // reference unmaps code, which has no business inside the critical section.
+  std::vector<std::shared_ptr<const Program>> evicted;
+  {
+    std::lock_guard lock(mutex_);
+    Slot& slot = slots_.at(key);
+    slot.program = program;
+    slot.flight.reset();
+    lru_.push_front(key);
+    slot.lru = lru_.begin();
+    stats_.build_time += std::chrono::steady_clock::now() - start;
+    while (lru_.size() > capacity_) {
+      auto victim = slots_.find(lru_.back());
+      evicted.push_back(std::move(victim->second.program));
+      slots_.erase(victim);
+      lru_.pop_back();
+      ++stats_.evictions;
+    }
+  }
+  flight->promise.set_value(program);
+  return program;
+}
+
+KernelCacheStats KernelCache::stats() const {
+  std::lock_guard lock(mutex_);
+  KernelCacheStats s = stats_;
+  s.entries = lru_.size();
+  return s;
+}
+
+void KernelCache::clear() {
+  std::vector<std::shared_ptr<const Program>> dropped;
+  std::lock_guard lock(mutex_);
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (it->second.program) {
+      dropped.push_back(std::move(it->second.program));
+      it = slots_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  lru_.clear();
+}
+
+KernelCache& kernel_cache() {
+  static KernelCache cache([] {
+    const int64_t max = env_int("SVOD_KERNEL_CACHE_MAX", static_cast<int64_t>(KernelCache::kDefaultCapacity));
+    if (max < 0) throw make_error(ErrorKind::Validation, "SVOD_KERNEL_CACHE_MAX={} must be 0 or more", max);
+    return static_cast<size_t>(max);
+  }());
+  return cache;
+}
+
+uint64_t new_cache_scope() noexcept {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace svod

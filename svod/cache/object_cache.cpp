@@ -1,0 +1,401 @@
+#include "svod/cache/object_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "svod/base/env.h"
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/cache/cache_key.h"
+
+namespace svod {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'S', 'V', 'O', 'D', 'O', 'B', 'J', '1'};
+constexpr uint32_t kEntrySchema = 1;
+constexpr const char* kEntrySuffix = ".svo";
+constexpr const char* kTempSuffix = ".tmp";
+// Hits refresh an entry's mtime only when it is older than this, which keeps
+// the common hit to one open and one read while LRU order stays accurate to
+// the minute.
+constexpr auto kTouchAfter = std::chrono::seconds(60);
+// A temporary file this old belongs to a writer that died.
+constexpr auto kStaleTemp = std::chrono::hours(1);
+// Writes between rescans, so entries other processes add are counted.
+constexpr uint64_t kRescanWrites = 256;
+
+struct EntryHeader {
+  char magic[8];
+  uint32_t schema;
+  uint32_t kind;
+  uint64_t key_low;
+  uint64_t key_high;
+  uint64_t payload_size;
+  uint64_t digest_low;
+  uint64_t digest_high;
+};
+static_assert(sizeof(EntryHeader) == 56);
+
+constexpr uint32_t kMaxArtifactKind = static_cast<uint32_t>(ArtifactKind::OpenClSource);
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports whether the close succeeded (it can report a
+  // delayed write error).
+  bool close() {
+    int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+bool is_entry(const fs::path& p) { return p.extension() == kEntrySuffix; }
+bool is_temp(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.size() > 1 && name[0] == '.' && p.extension() == kTempSuffix;
+}
+
+Hash128 digest(std::span<const std::byte> payload) { return hash_bytes(payload); }
+
+// Writes all of `iov`, retrying short writes and EINTR; false with errno set on failure.
+bool write_all(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    ssize_t n = ::writev(fd, iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    auto left = static_cast<size_t>(n);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return true;
+}
+
+bool read_all(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    ssize_t n = ::readv(fd, iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) return false;  // shrank under us: treat as damaged
+    auto left = static_cast<size_t>(n);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return true;
+}
+
+struct ScannedEntry {
+  fs::path path;
+  uint64_t size;
+  fs::file_time_type mtime;
+};
+
+// Entries in `dir`; removes stale temporaries on the way. Errors end the
+// scan early: eviction is best effort.
+std::vector<ScannedEntry> scan(const fs::path& dir) {
+  std::vector<ScannedEntry> entries;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    std::error_code entry_ec;
+    if (is_entry(p)) {
+      uint64_t size = it->file_size(entry_ec);
+      auto mtime = entry_ec ? fs::file_time_type{} : it->last_write_time(entry_ec);
+      if (!entry_ec) entries.push_back({p, size, mtime});
+    } else if (is_temp(p)) {
+      auto mtime = it->last_write_time(entry_ec);
+      if (!entry_ec && now - mtime > kStaleTemp) fs::remove(p, entry_ec);
+    }
+  }
+  return entries;
+}
+
+}  // namespace
+
+ObjectCacheConfig ObjectCacheConfig::from_env() {
+  ObjectCacheConfig config;
+  const int64_t max = env_int("SVOD_CACHE_MAX_BYTES", static_cast<int64_t>(kDefaultMaxBytes));
+  if (max < 0) throw make_error(ErrorKind::Validation, "SVOD_CACHE_MAX_BYTES={} must be 0 or more", max);
+  config.max_bytes = static_cast<uint64_t>(max);
+  if (auto on = env_string("SVOD_CACHE"); on && *on == "0") return config;
+  if (auto dir = env_string("SVOD_CACHE_DIR"))
+    config.directory = *dir;
+  else if (auto xdg = env_string("XDG_CACHE_HOME"))
+    config.directory = fs::path(*xdg) / "svod";
+  else if (auto home = env_string("HOME"))
+    config.directory = fs::path(*home) / ".cache" / "svod";
+  return config;
+}
+
+ObjectCache::ObjectCache(ObjectCacheConfig config) : config_(std::move(config)) {}
+
+fs::path ObjectCache::entry_path(const Hash128& key) const {
+  return config_.directory / (key.to_hex() + kEntrySuffix);
+}
+
+std::optional<Artifact> ObjectCache::get(const Hash128& key) {
+  if (!enabled()) return std::nullopt;
+  const fs::path path = entry_path(key);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  auto damaged = [&]() -> std::optional<Artifact> {
+    ::unlink(path.c_str());
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    logger().debug("object cache: removed damaged entry {}", path.string());
+    return std::nullopt;
+  };
+
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return damaged();
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < sizeof(EntryHeader)) return damaged();
+
+  EntryHeader header{};
+  Artifact artifact;
+  artifact.bytes.resize(file_size - sizeof(EntryHeader));
+  iovec iov[2] = {{&header, sizeof header}, {artifact.bytes.data(), artifact.bytes.size()}};
+  if (!read_all(fd.get(), iov, artifact.bytes.empty() ? 1 : 2)) return damaged();
+  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0 || header.schema != kEntrySchema ||
+      header.key_low != key.low || header.key_high != key.high || header.payload_size != artifact.bytes.size() ||
+      header.kind > kMaxArtifactKind)
+    return damaged();
+  if (digest(artifact.bytes) != Hash128{header.digest_low, header.digest_high}) return damaged();
+  artifact.kind = static_cast<ArtifactKind>(header.kind);
+
+  const auto mtime = std::chrono::seconds(st.st_mtim.tv_sec);
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  if (now - mtime > kTouchAfter) ::futimens(fd.get(), nullptr);  // best effort: a read-only cache still serves
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return artifact;
+}
+
+bool ObjectCache::ensure_directory() {
+  std::call_once(directory_once_, [this] {
+    std::error_code ec;
+    fs::create_directories(config_.directory, ec);
+    if (ec) disable_writes("create the directory", ec.value());
+  });
+  return writable_.load(std::memory_order_relaxed);
+}
+
+void ObjectCache::disable_writes(const char* what, int error) {
+  writable_.store(false, std::memory_order_relaxed);
+  if (!warned_.exchange(true))
+    logger().warn("object cache {}: cannot {} ({}); compiled objects will not be cached by this process",
+                  config_.directory.string(), what, std::strerror(error));
+}
+
+void ObjectCache::put(const Hash128& key, const Artifact& artifact) {
+  if (!enabled() || !writable_.load(std::memory_order_relaxed)) return;
+  const uint64_t entry_size = sizeof(EntryHeader) + artifact.bytes.size();
+  // An entry larger than the budget would only evict everything, itself included.
+  if (entry_size > config_.max_bytes) return;
+  if (!ensure_directory()) return;
+
+  EntryHeader header{};
+  std::memcpy(header.magic, kMagic, sizeof kMagic);
+  header.schema = kEntrySchema;
+  header.kind = static_cast<uint32_t>(artifact.kind);
+  header.key_low = key.low;
+  header.key_high = key.high;
+  header.payload_size = artifact.bytes.size();
+  const Hash128 d = digest(artifact.bytes);
+  header.digest_low = d.low;
+  header.digest_high = d.high;
+
+  const fs::path final_path = entry_path(key);
+  const fs::path temp_path =
+      config_.directory / fmt::format(".{}.{}.{}{}", key.to_hex(), ::getpid(),
+                                      temp_counter_.fetch_add(1, std::memory_order_relaxed), kTempSuffix);
+  Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return disable_writes("create an entry", errno);
+  iovec iov[2] = {{&header, sizeof header}, {const_cast<std::byte*>(artifact.bytes.data()), artifact.bytes.size()}};
+  const bool written = write_all(fd.get(), iov, artifact.bytes.empty() ? 1 : 2);
+  const int write_errno = errno;
+  if (!fd.close() || !written) {
+    const int error = written ? errno : write_errno;
+    ::unlink(temp_path.c_str());
+    return disable_writes("write an entry", error);
+  }
+  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp_path.c_str());
+    return disable_writes("publish an entry", error);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+
+  const auto size = static_cast<int64_t>(entry_size);
+  const bool rescan = estimated_bytes_.load(std::memory_order_relaxed) < 0 ||
+                      writes_since_scan_.fetch_add(1, std::memory_order_relaxed) + 1 >= kRescanWrites;
+  if (rescan || static_cast<uint64_t>(estimated_bytes_.fetch_add(size, std::memory_order_relaxed) + size) >
+                    config_.max_bytes)
+    evict_keeping(final_path);
+}
+
+void ObjectCache::remove(const Hash128& key) {
+  if (enabled()) ::unlink(entry_path(key).c_str());
+}
+
+void ObjectCache::evict() { evict_keeping({}); }
+
+void ObjectCache::evict_keeping(const fs::path& keep) {
+  if (!enabled()) return;
+  // One sweep at a time per process; a writer that finds one running skips
+  // its own, since the running sweep will see its entry or the next one will.
+  std::unique_lock lock(evict_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  std::vector<ScannedEntry> entries = scan(config_.directory);
+  uint64_t total = 0;
+  for (const auto& e : entries) total += e.size;
+  if (total > config_.max_bytes) {
+    const uint64_t target = config_.max_bytes - config_.max_bytes / 10;
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.mtime < b.mtime; });
+    for (const auto& e : entries) {
+      if (total <= target) break;
+      if (e.path == keep) continue;
+      std::error_code ec;
+      // Another process may have evicted it first; either way it is gone.
+      fs::remove(e.path, ec);
+      total -= e.size;
+      evictions_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  estimated_bytes_.store(static_cast<int64_t>(total), std::memory_order_relaxed);
+  writes_since_scan_.store(0, std::memory_order_relaxed);
+}
+
+ObjectCacheUsage ObjectCache::usage() const {
+  ObjectCacheUsage usage;
+  if (!enabled()) return usage;
+  for (const auto& e : scan(config_.directory)) {
+    ++usage.entries;
+    usage.bytes += e.size;
+  }
+  return usage;
+}
+
+uint64_t ObjectCache::clear() {
+  if (!enabled()) return 0;
+  uint64_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(config_.directory, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    std::error_code remove_ec;
+    if ((is_entry(p) || is_temp(p)) && fs::remove(p, remove_ec)) ++removed;
+  }
+  estimated_bytes_.store(-1, std::memory_order_relaxed);
+  return removed;
+}
+
+ObjectCacheStats ObjectCache::stats() const {
+  ObjectCacheStats s;
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.writes = writes_.load(std::memory_order_relaxed);
+  s.corrupt = corrupt_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.writable = writable_.load(std::memory_order_relaxed);
+  return s;
+}
+
+namespace {
+
+// The process's cache; `chosen` once from_env() ran or set_object_cache() was called.
+struct GlobalObjectCache {
+  std::mutex mutex;
+  std::shared_ptr<ObjectCache> cache;
+  bool chosen = false;
+};
+
+GlobalObjectCache& global_object_cache() {
+  static GlobalObjectCache global;
+  return global;
+}
+
+}  // namespace
+
+std::shared_ptr<ObjectCache> object_cache() {
+  GlobalObjectCache& g = global_object_cache();
+  std::lock_guard lock(g.mutex);
+  if (!g.chosen) {
+    g.cache = std::make_shared<ObjectCache>(ObjectCacheConfig::from_env());
+    g.chosen = true;
+  }
+  return g.cache;
+}
+
+void set_object_cache(std::shared_ptr<ObjectCache> cache) {
+  GlobalObjectCache& g = global_object_cache();
+  std::lock_guard lock(g.mutex);
+  g.cache = std::move(cache);
+  g.chosen = true;
+}
+
+std::shared_ptr<const Program> load_or_compile(
+    ObjectCache* objects, const Compiler& compiler, const ProgramSpec& spec,
+    const std::function<std::shared_ptr<const Program>(const Artifact&)>& load) {
+  if (objects == nullptr || !objects->enabled()) return load(compiler.compile(spec));
+  const Hash128 key = object_key(spec, compiler.identity());
+  if (auto stored = objects->get(key)) {
+    try {
+      return load(*stored);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Load && e.kind() != ErrorKind::UndefinedSymbol) throw;
+      // The bytes passed the digest, so they are what some compiler wrote;
+      // they just do not load here. Start over from the source.
+      logger().warn("object cache: stored object for \"{}\" does not load ({}); recompiling", spec.display_name(),
+                    e.what());
+      objects->remove(key);
+    }
+  }
+  Artifact artifact = compiler.compile(spec);
+  // Load before publishing, so an object that cannot load is never stored.
+  auto program = load(artifact);
+  objects->put(key, artifact);
+  return program;
+}
+
+}  // namespace svod

@@ -1,0 +1,170 @@
+#include "svod/plan/dag.h"
+
+#include <oneapi/tbb/task_group.h>
+
+#include <algorithm>
+#include <mutex>
+#include <queue>
+
+#include "svod/base/error.h"
+#include "svod/base/thread_pool.h"
+
+namespace svod::detail {
+namespace {
+
+// One cycle among the nodes Kahn's algorithm could not order, as "a → b → …
+// → a" where each node waits for the next. Every such node has a predecessor
+// that is also unordered, so following the smallest one must revisit a node.
+std::string describe_cycle(const std::vector<std::vector<size_t>>& preds, const std::vector<bool>& ordered,
+                           const std::function<std::string(size_t)>& name) {
+  size_t start = 0;
+  while (ordered[start]) ++start;
+  std::vector<size_t> path;
+  std::vector<size_t> seen_at(preds.size(), SIZE_MAX);
+  size_t node = start;
+  while (seen_at[node] == SIZE_MAX) {
+    seen_at[node] = path.size();
+    path.push_back(node);
+    for (size_t p : preds[node]) {
+      if (!ordered[p]) {
+        node = p;
+        break;
+      }
+    }
+  }
+  std::string text;
+  for (size_t i = seen_at[node]; i < path.size(); ++i) text += name(path[i]) + " → ";
+  return text + name(node);
+}
+
+// Kahn's algorithm, smallest ready index first; shorter than preds when
+// some nodes sit on or behind a cycle.
+std::vector<size_t> kahn_order(const std::vector<std::vector<size_t>>& preds) {
+  const size_t n = preds.size();
+  std::vector<size_t> pending(n);
+  std::vector<std::vector<size_t>> succs(n);
+  for (size_t i = 0; i < n; ++i) {
+    pending[i] = preds[i].size();
+    for (size_t p : preds[i]) succs[p].push_back(i);
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.push(i);
+  std::vector<size_t> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    size_t node = ready.top();
+    ready.pop();
+    order.push_back(node);
+    for (size_t s : succs[node])
+      if (--pending[s] == 0) ready.push(s);
+  }
+  return order;
+}
+
+}  // namespace
+
+std::optional<std::vector<size_t>> topological_order(const std::vector<std::vector<size_t>>& preds) {
+  auto order = kahn_order(preds);
+  if (order.size() != preds.size()) return std::nullopt;
+  return order;
+}
+
+Dag::Dag(std::vector<std::vector<size_t>> preds, const std::function<std::string(size_t)>& name)
+    : preds_(std::move(preds)), succs_(preds_.size()) {
+  const size_t n = preds_.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto& p = preds_[i];
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    for (size_t d : p) {
+      if (d >= n)
+        throw make_error(ErrorKind::Validation, "{} depends on op index {}, but there are only {} ops", name(i), d, n);
+      if (d == i) throw make_error(ErrorKind::Validation, "{} depends on itself", name(i));
+      succs_[d].push_back(i);
+    }
+    if (p.empty()) roots_.push_back(i);
+  }
+  order_ = kahn_order(preds_);
+  if (order_.size() != n) {
+    std::vector<bool> ordered(n, false);
+    for (size_t node : order_) ordered[node] = true;
+    throw make_error(ErrorKind::Validation, "dependency cycle (each waits for the next): {}",
+                     describe_cycle(preds_, ordered, name));
+  }
+}
+
+struct DagRunner::Run {
+  NodeFn fn = nullptr;
+  void* context = nullptr;
+  tbb::task_group* group = nullptr;
+  std::atomic<bool> stop{false};
+  std::mutex failure_mutex;
+  std::optional<DagFailure> failure;
+
+  void fail(size_t node) {
+    std::lock_guard lock(failure_mutex);
+    if (!failure) failure = DagFailure{node, std::current_exception()};
+    stop.store(true, std::memory_order_relaxed);
+  }
+};
+
+DagRunner::DagRunner(Dag dag) : dag_(std::move(dag)), pending_(new std::atomic<uint32_t>[dag_.size()]) {}
+
+// Runs `node`, then keeps going on this thread with one successor it made
+// ready and hands the others to the pool: a chain costs no task spawns.
+void DagRunner::run_chain(Run& run, size_t node) {
+  const auto& succs = dag_.successors();
+  for (;;) {
+    if (run.stop.load(std::memory_order_relaxed)) return;
+    try {
+      run.fn(run.context, node);
+    } catch (...) {
+      run.fail(node);
+      return;
+    }
+    size_t next = SIZE_MAX;
+    for (size_t s : succs[node]) {
+      if (pending_[s].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+      if (next == SIZE_MAX)
+        next = s;
+      else
+        run.group->run([this, &run, s] { run_chain(run, s); });
+    }
+    if (next == SIZE_MAX) return;
+    node = next;
+  }
+}
+
+std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {
+  const size_t n = dag_.size();
+  if (n == 0) return std::nullopt;
+  const auto& preds = dag_.predecessors();
+  for (size_t i = 0; i < n; ++i) pending_[i].store(static_cast<uint32_t>(preds[i].size()), std::memory_order_relaxed);
+  Run run;
+  run.fn = fn;
+  run.context = context;
+  thread_pool().execute([&] {
+    tbb::task_group group;
+    run.group = &group;
+    const auto& roots = dag_.roots();
+    // The calling thread takes the first root itself; the rest go to the pool.
+    for (size_t i = 1; i < roots.size(); ++i) group.run([this, &run, r = roots[i]] { run_chain(run, r); });
+    run_chain(run, roots.front());
+    group.wait();
+  });
+  return std::move(run.failure);
+}
+
+std::optional<DagFailure> DagRunner::run_sequential(NodeFn fn, void* context) const {
+  for (size_t node : dag_.order()) {
+    try {
+      fn(context, node);
+    } catch (...) {
+      return DagFailure{node, std::current_exception()};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace svod::detail

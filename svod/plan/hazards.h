@@ -1,0 +1,71 @@
+// Read/write hazard analysis over byte ranges of storages.
+//
+// Operations are visited in the order they are meant to happen; each reports
+// the byte ranges it reads and writes, and the tracker answers which earlier
+// operations it must wait for: the last writers of what it reads (RAW), the
+// readers of what it writes (WAR) and the writers of what it writes (WAW).
+// Conflict means overlapping bytes of one storage — never equal buffer ids or
+// addresses — so views into one arena are ordered exactly when they share
+// bytes. Plans and the executor both use this one implementation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace svod::detail {
+
+// Bytes [begin, end) of one storage.
+struct ByteRange {
+  uint64_t storage = 0;
+  size_t begin = 0;
+  size_t end = 0;
+
+  bool empty() const noexcept { return begin >= end; }
+  bool overlaps(const ByteRange& o) const noexcept {
+    return storage == o.storage && begin < o.end && o.begin < end && !empty() && !o.empty();
+  }
+  bool covers(const ByteRange& o) const noexcept {
+    return storage == o.storage && begin <= o.begin && o.end <= end;
+  }
+};
+
+struct MemoryAccess {
+  ByteRange range;
+  bool read = false;
+  bool write = false;
+};
+
+class HazardTracker {
+ public:
+  // Records the accesses of `node` (visited after every node added before)
+  // and appends to `deps` the earlier nodes it conflicts with, sorted and
+  // without repeats. Empty ranges never conflict.
+  //
+  // Entries fully covered by a later write are dropped: anything that would
+  // conflict with them conflicts with that write, which already waits for
+  // them, so the order is kept by transitivity and a chain of writes to one
+  // buffer costs O(1) per op instead of O(n).
+  void add(size_t node, std::span<const MemoryAccess> accesses, std::vector<size_t>& deps);
+
+ private:
+  struct Entry {
+    size_t begin;
+    size_t end;
+    size_t node;
+  };
+  struct StorageLog {
+    std::vector<Entry> readers;
+    std::vector<Entry> writers;
+  };
+  std::unordered_map<uint64_t, StorageLog> logs_;
+};
+
+// Hazard predecessors of every node visited in `order` (a permutation of
+// node indices); accesses[n] are node n's. Result[n] is sorted.
+std::vector<std::vector<size_t>> hazard_predecessors(std::span<const size_t> order,
+                                                     std::span<const std::vector<MemoryAccess>> accesses);
+
+}  // namespace svod::detail

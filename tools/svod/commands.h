@@ -1,9 +1,26 @@
 // Subcommands of the svod tool; each returns the process exit status.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace svod::cli {
 
 int info();
 int demo();
+
+// `svod run PLAN.json …` (format: PLAN_FORMAT.md): exit 0 when the plan ran
+// and every expectation held, 1 when an expectation failed, 2 when the plan
+// could not be loaded or run.
+struct RunOptions {
+  std::string plan;
+  std::vector<std::string> vars;  // NAME=VALUE
+  int repeat = 1;
+  std::string out_dir;
+  std::string profile;  // Chrome trace output
+  std::string backend = "clang";
+  bool sequential = false;
+};
+int run(const RunOptions& options);
 
 }  // namespace svod::cli

@@ -15,10 +15,24 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
   auto* demo = app.add_subcommand("demo", "compile, load and run a few kernels, printing results and timings");
 
+  svod::cli::RunOptions run_options;
+  auto* run = app.add_subcommand("run", "run a plan file: print and check its outputs, time its ops");
+  run->add_option("plan", run_options.plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
+  run->add_option("--var", run_options.vars, "set a plan variable: NAME=VALUE (repeatable)")
+      ->type_size(1)
+      ->allow_extra_args(false);
+  run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
+  run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
+  run->add_option("--backend", run_options.backend, "CPU compiler backend: clang, llvm or dlopen (default clang)");
+  run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return svod::cli::info();
     if (demo->parsed()) return svod::cli::demo();
+    if (run->parsed()) return svod::cli::run(run_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

@@ -1,0 +1,195 @@
+// Plan files (PLAN_FORMAT.md, version 1): buffers, programs and the
+// operations over them as JSON, so kernels can be run, checked, timed and
+// profiled without writing C++.
+//
+// Loading happens in two steps. parse_plan_file() reads the JSON into a
+// PlanFile, checking every field, name, type and size, and reads program
+// source files. load_plan() then does what needs a device: it allocates and
+// initialises buffers, compiles the programs, reads expected results and
+// builds the ExecutionPlan through ExecutionPlanBuilder — the path a C++ user
+// takes. Every error is an svod::Error whose message starts with the plan
+// file's name and the JSON path of the field at fault, e.g.
+//   plan.json: ops[2].buffers[1]: no buffer named "c"
+//
+// Choices the format leaves open:
+//  - "uniform" and "normal" use splitmix64 seeded with `seed`: element i of
+//    "uniform" takes draw i, u = (draw >> 11) * 2^-53 in [0, 1), value
+//    low + (high - low) * u; element i of "normal" takes draws 2i and 2i+1
+//    and Box–Muller's cosine branch: mean + std * sqrt(-2 ln(1 - u0)) *
+//    cos(2 pi u1). Values are computed in double and stored rounded to the
+//    buffer's dtype, so a seed gives the same data on every machine.
+//  - fill/arange into integer or bool buffers must be integers the dtype
+//    holds; npy init must match the buffer's dtype and element count, except
+//    that a bf16 buffer takes "<u2" files (bit patterns) or "<f4" (rounded).
+//  - Outputs written as .npy keep the buffer's dtype, except bf16, written as
+//    f32 (exactly, since every bf16 value is a float).
+//  - A view's base must be a base buffer (not another view).
+//  - Expected values are compared as doubles like numpy.isclose:
+//    |got - expected| <= atol + rtol * |expected|, NaN equal to NaN; integer
+//    and bool buffers default to exact comparison.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "svod/custom/custom_function.h"
+#include "svod/plan/execution_plan.h"
+#include "svod/program/program_spec.h"
+
+namespace svod {
+
+// The format version this code reads.
+inline constexpr int kPlanFileVersion = 1;
+
+struct PlanFileVariable {
+  Variable variable;  // name and inclusive bounds
+  int64_t value = 0;
+};
+
+struct BufferInit {
+  enum class Kind { Zeros, Fill, Arange, Uniform, Normal, Npy };
+  Kind kind = Kind::Zeros;
+  double a = 0;  // fill value, arange start, uniform low, normal mean
+  double b = 0;  // arange step, uniform high, normal std
+  uint64_t seed = 0;
+  std::filesystem::path npy;  // absolute (resolved against the plan folder)
+};
+
+struct PlanFileBuffer {
+  std::string name;
+  DType dtype = DType::F32;
+  size_t count = 0;
+  std::vector<size_t> shape;   // {count} when the file gave a count
+  std::string device;          // base buffers; empty: the plan's device
+  BufferInit init;             // base buffers only
+  std::optional<std::string> view_of;  // set for views: the base buffer's name
+  size_t offset = 0;           // views: in elements of the base's dtype
+
+  size_t bytes() const noexcept { return count * size_of(dtype); }
+};
+
+struct PlanFileProgram {
+  std::string name;
+  std::string device;  // empty: the plan's device
+  ProgramSpec spec;  // validated; spec.name is the program's name
+};
+
+// One element of an op's `after`: an op id or an op index.
+using OpRef = std::variant<std::string, size_t>;
+
+struct PlanFileOp {
+  enum class Kind { Run, Copy, Custom };
+  Kind kind = Kind::Run;
+  std::string target;                // run: the program; custom: the function
+  std::vector<std::string> buffers;  // run/custom: buffer names; copy: {dst, src}
+  std::vector<Expr> scalars;         // run: the program's scalars except core_id, in order
+  Attrs attrs;                       // custom
+  std::string id;
+  std::vector<OpRef> after;
+};
+
+struct PlanFileExpect {
+  std::optional<std::filesystem::path> npy;  // absolute
+  std::vector<double> values;                // when no npy
+  bool prefix = false;
+  std::optional<double> rtol;
+  std::optional<double> atol;
+};
+
+struct PlanFileOutput {
+  std::string buffer;
+  std::optional<std::filesystem::path> npy;  // as written in the file, relative to the plan folder or --out
+  std::optional<PlanFileExpect> expect;
+};
+
+struct PlanFile {
+  std::string source_name;       // the file name used in error messages
+  std::filesystem::path folder;  // where relative file names start
+  std::string device = "CPU";
+  std::vector<PlanFileVariable> variables;
+  std::vector<PlanFileBuffer> buffers;
+  std::vector<PlanFileProgram> programs;
+  std::vector<PlanFileOp> ops;
+  std::vector<PlanFileOutput> outputs;
+
+  const PlanFileBuffer* find_buffer(std::string_view name) const;
+  const PlanFileProgram* find_program(std::string_view name) const;
+};
+
+// Reads and checks a plan file. Errors: Io when the file or a source_file
+// cannot be read, Validation for everything else.
+PlanFile parse_plan_file(const std::filesystem::path& path);
+// The same from text; `folder` resolves relative names, `source_name` is what
+// error messages call the file.
+PlanFile parse_plan_text(std::string_view json_text, const std::filesystem::path& folder,
+                         std::string_view source_name);
+
+struct LoadOptions {
+  // Overrides of variable values (svod run --var); each must name a plan
+  // variable and lie within its bounds.
+  std::map<std::string, int64_t> vars;
+};
+
+struct LoadedOutput {
+  std::string name;
+  size_t slot = 0;                    // the plan's buffer index
+  std::vector<size_t> shape;
+  std::optional<PlanFileExpect> expect;
+  std::vector<double> expected;       // the expected values (from the file or npy), when expect is set
+};
+
+struct LoadedPlan {
+  ExecutionPlan plan;
+  std::vector<std::string> op_labels;  // per op: "ops[3] run mm" or "ops[3] (id) copy"
+  std::vector<LoadedOutput> outputs;   // in file order
+  std::vector<std::string> variable_names;
+};
+
+// Creates the buffers, compiles the programs and builds the plan. Devices
+// other than CPU raise DeviceUnavailable naming the device and the field;
+// compile errors keep their kind and name the program.
+LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options = {});
+
+// Floating-point work and memory traffic of op `op` for one execution with
+// the plan's current variable values, from its program's flops/bytes; nullopt
+// when the op is not a kernel or its program gives none.
+struct OpCost {
+  std::optional<double> flops;
+  std::optional<double> bytes;
+};
+OpCost op_cost(const LoadedPlan& loaded, size_t op);
+
+struct Mismatch {
+  size_t index = 0;
+  double got = 0;
+  double expected = 0;
+};
+
+struct OutputCheck {
+  std::string name;
+  size_t compared = 0;
+  size_t mismatches = 0;
+  std::vector<Mismatch> first;  // the first few mismatches, in index order
+  double max_abs_error = 0;
+  bool passed() const noexcept { return mismatches == 0; }
+};
+
+inline constexpr size_t kReportedMismatches = 5;
+
+// Compares `data` (the output's bytes, e.g. a snapshot taken after a run)
+// with the output's expectation.
+OutputCheck check_output(const LoadedOutput& output, DType dtype, std::span<const std::byte> data);
+
+// Writes `data` as .npy to `path` in the output's shape (bf16 widened to f32).
+void write_output_npy(const std::filesystem::path& path, const LoadedOutput& output, DType dtype,
+                      std::span<const std::byte> data);
+
+}  // namespace svod

@@ -1,0 +1,341 @@
+// PlanFile → buffers, programs and an ExecutionPlan; output checks.
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <numbers>
+
+#include "svod/base/error.h"
+#include "svod/base/npy.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/planfile/plan_file.h"
+
+namespace svod {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs `fn`, moving any svod::Error it raises under the plan file and `path`
+// while keeping its kind.
+template <typename Fn>
+auto at(const PlanFile& file, const std::string& path, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw make_error(e.kind(), "{}: {}: {}", file.source_name, path, e.what());
+  } catch (const std::bad_alloc&) {
+    throw make_error(ErrorKind::Validation, "{}: {}: out of memory", file.source_name, path);
+  }
+}
+
+// Only the CPU device exists in this build; the message names the device and
+// the field that asked for it.
+void require_cpu(const PlanFile& file, const std::string& device, const std::string& path) {
+  if (device != "CPU") {
+    throw make_error(ErrorKind::DeviceUnavailable,
+                     "{}: {}: device \"{}\" is not available in this build (plans run on \"CPU\")", file.source_name,
+                     path, device);
+  }
+}
+
+// splitmix64 (Steele, Lea, Flood 2014): tiny, fast, and every seed, zero
+// included, gives a full-period, well-mixed stream.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 53 random bits.
+  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& buffer) {
+  const BufferInit& init = desc.init;
+  const size_t size = size_of(desc.dtype);
+  auto* out = static_cast<std::byte*>(buffer.data());
+  auto each = [&](auto&& value_of) {
+    for (size_t i = 0; i < desc.count; ++i) store_from_double(desc.dtype, out + i * size, value_of(i));
+  };
+  switch (init.kind) {
+    case BufferInit::Kind::Zeros: return;  // device memory starts zeroed
+    case BufferInit::Kind::Fill: each([&](size_t) { return init.a; }); return;
+    case BufferInit::Kind::Arange: each([&](size_t i) { return init.a + init.b * double(i); }); return;
+    case BufferInit::Kind::Uniform: {
+      SplitMix64 rng(init.seed);
+      each([&](size_t) { return init.a + (init.b - init.a) * rng.unit(); });
+      return;
+    }
+    case BufferInit::Kind::Normal: {
+      SplitMix64 rng(init.seed);
+      each([&](size_t) {
+        const double u0 = rng.unit();
+        const double u1 = rng.unit();
+        return init.a + init.b * std::sqrt(-2.0 * std::log(1.0 - u0)) * std::cos(2.0 * std::numbers::pi * u1);
+      });
+      return;
+    }
+    case BufferInit::Kind::Npy: {
+      at(file, fmt::format("buffers.{}.init.npy", desc.name), [&] {
+        const NpyArray array = read_npy(init.npy);
+        const bool bf16_bits = desc.dtype == DType::BF16 && array.dtype == DType::U16;
+        const bool bf16_floats = desc.dtype == DType::BF16 && array.dtype == DType::F32;
+        if (array.dtype != desc.dtype && !bf16_bits && !bf16_floats) {
+          throw make_error(ErrorKind::Validation, "{} holds {} values, the buffer is {}{}", init.npy.string(),
+                           to_string(array.dtype), to_string(desc.dtype),
+                           desc.dtype == DType::BF16 ? " (bf16 buffers take u16 bit patterns or f32)" : "");
+        }
+        if (array.count() != desc.count) {
+          throw make_error(ErrorKind::Validation, "{} holds {} elements, the buffer has {}", init.npy.string(),
+                           array.count(), desc.count);
+        }
+        if (bf16_floats) {
+          each([&](size_t i) { return double(reinterpret_cast<const float*>(array.data.data())[i]); });
+        } else {
+          std::memcpy(out, array.data.data(), array.data.size());
+        }
+      });
+      return;
+    }
+  }
+}
+
+std::vector<double> expected_values(const PlanFile& file, const PlanFileOutput& out, const PlanFileBuffer& buf) {
+  const PlanFileExpect& e = *out.expect;
+  if (!e.npy) return e.values;
+  return at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] {
+    const NpyArray array = read_npy(*e.npy);
+    const size_t n = array.count();
+    if (n > buf.count || (!e.prefix && n != buf.count)) {
+      throw make_error(ErrorKind::Validation, "{} holds {} elements, \"{}\" has {}{}", e.npy->string(), n, buf.name,
+                       buf.count, e.prefix ? "" : " (add \"prefix\": true to check only the first ones)");
+    }
+    std::vector<double> values(n);
+    const size_t size = size_of(array.dtype);
+    for (size_t i = 0; i < n; ++i) values[i] = load_as_double(array.dtype, array.data.data() + i * size);
+    return values;
+  });
+}
+
+std::string op_label(const PlanFileOp& op, size_t index) {
+  std::string label = fmt::format("ops[{}]", index);
+  if (!op.id.empty()) label += fmt::format(" ({})", op.id);
+  switch (op.kind) {
+    case PlanFileOp::Kind::Run: return label + " run " + op.target;
+    case PlanFileOp::Kind::Copy: return label + fmt::format(" copy {} <- {}", op.buffers[0], op.buffers[1]);
+    case PlanFileOp::Kind::Custom: return label + " custom " + op.target;
+  }
+  return label;
+}
+
+}  // namespace
+
+LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
+  require_cpu(file, file.device, "device");
+  ExecutionPlanBuilder builder;
+
+  std::vector<std::string> variable_names;
+  for (const auto& [name, value] : options.vars) {
+    const bool known = std::any_of(file.variables.begin(), file.variables.end(),
+                                   [&](const PlanFileVariable& v) { return v.variable.name == name; });
+    if (!known) {
+      std::string names;
+      for (const auto& v : file.variables) names += (names.empty() ? "" : ", ") + v.variable.name;
+      throw make_error(ErrorKind::Validation, "{}: variables: no variable named \"{}\" to set (the plan has: {})",
+                       file.source_name, name, names.empty() ? "none" : names);
+    }
+  }
+  for (const auto& v : file.variables) {
+    auto it = options.vars.find(v.variable.name);
+    const int64_t value = it == options.vars.end() ? v.value : it->second;
+    at(file, "variables." + v.variable.name, [&] { v.variable.check(value); });
+    builder.add_variable(v.variable, value);
+    variable_names.push_back(v.variable.name);
+  }
+
+  std::shared_ptr<CpuDevice> cpu;
+  std::map<std::string, size_t, std::less<>> slots;
+  std::map<std::string, Buffer, std::less<>> made;  // for validating custom ops before the plan exists
+  for (const auto& b : file.buffers) {
+    if (b.view_of) continue;
+    const std::string path = "buffers." + b.name;
+    require_cpu(file, b.device.empty() ? file.device : b.device, b.device.empty() ? "device" : path + ".device");
+    if (!cpu) cpu = create_cpu_device();
+    Buffer buffer = at(file, path, [&] { return cpu->allocate(b.dtype, b.count); });
+    initialise(file, b, buffer);
+    made[b.name] = buffer;
+    slots[b.name] = builder.add_buffer(std::move(buffer), b.name);
+  }
+  for (const auto& b : file.buffers) {
+    if (!b.view_of) continue;
+    const size_t size = size_of(b.dtype);
+    made[b.name] = made.at(*b.view_of).view_bytes(b.offset * size, b.count * size, b.dtype);
+    slots[b.name] = at(file, "buffers." + b.name, [&] {
+      return builder.add_view(slots.at(*b.view_of), b.offset * size, b.count * size, b.dtype, b.name);
+    });
+  }
+
+  // Compiling is the slow part (a clang process per program), so programs
+  // compile in parallel; errors are reported for the first failing program in
+  // file order, so the message does not depend on scheduling.
+  std::vector<std::shared_ptr<const Program>> programs(file.programs.size());
+  std::vector<std::exception_ptr> failures(file.programs.size());
+  for (const auto& p : file.programs) {
+    const std::string path = "programs." + p.name;
+    require_cpu(file, p.device.empty() ? file.device : p.device, p.device.empty() ? "device" : path + ".device");
+    if (p.spec.language != Language::C && p.spec.language != Language::LlvmIr) {
+      throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the CPU device",
+                       file.source_name, path, to_string(p.spec.language));
+    }
+  }
+  if (!file.programs.empty() && !cpu) cpu = create_cpu_device();
+  tbb::parallel_for(size_t{0}, file.programs.size(), [&](size_t i) {
+    try {
+      programs[i] = cpu->compile(file.programs[i].spec);
+    } catch (...) {
+      failures[i] = std::current_exception();
+    }
+  });
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (failures[i]) at(file, "programs." + file.programs[i].name, [&] { std::rethrow_exception(failures[i]); });
+  }
+
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < file.ops.size(); ++i) {
+    const PlanFileOp& op = file.ops[i];
+    OpOptions opts;
+    opts.id = op.id;
+    for (const auto& ref : op.after) {
+      if (const auto* id = std::get_if<std::string>(&ref)) opts.after_ids.push_back(*id);
+      else opts.after.push_back(std::get<size_t>(ref));
+    }
+    std::vector<size_t> op_slots;
+    for (const auto& name : op.buffers) op_slots.push_back(slots.at(name));
+    const std::string path = fmt::format("ops[{}]", i);
+    PreparedOp prepared;
+    switch (op.kind) {
+      case PlanFileOp::Kind::Run: {
+        size_t index = 0;
+        while (file.programs[index].name != op.target) ++index;
+        prepared = PreparedKernel{programs[index], std::move(op_slots), op.scalars, {}};
+        break;
+      }
+      case PlanFileOp::Kind::Copy: prepared = PreparedCopy{op_slots[0], op_slots[1]}; break;
+      case PlanFileOp::Kind::Custom: {
+        // Validating here as well as in build() puts the op's JSON path on the message.
+        at(file, path, [&] {
+          auto def = find_custom_function(op.target);
+          std::vector<Buffer> args;
+          for (const auto& name : op.buffers) args.push_back(made.at(name));
+          def->validate(args, op.attrs);
+        });
+        prepared = PreparedCustomFunction{op.target, std::move(op_slots), op.attrs};
+        break;
+      }
+    }
+    at(file, path, [&] { builder.add_op(std::move(prepared), std::move(opts)); });
+    labels.push_back(op_label(op, i));
+  }
+
+  std::vector<LoadedOutput> outputs;
+  for (const auto& out : file.outputs) {
+    const PlanFileBuffer& buf = *file.find_buffer(out.buffer);
+    LoadedOutput loaded;
+    loaded.name = out.buffer;
+    loaded.slot = slots.at(out.buffer);
+    loaded.shape = buf.shape;
+    loaded.expect = out.expect;
+    if (out.expect) loaded.expected = expected_values(file, out, buf);
+    builder.add_output(loaded.slot);
+    outputs.push_back(std::move(loaded));
+  }
+
+  ExecutionPlan plan = at(file, "ops", [&] { return builder.build(); });
+  return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs), std::move(variable_names)};
+}
+
+OpCost op_cost(const LoadedPlan& loaded, size_t op) {
+  const auto* kernel = std::get_if<PreparedKernel>(&loaded.plan.op(op));
+  if (!kernel) return {};
+  const ProgramSpec& spec = kernel->program->spec();
+  // A cost expression names plan variables and the program's scalars; a
+  // scalar's value is its op expression evaluated over the plan variables.
+  auto variable = [&](const std::string& name) -> std::optional<int64_t> {
+    size_t caller_index = 0;
+    for (const auto& s : spec.scalars) {
+      if (s.name == kCoreIdName) continue;
+      if (s.name == name) {
+        const Expr& e = kernel->scalars[caller_index];
+        std::vector<int64_t> values;
+        for (const auto& v : e.variables()) {
+          auto value = loaded.plan.variable(v);
+          if (!value) return std::nullopt;
+          values.push_back(*value);
+        }
+        return e.evaluate(values);
+      }
+      ++caller_index;
+    }
+    return loaded.plan.variable(name);
+  };
+  auto evaluate = [&](const std::optional<Expr>& e) -> std::optional<double> {
+    if (!e) return std::nullopt;
+    std::vector<int64_t> values;
+    for (const auto& v : e->variables()) {
+      auto value = variable(v);
+      if (!value) return std::nullopt;
+      values.push_back(*value);
+    }
+    return static_cast<double>(e->evaluate(values));
+  };
+  try {
+    return {evaluate(spec.flops), evaluate(spec.bytes)};
+  } catch (const Error&) {
+    return {};  // an expression that overflows gives no figure rather than a wrong one
+  }
+}
+
+OutputCheck check_output(const LoadedOutput& output, DType dtype, std::span<const std::byte> data) {
+  OutputCheck check;
+  check.name = output.name;
+  if (!output.expect) return check;
+  const bool exact = !is_float(dtype);
+  const double rtol = output.expect->rtol.value_or(exact ? 0.0 : 1e-5);
+  const double atol = output.expect->atol.value_or(exact ? 0.0 : 1e-6);
+  const size_t size = size_of(dtype);
+  const size_t n = std::min(output.expected.size(), data.size() / size);
+  check.compared = n;
+  for (size_t i = 0; i < n; ++i) {
+    const double got = load_as_double(dtype, data.data() + i * size);
+    const double want = output.expected[i];
+    const bool same = got == want || (std::isnan(got) && std::isnan(want));
+    const double error = std::fabs(got - want);
+    if (!same && std::isfinite(error)) check.max_abs_error = std::max(check.max_abs_error, error);
+    if (same || error <= atol + rtol * std::fabs(want)) continue;
+    ++check.mismatches;
+    if (check.first.size() < kReportedMismatches) check.first.push_back({i, got, want});
+  }
+  return check;
+}
+
+void write_output_npy(const std::filesystem::path& path, const LoadedOutput& output, DType dtype,
+                      std::span<const std::byte> data) {
+  if (dtype != DType::BF16) {
+    write_npy(path, dtype, output.shape, data);
+    return;
+  }
+  std::vector<float> widened(data.size() / 2);
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = static_cast<float>(load_as_double(DType::BF16, data.data() + 2 * i));
+  write_npy(path, DType::F32, output.shape, std::as_bytes(std::span(widened)));
+}
+
+}  // namespace svod

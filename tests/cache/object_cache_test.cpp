@@ -1,0 +1,342 @@
+// ObjectCache: entry format and damage, identity-sensitive keys, budget
+// eviction, configuration from the environment, and unwritable directories.
+#include "svod/cache/object_cache.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/cache/cache_key.h"
+#include "tests/cache/cache_test_support.h"
+
+namespace svod {
+namespace {
+
+namespace fs = std::filesystem;
+using test::add_kernel;
+using test::CacheTempDir;
+using test::CountingCompiler;
+using test::object_cache_in;
+using test::run_add_kernel;
+using test::ScopedEnv;
+
+Artifact bytes_artifact(size_t size, uint8_t fill) {
+  Artifact a;
+  a.bytes.assign(size, std::byte{fill});
+  return a;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+size_t count_files(const fs::path& dir, std::string_view suffix) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().string().ends_with(suffix)) ++n;
+  return n;
+}
+
+// Counts warnings logged through svod's logger while alive.
+class WarningCounter {
+ public:
+  WarningCounter() : sink_(std::make_shared<Sink>()) { logger().sinks().push_back(sink_); }
+  ~WarningCounter() { std::erase(logger().sinks(), sink_); }
+  int count() const { return sink_->warnings.load(); }
+
+ private:
+  struct Sink final : spdlog::sinks::base_sink<std::mutex> {
+    std::atomic<int> warnings{0};
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      if (msg.level == spdlog::level::warn) ++warnings;
+    }
+    void flush_() override {}
+  };
+  std::shared_ptr<Sink> sink_;
+};
+
+// Compiles through `cache` (which may be off) with `compiler`, as CpuDevice does.
+std::shared_ptr<const Program> compile_through(ObjectCache* cache, CpuDevice& device, const Compiler& compiler,
+                                               const ProgramSpec& spec) {
+  return load_or_compile(cache, compiler, spec, [&](const Artifact& a) -> std::shared_ptr<const Program> {
+    return device.load(spec, a);
+  });
+}
+
+TEST(ObjectCacheTest, StoresAndReturnsAnArtifact) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  const Hash128 key{1, 2};
+  EXPECT_FALSE(cache.get(key));
+  Artifact a = bytes_artifact(1000, 0xab);
+  a.kind = ArtifactKind::Ptx;
+  cache.put(key, a);
+  auto back = cache.get(key);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->kind, ArtifactKind::Ptx);
+  EXPECT_EQ(back->bytes, a.bytes);
+  EXPECT_TRUE(fs::exists(cache.entry_path(key)));
+  EXPECT_EQ(count_files(dir.path(), ".tmp"), 0u);
+  ObjectCacheStats s = cache.stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.writes, 1u);
+  ObjectCacheUsage u = cache.usage();
+  EXPECT_EQ(u.entries, 1u);
+  EXPECT_GT(u.bytes, 1000u);
+  EXPECT_EQ(cache.clear(), 1u);
+  EXPECT_FALSE(cache.get(key));
+}
+
+TEST(ObjectCacheTest, DamagedOrForeignEntriesAreMissesAndRemoved) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  const Hash128 key{11, 22}, other{33, 44};
+  cache.put(key, bytes_artifact(500, 1));
+  cache.put(other, bytes_artifact(500, 2));
+  const std::string good = read_file(cache.entry_path(key));
+  const std::string other_entry = read_file(cache.entry_path(other));
+
+  const std::vector<std::pair<std::string, std::string>> damages = {
+      {"flipped payload byte", [&] { auto s = good; s[s.size() - 7] ^= 0x40; return s; }()},
+      {"flipped key byte", [&] { auto s = good; s[17] ^= 0x01; return s; }()},
+      {"flipped magic", [&] { auto s = good; s[0] = 'X'; return s; }()},
+      {"truncated payload", good.substr(0, good.size() - 1)},
+      {"truncated header", good.substr(0, 20)},
+      {"empty file", ""},
+      {"extra bytes", good + "junk"},
+      {"foreign text", std::string(700, 'z')},
+      {"another key's entry", other_entry},
+  };
+  uint64_t corrupt = cache.stats().corrupt;
+  for (const auto& [what, bytes] : damages) {
+    SCOPED_TRACE(what);
+    write_file(cache.entry_path(key), bytes);
+    EXPECT_FALSE(cache.get(key));
+    EXPECT_FALSE(fs::exists(cache.entry_path(key)));
+    EXPECT_EQ(cache.stats().corrupt, ++corrupt);
+  }
+  // The untouched entry is still served.
+  EXPECT_TRUE(cache.get(other));
+}
+
+TEST(ObjectCacheTest, CorruptEntryOfARealKernelIsRecompiledAndReplaced) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  CountingCompiler compiler;
+  CpuDevice device(std::shared_ptr<const Compiler>(&compiler, [](const Compiler*) {}));
+  const ProgramSpec spec = add_kernel(5);
+  compile_through(&cache, device, compiler, spec);
+  const fs::path entry = cache.entry_path(object_key(spec, compiler.identity()));
+  std::string bytes = read_file(entry);
+  bytes[bytes.size() / 2] ^= 0x10;  // inside the code: a wrong kernel if it were used
+  write_file(entry, bytes);
+
+  auto p = compile_through(&cache, device, compiler, spec);
+  EXPECT_EQ(compiler.compiles(), 2);
+  EXPECT_FLOAT_EQ(run_add_kernel(device, *p), 8.0f);
+  EXPECT_TRUE(cache.get(object_key(spec, compiler.identity())));  // replaced by a good one
+  compile_through(&cache, device, compiler, spec);
+  EXPECT_EQ(compiler.compiles(), 2);
+}
+
+TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  const ProgramSpec spec = add_kernel(1);
+
+  auto compiles_for = [&](ClangCompiler::Options options, const ProgramSpec& s) {
+    auto compiler = std::make_shared<CountingCompiler>(std::move(options));
+    CpuDevice device(compiler);
+    auto p = compile_through(&cache, device, *compiler, s);
+    EXPECT_FLOAT_EQ(run_add_kernel(device, *p), 4.0f);
+    return compiler->compiles();
+  };
+
+  EXPECT_EQ(compiles_for({}, spec), 1);
+  EXPECT_EQ(compiles_for({}, spec), 0) << "a new compiler with the same identity hits";
+
+  ClangCompiler::Options flags;
+  flags.extra_flags = {"-fno-slp-vectorize"};
+  EXPECT_EQ(compiles_for(flags, spec), 1);
+  EXPECT_EQ(compiles_for(flags, spec), 0);
+
+  ProgramSpec defined = spec;
+  defined.defines.emplace_back("UNUSED_KNOB", "3");
+  EXPECT_EQ(compiles_for({}, defined), 1);
+
+  ProgramSpec rebound = spec;  // different declarations, same compiler input: shares the object
+  rebound.scalars[0].max = 100;
+  EXPECT_EQ(compiles_for({}, rebound), 0);
+
+  // The same clang reached through another path is another toolchain as far
+  // as the cache can tell (SVOD_CLANG is how users pick one).
+  CacheTempDir bin;
+  const fs::path link = bin.path() / "clang-wrapper";
+  fs::create_symlink(fs::canonical(ClangCompiler::find_clang()), link);
+  {
+    ScopedEnv env("SVOD_CLANG", link.string());
+    EXPECT_EQ(ClangCompiler().identity().path, link.string());
+    EXPECT_EQ(compiles_for({}, spec), 1);
+    EXPECT_EQ(compiles_for({}, spec), 0);
+  }
+  EXPECT_EQ(cache.usage().entries, 4u);
+}
+
+TEST(ObjectCacheTest, BudgetEvictsLeastRecentlyUsed) {
+  CacheTempDir dir;
+  const uint64_t kEntry = 1000 + 56;  // payload + header
+  ObjectCache cache({dir.path(), 5000});
+  std::vector<Hash128> keys;
+  for (uint64_t i = 0; i < 4; ++i) {
+    keys.push_back({i + 1, 99});
+    cache.put(keys.back(), bytes_artifact(1000, static_cast<uint8_t>(i)));
+  }
+  // Age the entries: keys[0] oldest ... keys[3] newest, all older than the
+  // touch interval, then use keys[0] so it becomes the most recent.
+  const auto now = fs::file_time_type::clock::now();
+  for (size_t i = 0; i < keys.size(); ++i)
+    fs::last_write_time(cache.entry_path(keys[i]), now - std::chrono::hours(10 - i));
+  ASSERT_TRUE(cache.get(keys[0]));
+
+  cache.put({5, 99}, bytes_artifact(1000, 5));  // 5 entries > 5000 bytes
+  EXPECT_TRUE(fs::exists(cache.entry_path(keys[0])));
+  EXPECT_FALSE(fs::exists(cache.entry_path(keys[1])));
+  EXPECT_TRUE(fs::exists(cache.entry_path(keys[2])));
+  EXPECT_TRUE(fs::exists(cache.entry_path({5, 99})));
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  EXPECT_LE(cache.usage().bytes, 5000u);
+  EXPECT_EQ(cache.usage().bytes, 4 * kEntry);
+
+  // An entry bigger than the whole budget is not stored at all.
+  cache.put({6, 99}, bytes_artifact(6000, 6));
+  EXPECT_FALSE(fs::exists(cache.entry_path({6, 99})));
+}
+
+TEST(ObjectCacheTest, EvictionBoundsManyWrites) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), 20'000});
+  for (uint64_t i = 0; i < 100; ++i) cache.put({i, 7}, bytes_artifact(500, 1));
+  EXPECT_LE(cache.usage().bytes, 20'000u);
+  EXPECT_GT(cache.stats().evictions, 0u);
+}
+
+TEST(ObjectCacheTest, ConcurrentWritersOfOneKeyLeaveOneWholeEntry) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  const Artifact a = bytes_artifact(64 * 1024, 0x5a);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        cache.put({42, 42}, a);
+        auto got = cache.get({42, 42});
+        ASSERT_TRUE(got);  // a reader never sees a partial entry
+        ASSERT_EQ(got->bytes, a.bytes);
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(cache.stats().corrupt, 0u);
+  EXPECT_EQ(count_files(dir.path(), ".svo"), 1u);
+  EXPECT_EQ(count_files(dir.path(), ".tmp"), 0u);
+}
+
+TEST(ObjectCacheConfigTest, ReadsTheEnvironment) {
+  ScopedEnv cache_on("SVOD_CACHE", std::nullopt);
+  ScopedEnv dir("SVOD_CACHE_DIR", std::nullopt);
+  ScopedEnv xdg("XDG_CACHE_HOME", "/tmp/xdg");
+  ScopedEnv home("HOME", "/tmp/home");
+  ScopedEnv budget("SVOD_CACHE_MAX_BYTES", std::nullopt);
+  EXPECT_EQ(ObjectCacheConfig::from_env().directory, fs::path("/tmp/xdg/svod"));
+  EXPECT_EQ(ObjectCacheConfig::from_env().max_bytes, ObjectCacheConfig::kDefaultMaxBytes);
+  {
+    ScopedEnv no_xdg("XDG_CACHE_HOME", std::nullopt);
+    EXPECT_EQ(ObjectCacheConfig::from_env().directory, fs::path("/tmp/home/.cache/svod"));
+  }
+  ScopedEnv explicit_dir("SVOD_CACHE_DIR", "/tmp/explicit");
+  EXPECT_EQ(ObjectCacheConfig::from_env().directory, fs::path("/tmp/explicit"));
+  {
+    ScopedEnv off("SVOD_CACHE", "0");
+    EXPECT_TRUE(ObjectCacheConfig::from_env().directory.empty());
+  }
+  {
+    ScopedEnv small("SVOD_CACHE_MAX_BYTES", "4096");
+    EXPECT_EQ(ObjectCacheConfig::from_env().max_bytes, 4096u);
+  }
+  ScopedEnv bad("SVOD_CACHE_MAX_BYTES", "lots");
+  try {
+    ObjectCacheConfig::from_env();
+    FAIL() << "malformed budget accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  }
+}
+
+TEST(ObjectCacheTest, DisabledCacheWritesNothing) {
+  CacheTempDir dir;
+  ScopedEnv where("SVOD_CACHE_DIR", dir.path().string());
+  ScopedEnv off("SVOD_CACHE", "0");
+  test::ScopedObjectCache scoped(std::make_shared<ObjectCache>(ObjectCacheConfig::from_env()));
+  ASSERT_FALSE(object_cache()->enabled());
+  auto compiler = std::make_shared<CountingCompiler>();
+  auto device = std::make_shared<CpuDevice>(compiler);
+  EXPECT_FLOAT_EQ(run_add_kernel(*device, *device->compile(add_kernel(9))), 12.0f);
+  auto second = std::make_shared<CpuDevice>(compiler);
+  second->compile(add_kernel(9));
+  EXPECT_EQ(compiler->compiles(), 2);
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// Root may write anywhere chmod would forbid, so unwritable places are made
+// from things no user can create files in: a path below a regular file
+// (ENOTDIR) and an existing directory in /proc.
+TEST(ObjectCacheTest, UnwritableDirectoryDegradesWithOneWarning) {
+  CacheTempDir dir;
+  const fs::path file = dir.path() / "plain-file";
+  write_file(file, "not a directory");
+  for (const fs::path& place : {file / "cache", fs::path("/proc/self")}) {
+    SCOPED_TRACE(place.string());
+    auto cache = object_cache_in(place);
+    WarningCounter warnings;
+    auto compiler = std::make_shared<CountingCompiler>();
+    CpuDevice device(compiler);
+    for (int step : {1, 2, 3}) {
+      auto p = compile_through(cache.get(), device, *compiler, add_kernel(step));
+      EXPECT_FLOAT_EQ(run_add_kernel(device, *p), 3.0f + static_cast<float>(step));
+    }
+    EXPECT_EQ(compiler->compiles(), 3);
+    EXPECT_EQ(warnings.count(), 1);
+    EXPECT_FALSE(cache->stats().writable);
+    EXPECT_EQ(cache->stats().writes, 0u);
+  }
+}
+
+TEST(ObjectCacheTest, DeviceCompileGoesThroughTheProcessObjectCache) {
+  CacheTempDir dir;
+  auto cache = object_cache_in(dir.path());
+  test::ScopedObjectCache scoped(cache);
+  auto compiler = std::make_shared<CountingCompiler>();
+  const ProgramSpec spec = add_kernel(4);
+  {
+    auto device = std::make_shared<CpuDevice>(compiler);
+    EXPECT_FLOAT_EQ(run_add_kernel(*device, *device->compile(spec)), 7.0f);
+  }
+  // A new device misses in memory but finds the object on disk.
+  auto device = std::make_shared<CpuDevice>(compiler);
+  EXPECT_FLOAT_EQ(run_add_kernel(*device, *device->compile(spec)), 7.0f);
+  EXPECT_EQ(compiler->compiles(), 1);
+  EXPECT_EQ(cache->stats().hits, 1u);
+}
+
+}  // namespace
+}  // namespace svod

@@ -8,6 +8,8 @@ namespace svod::cli {
 
 int info();
 int demo();
+int cache_stats();  // `svod cache stats`: the object cache's directory, entries, bytes
+int cache_clear();  // `svod cache clear`: removes every entry
 
 // `svod run PLAN.json …` (format: PLAN_FORMAT.md): exit 0 when the plan ran
 // and every expectation held, 1 when an expectation failed, 2 when the plan

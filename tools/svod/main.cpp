@@ -28,10 +28,17 @@ int main(int argc, char** argv) {
   run->add_option("--backend", run_options.backend, "CPU compiler backend: clang, llvm or dlopen (default clang)");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
 
+  auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");
+  cache->require_subcommand(1);
+  auto* cache_stats = cache->add_subcommand("stats", "print the cache directory, entry count and size");
+  auto* cache_clear = cache->add_subcommand("clear", "remove every cached object");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return svod::cli::info();
     if (demo->parsed()) return svod::cli::demo();
+    if (cache_stats->parsed()) return svod::cli::cache_stats();
+    if (cache_clear->parsed()) return svod::cli::cache_clear();
     if (run->parsed()) return svod::cli::run(run_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());

@@ -90,6 +90,9 @@ struct PlanState {
   std::vector<size_t> declared_order;
   std::vector<std::vector<std::pair<size_t, Access>>> access;  // per op: slot, access
   std::vector<OpRun> runs;
+  // Resolved custom functions by op (null for other ops); a replica starts
+  // with its original's, so it never picks up a later registration.
+  std::vector<std::shared_ptr<const CustomFunctionDef>> custom_defs;
   DagRunner runner;
 
   // ---- run state ----
@@ -393,8 +396,10 @@ void PlanState::compile_custom(size_t i, const PreparedCustomFunction& c) {
   run.slots = c.buffers;
   for (size_t slot : c.buffers) run.buffers.push_back(buffers[slot]);
   std::vector<Access> acc;
+  if (custom_defs.size() != ops.size()) custom_defs.assign(ops.size(), nullptr);
   try {
-    run.def = find_custom_function(c.name);
+    if (!custom_defs[i]) custom_defs[i] = find_custom_function(c.name);
+    run.def = custom_defs[i];
     acc = run.def->validate(run.buffers, c.attrs);
   } catch (...) {
     rethrow_with(where);
@@ -692,6 +697,7 @@ ExecutionPlan ExecutionPlan::replicate() const {
   copy->ops = s.ops;
   copy->options = s.options;
   copy->outputs = s.outputs;
+  copy->custom_defs = s.custom_defs;
   for (size_t i = 0; i < s.var_defs.size(); ++i) copy->given_variables.emplace_back(s.var_defs[i], s.var_values[i]);
 
   std::vector<uint64_t> written;

@@ -123,7 +123,8 @@ class ExecutionPlanBuilder {
   void add_output(size_t buffer);
 
   // Validates everything and builds the plan; throws Error(Validation) naming
-  // the op (index and id) or buffer at fault. The builder is left empty.
+  // the op (index and id) or buffer at fault. The builder is left empty
+  // either way.
   ExecutionPlan build();
 
  private:
@@ -147,12 +148,13 @@ class ExecutionPlan {
   // when a check fails (Error(Validation)).
   void execute_with_vars(const std::map<std::string, int64_t>& vars, const ExecuteOptions& options = {});
   // Runs the plan on the queue's worker thread, after the commands submitted
-  // before it; returns the timeline value to wait for. Variables are checked
-  // now (the plan keeps them on failure); run errors surface at the queue's
-  // wait/synchronize. The plan state lives until the command completes.
+  // before it; returns the timeline value to wait for. Variable names and
+  // bounds are checked now (Error(Validation), nothing queued); the values
+  // are applied when the command runs, and run errors surface at the queue's
+  // wait/synchronize. The plan's state stays alive until the command is done.
   uint64_t execute_async(CpuQueue& queue, const std::map<std::string, int64_t>& vars = {});
 
-  // Replaces slot `buffer` with a buffer of the same byte size and dtype.
+  // Replaces slot `buffer` with a buffer of the same byte size, dtype and device.
   // Views of it follow; hazards are recomputed if aliasing changed. View slots
   // cannot be rebound themselves (rebind their base).
   void rebind(size_t buffer, Buffer replacement);
@@ -160,7 +162,8 @@ class ExecutionPlan {
   // An independent plan sharing the compiled programs and every storage no op
   // writes; storages that ops write are copied into fresh allocations (views
   // into them keep their offsets), so replicas run concurrently without
-  // touching each other's results. Variables keep their current values.
+  // touching each other's results. Custom functions stay the ones resolved
+  // when this plan was built. Variables keep their current values.
   ExecutionPlan replicate() const;
 
   const Buffer& buffer(size_t index) const;
@@ -170,6 +173,8 @@ class ExecutionPlan {
   size_t op_count() const;
   const PreparedOp& op(size_t index) const;
   const std::string& op_id(size_t index) const;
+  // The current value of a plan variable (waits for a running execute; do
+  // not call it from inside an op of this plan).
   std::optional<int64_t> variable(std::string_view name) const;
 
   // Deterministic: Kahn's algorithm taking the smallest ready op index first.

@@ -359,6 +359,25 @@ TEST_F(PlanExecute, ReplicasShareInputsAndRunConcurrently) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+TEST_F(PlanExecute, ReplicasKeepTheResolvedCustomFunctions) {
+  register_custom_function("short_lived", {[](std::span<const Buffer> b, const Attrs&, const VariableValues&) {
+                                             b[0].span<float>()[0] += 1;
+                                           },
+                                           [](std::span<const Buffer> b, const Attrs&) {
+                                             return std::vector<Access>(b.size(), Access::ReadWrite);
+                                           }});
+  ExecutionPlanBuilder b;
+  const size_t x = b.add_buffer(host_buffer(DType::F32, 1));
+  b.add_op(call("short_lived", {x}));
+  ExecutionPlan plan = b.build();
+  ASSERT_TRUE(unregister_custom_function("short_lived"));
+  plan.execute();
+  ExecutionPlan replica = plan.replicate();
+  replica.execute();
+  EXPECT_EQ(floats(plan.buffer(x))[0], 1.0f);
+  EXPECT_EQ(floats(replica.buffer(x))[0], 2.0f);  // forked with the original's contents
+}
+
 TEST_F(PlanExecute, OnePlanFromManyThreads) {
   ExecutionPlanBuilder b;
   const size_t c = b.add_buffer(host_buffer(DType::I32, 1));

@@ -13,7 +13,8 @@ namespace {
 std::atomic<uint64_t> next_storage_id{1};
 }
 
-Storage::Storage(Device& device, size_t bytes) : device_(&device), bytes_(bytes), id_(next_storage_id++) {}
+Storage::Storage(Device& device, size_t bytes, void* host_data)
+    : host_data_(host_data), device_(&device), bytes_(bytes), id_(next_storage_id++) {}
 Storage::~Storage() = default;
 
 HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) {
@@ -21,13 +22,14 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
   // buffer still gets a distinct address.
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < bytes) throw make_error(ErrorKind::Validation, "host buffer of {} bytes is too large", bytes);
-  data_ = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (data_ == nullptr)
+  void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (data == nullptr)
     throw make_error(ErrorKind::Execution, "out of host memory allocating {} bytes on {}", bytes, device.name());
-  std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);
+  std::memset(data, 0, rounded == 0 ? kAlignment : rounded);
+  set_host_data(data);
 }
 
-HostStorage::~HostStorage() { std::free(data_); }
+HostStorage::~HostStorage() { std::free(host_data()); }
 
 Buffer::Buffer(std::shared_ptr<Storage> storage, DType dtype, size_t byte_offset, size_t bytes)
     : storage_(std::move(storage)), dtype_(dtype), offset_(byte_offset), bytes_(bytes) {

@@ -14,11 +14,12 @@ namespace svod {
 
 class Device;
 
-// One allocation. Subclasses own device memory; host-visible storage returns
-// its address from host_data().
+// One allocation. Subclasses own device memory; host-visible storage passes
+// its address to the constructor, and host_data() returns it without a
+// virtual call (it is read on every kernel launch).
 class Storage {
  public:
-  Storage(Device& device, size_t bytes);
+  Storage(Device& device, size_t bytes, void* host_data = nullptr);
   virtual ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -26,9 +27,13 @@ class Storage {
   Device& device() const noexcept { return *device_; }
   size_t bytes() const noexcept { return bytes_; }
   uint64_t id() const noexcept { return id_; }  // unique in the process, never reused
-  virtual void* host_data() const noexcept { return nullptr; }
+  void* host_data() const noexcept { return host_data_; }
+
+ protected:
+  void set_host_data(void* data) noexcept { host_data_ = data; }
 
  private:
+  void* host_data_;
   Device* device_;
   size_t bytes_;
   uint64_t id_;
@@ -40,10 +45,6 @@ class HostStorage final : public Storage {
   static constexpr size_t kAlignment = 64;
   HostStorage(Device& device, size_t bytes);
   ~HostStorage() override;
-  void* host_data() const noexcept override { return data_; }
-
- private:
-  void* data_;
 };
 
 class Buffer {

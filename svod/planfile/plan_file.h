@@ -18,9 +18,14 @@
 //    and Box–Muller's cosine branch: mean + std * sqrt(-2 ln(1 - u0)) *
 //    cos(2 pi u1). Values are computed in double and stored rounded to the
 //    buffer's dtype, so a seed gives the same data on every machine.
+//    Random inits need a float buffer.
 //  - fill/arange into integer or bool buffers must be integers the dtype
 //    holds; npy init must match the buffer's dtype and element count, except
 //    that a bf16 buffer takes "<u2" files (bit patterns) or "<f4" (rounded).
+//  - `init` may also be the string "zeros"; `global_size`/`local_size` may
+//    list 1 to 3 sizes (missing ones are 1); program buffers may give a
+//    `dtype` (checked against the buffers an op passes) and scalars `min`/
+//    `max` (checked at run time); the plan may carry a `description`.
 //  - Outputs written as .npy keep the buffer's dtype, except bf16, written as
 //    f32 (exactly, since every bf16 value is a float).
 //  - A view's base must be a base buffer (not another view).
@@ -150,7 +155,6 @@ struct LoadedPlan {
   ExecutionPlan plan;
   std::vector<std::string> op_labels;  // per op: "ops[3] run mm" or "ops[3] (id) copy"
   std::vector<LoadedOutput> outputs;   // in file order
-  std::vector<std::string> variable_names;
 };
 
 // Creates the buffers, compiles the programs and builds the plan. Devices

@@ -143,7 +143,6 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   require_cpu(file, file.device, "device");
   ExecutionPlanBuilder builder;
 
-  std::vector<std::string> variable_names;
   for (const auto& [name, value] : options.vars) {
     const bool known = std::any_of(file.variables.begin(), file.variables.end(),
                                    [&](const PlanFileVariable& v) { return v.variable.name == name; });
@@ -159,7 +158,6 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     const int64_t value = it == options.vars.end() ? v.value : it->second;
     at(file, "variables." + v.variable.name, [&] { v.variable.check(value); });
     builder.add_variable(v.variable, value);
-    variable_names.push_back(v.variable.name);
   }
 
   std::shared_ptr<CpuDevice> cpu;
@@ -260,7 +258,7 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   }
 
   ExecutionPlan plan = at(file, "ops", [&] { return builder.build(); });
-  return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs), std::move(variable_names)};
+  return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs)};
 }
 
 OpCost op_cost(const LoadedPlan& loaded, size_t op) {

@@ -191,6 +191,12 @@ std::optional<Artifact> ObjectCache::get(const Hash128& key) {
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return damaged();
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < sizeof(EntryHeader)) return damaged();
+  if (file_size > config_.max_bytes) {
+    // Written under a larger budget (put never stores more): not damaged, but
+    // not worth reading either; eviction will get to it.
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
 
   EntryHeader header{};
   Artifact artifact;

@@ -75,7 +75,9 @@ class DagRunner {
 
  private:
   struct Run;
+  struct ChainTask;
   void run_chain(Run& run, size_t node);
+  void spawn(Run& run, size_t node);
 
   Dag dag_;
   std::unique_ptr<std::atomic<uint32_t>[]> pending_;

@@ -631,7 +631,7 @@ uint64_t ExecutionPlan::execute_async(CpuQueue& queue, const std::map<std::strin
   // Variable names and bounds are fixed at build time, so they can be checked
   // here without the run lock; the values are applied when the command runs,
   // after any earlier queued run of this plan.
-  std::vector<int64_t> scratch(state_->var_values.size());
+  std::vector<int64_t> scratch(state_->var_defs.size());
   state_->apply_vars(vars, scratch);
   return queue.submit_callback([state = state_, vars] {
     ExecutionPlan plan(state);

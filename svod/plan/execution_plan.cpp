@@ -37,7 +37,9 @@ struct EnvSource {
 struct KernelRun {
   std::shared_ptr<const Program> program;
   const CpuProgram* cpu = nullptr;
-  std::optional<LaunchLayout> own_layout;  // for programs of other devices
+  // For programs of other devices; on the heap so that `layout` stays valid
+  // when runs move (KernelRuns live in a growing vector).
+  std::shared_ptr<const LaunchLayout> own_layout;
   const LaunchLayout* layout = nullptr;
   std::vector<size_t> slots;
   std::vector<Expr> scalars;
@@ -322,8 +324,8 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
     if (run.cpu) {
       run.layout = &run.cpu->layout();
     } else {
-      run.own_layout.emplace(spec);
-      run.layout = &*run.own_layout;
+      run.own_layout = std::make_shared<const LaunchLayout>(spec);
+      run.layout = run.own_layout.get();
     }
   } catch (...) {
     rethrow_with(where);

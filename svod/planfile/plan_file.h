@@ -155,11 +155,19 @@ struct LoadedPlan {
   ExecutionPlan plan;
   std::vector<std::string> op_labels;  // per op: "ops[3] run mm" or "ops[3] (id) copy"
   std::vector<LoadedOutput> outputs;   // in file order
+  bool uses_devices = false;           // some buffer or program is on a device other than the CPU
+
+  // Runs the plan once: plan.execute() when everything is on the CPU, else
+  // through the global UnifiedExecutor (each op on its device's queue,
+  // SyncStrategy::DeviceEvents; a failure there does not poison the plan).
+  void execute(const ExecuteOptions& options = {});
 };
 
-// Creates the buffers, compiles the programs and builds the plan. Devices
-// other than CPU raise DeviceUnavailable naming the device and the field;
-// compile errors keep their kind and name the program.
+// Creates the buffers, compiles the programs and builds the plan. Devices are
+// opened through the device registry ("CPU", "CL:0", ...); an unknown or
+// absent device is an error naming the device and the field. Buffers on other
+// devices are initialised through host memory; outputs must be CPU buffers.
+// Compile errors keep their kind and name the program.
 LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options = {});
 
 // Floating-point work and memory traffic of op `op` for one execution with

@@ -10,6 +10,8 @@
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "svod/device/registry.h"
+#include "svod/executor/plan_execution.h"
 #include "svod/planfile/plan_file.h"
 
 namespace svod {
@@ -31,15 +33,23 @@ auto at(const PlanFile& file, const std::string& path, Fn&& fn) {
   }
 }
 
-// Only the CPU device exists in this build; the message names the device and
-// the field that asked for it.
-void require_cpu(const PlanFile& file, const std::string& device, const std::string& path) {
-  if (device != "CPU") {
-    throw make_error(ErrorKind::DeviceUnavailable,
-                     "{}: {}: device \"{}\" is not available in this build (plans run on \"CPU\")", file.source_name,
-                     path, device);
+// The plan's devices, opened through the registry once per loaded plan;
+// errors name the field that asked for the device.
+class Devices {
+ public:
+  explicit Devices(const PlanFile& file) : file_(file) {}
+  Device& get(const std::string& name, const std::string& path) {
+    const std::string& wanted = name.empty() ? file_.device : name;
+    const std::string& field = name.empty() ? std::string("device") : path;
+    if (auto it = open_.find(wanted); it != open_.end()) return *it->second;
+    auto device = at(file_, field, [&] { return open_device(wanted); });
+    return *open_.emplace(wanted, std::move(device)).first->second;
   }
-}
+
+ private:
+  const PlanFile& file_;
+  std::map<std::string, std::shared_ptr<Device>, std::less<>> open_;
+};
 
 // splitmix64 (Steele, Lea, Flood 2014): tiny, fast, and every seed, zero
 // included, gives a full-period, well-mixed stream.
@@ -59,7 +69,7 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& buffer) {
+void initialise_host(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& buffer) {
   const BufferInit& init = desc.init;
   const size_t size = size_of(desc.dtype);
   auto* out = static_cast<std::byte*>(buffer.data());
@@ -109,6 +119,18 @@ void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& 
   }
 }
 
+// Device memory is filled through a host staging buffer.
+void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& buffer) {
+  if (desc.init.kind == BufferInit::Kind::Zeros) return;  // every device's memory starts zeroed
+  if (buffer.is_host()) {
+    initialise_host(file, desc, buffer);
+    return;
+  }
+  const Buffer staging = create_cpu_device()->allocate(desc.dtype, desc.count);
+  initialise_host(file, desc, staging);
+  at(file, "buffers." + desc.name, [&] { buffer.device().copy(buffer, staging); });
+}
+
 std::vector<double> expected_values(const PlanFile& file, const PlanFileOutput& out, const PlanFileBuffer& buf) {
   const PlanFileExpect& e = *out.expect;
   if (!e.npy) return e.values;
@@ -140,7 +162,7 @@ std::string op_label(const PlanFileOp& op, size_t index) {
 }  // namespace
 
 LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
-  require_cpu(file, file.device, "device");
+  Devices devices(file);
   ExecutionPlanBuilder builder;
 
   for (const auto& [name, value] : options.vars) {
@@ -160,15 +182,13 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     builder.add_variable(v.variable, value);
   }
 
-  std::shared_ptr<CpuDevice> cpu;
   std::map<std::string, size_t, std::less<>> slots;
   std::map<std::string, Buffer, std::less<>> made;  // for validating custom ops before the plan exists
   for (const auto& b : file.buffers) {
     if (b.view_of) continue;
     const std::string path = "buffers." + b.name;
-    require_cpu(file, b.device.empty() ? file.device : b.device, b.device.empty() ? "device" : path + ".device");
-    if (!cpu) cpu = create_cpu_device();
-    Buffer buffer = at(file, path, [&] { return cpu->allocate(b.dtype, b.count); });
+    Device& device = devices.get(b.device, path + ".device");
+    Buffer buffer = at(file, path, [&] { return device.allocate(b.dtype, b.count); });
     initialise(file, b, buffer);
     made[b.name] = buffer;
     slots[b.name] = builder.add_buffer(std::move(buffer), b.name);
@@ -186,19 +206,21 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   // compile in parallel; errors are reported for the first failing program in
   // file order, so the message does not depend on scheduling.
   std::vector<std::shared_ptr<const Program>> programs(file.programs.size());
+  std::vector<Device*> program_devices;
   std::vector<std::exception_ptr> failures(file.programs.size());
   for (const auto& p : file.programs) {
     const std::string path = "programs." + p.name;
-    require_cpu(file, p.device.empty() ? file.device : p.device, p.device.empty() ? "device" : path + ".device");
-    if (p.spec.language != Language::C && p.spec.language != Language::LlvmIr) {
+    Device& device = devices.get(p.device, path + ".device");
+    const bool cpu = dynamic_cast<CpuDevice*>(&device) != nullptr;
+    if (cpu && p.spec.language != Language::C && p.spec.language != Language::LlvmIr) {
       throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the CPU device",
                        file.source_name, path, to_string(p.spec.language));
     }
+    program_devices.push_back(&device);
   }
-  if (!file.programs.empty() && !cpu) cpu = create_cpu_device();
   tbb::parallel_for(size_t{0}, file.programs.size(), [&](size_t i) {
     try {
-      programs[i] = cpu->compile(file.programs[i].spec);
+      programs[i] = program_devices[i]->compile(file.programs[i].spec);
     } catch (...) {
       failures[i] = std::current_exception();
     }
@@ -250,6 +272,12 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     LoadedOutput loaded;
     loaded.name = out.buffer;
     loaded.slot = slots.at(out.buffer);
+    if (!made.at(out.buffer).is_host()) {
+      throw make_error(ErrorKind::Validation,
+                       "{}: outputs.{}: the buffer is in {} memory; copy it into a CPU buffer with a copy op and name "
+                       "that buffer here",
+                       file.source_name, out.buffer, made.at(out.buffer).device().name());
+    }
     loaded.shape = buf.shape;
     loaded.expect = out.expect;
     if (out.expect) loaded.expected = expected_values(file, out, buf);
@@ -258,7 +286,13 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   }
 
   ExecutionPlan plan = at(file, "ops", [&] { return builder.build(); });
-  return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs)};
+  const bool uses_devices = plan_uses_devices(plan);
+  return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs), uses_devices};
+}
+
+void LoadedPlan::execute(const ExecuteOptions& options) {
+  if (uses_devices) execute_plan_on(global_executor(), plan, options);
+  else plan.execute(options);
 }
 
 OpCost op_cost(const LoadedPlan& loaded, size_t op) {

@@ -3,6 +3,7 @@
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
 #include "svod/compile/clang_compiler.h"
+#include "svod/device/registry.h"
 #include "tools/svod/commands.h"
 
 namespace svod::cli {
@@ -14,10 +15,14 @@ int info() {
     const CompilerIdentity& id = clang.identity();
     fmt::print("toolchain: {}\n  version: {}\n  target:  {} (cpu {}, {} features)\n", id.path, id.version,
                id.target_triple, id.target_cpu, id.target_features.size());
-    fmt::print("devices:\n  CPU  backend clang (clang process, svod ELF loader)\n");
   } catch (const Error& e) {
-    fmt::print("toolchain: none ({})\ndevices: none usable\n", e.what());
+    fmt::print("toolchain: none ({})\n", e.what());
   }
+  // Every device the registry can open, and the kinds that have none here
+  // with the reason.
+  fmt::print("devices:\n");
+  for (const auto& d : device_registry().list_devices())
+    fmt::print("  {:<6} {}{}\n", d.name, d.available ? "" : "unavailable: ", d.description);
   fmt::print("threads: {} (SVOD_THREADS)\n", thread_count());
   return 0;
 }

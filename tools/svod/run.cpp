@@ -185,7 +185,7 @@ int run(const RunOptions& options) {
   try {
     for (int r = 0; r < options.repeat; ++r) {
       const auto start = Clock::now();
-      plan.execute(ExecuteOptions{.sequential = options.sequential, .observer = &timer});
+      loaded->execute(ExecuteOptions{.sequential = options.sequential, .observer = &timer});
       executions.emplace_back(start, Clock::now());
       runs.push_back(timer.spans());
       if (r == 0) {

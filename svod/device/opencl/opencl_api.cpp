@@ -1,0 +1,141 @@
+#include "svod/device/opencl/opencl_api.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <optional>
+
+#include "svod/base/error.h"
+
+namespace svod::detail {
+
+namespace {
+
+struct Loaded {
+  OpenClApi api;
+  std::optional<Error> failure;  // why the loader is unusable, reported on every use
+};
+
+Loaded load() {
+  Loaded out;
+  // libOpenCL.so.1 is the ICD loader's SONAME; the unversioned name only
+  // exists where development files are installed.
+  void* handle = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) handle = dlopen("libOpenCL.so", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
+                                   "no OpenCL ICD loader (libOpenCL.so.1): {}; install ocl-icd-libopencl1 and a "
+                                   "platform such as pocl-opencl-icd",
+                                   why ? why : "not found"));
+    return out;
+  }
+  OpenClApi& api = out.api;
+  const char* missing = nullptr;
+  auto bind = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+    if (!fn && !missing) missing = name;
+  };
+#define SVOD_CL_BIND(name) bind(api.name, #name);
+  SVOD_CL_BIND(clGetPlatformIDs)
+  SVOD_CL_BIND(clGetPlatformInfo)
+  SVOD_CL_BIND(clGetDeviceIDs)
+  SVOD_CL_BIND(clGetDeviceInfo)
+  SVOD_CL_BIND(clCreateContext)
+  SVOD_CL_BIND(clReleaseContext)
+  SVOD_CL_BIND(clCreateCommandQueue)
+  SVOD_CL_BIND(clReleaseCommandQueue)
+  SVOD_CL_BIND(clCreateBuffer)
+  SVOD_CL_BIND(clCreateSubBuffer)
+  SVOD_CL_BIND(clReleaseMemObject)
+  SVOD_CL_BIND(clEnqueueFillBuffer)
+  SVOD_CL_BIND(clEnqueueReadBuffer)
+  SVOD_CL_BIND(clEnqueueWriteBuffer)
+  SVOD_CL_BIND(clEnqueueCopyBuffer)
+  SVOD_CL_BIND(clCreateProgramWithSource)
+  SVOD_CL_BIND(clBuildProgram)
+  SVOD_CL_BIND(clGetProgramBuildInfo)
+  SVOD_CL_BIND(clReleaseProgram)
+  SVOD_CL_BIND(clCreateKernel)
+  SVOD_CL_BIND(clReleaseKernel)
+  SVOD_CL_BIND(clGetKernelInfo)
+  SVOD_CL_BIND(clSetKernelArg)
+  SVOD_CL_BIND(clEnqueueNDRangeKernel)
+  SVOD_CL_BIND(clWaitForEvents)
+  SVOD_CL_BIND(clGetEventInfo)
+  SVOD_CL_BIND(clGetEventProfilingInfo)
+  SVOD_CL_BIND(clSetEventCallback)
+  SVOD_CL_BIND(clRetainEvent)
+  SVOD_CL_BIND(clReleaseEvent)
+  SVOD_CL_BIND(clFlush)
+  SVOD_CL_BIND(clFinish)
+  SVOD_CL_BIND(clEnqueueMarkerWithWaitList)
+#undef SVOD_CL_BIND
+  if (missing) {
+    out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
+                                   "the OpenCL ICD loader has no {} (it predates OpenCL 1.2)", missing));
+  }
+  // The handle stays open for the process: devices and their objects live
+  // until exit.
+  return out;
+}
+
+}  // namespace
+
+const OpenClApi& opencl_api() {
+  static const Loaded loaded = load();
+  if (loaded.failure) throw *loaded.failure;
+  return loaded.api;
+}
+
+std::string cl_status_text(cl_int status) {
+  const char* name = nullptr;
+  switch (status) {
+#define SVOD_CL_CASE(code) \
+  case code: name = #code; break;
+    SVOD_CL_CASE(CL_SUCCESS)
+    SVOD_CL_CASE(CL_DEVICE_NOT_FOUND)
+    SVOD_CL_CASE(CL_DEVICE_NOT_AVAILABLE)
+    SVOD_CL_CASE(CL_COMPILER_NOT_AVAILABLE)
+    SVOD_CL_CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    SVOD_CL_CASE(CL_OUT_OF_RESOURCES)
+    SVOD_CL_CASE(CL_OUT_OF_HOST_MEMORY)
+    SVOD_CL_CASE(CL_PROFILING_INFO_NOT_AVAILABLE)
+    SVOD_CL_CASE(CL_MEM_COPY_OVERLAP)
+    SVOD_CL_CASE(CL_BUILD_PROGRAM_FAILURE)
+    SVOD_CL_CASE(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    SVOD_CL_CASE(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    SVOD_CL_CASE(CL_INVALID_VALUE)
+    SVOD_CL_CASE(CL_INVALID_DEVICE)
+    SVOD_CL_CASE(CL_INVALID_CONTEXT)
+    SVOD_CL_CASE(CL_INVALID_COMMAND_QUEUE)
+    SVOD_CL_CASE(CL_INVALID_MEM_OBJECT)
+    SVOD_CL_CASE(CL_INVALID_BUILD_OPTIONS)
+    SVOD_CL_CASE(CL_INVALID_PROGRAM)
+    SVOD_CL_CASE(CL_INVALID_PROGRAM_EXECUTABLE)
+    SVOD_CL_CASE(CL_INVALID_KERNEL_NAME)
+    SVOD_CL_CASE(CL_INVALID_KERNEL)
+    SVOD_CL_CASE(CL_INVALID_ARG_INDEX)
+    SVOD_CL_CASE(CL_INVALID_ARG_VALUE)
+    SVOD_CL_CASE(CL_INVALID_ARG_SIZE)
+    SVOD_CL_CASE(CL_INVALID_KERNEL_ARGS)
+    SVOD_CL_CASE(CL_INVALID_WORK_DIMENSION)
+    SVOD_CL_CASE(CL_INVALID_WORK_GROUP_SIZE)
+    SVOD_CL_CASE(CL_INVALID_WORK_ITEM_SIZE)
+    SVOD_CL_CASE(CL_INVALID_GLOBAL_OFFSET)
+    SVOD_CL_CASE(CL_INVALID_EVENT_WAIT_LIST)
+    SVOD_CL_CASE(CL_INVALID_EVENT)
+    SVOD_CL_CASE(CL_INVALID_BUFFER_SIZE)
+    SVOD_CL_CASE(CL_INVALID_GLOBAL_WORK_SIZE)
+#undef SVOD_CL_CASE
+    case -1001: name = "CL_PLATFORM_NOT_FOUND_KHR"; break;  // cl_ext.h: the loader found no platform
+    default: break;
+  }
+  return name ? fmt::format("{} ({})", name, status) : fmt::format("OpenCL status {}", status);
+}
+
+void check_cl(cl_int status, std::string_view what, ErrorKind kind) {
+  if (status != CL_SUCCESS) throw make_error(kind, "{}: {}", what, cl_status_text(status));
+}
+
+}  // namespace svod::detail

@@ -1,0 +1,545 @@
+#include "svod/device/opencl/opencl_device.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/cache/cache_key.h"
+#include "svod/cache/kernel_cache.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/device/opencl/opencl_api.h"
+
+namespace svod {
+
+using detail::check_cl;
+using detail::cl_status_text;
+using detail::opencl_api;
+
+namespace {
+
+struct Located {
+  cl_platform_id platform;
+  cl_device_id device;
+};
+
+std::string platform_string(cl_platform_id platform, cl_platform_info what) {
+  size_t size = 0;
+  if (opencl_api().clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  opencl_api().clGetPlatformInfo(platform, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::string device_string(cl_device_id device, cl_device_info what) {
+  size_t size = 0;
+  if (opencl_api().clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  opencl_api().clGetDeviceInfo(device, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+template <typename T>
+T device_value(cl_device_id device, cl_device_info what) {
+  T value{};
+  opencl_api().clGetDeviceInfo(device, what, sizeof(T), &value, nullptr);
+  return value;
+}
+
+// Every device of every platform, in the loader's order.
+std::vector<Located> locate_devices() {
+  const auto& cl = opencl_api();
+  cl_uint count = 0;
+  const cl_int status = cl.clGetPlatformIDs(0, nullptr, &count);
+  if (status == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (status == CL_SUCCESS && count == 0))
+    throw make_error(ErrorKind::DeviceUnavailable,
+                     "no OpenCL platform is installed (the ICD loader found none; install e.g. pocl-opencl-icd)");
+  check_cl(status, "clGetPlatformIDs", ErrorKind::DeviceUnavailable);
+  std::vector<cl_platform_id> platforms(count);
+  check_cl(cl.clGetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs", ErrorKind::DeviceUnavailable);
+  std::vector<Located> out;
+  for (cl_platform_id p : platforms) {
+    cl_uint n = 0;
+    if (cl.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) continue;
+    std::vector<cl_device_id> ids(n);
+    if (cl.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr) != CL_SUCCESS) continue;
+    for (cl_device_id d : ids) out.push_back({p, d});
+  }
+  return out;
+}
+
+OpenClDeviceDetails describe(const Located& at) {
+  OpenClDeviceDetails d;
+  d.platform = platform_string(at.platform, CL_PLATFORM_NAME);
+  d.name = device_string(at.device, CL_DEVICE_NAME);
+  d.version = device_string(at.device, CL_DEVICE_VERSION);
+  const auto type = device_value<cl_device_type>(at.device, CL_DEVICE_TYPE);
+  d.type = (type & CL_DEVICE_TYPE_GPU) ? "GPU" : (type & CL_DEVICE_TYPE_CPU) ? "CPU"
+           : (type & CL_DEVICE_TYPE_ACCELERATOR)  ? "accelerator"
+                                                  : "other";
+  d.compute_units = device_value<cl_uint>(at.device, CL_DEVICE_MAX_COMPUTE_UNITS);
+  d.max_work_group_size = device_value<size_t>(at.device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+  d.base_alignment = std::max<size_t>(1, device_value<cl_uint>(at.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+  d.global_memory = device_value<cl_ulong>(at.device, CL_DEVICE_GLOBAL_MEM_SIZE);
+  return d;
+}
+
+std::string description(const OpenClDeviceDetails& d) {
+  return fmt::format("{} ({}, {}), {} compute units, {} MiB, {}", d.name, d.type, d.platform, d.compute_units,
+                     d.global_memory >> 20, d.version);
+}
+
+// One context per platform holding all of its devices, so that their queues
+// can wait on each other's events. Contexts live for the process.
+cl_context platform_context(cl_platform_id platform) {
+  static std::mutex mutex;
+  static std::map<cl_platform_id, cl_context> contexts;
+  std::lock_guard lock(mutex);
+  if (auto it = contexts.find(platform); it != contexts.end()) return it->second;
+  const auto& cl = opencl_api();
+  cl_uint n = 0;
+  check_cl(cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &n), "clGetDeviceIDs",
+           ErrorKind::DeviceUnavailable);
+  std::vector<cl_device_id> ids(n);
+  check_cl(cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr), "clGetDeviceIDs",
+           ErrorKind::DeviceUnavailable);
+  const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform),
+                                              0};
+  cl_int status = CL_SUCCESS;
+  cl_context context = cl.clCreateContext(properties, n, ids.data(), nullptr, nullptr, &status);
+  check_cl(status, "clCreateContext", ErrorKind::DeviceUnavailable);
+  contexts.emplace(platform, context);
+  return context;
+}
+
+std::vector<cl_event> handles(std::span<const OpenClEvent> events) {
+  std::vector<cl_event> out;
+  out.reserve(events.size());
+  for (const auto& e : events)
+    if (e.valid()) out.push_back(e.handle());
+  return out;
+}
+
+int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& program) {
+  int64_t out = 0;
+  if (a < 1 || b < 1 || __builtin_mul_overflow(a, b, &out))
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": dimension {} has {} work-groups of {} work-items; both must be >= 1 and their "
+                     "product fit in 64 bits",
+                     program, dim, a, b);
+  return out;
+}
+
+}  // namespace
+
+// ---- OpenClEvent -------------------------------------------------------------
+
+OpenClEvent::OpenClEvent(const OpenClEvent& other) : event_(other.event_) {
+  if (event_) opencl_api().clRetainEvent(event_);
+}
+
+OpenClEvent& OpenClEvent::operator=(const OpenClEvent& other) {
+  if (this != &other) {
+    OpenClEvent copy(other);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
+OpenClEvent& OpenClEvent::operator=(OpenClEvent&& other) noexcept {
+  if (this != &other) {
+    if (event_) opencl_api().clReleaseEvent(event_);
+    event_ = other.event_;
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+
+OpenClEvent::~OpenClEvent() {
+  if (event_) opencl_api().clReleaseEvent(event_);
+}
+
+void OpenClEvent::wait() const {
+  if (!event_) return;
+  const auto& cl = opencl_api();
+  const cl_int status = cl.clWaitForEvents(1, &event_);
+  cl_int state = CL_COMPLETE;
+  cl.clGetEventInfo(event_, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(state), &state, nullptr);
+  if (status != CL_SUCCESS || state < 0)
+    throw make_error(ErrorKind::Execution, "an OpenCL command failed: {}",
+                     cl_status_text(state < 0 ? state : status));
+}
+
+std::chrono::nanoseconds OpenClEvent::duration() const {
+  wait();
+  cl_ulong start = 0, end = 0;
+  const auto& cl = opencl_api();
+  check_cl(cl.clGetEventProfilingInfo(event_, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr),
+           "reading the command's start time", ErrorKind::Unsupported);
+  check_cl(cl.clGetEventProfilingInfo(event_, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr),
+           "reading the command's end time", ErrorKind::Unsupported);
+  return std::chrono::nanoseconds(end >= start ? end - start : 0);
+}
+
+void OpenClEvent::on_complete(std::function<void(bool ok)> fn) const {
+  if (!event_) {
+    fn(true);
+    return;
+  }
+  auto* owned = new std::function<void(bool)>(std::move(fn));
+  const cl_int status = opencl_api().clSetEventCallback(
+      event_, CL_COMPLETE,
+      [](cl_event, cl_int state, void* data) {
+        std::unique_ptr<std::function<void(bool)>> call(static_cast<std::function<void(bool)>*>(data));
+        (*call)(state >= 0);
+      },
+      owned);
+  if (status != CL_SUCCESS) {
+    delete owned;
+    check_cl(status, "clSetEventCallback");
+  }
+}
+
+// ---- OpenClStorage -------------------------------------------------------------
+
+OpenClStorage::OpenClStorage(OpenClDevice& device, size_t bytes, _cl_mem* memory)
+    : Storage(device, bytes), memory_(memory) {}
+
+OpenClStorage::~OpenClStorage() {
+  const auto& cl = opencl_api();
+  for (const auto& [offset, sub] : sub_buffers_) cl.clReleaseMemObject(sub);
+  cl.clReleaseMemObject(memory_);
+}
+
+_cl_mem* OpenClStorage::memory_at(size_t offset) {
+  if (offset == 0) return memory_;
+  std::lock_guard lock(mutex_);
+  if (auto it = sub_buffers_.find(offset); it != sub_buffers_.end()) return it->second;
+  auto& device = static_cast<OpenClDevice&>(this->device());
+  const size_t align = device.details().base_alignment;
+  if (offset % align != 0)
+    throw make_error(ErrorKind::Unsupported,
+                     "a view at byte offset {} cannot be a kernel argument on {}: OpenCL sub-buffers start at "
+                     "multiples of {} bytes (the device's base address alignment)",
+                     offset, device.name(), align);
+  const cl_buffer_region region{offset, bytes() - offset};
+  cl_int status = CL_SUCCESS;
+  cl_mem sub = opencl_api().clCreateSubBuffer(memory_, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region,
+                                              &status);
+  check_cl(status, fmt::format("creating a sub-buffer at byte {} on {}", offset, device.name()));
+  sub_buffers_.emplace(offset, sub);
+  return sub;
+}
+
+// ---- OpenClProgram -------------------------------------------------------------
+
+OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, _cl_program* program, _cl_kernel* kernel)
+    : Program(std::move(spec)), device_(&device), program_(program), kernel_(kernel), layout_(this->spec()) {
+  std::vector<std::string> names;
+  for (const auto& s : this->spec().scalars) names.push_back(s.name);
+  for (size_t d = 0; d < 3; ++d) {
+    try {
+      local_[d] = this->spec().local_size[d].bind_to(names);
+    } catch (const Error&) {
+      local_[d].reset();  // names a plan variable: the caller must pass LaunchDims
+    }
+  }
+}
+
+OpenClProgram::~OpenClProgram() {
+  const auto& cl = opencl_api();
+  cl.clReleaseKernel(kernel_);
+  cl.clReleaseProgram(program_);
+}
+
+Device& OpenClProgram::device() const noexcept { return *device_; }
+
+LaunchDims OpenClProgram::dims(std::span<const int64_t> scalars) const {
+  std::vector<int64_t> abi(layout_.scalar_count());
+  layout_.fill_scalars(scalars, abi.data());
+  LaunchDims out;
+  for (size_t d = 0; d < 3; ++d) {
+    out.global[d] = layout_.global_size(d, abi.data());
+    if (!local_[d])
+      throw make_error(ErrorKind::Validation,
+                       "program \"{}\": local_size[{}] \"{}\" uses names that are not scalars of the kernel; launch it "
+                       "through a plan that binds them",
+                       spec().display_name(), d, spec().local_size[d].text());
+    out.local[d] = local_[d]->evaluate(abi);
+  }
+  return out;
+}
+
+OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                   std::span<const OpenClEvent> waits, const LaunchDims* dims) const {
+  const std::string& program = spec().display_name();
+  const size_t nbuf = layout_.buffer_count();
+  if (buffers.size() != nbuf)
+    throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", program, nbuf, buffers.size());
+  std::vector<int64_t> abi(layout_.scalar_count());
+  layout_.fill_scalars(scalars, abi.data());
+  std::vector<cl_mem> memories(nbuf);
+  for (size_t i = 0; i < nbuf; ++i) {
+    const Buffer& b = buffers[i];
+    if (!b.valid())
+      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is empty", program, i,
+                       spec().buffers[i].name);
+    if (auto need = layout_.min_bytes(i, abi.data()); need && b.bytes() < *need)
+      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
+                       program, i, spec().buffers[i].name, b.bytes(), *need);
+    memories[i] = device_->memory_of(b, fmt::format("program \"{}\": buffer {} (\"{}\")", program, i,
+                                                     spec().buffers[i].name));
+  }
+  const LaunchDims sizes = dims ? *dims : this->dims(scalars);
+  size_t global[3], local[3];
+  for (size_t d = 0; d < 3; ++d) {
+    global[d] = static_cast<size_t>(checked_product(sizes.global[d], sizes.local[d], d, program));
+    local[d] = static_cast<size_t>(sizes.local[d]);
+  }
+  const std::vector<cl_event> wait_list = handles(waits);
+  const auto& cl = opencl_api();
+  cl_event event = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < nbuf; ++i)
+      check_cl(cl.clSetKernelArg(kernel_, static_cast<cl_uint>(i), sizeof(cl_mem), &memories[i]),
+               fmt::format("program \"{}\": setting buffer argument {}", program, i), ErrorKind::Validation);
+    for (size_t s = 0; s < abi.size(); ++s) {
+      const auto index = static_cast<cl_uint>(nbuf + s);
+      cl_int status;
+      if (spec().scalars[s].type == ScalarType::I32) {
+        const cl_int value = static_cast<cl_int>(abi[s]);
+        status = cl.clSetKernelArg(kernel_, index, sizeof(value), &value);
+      } else {
+        const cl_long value = abi[s];
+        status = cl.clSetKernelArg(kernel_, index, sizeof(value), &value);
+      }
+      check_cl(status, fmt::format("program \"{}\": setting scalar \"{}\"", program, spec().scalars[s].name),
+               ErrorKind::Validation);
+    }
+    check_cl(cl.clEnqueueNDRangeKernel(device_->queue(), kernel_, 3, nullptr, global, local,
+                                       static_cast<cl_uint>(wait_list.size()),
+                                       wait_list.empty() ? nullptr : wait_list.data(), &event),
+             fmt::format("program \"{}\": launching {}x{}x{} work-groups of {}x{}x{} on {}", program, sizes.global[0],
+                         sizes.global[1], sizes.global[2], sizes.local[0], sizes.local[1], sizes.local[2],
+                         device_->name()));
+  }
+  // Without a flush an implementation may hold the command back until the
+  // queue fills, and nothing waiting on its event would make progress.
+  cl.clFlush(device_->queue());
+  if (debug_level() >= 2) logger().debug("launch {} on {}", program, device_->name());
+  return OpenClEvent(event);
+}
+
+void OpenClProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
+  enqueue(buffers, scalars).wait();
+}
+
+std::chrono::nanoseconds OpenClProgram::time_launch(std::span<const Buffer> buffers,
+                                                    std::span<const int64_t> scalars) const {
+  return enqueue(buffers, scalars).duration();
+}
+
+// ---- OpenClDevice --------------------------------------------------------------
+
+OpenClDevice::OpenClDevice(size_t index) : index_(index), cache_scope_(new_cache_scope()) {
+  const auto located = locate_devices();
+  if (index >= located.size())
+    throw make_error(ErrorKind::DeviceUnavailable, "CL:{}: this machine has {} OpenCL device(s)", index,
+                     located.size());
+  id_ = located[index].device;
+  details_ = describe(located[index]);
+  context_ = platform_context(located[index].platform);
+  cl_int status = CL_SUCCESS;
+  queue_ = opencl_api().clCreateCommandQueue(context_, id_, CL_QUEUE_PROFILING_ENABLE, &status);
+  check_cl(status, fmt::format("CL:{}: creating the command queue", index), ErrorKind::DeviceUnavailable);
+}
+
+OpenClDevice::~OpenClDevice() {
+  const auto& cl = opencl_api();
+  cl.clFinish(queue_);
+  cl.clReleaseCommandQueue(queue_);
+}
+
+std::string OpenClDevice::name() const { return fmt::format("CL:{}", index_); }
+
+Buffer OpenClDevice::allocate(DType dtype, size_t count) {
+  const size_t elem = size_of(dtype);
+  if (count > SIZE_MAX / elem)
+    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
+  const size_t bytes = count * elem;
+  const size_t allocated = std::max<size_t>(bytes, 1);  // OpenCL refuses empty buffers
+  const auto& cl = opencl_api();
+  cl_int status = CL_SUCCESS;
+  cl_mem memory = cl.clCreateBuffer(context_, CL_MEM_READ_WRITE, allocated, nullptr, &status);
+  check_cl(status, fmt::format("{}: allocating {} bytes", name(), bytes));
+  auto storage = std::make_shared<OpenClStorage>(*this, bytes, memory);
+  const cl_uchar zero = 0;
+  cl_event fill = nullptr;
+  check_cl(cl.clEnqueueFillBuffer(queue_, memory, &zero, 1, 0, allocated, 0, nullptr, &fill),
+           fmt::format("{}: zero-filling {} bytes", name(), bytes));
+  OpenClEvent(fill).wait();
+  return Buffer(std::move(storage), dtype);
+}
+
+std::shared_ptr<const Program> OpenClDevice::compile(const ProgramSpec& spec) {
+  if (spec.language != Language::OpenCl)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs OpenCL C programs, not {}", spec.display_name(),
+                     name(), to_string(spec.language));
+  spec.validate();
+  if (spec.core_id_index())
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": core_id is the CPU's slice index; OpenCL kernels use get_group_id() and "
+                     "get_local_id() instead",
+                     spec.display_name());
+  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&]() -> std::shared_ptr<const Program> {
+    const auto& cl = opencl_api();
+    std::string options;
+    for (const auto& [define, value] : spec.defines) {
+      if (value.find_first_of(" \t\n\"'\\") != std::string::npos)
+        throw make_error(ErrorKind::Validation,
+                         "program \"{}\": define {}=\"{}\": OpenCL build options cannot carry spaces or quotes",
+                         spec.display_name(), define, value);
+      options += fmt::format("-D{}={} ", define, value);
+    }
+    const char* text = spec.source.c_str();
+    const size_t length = spec.source.size();
+    cl_int status = CL_SUCCESS;
+    cl_program program = cl.clCreateProgramWithSource(context_, 1, &text, &length, &status);
+    check_cl(status, fmt::format("program \"{}\": clCreateProgramWithSource", spec.display_name()));
+    status = cl.clBuildProgram(program, 1, &id_, options.c_str(), nullptr, nullptr);
+    if (status != CL_SUCCESS) {
+      size_t size = 0;
+      cl.clGetProgramBuildInfo(program, id_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+      std::string log(size, '\0');
+      if (size) cl.clGetProgramBuildInfo(program, id_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+      log.resize(std::strlen(log.c_str()));
+      cl.clReleaseProgram(program);
+      throw make_error(ErrorKind::Compile, "program \"{}\" does not build for {} ({}): {}\n{}", spec.display_name(),
+                       name(), details_.name, cl_status_text(status), log);
+    }
+    cl_kernel kernel = cl.clCreateKernel(program, spec.entry.c_str(), &status);
+    if (status != CL_SUCCESS) {
+      cl.clReleaseProgram(program);
+      if (status == CL_INVALID_KERNEL_NAME)
+        throw make_error(ErrorKind::UndefinedSymbol, "program \"{}\" has no __kernel named \"{}\"", spec.display_name(),
+                         spec.entry);
+      check_cl(status, fmt::format("program \"{}\": clCreateKernel", spec.display_name()));
+    }
+    cl_uint args = 0;
+    cl.clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof(args), &args, nullptr);
+    const size_t declared = spec.buffers.size() + spec.scalars.size();
+    if (args != declared) {
+      cl.clReleaseKernel(kernel);
+      cl.clReleaseProgram(program);
+      throw make_error(ErrorKind::Validation, "program \"{}\": kernel \"{}\" takes {} arguments, the spec declares {}",
+                       spec.display_name(), spec.entry, args, declared);
+    }
+    if (debug_level() >= 1) logger().debug("built OpenCL program {} for {}", spec.display_name(), name());
+    return std::make_shared<OpenClProgram>(*this, spec, program, kernel);
+  });
+}
+
+bool OpenClDevice::owns(const Buffer& buffer) const noexcept {
+  const auto* storage = dynamic_cast<const OpenClStorage*>(&buffer.storage());
+  return storage && static_cast<const OpenClDevice&>(storage->device()).shares_context(*this);
+}
+
+_cl_mem* OpenClDevice::memory_of(const Buffer& buffer, std::string_view what) const {
+  auto* storage = dynamic_cast<OpenClStorage*>(&buffer.storage());
+  if (!storage || !static_cast<const OpenClDevice&>(storage->device()).shares_context(*this))
+    throw make_error(ErrorKind::Validation, "{} is on {}; {} takes buffers of its own OpenCL context (copy it first)",
+                     what, buffer.device().name(), name());
+  return storage->memory_at(buffer.byte_offset());
+}
+
+bool OpenClDevice::direct_copy(const Buffer& dst, const Buffer& src) const noexcept {
+  if (dst.bytes() != src.bytes()) return false;
+  const bool dst_here = owns(dst);
+  const bool src_here = owns(src);
+  if (dst_here && src_here) return &dst.storage() != &src.storage() || !dst.overlaps(src);
+  return (dst_here && src.is_host()) || (src_here && dst.is_host());
+}
+
+OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std::span<const OpenClEvent> waits) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
+                     src.bytes(), dst.bytes());
+  if (!direct_copy(dst, src))
+    throw make_error(ErrorKind::Unsupported, "{} cannot copy {} -> {} in one command; use copy(), which stages it",
+                     name(), src.device().name(), dst.device().name());
+  const auto& cl = opencl_api();
+  const std::vector<cl_event> wait_list = handles(waits);
+  const auto count = static_cast<cl_uint>(wait_list.size());
+  const cl_event* list = wait_list.empty() ? nullptr : wait_list.data();
+  cl_event event = nullptr;
+  const size_t bytes = src.bytes();
+  if (bytes == 0) {
+    // Nothing to move, but the caller still gets an event ordered after `waits`.
+    check_cl(cl.clEnqueueMarkerWithWaitList(queue_, count, list, &event), fmt::format("{}: empty copy", name()));
+  } else if (dst.is_host()) {
+    auto& storage = static_cast<OpenClStorage&>(src.storage());
+    check_cl(cl.clEnqueueReadBuffer(queue_, storage.memory(), CL_FALSE, src.byte_offset(), bytes, dst.data(), count,
+                                    list, &event),
+             fmt::format("{}: reading {} bytes to the host", name(), bytes));
+  } else if (src.is_host()) {
+    auto& storage = static_cast<OpenClStorage&>(dst.storage());
+    check_cl(cl.clEnqueueWriteBuffer(queue_, storage.memory(), CL_FALSE, dst.byte_offset(), bytes, src.data(), count,
+                                     list, &event),
+             fmt::format("{}: writing {} bytes from the host", name(), bytes));
+  } else {
+    auto& from = static_cast<OpenClStorage&>(src.storage());
+    auto& to = static_cast<OpenClStorage&>(dst.storage());
+    check_cl(cl.clEnqueueCopyBuffer(queue_, from.memory(), to.memory(), src.byte_offset(), dst.byte_offset(), bytes,
+                                    count, list, &event),
+             fmt::format("{}: copying {} bytes {} -> {}", name(), bytes, src.device().name(), dst.device().name()));
+  }
+  cl.clFlush(queue_);
+  return OpenClEvent(event);
+}
+
+void OpenClDevice::copy(const Buffer& dst, const Buffer& src) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
+                     src.bytes(), dst.bytes());
+  if (direct_copy(dst, src)) {
+    enqueue_copy(dst, src).wait();
+    return;
+  }
+  if (dst.is_host() && src.is_host()) {
+    std::memmove(dst.data(), src.data(), src.bytes());
+    return;
+  }
+  // No single command does it: through host memory, each leg by the device
+  // that owns that side.
+  auto cpu = create_cpu_device();
+  const Buffer staging(std::make_shared<HostStorage>(*cpu, src.bytes()), DType::U8);
+  const Buffer from = src.view_bytes(0, src.bytes(), DType::U8);
+  const Buffer to = dst.view_bytes(0, dst.bytes(), DType::U8);
+  if (from.is_host()) std::memcpy(staging.data(), from.data(), from.bytes());
+  else from.device().copy(staging, from);
+  if (to.is_host()) std::memcpy(to.data(), staging.data(), to.bytes());
+  else to.device().copy(to, staging);
+}
+
+void OpenClDevice::synchronize() { check_cl(opencl_api().clFinish(queue_), fmt::format("{}: clFinish", name())); }
+
+std::vector<DeviceInfo> enumerate_opencl_devices() {
+  const auto located = locate_devices();
+  std::vector<DeviceInfo> out;
+  for (size_t i = 0; i < located.size(); ++i) out.push_back({fmt::format("CL:{}", i), description(describe(located[i]))});
+  return out;
+}
+
+DeviceKind opencl_device_kind() {
+  DeviceKind kind;
+  kind.name = "CL";
+  kind.enumerate = enumerate_opencl_devices;
+  kind.create = [](size_t index) -> std::shared_ptr<Device> { return std::make_shared<OpenClDevice>(index); };
+  return kind;
+}
+
+}  // namespace svod

@@ -1,0 +1,183 @@
+#include "svod/device/registry.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+#include "svod/base/error.h"
+#include "svod/device/cpu/cpu_device.h"
+#if SVOD_HAVE_OPENCL
+#include "svod/device/opencl/opencl_device.h"
+#endif
+
+namespace svod {
+
+namespace {
+
+// The kinds every registry starts with; a new backend adds its line here.
+std::vector<DeviceKind> builtin_kinds() {
+  std::vector<DeviceKind> kinds;
+  kinds.push_back(cpu_device_kind());
+#if SVOD_HAVE_OPENCL
+  kinds.push_back(opencl_device_kind());
+#endif
+  return kinds;
+}
+
+std::string upper(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+struct ParsedSpec {
+  std::string kind;
+  size_t index = 0;
+};
+
+}  // namespace
+
+// The CPU kind lives here rather than in device/cpu so that the CPU folder
+// does not depend on the registry; it is the one device every build has.
+DeviceKind cpu_device_kind() {
+  DeviceKind kind;
+  kind.name = "CPU";
+  kind.indexed = false;
+  kind.enumerate = [] { return std::vector<DeviceInfo>{{"CPU", "host memory; kernels in C or LLVM IR"}}; };
+  kind.create = [](size_t) -> std::shared_ptr<Device> { return create_cpu_device(); };
+  return kind;
+}
+
+// One device string's once-cell. `mutex` is held while the device is built,
+// so racers for the same device wait for the builder instead of building
+// twice; nothing else is locked meanwhile.
+struct DeviceCell {
+  std::mutex mutex;
+  std::shared_ptr<Device> device;
+};
+
+struct DeviceRegistry::State {
+  mutable std::shared_mutex mutex;  // guards kinds and cells (the maps, not the cells' contents)
+  std::map<std::string, std::shared_ptr<const DeviceKind>, std::less<>> kinds;
+  std::vector<std::string> order;  // kind names in registration order
+  std::map<std::string, std::shared_ptr<DeviceCell>, std::less<>> cells;
+
+  std::string kind_list() const {
+    std::string out;
+    for (const auto& name : order) out += (out.empty() ? "" : ", ") + name;
+    return out;
+  }
+
+  // Splits "KIND[:INDEX]"; the kind must be registered. Caller holds mutex.
+  std::pair<ParsedSpec, std::shared_ptr<const DeviceKind>> parse(std::string_view spec) const {
+    const size_t colon = spec.find(':');
+    ParsedSpec parsed;
+    parsed.kind = upper(spec.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      const std::string_view digits = spec.substr(colon + 1);
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed.index);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
+        throw make_error(ErrorKind::Validation, "device \"{}\": expected KIND or KIND:INDEX, e.g. CL:0 (kinds: {})",
+                         spec, kind_list());
+    }
+    auto it = kinds.find(parsed.kind);
+    if (parsed.kind.empty() || it == kinds.end())
+      throw make_error(ErrorKind::Validation, "unknown device \"{}\" (device kinds in this build: {})", spec,
+                       kind_list());
+    return {parsed, it->second};
+  }
+};
+
+DeviceRegistry::DeviceRegistry() : state_(std::make_unique<State>()) {
+  for (auto& kind : builtin_kinds()) register_kind(std::move(kind));
+}
+
+DeviceRegistry::~DeviceRegistry() = default;
+
+void DeviceRegistry::register_kind(DeviceKind kind) {
+  kind.name = upper(kind.name);
+  if (kind.name.empty() || kind.name.find(':') != std::string::npos)
+    throw make_error(ErrorKind::Validation, "device kind \"{}\": names are non-empty and have no ':'", kind.name);
+  if (!kind.enumerate || !kind.create)
+    throw make_error(ErrorKind::Validation, "device kind \"{}\": enumerate and create are required", kind.name);
+  std::unique_lock lock(state_->mutex);
+  if (state_->kinds.count(kind.name))
+    throw make_error(ErrorKind::Validation, "device kind \"{}\" is already registered", kind.name);
+  state_->order.push_back(kind.name);
+  std::string name = kind.name;
+  state_->kinds.emplace(std::move(name), std::make_shared<const DeviceKind>(std::move(kind)));
+}
+
+std::string DeviceRegistry::canonical_name(std::string_view spec) const {
+  std::shared_lock lock(state_->mutex);
+  const auto [parsed, kind] = state_->parse(spec);
+  if (!kind->indexed) return parsed.kind;
+  return parsed.kind + ":" + std::to_string(parsed.index);
+}
+
+std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) {
+  ParsedSpec parsed;
+  std::shared_ptr<const DeviceKind> kind;
+  std::shared_ptr<DeviceCell> cell;
+  {
+    std::shared_lock lock(state_->mutex);
+    std::tie(parsed, kind) = state_->parse(spec);
+  }
+  const std::string key = kind->indexed ? parsed.kind + ":" + std::to_string(parsed.index) : parsed.kind;
+  {
+    std::unique_lock lock(state_->mutex);
+    auto& slot = state_->cells[key];
+    if (!slot) slot = std::make_shared<DeviceCell>();
+    cell = slot;
+  }
+  std::lock_guard build(cell->mutex);
+  if (cell->device) return cell->device;
+  const std::vector<DeviceInfo> present = kind->enumerate();
+  if (parsed.index >= present.size()) {
+    if (present.empty())
+      throw make_error(ErrorKind::DeviceUnavailable, "device \"{}\": this machine has no {} device", spec, kind->name);
+    throw make_error(ErrorKind::DeviceUnavailable, "device \"{}\": this machine has {} {} device{} ({}:0{})", spec,
+                     present.size(), kind->name, present.size() == 1 ? "" : "s", kind->name,
+                     present.size() == 1 ? std::string() : fmt::format(" to {}:{}", kind->name, present.size() - 1));
+  }
+  std::shared_ptr<Device> device = kind->create(parsed.index);
+  if (!device) throw make_error(ErrorKind::Internal, "device kind {} created no device for \"{}\"", kind->name, spec);
+  cell->device = device;
+  return device;
+}
+
+std::vector<std::string> DeviceRegistry::kinds() const {
+  std::shared_lock lock(state_->mutex);
+  return state_->order;
+}
+
+std::vector<DeviceListing> DeviceRegistry::list_devices() const {
+  std::vector<std::shared_ptr<const DeviceKind>> kinds;
+  {
+    std::shared_lock lock(state_->mutex);
+    for (const auto& name : state_->order) kinds.push_back(state_->kinds.at(name));
+  }
+  std::vector<DeviceListing> out;
+  for (const auto& kind : kinds) {
+    try {
+      const auto present = kind->enumerate();
+      if (present.empty()) out.push_back({kind->name, "no device present", false});
+      for (const auto& d : present) out.push_back({d.name, d.description, true});
+    } catch (const Error& e) {
+      out.push_back({kind->name, e.what(), false});
+    }
+  }
+  return out;
+}
+
+DeviceRegistry& device_registry() {
+  static DeviceRegistry registry;
+  return registry;
+}
+
+std::shared_ptr<Device> open_device(std::string_view spec) { return device_registry().open(spec); }
+
+}  // namespace svod

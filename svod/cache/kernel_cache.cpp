@@ -47,7 +47,12 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       ++stats_.coalesced;
       auto result = slot.flight->result;
       lock.unlock();
-      return result.get();
+      try {
+        return result.get();
+      } catch (const Error& e) {
+        // A copy of its own for each waiter (see the builder's catch below).
+        throw Error(e.kind(), e.what());
+      }
     }
     flight = std::make_shared<Flight>();
     slot.flight = flight;
@@ -66,7 +71,18 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       ++stats_.failures;
       stats_.build_time += std::chrono::steady_clock::now() - start;
     }
-    flight->promise.set_exception(std::current_exception());
+    // Waiters get a separate exception object from the one this thread
+    // rethrows, and copy it again before throwing: no two threads then share
+    // an exception whose last owner frees it while another still reads it.
+    std::exception_ptr for_waiters;
+    try {
+      throw;
+    } catch (const Error& e) {
+      for_waiters = std::make_exception_ptr(Error(e.kind(), e.what()));
+    } catch (...) {
+      for_waiters = std::current_exception();
+    }
+    flight->promise.set_exception(for_waiters);
     throw;
   }
 

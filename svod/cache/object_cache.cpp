@@ -253,10 +253,19 @@ void ObjectCache::put(const Hash128& key, const Artifact& artifact) {
   header.digest_high = d.high;
 
   const fs::path final_path = entry_path(key);
-  const fs::path temp_path =
-      config_.directory / fmt::format(".{}.{}.{}{}", key.to_hex(), ::getpid(),
-                                      temp_counter_.fetch_add(1, std::memory_order_relaxed), kTempSuffix);
-  Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  // Temporary names are unique per process (pid plus a process-wide counter,
+  // shared by every ObjectCache on any directory); EEXIST can then only be a
+  // leftover of a dead process that had the same pid, so try the next name.
+  static std::atomic<uint64_t> temp_counter{0};
+  fs::path temp_path;
+  int raw_fd = -1;
+  for (int attempt = 0; attempt < 4 && raw_fd < 0; ++attempt) {
+    temp_path = config_.directory / fmt::format(".{}.{}.{}{}", key.to_hex(), ::getpid(),
+                                                temp_counter.fetch_add(1, std::memory_order_relaxed), kTempSuffix);
+    raw_fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (raw_fd < 0 && errno != EEXIST) break;
+  }
+  Fd fd(raw_fd);
   if (fd.get() < 0) return disable_writes("create an entry", errno);
   iovec iov[2] = {{&header, sizeof header}, {const_cast<std::byte*>(artifact.bytes.data()), artifact.bytes.size()}};
   const bool written = write_all(fd.get(), iov, artifact.bytes.empty() ? 1 : 2);

@@ -94,7 +94,6 @@ class ObjectCache {
   std::atomic<bool> writable_{true};
   std::atomic<bool> warned_{false};
   std::atomic<uint64_t> hits_{0}, misses_{0}, writes_{0}, corrupt_{0}, evictions_{0};
-  std::atomic<uint64_t> temp_counter_{0};
   // This process's estimate of the bytes stored; negative until the first
   // scan. Other processes' writes are picked up by periodic rescans.
   std::atomic<int64_t> estimated_bytes_{-1};

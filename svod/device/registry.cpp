@@ -27,6 +27,10 @@ std::vector<DeviceKind> builtin_kinds() {
   return kinds;
 }
 
+// Kinds svod knows of, whether or not this build has them: asking for one it
+// lacks is "not available", not a typo.
+constexpr std::string_view kKnownKinds[] = {"CPU", "CUDA", "CL"};
+
 std::string upper(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -84,6 +88,11 @@ struct DeviceRegistry::State {
                          spec, kind_list());
     }
     auto it = kinds.find(parsed.kind);
+    if (!parsed.kind.empty() && it == kinds.end() &&
+        std::find(std::begin(kKnownKinds), std::end(kKnownKinds), parsed.kind) != std::end(kKnownKinds))
+      throw make_error(ErrorKind::DeviceUnavailable,
+                       "device \"{}\" is not available in this build (device kinds in this build: {})", spec,
+                       kind_list());
     if (parsed.kind.empty() || it == kinds.end())
       throw make_error(ErrorKind::Validation, "unknown device \"{}\" (device kinds in this build: {})", spec,
                        kind_list());
@@ -126,7 +135,7 @@ std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) {
     std::shared_lock lock(state_->mutex);
     std::tie(parsed, kind) = state_->parse(spec);
   }
-  const std::string key = kind->indexed ? parsed.kind + ":" + std::to_string(parsed.index) : parsed.kind;
+  const std::string key = parsed.kind + ":" + std::to_string(parsed.index);
   {
     std::unique_lock lock(state_->mutex);
     auto& slot = state_->cells[key];
@@ -135,7 +144,12 @@ std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) {
   }
   std::lock_guard build(cell->mutex);
   if (cell->device) return cell->device;
-  const std::vector<DeviceInfo> present = kind->enumerate();
+  std::vector<DeviceInfo> present;
+  try {
+    present = kind->enumerate();
+  } catch (const Error& e) {
+    throw make_error(e.kind(), "device \"{}\": {}", spec, e.what());
+  }
   if (parsed.index >= present.size()) {
     if (present.empty())
       throw make_error(ErrorKind::DeviceUnavailable, "device \"{}\": this machine has no {} device", spec, kind->name);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
 
 #include "svod/base/error.h"
@@ -250,6 +251,35 @@ OpenClEvent enqueue_on_queue(const ExecutionNode& node, std::span<const OpenClEv
 }
 #endif
 
+// Host work of one run: items posted here are run by whichever thread gets
+// to them first — a pool worker (each post enqueues one pool task) or the
+// thread that called execute(), which drains the queue while it waits, so it
+// adds to the pool instead of idling. Pool tasks hold the queue by
+// shared_ptr because they may start after the run ended and find it empty.
+struct WorkQueue {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> items;
+
+  static void post(const std::shared_ptr<WorkQueue>& queue, std::function<void()> item) {
+    {
+      std::lock_guard lock(queue->mutex);
+      queue->items.push_back(std::move(item));
+    }
+    queue->wake.notify_one();
+    thread_pool().enqueue([queue] {
+      std::function<void()> next;
+      {
+        std::lock_guard lock(queue->mutex);
+        if (queue->items.empty()) return;
+        next = std::move(queue->items.front());
+        queue->items.pop_front();
+      }
+      next();
+    });
+  }
+};
+
 struct GraphRun {
   const std::vector<ExecutionNode>& nodes;
   const ExecutionGraph::State& graph;
@@ -263,10 +293,8 @@ struct GraphRun {
   std::vector<OpenClEvent> events;
 #endif
   std::atomic<bool> failed{false};
-
-  std::mutex mutex;
-  std::condition_variable done;
-  size_t remaining = 0;
+  std::shared_ptr<WorkQueue> work = std::make_shared<WorkQueue>();
+  size_t remaining = 0;  // guarded by work->mutex
   std::exception_ptr error;
 
   GraphRun(const ExecutionGraph::State& g, PlanObserver* obs) : nodes(g.nodes), graph(g), observer(obs) {}
@@ -278,7 +306,7 @@ struct GraphRun {
     } catch (...) {
       wrapped = std::current_exception();
     }
-    std::lock_guard lock(mutex);
+    std::lock_guard lock(work->mutex);
     if (!error) error = wrapped;
     failed.store(true);
   }
@@ -288,11 +316,27 @@ struct GraphRun {
       if (blockers[s].fetch_sub(1, std::memory_order_acq_rel) == 1) dispatch(s);
   }
 
+  // The last thing a node does; the run may end as soon as the lock drops.
   void finished(size_t node, bool ran) {
     if (ran && observer) observer->op_finished(node);
     release(released_on_finish[node]);
-    std::lock_guard lock(mutex);
-    if (--remaining == 0) done.notify_all();
+    std::lock_guard lock(work->mutex);
+    if (--remaining == 0) work->wake.notify_all();
+  }
+
+  void run_host_node(size_t node) {
+    bool ran = false;
+    try {
+      if (!failed.load(std::memory_order_acquire)) {
+        if (observer) observer->op_started(node);
+        ran = true;
+        run_on_host(nodes[node]);
+      }
+    } catch (...) {
+      fail(node);
+    }
+    release(released_on_submit[node]);
+    finished(node, ran);
   }
 
   void dispatch(size_t node) {
@@ -304,20 +348,7 @@ struct GraphRun {
       return;
     }
     if (contexts[node]->lane() == DeviceContext::Lane::HostPool) {
-      thread_pool().enqueue([this, node] {
-        bool ran = false;
-        try {
-          if (!failed.load(std::memory_order_acquire)) {
-            if (observer) observer->op_started(node);
-            ran = true;
-            run_on_host(nodes[node]);
-          }
-        } catch (...) {
-          fail(node);
-        }
-        release(released_on_submit[node]);
-        finished(node, ran);
-      });
+      WorkQueue::post(work, [this, node] { run_host_node(node); });
       return;
     }
 #if SVOD_HAVE_OPENCL
@@ -335,9 +366,9 @@ struct GraphRun {
     }
     release(released_on_submit[node]);
     // The callback comes on an OpenCL runtime thread, which must not block or
-    // enqueue; the rest happens on the pool.
+    // enqueue; the rest happens as host work.
     events[node].on_complete([this, node](bool ok) {
-      thread_pool().enqueue([this, node, ok] {
+      WorkQueue::post(work, [this, node, ok] {
         if (!ok) {
           try {
             throw make_error(ErrorKind::Execution, "the OpenCL command failed on {}", nodes[node].device->name());
@@ -349,6 +380,22 @@ struct GraphRun {
       });
     });
 #endif
+  }
+
+  // Runs posted host work on the calling thread until every node finished.
+  void wait() {
+    std::unique_lock lock(work->mutex);
+    while (remaining > 0) {
+      if (work->items.empty()) {
+        work->wake.wait(lock);
+        continue;
+      }
+      std::function<void()> next = std::move(work->items.front());
+      work->items.pop_front();
+      lock.unlock();
+      next();
+      lock.lock();
+    }
   }
 };
 
@@ -431,8 +478,7 @@ void UnifiedExecutor::execute(ExecutionGraph& graph, const GraphRunOptions& opti
   }
   run.remaining = n;
   for (size_t root : state.dag.roots()) run.dispatch(root);
-  std::unique_lock lock(run.mutex);
-  run.done.wait(lock, [&] { return run.remaining == 0; });
+  run.wait();
   if (run.error) std::rethrow_exception(run.error);
 }
 

@@ -1,0 +1,369 @@
+// The OpenCL device on whatever platform the ICD loader finds (PoCL in CI):
+// kernels against CPU results, build logs, copies, launch sizes, scalars.
+// Every test skips when the machine has no OpenCL platform.
+#include <gtest/gtest.h>
+
+#if SVOD_HAVE_OPENCL
+
+#include <numeric>
+#include <thread>
+
+#include "svod/base/error.h"
+#include "svod/compile/clang_compiler.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/device/opencl/opencl_device.h"
+#include "svod/device/registry.h"
+
+namespace svod {
+namespace {
+
+class OpenCl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      device_ = std::static_pointer_cast<OpenClDevice>(open_device("CL:0"));
+    } catch (const Error& e) {
+      ASSERT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();
+      GTEST_SKIP() << "no OpenCL device: " << e.what();
+    }
+  }
+
+  OpenClDevice& cl() { return *device_; }
+  Buffer upload(const std::vector<float>& values) {
+    Buffer host = create_cpu_device()->allocate(DType::F32, values.size());
+    std::copy(values.begin(), values.end(), host.span<float>().begin());
+    Buffer device = cl().allocate(DType::F32, values.size());
+    cl().copy(device, host);
+    return device;
+  }
+  template <typename T = float>
+  std::vector<T> download(const Buffer& device) {
+    Buffer host = create_cpu_device()->allocate(device.dtype(), device.count());
+    cl().copy(host, device);
+    auto s = host.span<T>();
+    return {s.begin(), s.end()};
+  }
+
+  std::shared_ptr<OpenClDevice> device_;
+};
+
+ProgramSpec opencl_spec(std::string source, std::string entry) {
+  ProgramSpec spec;
+  spec.language = Language::OpenCl;
+  spec.source = std::move(source);
+  spec.entry = std::move(entry);
+  return spec;
+}
+
+ErrorKind kind_of(const std::function<void()>& fn, std::string* message = nullptr) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return e.kind();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return ErrorKind::Internal;
+}
+
+std::vector<float> ramp(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 97) - 3.0f;
+  return v;
+}
+
+TEST_F(OpenCl, DeviceDescribesItself) {
+  EXPECT_EQ(cl().name(), "CL:0");
+  EXPECT_FALSE(cl().details().name.empty());
+  EXPECT_GE(cl().details().compute_units, 1u);
+  EXPECT_GE(cl().details().base_alignment, 1u);
+}
+
+TEST_F(OpenCl, ElementwiseMatchesTheCpu) {
+  constexpr int kN = 1000;  // not a multiple of the work-group size
+  const auto a = ramp(kN, 0.5f), b = ramp(kN, -1.25f);
+
+  ProgramSpec spec = opencl_spec(
+      "__kernel void fma3(__global float* o, __global const float* a, __global const float* b, int n) {\n"
+      "  int i = get_global_id(0);\n"
+      "  if (i < n) o[i] = a[i] * b[i] + 3.0f;\n"
+      "}\n",
+      "fma3");
+  spec.buffers = {{"o", Access::Write}, {"a"}, {"b"}};
+  spec.scalars = {{"n", ScalarType::I32}};
+  spec.global_size[0] = Expr::parse("(n+63)/64");
+  spec.local_size[0] = Expr::constant(64);
+  auto program = cl().compile(spec);
+  Buffer out = cl().allocate(DType::F32, kN);
+  const Buffer args[] = {out, upload(a), upload(b)};
+  const int64_t n[] = {kN};
+  program->launch(args, n);
+
+  ProgramSpec c_spec;
+  c_spec.source = "void fma3(float* o, const float* a, const float* b, int n) { for (int i = 0; i < n; i++) o[i] = a[i] * b[i] + 3.0f; }";
+  c_spec.entry = "fma3";
+  c_spec.buffers = spec.buffers;
+  c_spec.scalars = spec.scalars;
+  auto cpu = create_cpu_device();
+  Buffer ca = cpu->allocate(DType::F32, kN), cb = cpu->allocate(DType::F32, kN), co = cpu->allocate(DType::F32, kN);
+  std::copy(a.begin(), a.end(), ca.span<float>().begin());
+  std::copy(b.begin(), b.end(), cb.span<float>().begin());
+  const Buffer cargs[] = {co, ca, cb};
+  cpu->compile(c_spec)->launch(cargs, n);
+
+  const auto got = download(out);
+  for (int i = 0; i < kN; ++i) ASSERT_FLOAT_EQ(got[i], co.span<float>()[i]) << i;
+}
+
+TEST_F(OpenCl, WorkGroupReductionMatchesTheCpu) {
+  constexpr int kN = 4096, kLocal = 128;
+  std::vector<float> x(kN);
+  for (int i = 0; i < kN; ++i) x[i] = static_cast<float>(i % 17);  // small integers: sums are exact
+  ProgramSpec spec = opencl_spec(
+      "__kernel void block_sum(__global float* partial, __global const float* x, int n) {\n"
+      "  __local float tile[LOCAL];\n"
+      "  int l = get_local_id(0), i = get_global_id(0);\n"
+      "  tile[l] = i < n ? x[i] : 0.0f;\n"
+      "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+      "  for (int s = LOCAL / 2; s > 0; s >>= 1) {\n"
+      "    if (l < s) tile[l] += tile[l + s];\n"
+      "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+      "  }\n"
+      "  if (l == 0) partial[get_group_id(0)] = tile[0];\n"
+      "}\n",
+      "block_sum");
+  spec.defines = {{"LOCAL", std::to_string(kLocal)}};
+  spec.buffers = {{"partial", Access::Write}, {"x"}};
+  spec.scalars = {{"n", ScalarType::I32}};
+  spec.global_size[0] = Expr::parse("(n+127)/128");
+  spec.local_size[0] = Expr::constant(kLocal);
+  auto program = cl().compile(spec);
+  Buffer partial = cl().allocate(DType::F32, kN / kLocal);
+  const Buffer args[] = {partial, upload(x)};
+  const int64_t n[] = {kN};
+  program->launch(args, n);
+  const auto got = download(partial);
+  for (int g = 0; g < kN / kLocal; ++g) {
+    const float want = std::accumulate(x.begin() + g * kLocal, x.begin() + (g + 1) * kLocal, 0.0f);
+    EXPECT_EQ(got[g], want) << g;
+  }
+  EXPECT_EQ(std::accumulate(got.begin(), got.end(), 0.0f), std::accumulate(x.begin(), x.end(), 0.0f));
+}
+
+TEST_F(OpenCl, GlobalSizeCountsWorkGroups) {
+  ProgramSpec spec = opencl_spec(
+      "__kernel void ids(__global int* out) {\n"
+      "  int i = get_global_id(0) + get_global_size(0) * get_global_id(1);\n"
+      "  out[4 * i] = get_group_id(0); out[4 * i + 1] = get_group_id(1);\n"
+      "  out[4 * i + 2] = get_local_id(0); out[4 * i + 3] = get_num_groups(0);\n"
+      "}\n",
+      "ids");
+  spec.buffers = {{"out", Access::Write}};
+  spec.global_size = {Expr::constant(3), Expr::constant(2), Expr::constant(1)};
+  spec.local_size = {Expr::constant(4), Expr::constant(1), Expr::constant(1)};
+  auto program = cl().compile(spec);
+  Buffer out = cl().allocate(DType::I32, 4 * 12 * 2);
+  const Buffer args[] = {out};
+  program->launch(args, {});
+  const auto got = download<int32_t>(out);
+  for (int y = 0; y < 2; ++y) {
+    for (int x = 0; x < 12; ++x) {
+      const int i = x + 12 * y;
+      EXPECT_EQ(got[4 * i], x / 4);
+      EXPECT_EQ(got[4 * i + 1], y);
+      EXPECT_EQ(got[4 * i + 2], x % 4);
+      EXPECT_EQ(got[4 * i + 3], 3);
+    }
+  }
+  // Explicit sizes replace the spec's.
+  Buffer small = cl().allocate(DType::I32, 4 * 2);
+  const Buffer small_args[] = {small};
+  LaunchDims dims;
+  dims.global = {1, 1, 1};
+  dims.local = {2, 1, 1};
+  static_cast<const OpenClProgram&>(*program).enqueue(small_args, {}, {}, &dims).wait();
+  const auto two = download<int32_t>(small);
+  EXPECT_EQ(two[2], 0);
+  EXPECT_EQ(two[6], 1);
+  EXPECT_EQ(two[7], 1);
+}
+
+TEST_F(OpenCl, ScalarsAreIntAndLong) {
+  ProgramSpec spec = opencl_spec(
+      "__kernel void put(__global long* out, int a, long b) { out[0] = a; out[1] = b; }", "put");
+  spec.buffers = {{"out", Access::Write}};
+  spec.scalars = {{"a", ScalarType::I32}, {"b", ScalarType::I64}};
+  auto program = cl().compile(spec);
+  Buffer out = cl().allocate(DType::I64, 2);
+  const Buffer args[] = {out};
+  const int64_t values[] = {-7, (int64_t{1} << 40) + 5};
+  program->launch(args, values);
+  const auto got = download<int64_t>(out);
+  EXPECT_EQ(got[0], -7);
+  EXPECT_EQ(got[1], (int64_t{1} << 40) + 5);
+  const int64_t too_big[] = {int64_t{1} << 33, 0};
+  EXPECT_EQ(kind_of([&] { program->launch(args, too_big); }), ErrorKind::Validation);
+}
+
+TEST_F(OpenCl, BuildErrorsCarryTheBuildLog) {
+  ProgramSpec spec = opencl_spec("__kernel void broken(__global float* o) { o[0] = undeclared_name; }", "broken");
+  spec.name = "broken";
+  spec.buffers = {{"o", Access::Write}};
+  std::string message;
+  EXPECT_EQ(kind_of([&] { cl().compile(spec); }, &message), ErrorKind::Compile);
+  EXPECT_NE(message.find("program \"broken\" does not build for CL:0"), std::string::npos) << message;
+  EXPECT_NE(message.find("undeclared_name"), std::string::npos) << message;
+  // Not cached: a fixed source builds.
+  spec.source = "__kernel void broken(__global float* o) { o[0] = 1.0f; }";
+  EXPECT_TRUE(cl().compile(spec));
+}
+
+TEST_F(OpenCl, SpecMismatchesAreRefused) {
+  ProgramSpec spec = opencl_spec("__kernel void k(__global float* o) { o[0] = 1.0f; }", "nope");
+  spec.buffers = {{"o", Access::Write}};
+  EXPECT_EQ(kind_of([&] { cl().compile(spec); }), ErrorKind::UndefinedSymbol);
+  spec.entry = "k";
+  spec.scalars = {{"n", ScalarType::I32}};
+  std::string message;
+  EXPECT_EQ(kind_of([&] { cl().compile(spec); }, &message), ErrorKind::Validation);
+  EXPECT_NE(message.find("takes 1 arguments, the spec declares 2"), std::string::npos) << message;
+  spec.scalars = {{"core_id", ScalarType::I32}};
+  EXPECT_EQ(kind_of([&] { cl().compile(spec); }), ErrorKind::Validation);
+  spec.scalars.clear();
+  spec.language = Language::C;
+  EXPECT_EQ(kind_of([&] { cl().compile(spec); }), ErrorKind::Unsupported);
+}
+
+TEST_F(OpenCl, KernelsTakeOnlyBuffersOfTheirContext) {
+  ProgramSpec spec = opencl_spec("__kernel void k(__global float* o) { o[0] = 1.0f; }", "k");
+  spec.buffers = {{"o", Access::Write}};
+  auto program = cl().compile(spec);
+  const Buffer host[] = {create_cpu_device()->allocate(DType::F32, 1)};
+  std::string message;
+  EXPECT_EQ(kind_of([&] { program->launch(host, {}); }, &message), ErrorKind::Validation);
+  EXPECT_NE(message.find("is on CPU"), std::string::npos) << message;
+}
+
+TEST_F(OpenCl, CopiesBothWaysAndBetweenBuffers) {
+  const auto values = ramp(300, 2.0f);
+  Buffer a = upload(values);
+  EXPECT_FALSE(a.is_host());
+  EXPECT_EQ(a.storage().host_data(), nullptr);
+  EXPECT_EQ(kind_of([&] { a.data(); }), ErrorKind::Unsupported);
+  EXPECT_EQ(download(a), values);
+
+  Buffer b = cl().allocate(DType::F32, 300);
+  EXPECT_EQ(download(b), std::vector<float>(300, 0.0f));  // zero-filled
+  cl().copy(b, a);                                        // device to device
+  EXPECT_EQ(download(b), values);
+
+  // Views: bytes [40, 440) of b <- the first 100 elements of a.
+  cl().copy(b.view(10, 100), a.view(0, 100));
+  auto got = download(b);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(got[10 + i], values[i]);
+  EXPECT_EQ(got[0], values[0]);
+  EXPECT_EQ(got[110], values[110]);
+
+  // Overlapping ranges of one storage are staged, like memmove.
+  cl().copy(a.view(1, 200), a.view(0, 200));
+  got = download(a);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(got[1 + i], values[i]);
+
+  // A view of device memory read back into part of a host buffer.
+  Buffer host = create_cpu_device()->allocate(DType::F32, 10);
+  cl().copy(host.view(5, 5), b.view(20, 5));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(host.span<float>()[5 + i], download(b)[20 + i]);
+
+  EXPECT_EQ(kind_of([&] { cl().copy(b, a.view(0, 10)); }), ErrorKind::Validation);
+}
+
+TEST_F(OpenCl, ViewsAtAlignedOffsetsAreKernelArguments) {
+  const size_t align = cl().details().base_alignment;
+  if (align % sizeof(float) != 0) GTEST_SKIP() << "alignment " << align;
+  const size_t offset = align / sizeof(float);  // first aligned element after 0
+  ProgramSpec spec = opencl_spec("__kernel void one(__global float* o) { o[get_global_id(0)] = 1.0f; }", "one");
+  spec.buffers = {{"o", Access::Write}};
+  spec.global_size[0] = Expr::constant(4);
+  auto program = cl().compile(spec);
+  Buffer b = cl().allocate(DType::F32, offset + 8);
+  const Buffer args[] = {b.view(offset, 4)};
+  program->launch(args, {});
+  const auto got = download(b);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i >= offset && i < offset + 4 ? 1.0f : 0.0f) << i;
+  if (align > sizeof(float)) {
+    const Buffer misaligned[] = {b.view(1, 4)};
+    EXPECT_EQ(kind_of([&] { program->launch(misaligned, {}); }), ErrorKind::Unsupported);
+  }
+}
+
+TEST_F(OpenCl, EventsTimeLaunchesAndOrderWork) {
+  ProgramSpec spec = opencl_spec("__kernel void inc(__global int* o) { o[get_global_id(0)] += 1; }", "inc");
+  spec.buffers = {{"o", Access::ReadWrite}};
+  spec.global_size[0] = Expr::constant(256);
+  auto program = std::static_pointer_cast<const OpenClProgram>(cl().compile(spec));
+  Buffer counter = cl().allocate(DType::I32, 256);
+  const Buffer args[] = {counter};
+  const auto took = program->time_launch(args, {});
+  EXPECT_GE(took.count(), 0);
+  // A chain of launches, each waiting on the previous event; the in-order
+  // queue would order them anyway, the wait lists must be accepted.
+  OpenClEvent last;
+  for (int i = 0; i < 10; ++i) {
+    const OpenClEvent waits[] = {last};
+    last = program->enqueue(args, {}, waits);
+  }
+  std::atomic<bool> called{false};
+  last.on_complete([&](bool ok) { called = ok; });
+  last.wait();
+  cl().synchronize();
+  EXPECT_EQ(download<int32_t>(counter), std::vector<int32_t>(256, 11));
+  for (int i = 0; i < 1000 && !called; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(called.load());
+}
+
+TEST_F(OpenCl, OneProgramLaunchedFromManyThreads) {
+  ProgramSpec spec = opencl_spec(
+      "__kernel void fill(__global int* o, int v) { o[get_global_id(0)] = v; }", "fill");
+  spec.buffers = {{"o", Access::Write}};
+  spec.scalars = {{"v", ScalarType::I32}};
+  spec.global_size[0] = Expr::constant(64);
+  auto program = cl().compile(spec);
+  constexpr int kThreads = 4;
+  std::vector<Buffer> outs;
+  for (int t = 0; t < kThreads; ++t) outs.push_back(cl().allocate(DType::I32, 64));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        const Buffer args[] = {outs[t]};
+        const int64_t v[] = {t * 100 + round};
+        program->launch(args, v);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(download<int32_t>(outs[t]), std::vector<int32_t>(64, t * 100 + 19));
+}
+
+TEST_F(OpenCl, ProgramsAreCachedPerSpec) {
+  ProgramSpec spec = opencl_spec("__kernel void k(__global float* o) { o[0] = VALUE; }", "k");
+  spec.buffers = {{"o", Access::Write}};
+  spec.defines = {{"VALUE", "2.5f"}};
+  auto first = cl().compile(spec);
+  EXPECT_EQ(cl().compile(spec).get(), first.get());
+  Buffer out = cl().allocate(DType::F32, 1);
+  const Buffer args[] = {out};
+  first->launch(args, {});
+  EXPECT_EQ(download(out)[0], 2.5f);
+  spec.defines = {{"VALUE", "bad value"}};
+  EXPECT_EQ(kind_of([&] { cl().compile(spec); }), ErrorKind::Validation);
+}
+
+}  // namespace
+}  // namespace svod
+
+#else
+
+TEST(OpenCl, NotBuilt) { GTEST_SKIP() << "svod was built without OpenCL headers"; }
+
+#endif

@@ -1,24 +1,24 @@
 #include "svod/device/cpu/cpu_device.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/cache_key.h"
 #include "svod/cache/object_cache.h"
-#include "svod/compile/clang_compiler.h"
 #include "svod/loader/elf_loader.h"
+#include "svod/loader/shared_library.h"
 #include "svod/program/cpu_abi.h"
 
 namespace svod {
 
-CpuProgram::CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const LoadedImage> image)
-    : Program(std::move(spec)), device_(&device), image_(std::move(image)), entry_(nullptr), layout_(this->spec()) {
+CpuProgram::CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry)
+    : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry), layout_(this->spec()) {
   if (abi_arg_count() > kMaxKernelArgs)
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
-  entry_ = image_->symbol(this->spec().entry);
 }
 
 Device& CpuProgram::device() const noexcept { return *device_; }
@@ -86,10 +86,30 @@ std::shared_ptr<const Program> CpuDevice::compile(const ProgramSpec& spec) {
 
 std::shared_ptr<const CpuProgram> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
   spec.validate();
-  if (artifact.kind != ArtifactKind::ElfObject)
-    throw make_error(ErrorKind::Unsupported, "program \"{}\": the CPU device loads ELF objects", spec.display_name());
-  auto image = LoadedImage::load(artifact.bytes);
-  return std::make_shared<CpuProgram>(*this, spec, std::move(image));
+  if (artifact.kind == ArtifactKind::ElfObject) {
+    auto image = LoadedImage::load(artifact.bytes);
+    void* entry = image->symbol(spec.entry);
+    return std::make_shared<CpuProgram>(*this, spec, std::move(image), entry);
+  }
+  if (artifact.kind == ArtifactKind::SharedLibrary) {
+    auto library = SharedLibrary::open_image(artifact.bytes, spec.entry);
+    void* entry = library->symbol(spec.entry);
+    return std::make_shared<CpuProgram>(*this, spec, std::move(library), entry);
+  }
+  throw make_error(ErrorKind::Unsupported, "program \"{}\": the CPU device loads ELF objects and shared libraries",
+                   spec.display_name());
+}
+
+std::shared_ptr<const CpuProgram> CpuDevice::load_library(const ProgramSpec& spec, const std::filesystem::path& library) {
+  // The spec is checked as if its source were the library: everything else
+  // about it (entry, parameters, launch sizes) must be as valid as for a
+  // compiled program.
+  ProgramSpec checked = spec;
+  if (checked.source.empty()) checked.source = library.string();
+  checked.validate();
+  auto opened = SharedLibrary::open(library);
+  void* entry = opened->symbol(spec.entry);
+  return std::make_shared<CpuProgram>(*this, spec, std::move(opened), entry);
 }
 
 void CpuDevice::copy(const Buffer& dst, const Buffer& src) {
@@ -99,10 +119,15 @@ void CpuDevice::copy(const Buffer& dst, const Buffer& src) {
   std::memmove(dst.data(), src.data(), src.bytes());
 }
 
-std::shared_ptr<CpuDevice> create_cpu_device() {
-  static const std::shared_ptr<CpuDevice> device =
-      std::make_shared<CpuDevice>(std::make_shared<ClangCompiler>());
+std::shared_ptr<CpuDevice> create_cpu_device_with_backend(CpuBackend backend) {
+  static std::mutex mutex;
+  static std::shared_ptr<CpuDevice> devices[3];
+  std::lock_guard lock(mutex);
+  auto& device = devices[static_cast<size_t>(backend)];
+  if (!device) device = std::make_shared<CpuDevice>(cpu_compiler(backend));
   return device;
 }
+
+std::shared_ptr<CpuDevice> create_cpu_device() { return create_cpu_device_with_backend(default_cpu_backend().backend); }
 
 }  // namespace svod

@@ -1,25 +1,29 @@
-// The CPU device: host buffers, kernels compiled from C or LLVM IR and loaded
-// by svod's ELF loader, and launches that fan core_id slices out over the
-// thread pool.
+// The CPU device: host buffers, kernels compiled from C or LLVM IR by one of
+// the CPU backends (cpu_backend.h) and loaded by svod's ELF loader (objects)
+// or dlopen (shared libraries), and launches that fan core_id slices out over
+// the thread pool.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "svod/cache/kernel_cache.h"
 #include "svod/compile/compiler.h"
+#include "svod/device/cpu/cpu_backend.h"
 #include "svod/device/device.h"
 #include "svod/program/launch_layout.h"
 
 namespace svod {
 
-class LoadedImage;
 class CpuDevice;
 
 class CpuProgram final : public Program {
  public:
-  CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const LoadedImage> image);
+  // `entry` lies in code that `owner` keeps mapped (a LoadedImage or a
+  // SharedLibrary); the program holds it for as long as it lives.
+  CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry);
 
   Device& device() const noexcept override;
   void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
@@ -35,7 +39,7 @@ class CpuProgram final : public Program {
 
  private:
   CpuDevice* device_;
-  std::shared_ptr<const LoadedImage> image_;
+  std::shared_ptr<const void> owner_;
   void* entry_;
   LaunchLayout layout_;
 };
@@ -49,8 +53,14 @@ class CpuDevice final : public Device {
   std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
   void copy(const Buffer& dst, const Buffer& src) override;
 
-  // Loads an object compiled elsewhere (by this device's compiler identity).
+  // Loads an artifact compiled elsewhere (by this device's compiler
+  // identity): an ELF object through svod's loader, a shared library through
+  // dlopen.
   std::shared_ptr<const CpuProgram> load(const ProgramSpec& spec, const Artifact& artifact);
+  // Opens a shared library built elsewhere and binds spec.entry in it;
+  // spec.source may be empty (it is not compiled). Not cached: each call
+  // returns a new program, and the library closes with the last of them.
+  std::shared_ptr<const CpuProgram> load_library(const ProgramSpec& spec, const std::filesystem::path& library);
   const Compiler& compiler() const noexcept { return *compiler_; }
 
  private:
@@ -59,7 +69,10 @@ class CpuDevice final : public Device {
   const uint64_t cache_scope_ = new_cache_scope();
 };
 
-// The process's CPU device with the clang-process compiler, created on first use.
+// The process's CPU device for `backend`, created on first use (one per
+// backend). Throws Error(DeviceUnavailable) when the backend cannot work here.
+std::shared_ptr<CpuDevice> create_cpu_device_with_backend(CpuBackend backend);
+// The process's CPU device for default_cpu_backend().
 std::shared_ptr<CpuDevice> create_cpu_device();
 
 }  // namespace svod

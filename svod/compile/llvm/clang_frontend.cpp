@@ -1,0 +1,123 @@
+// C through libclang-cpp: the driver once (for the cc1 line), then one
+// CompilerInstance per compile with the source as a memory buffer and the
+// object written to a vector.
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/Basic/Version.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Driver/Compilation.h>
+#include <clang/Driver/Driver.h>
+#include <clang/Driver/Job.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "svod/base/error.h"
+#include "svod/compile/clang_compiler.h"
+#include "svod/compile/llvm/llvm_compiler.h"
+
+namespace svod::detail {
+namespace {
+
+std::vector<const char*> pointers(const std::vector<std::string>& args) {
+  std::vector<const char*> out;
+  out.reserve(args.size());
+  for (const auto& a : args) out.push_back(a.c_str());
+  return out;
+}
+
+std::vector<std::byte> to_bytes(const llvm::SmallVectorImpl<char>& data) {
+  const auto* p = reinterpret_cast<const std::byte*>(data.data());
+  return std::vector<std::byte>(p, p + data.size());
+}
+
+}  // namespace
+
+ClangFrontend::ClangFrontend() {
+  initialise_native_target();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  clang::DiagnosticsEngine diags(llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), options,
+                                 new clang::TextDiagnosticPrinter(os, options.get()), /*ShouldOwnClient=*/true);
+  clang::driver::Driver driver(SVOD_CLANG_DRIVER_PATH, llvm::sys::getDefaultTargetTriple(), diags);
+  driver.setCheckInputsExist(false);
+  // Exactly what the clang process runs (ClangCompiler::command), so both
+  // backends build the same code; colours off because diagnostics end up in
+  // error messages, not on a terminal.
+  std::vector<std::string> args = {SVOD_CLANG_DRIVER_PATH, "-c", "-x", "c", "-fno-color-diagnostics"};
+  const auto& flags = ClangCompiler::object_flags();
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"-", "-o", "-"});
+  std::unique_ptr<clang::driver::Compilation> compilation(driver.BuildCompilation(pointers(args)));
+  os.flush();
+  if (!compilation || diags.hasErrorOccurred() || compilation->getJobs().size() != 1)
+    throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver cannot build a compile job:\n{}", text);
+  const auto* job = llvm::dyn_cast<clang::driver::Command>(&*compilation->getJobs().begin());
+  if (job == nullptr || job->getArguments().empty() || std::strcmp(job->getArguments()[0], "-cc1") != 0)
+    throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver did not produce a cc1 job");
+
+  for (const char* arg : llvm::ArrayRef<const char*>(job->getArguments()).drop_front()) {
+    // -disable-free lets a one-shot clang process skip freeing the AST and
+    // module; in a long-lived process that would leak every compile.
+    if (std::strcmp(arg, "-disable-free") != 0) cc1_args_.emplace_back(arg);
+  }
+  for (size_t i = 0; i + 1 < cc1_args_.size(); ++i) {
+    if (cc1_args_[i] == "-triple") target_.triple = cc1_args_[i + 1];
+    if (cc1_args_[i] == "-target-cpu") target_.cpu = cc1_args_[i + 1];
+    if (cc1_args_[i] == "-target-feature") target_.features.push_back(cc1_args_[i + 1]);
+  }
+  if (target_.triple.empty() || target_.cpu.empty())
+    throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver resolved no target triple or CPU");
+}
+
+std::string ClangFrontend::version() { return clang::getClangFullVersion(); }
+
+std::vector<std::byte> ClangFrontend::compile(const ProgramSpec& spec) const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto invocation = std::make_shared<clang::CompilerInvocation>();
+  {
+    auto options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+    clang::TextDiagnosticPrinter printer(os, options.get());
+    clang::DiagnosticsEngine diags(llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), options, &printer,
+                                   /*ShouldOwnClient=*/false);
+    const bool parsed = clang::CompilerInvocation::CreateFromArgs(*invocation, pointers(cc1_args_), diags,
+                                                                  SVOD_CLANG_DRIVER_PATH);
+    os.flush();
+    if (!parsed) throw make_error(ErrorKind::Internal, "clang rejected svod's own cc1 command line:\n{}", text);
+  }
+  for (const auto& [name, value] : spec.defines) invocation->getPreprocessorOpts().addMacroDef(name + "=" + value);
+  clang::FrontendOptions& frontend = invocation->getFrontendOpts();
+  frontend.Inputs.clear();
+  // The file name only labels diagnostics ("add.c:3:5: error: ...").
+  const std::string file_name = spec.display_name() + ".c";
+  frontend.Inputs.emplace_back(llvm::MemoryBufferRef(spec.source, file_name), clang::InputKind(clang::Language::C));
+
+  clang::TextDiagnosticPrinter printer(os, &invocation->getDiagnosticOpts());
+  clang::CompilerInstance instance;
+  instance.setInvocation(std::move(invocation));
+  instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
+  // "1 error generated." goes to the verbose stream, stderr unless redirected.
+  instance.setVerboseOutputStream(os);
+  llvm::SmallVector<char, 0> object;
+  instance.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
+  clang::EmitObjAction action;
+  const bool ok = instance.ExecuteAction(action);
+  os.flush();
+  if (!ok || instance.getDiagnostics().hasErrorOccurred())
+    throw make_error(ErrorKind::Compile, "clang (in-process) failed to compile \"{}\" (c):\n{}", spec.display_name(),
+                     text);
+  if (object.empty())
+    throw make_error(ErrorKind::Compile, "clang (in-process) produced no object for \"{}\"", spec.display_name());
+  return to_bytes(object);
+}
+
+}  // namespace svod::detail

@@ -1,0 +1,203 @@
+// LLVM IR through LLVM's own pipeline, the Compiler that libsvod_llvm.so hands
+// to the runtime, and the plugin's exported factory.
+#include "svod/compile/llvm/llvm_compiler.h"
+
+#include <dlfcn.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include <chrono>
+#include <mutex>
+#include <type_traits>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/compile/clang_compiler.h"
+#include "svod/compile/llvm/plugin_api.h"
+
+namespace svod::detail {
+namespace {
+
+// Part of the identity: what the IR path does beyond the C flags.
+constexpr char kIrPipeline[] = "ir:default<O2>+unroll+loop-vectorize+slp-vectorize,no-builtins,pic,got-calls";
+
+// Collects error diagnostics from LLVM (which is built without exceptions, so
+// nothing may be thrown from inside it); the caller throws afterwards.
+void collect_errors(const llvm::DiagnosticInfo* info, void* sink) {
+  if (info->getSeverity() != llvm::DS_Error) return;
+  std::string& text = *static_cast<std::string*>(sink);
+  llvm::raw_string_ostream os(text);
+  llvm::DiagnosticPrinterRawOStream printer(os);
+  info->print(printer);
+  os << '\n';
+}
+
+std::unique_ptr<llvm::TargetMachine> host_target_machine(const LlvmTarget& target) {
+  std::string error;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, error);
+  if (t == nullptr)
+    throw make_error(ErrorKind::DeviceUnavailable, "LLVM has no target for {}: {}", target.triple, error);
+  std::string features;
+  for (const auto& f : target.features) features += (features.empty() ? "" : ",") + f;
+  std::unique_ptr<llvm::TargetMachine> machine(t->createTargetMachine(
+      target.triple, target.cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Default));
+  if (!machine)
+    throw make_error(ErrorKind::DeviceUnavailable, "LLVM cannot create a target machine for {} (cpu {})",
+                     target.triple, target.cpu);
+  return machine;
+}
+
+}  // namespace
+
+void initialise_native_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+std::vector<std::byte> compile_llvm_ir(const ProgramSpec& spec, const LlvmTarget& target) {
+  const std::string& who = spec.display_name();
+  llvm::LLVMContext context;
+  std::string backend_errors;
+  context.setDiagnosticHandlerCallBack(collect_errors, &backend_errors);
+
+  llvm::SMDiagnostic parse_error;
+  std::unique_ptr<llvm::Module> module =
+      llvm::parseIR(llvm::MemoryBufferRef(spec.source, who + ".ll"), parse_error, context);
+  if (!module) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    parse_error.print("", os, /*ShowColors=*/false);
+    throw make_error(ErrorKind::Compile, "LLVM (in-process) cannot parse the IR of \"{}\":\n{}", who, text);
+  }
+  {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (llvm::verifyModule(*module, &os))
+      throw make_error(ErrorKind::Compile, "LLVM (in-process): the IR of \"{}\" is invalid:\n{}", who, text);
+  }
+
+  std::unique_ptr<llvm::TargetMachine> machine = host_target_machine(target);
+  module->setTargetTriple(target.triple);
+  module->setDataLayout(machine->createDataLayout());
+  // As the clang process: position-independent code (-fPIC) whose runtime
+  // library calls go through the GOT (-fno-plt).
+  module->setPICLevel(llvm::PICLevel::BigPIC);
+  module->setRtLibUseGOT();
+
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = true;
+  tuning.LoopInterleaving = true;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PassBuilder builder(machine.get(), tuning);
+  // -ffreestanding: no library function is assumed to exist or behave as in
+  // the C standard (the first registration of an analysis wins).
+  functions.registerPass([&] {
+    llvm::TargetLibraryInfoImpl library(llvm::Triple(target.triple));
+    library.disableAllFunctions();
+    return llvm::TargetLibraryAnalysis(std::move(library));
+  });
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(*module, modules);
+
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream out(object);
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw make_error(ErrorKind::Unsupported, "LLVM cannot emit objects for {}", target.triple);
+  codegen.run(*module);
+  if (!backend_errors.empty())
+    throw make_error(ErrorKind::Compile, "LLVM (in-process) failed to compile \"{}\":\n{}", who, backend_errors);
+  const auto* p = reinterpret_cast<const std::byte*>(object.data());
+  return std::vector<std::byte>(p, p + object.size());
+}
+
+namespace {
+
+class LlvmCompiler final : public Compiler {
+ public:
+  explicit LlvmCompiler(std::string plugin_path) {
+    identity_.backend = "llvm";
+    identity_.path = std::move(plugin_path);
+    identity_.version = "LLVM " LLVM_VERSION_STRING " in-process; " + ClangFrontend::version();
+    identity_.target_triple = frontend_.target().triple;
+    identity_.target_cpu = frontend_.target().cpu;
+    identity_.target_features = frontend_.target().features;
+    identity_.flags = ClangCompiler::object_flags();
+    identity_.flags.emplace_back(kIrPipeline);
+  }
+
+  const CompilerIdentity& identity() const override { return identity_; }
+
+  Artifact compile(const ProgramSpec& spec) const override {
+    spec.validate();
+    if (spec.language != Language::C && spec.language != Language::LlvmIr)
+      throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm backend compiles C and LLVM IR, not {}",
+                       spec.display_name(), to_string(spec.language));
+    const auto start = std::chrono::steady_clock::now();
+    Artifact artifact;
+    artifact.kind = ArtifactKind::ElfObject;
+    artifact.bytes = spec.language == Language::C ? frontend_.compile(spec) : compile_llvm_ir(spec, frontend_.target());
+    if (debug_level() >= 1) {
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      logger().info("compile {} backend=llvm {:.1f} ms, {} bytes", spec.display_name(), ms, artifact.bytes.size());
+    }
+    if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+    return artifact;
+  }
+
+ private:
+  ClangFrontend frontend_;
+  CompilerIdentity identity_;
+};
+
+}  // namespace
+}  // namespace svod::detail
+
+extern "C" __attribute__((visibility("default"))) svod::Compiler* svod_llvm_create_compiler(uint32_t abi,
+                                                                                         std::string* error) {
+  static_assert(std::is_same_v<decltype(&svod_llvm_create_compiler), svod::detail::LlvmPluginFactory>);
+  if (abi != svod::detail::kLlvmPluginAbi) {
+    *error = fmt::format("plugin ABI {} does not match the runtime's {}; rebuild libsvod_llvm.so with the runtime",
+                         svod::detail::kLlvmPluginAbi, abi);
+    return nullptr;
+  }
+  try {
+    Dl_info self{};
+    std::string path = dladdr(reinterpret_cast<void*>(&svod_llvm_create_compiler), &self) != 0 && self.dli_fname
+                           ? self.dli_fname
+                           : svod::detail::kLlvmPluginFileName;
+    return new svod::detail::LlvmCompiler(std::move(path));
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return nullptr;
+  }
+}

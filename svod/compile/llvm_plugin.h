@@ -1,0 +1,31 @@
+// The llvm backend's compiler, from the plugin libsvod_llvm.so.
+//
+// libsvod_runtime does not link libLLVM (linking it costs every process about
+// 17 ms at start-up); the plugin is opened the first time something asks for
+// the llvm backend. It is looked for at SVOD_LLVM_PLUGIN when that is set
+// (and only there), else beside libsvod_runtime.so, else in the library folder
+// of the install prefix. Once opened it stays open for the life of the process.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "svod/compile/compiler.h"
+
+namespace svod {
+
+struct LlvmPluginStatus {
+  std::shared_ptr<const Compiler> compiler;  // null when the plugin is unavailable
+  std::string path;                          // the library that was opened
+  std::string error;                         // why it is unavailable: every place tried
+  bool available() const noexcept { return compiler != nullptr; }
+};
+
+// Opens the plugin on the first call; later calls return the same status.
+const LlvmPluginStatus& llvm_plugin();
+
+// The paths tried, in order.
+std::vector<std::string> llvm_plugin_candidates();
+
+}  // namespace svod

@@ -1,0 +1,43 @@
+// CPU backends: how C and LLVM IR become running code on the CPU device.
+//
+//   clang   a clang process per kernel (source on stdin, object on stdout),
+//           loaded by svod's ELF loader;
+//   llvm    LLVM and Clang in-process (libsvod_llvm.so, opened on demand),
+//           loaded by svod's ELF loader — no process per kernel;
+//   dlopen  a clang process builds a shared library, opened with dlopen.
+//
+// The default is llvm when its library opens, else clang; SVOD_CPU_BACKEND
+// (clang|llvm|dlopen) overrides it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "svod/compile/compiler.h"
+
+namespace svod {
+
+enum class CpuBackend { Clang, Llvm, Dlopen };
+
+std::string_view to_string(CpuBackend backend) noexcept;
+// "clang", "llvm" or "dlopen" (any letter case); anything else is an
+// Error(Validation) that lists the valid names.
+CpuBackend parse_cpu_backend(std::string_view name);
+
+struct CpuBackendChoice {
+  CpuBackend backend = CpuBackend::Clang;
+  std::string reason;  // one line: why this backend
+};
+
+// SVOD_CPU_BACKEND when set (an unknown name throws as parse_cpu_backend),
+// else llvm when libsvod_llvm.so opens, else clang. Asking opens the plugin
+// unless SVOD_CPU_BACKEND decides.
+CpuBackendChoice default_cpu_backend();
+
+// The process's compiler for `backend`, created on first use. Throws
+// Error(DeviceUnavailable) saying why when the backend cannot work here
+// (no clang, or the llvm library missing).
+std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend);
+
+}  // namespace svod

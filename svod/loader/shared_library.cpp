@@ -1,0 +1,99 @@
+#include "svod/loader/shared_library.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "svod/base/error.h"
+
+namespace svod {
+namespace {
+
+// dlerror() text, which glibc phrases "<path>: undefined symbol: <name>" when
+// a needed symbol is missing.
+std::string last_dl_error() {
+  const char* text = dlerror();
+  return text != nullptr ? text : "unknown dlopen error";
+}
+
+}  // namespace
+
+std::shared_ptr<const SharedLibrary> SharedLibrary::open_path(const std::string& path, const std::string& shown) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const std::string why = last_dl_error();
+    const size_t undefined = why.find("undefined symbol: ");
+    if (undefined != std::string::npos)
+      throw make_error(ErrorKind::UndefinedSymbol, "shared library {} needs symbol \"{}\", which nothing provides", shown,
+                       why.substr(undefined + 18));
+    throw make_error(ErrorKind::Load, "cannot open shared library {}: {}", shown, why);
+  }
+  return std::shared_ptr<const SharedLibrary>(new SharedLibrary(handle, shown));
+}
+
+std::shared_ptr<const SharedLibrary> SharedLibrary::open(const std::filesystem::path& path) {
+  return open_path(path.string(), path.string());
+}
+
+std::shared_ptr<const SharedLibrary> SharedLibrary::open_image(std::span<const std::byte> image,
+                                                                std::string_view label) {
+  static std::atomic<uint64_t> serial{0};
+  detail::PrivateFolder folder("a shared library");
+  const std::filesystem::path file = folder.path() / fmt::format("{}-{}.so", serial++, label);
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));
+    out.close();
+    if (!out) throw make_error(ErrorKind::Io, "cannot write shared library {}: {}", file.string(), std::strerror(errno));
+  }
+  return open_path(file.string(), std::string(label) + ".so");
+}
+
+void* SharedLibrary::find_symbol(std::string_view name) const noexcept {
+  const std::string key(name);
+  dlerror();
+  void* address = dlsym(handle_, key.c_str());
+  if (address == nullptr) return nullptr;
+  // dlsym also searches the library's dependencies (libm, libc); the entry
+  // must be this library's own.
+  link_map* own = nullptr;
+  link_map* holder = nullptr;
+  Dl_info info{};
+  if (dlinfo(handle_, RTLD_DI_LINKMAP, &own) != 0 ||
+      dladdr1(address, &info, reinterpret_cast<void**>(&holder), RTLD_DL_LINKMAP) == 0 || holder != own)
+    return nullptr;
+  return address;
+}
+
+void* SharedLibrary::symbol(std::string_view name) const {
+  if (void* address = find_symbol(name)) return address;
+  throw make_error(ErrorKind::UndefinedSymbol,
+                   "shared library {} defines no symbol \"{}\" (it must exist with default visibility)", name_, name);
+}
+
+SharedLibrary::~SharedLibrary() { dlclose(handle_); }
+
+namespace detail {
+
+PrivateFolder::PrivateFolder(std::string_view purpose) {
+  const std::filesystem::path base = std::filesystem::temp_directory_path();
+  std::string pattern = (base / "svod-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw make_error(ErrorKind::Io, "cannot create a private folder in {} for {}: {}", base.string(), purpose,
+                     std::strerror(errno));
+  path_ = pattern;
+}
+
+PrivateFolder::~PrivateFolder() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+}  // namespace detail
+
+}  // namespace svod

@@ -1,0 +1,288 @@
+// Choosing a CPU backend, the llvm plugin loaded on demand (and only then),
+// concurrent in-process compiles, and the lifetime of dlopen'ed libraries,
+// compiled or prebuilt.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "svod/base/error.h"
+#include "svod/base/subprocess.h"
+#include "svod/compile/clang_compiler.h"
+#include "svod/compile/llvm_plugin.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using test::c_kernel;
+using test::ScopedEnv;
+
+std::string process_maps() {
+  std::ifstream in("/proc/self/maps");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(CpuBackendSelection, NamesParseInAnyCase) {
+  EXPECT_EQ(parse_cpu_backend("clang"), CpuBackend::Clang);
+  EXPECT_EQ(parse_cpu_backend("LLVM"), CpuBackend::Llvm);
+  EXPECT_EQ(parse_cpu_backend("Dlopen"), CpuBackend::Dlopen);
+  for (CpuBackend b : {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen}) EXPECT_EQ(parse_cpu_backend(to_string(b)), b);
+}
+
+TEST(CpuBackendSelection, UnknownNameIsAnErrorListingTheValidOnes) {
+  try {
+    parse_cpu_backend("gcc");
+    FAIL() << "gcc parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string(e.what()).find("\"gcc\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("clang, llvm or dlopen"), std::string::npos) << e.what();
+  }
+  ScopedEnv env("SVOD_CPU_BACKEND", "mlir");
+  try {
+    default_cpu_backend();
+    FAIL() << "SVOD_CPU_BACKEND=mlir accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string(e.what()).find("SVOD_CPU_BACKEND"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("clang, llvm or dlopen"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(create_cpu_device(), Error);
+}
+
+TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
+  for (CpuBackend b : {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen}) {
+    ScopedEnv env("SVOD_CPU_BACKEND", std::string(to_string(b)));
+    const CpuBackendChoice choice = default_cpu_backend();
+    EXPECT_EQ(choice.backend, b);
+    EXPECT_EQ(choice.reason, "SVOD_CPU_BACKEND=" + std::string(to_string(b)));
+    EXPECT_EQ(create_cpu_device(), create_cpu_device_with_backend(b));
+    EXPECT_EQ(create_cpu_device()->compiler().identity().backend, to_string(b));
+  }
+}
+
+TEST(CpuBackendSelection, DefaultIsLlvmWhenItsLibraryLoads) {
+  ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+  const LlvmPluginStatus& plugin = llvm_plugin();
+  ASSERT_TRUE(plugin.available()) << plugin.error;  // built beside libsvod_runtime.so in this tree
+  const CpuBackendChoice choice = default_cpu_backend();
+  EXPECT_EQ(choice.backend, CpuBackend::Llvm);
+  EXPECT_NE(choice.reason.find(plugin.path), std::string::npos) << choice.reason;
+  EXPECT_EQ(plugin.compiler->identity().path, plugin.path);
+}
+
+TEST(CpuBackendSelection, PluginIsLookedForBesideTheRuntimeOrWhereTheEnvironmentSays) {
+  {
+    ScopedEnv env("SVOD_LLVM_PLUGIN", std::nullopt);
+    const auto candidates = llvm_plugin_candidates();
+    ASSERT_FALSE(candidates.empty());
+    EXPECT_EQ(std::filesystem::path(candidates.front()).filename(), "libsvod_llvm.so");
+  }
+  ScopedEnv env("SVOD_LLVM_PLUGIN", "/nowhere/libsvod_llvm.so");
+  EXPECT_EQ(llvm_plugin_candidates(), std::vector<std::string>{"/nowhere/libsvod_llvm.so"});
+}
+
+// A process that only ever uses the clang backend never maps libLLVM. Runs in
+// a fresh process (the threadsafe death-test style re-executes the binary),
+// since other tests in this one load the plugin.
+TEST(CpuBackendSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+        auto p = cpu->compile(c_kernel("clang_only", "void clang_only(int* o) { o[0] = 7; }", {{"o", Access::Write}}));
+        Buffer o = cpu->allocate(DType::I32, 1);
+        Buffer bufs[] = {o};
+        p->launch(bufs, {});
+        const std::string maps = process_maps();
+        const bool llvm_mapped = maps.find("libLLVM") != std::string::npos ||
+                                 maps.find("libclang-cpp") != std::string::npos ||
+                                 maps.find("libsvod_llvm") != std::string::npos;
+        std::exit(o.span<int32_t>()[0] == 7 && !llvm_mapped ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(LlvmBackend, EightThreadsCompileAtOnce) {
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  const Compiler& compiler = cpu->compiler();
+  constexpr int kThreads = 8, kPerThread = 4;
+  std::atomic<int> correct{0};
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int k = 0; k < kPerThread; ++k) {
+          const int value = t * 100 + k;
+          // Straight to the compiler (no caches): every call really compiles,
+          // C and IR interleaved.
+          ProgramSpec spec;
+          if (k % 2 == 0) {
+            spec = c_kernel("k", "#include <math.h>\nvoid k(float* o, int n) { for (int i = 0; i < n; i++) o[i] = VALUE + sqrtf(4.0f); }",
+                            {{"o", Access::Write}}, {{"n"}});
+            spec.defines = {{"VALUE", std::to_string(value)}};
+          } else {
+            spec = c_kernel("k",
+                            "define void @k(ptr %o, i32 %n) {\n  store float " + std::to_string(value + 2) +
+                                ".0, ptr %o\n  ret void\n}\n",
+                            {{"o", Access::Write}}, {{"n"}});
+            spec.language = Language::LlvmIr;
+          }
+          auto p = cpu->load(spec, compiler.compile(spec));
+          Buffer o = cpu->allocate(DType::F32, 1);
+          Buffer bufs[] = {o};
+          int64_t n[] = {1};
+          p->launch(bufs, n);
+          if (o.span<float>()[0] == float(value + 2)) ++correct;
+        }
+      } catch (const std::exception& e) {
+        failures[t] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) EXPECT_EQ(f, "");
+  EXPECT_EQ(correct.load(), kThreads * kPerThread);
+}
+
+// Only the llvm backend checks IR: Debian's release clang compiles IR input
+// without the verifier, so the clang and dlopen backends accept this module.
+TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  // Forward references parse; using %x before its definition does not verify.
+  ProgramSpec spec = c_kernel("use_before_def",
+                              "define void @use_before_def(ptr %o) {\n  store i32 %x, ptr %o\n"
+                              "  %x = add i32 1, 2\n  ret void\n}\n",
+                              {{"o"}});
+  spec.language = Language::LlvmIr;
+  try {
+    cpu->compile(spec);
+    FAIL() << "invalid IR compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Compile);
+    EXPECT_NE(std::string(e.what()).find("does not dominate all uses"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DlopenBackend, LibraryClosesWhenItsLastProgramIsReleased) {
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Dlopen);
+  ProgramSpec spec = c_kernel("dlopen_lifetime_probe", "void dlopen_lifetime_probe(int* o) { o[0] = 5; }", {{"o", Access::Write}});
+  const Artifact artifact = cpu->compiler().compile(spec);
+  ASSERT_EQ(artifact.kind, ArtifactKind::SharedLibrary);
+  const std::string mapped_name = "-dlopen_lifetime_probe.so";
+  EXPECT_EQ(process_maps().find(mapped_name), std::string::npos);
+
+  auto first = cpu->load(spec, artifact);
+  std::shared_ptr<const Program> second = first;  // shared ownership, as plans and caches hold it
+  EXPECT_NE(process_maps().find(mapped_name), std::string::npos);
+  first.reset();
+  Buffer o = cpu->allocate(DType::I32, 1);
+  Buffer bufs[] = {o};
+  second->launch(bufs, {});
+  EXPECT_EQ(o.span<int32_t>()[0], 5);
+  second.reset();
+  EXPECT_EQ(process_maps().find(mapped_name), std::string::npos) << "the library is still mapped";
+}
+
+class PrebuiltLibrary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "svod-prebuilt-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    library_ = dir_ / "libprebuilt_kernels.so";
+    // Built elsewhere: plain `clang -shared`, nothing from svod.
+    ProcessResult r = run_process({ClangCompiler::find_clang(), "-shared", "-fPIC", "-O2", "-x", "c", "-", "-o", library_.string()},
+                                  "void prebuilt_scale(float* o, const float* a, long long n, int k) {\n"
+                                  "  for (long long i = 0; i < n; i++) o[i] = a[i] * k;\n}\n"
+                                  "static void hidden_helper(void) {}\n",
+                                  std::chrono::seconds(60));
+    ASSERT_TRUE(r.ok()) << r.err;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  bool loaded() const {
+    void* handle = dlopen(library_.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle != nullptr) dlclose(handle);
+    return handle != nullptr;
+  }
+
+  std::filesystem::path dir_, library_;
+};
+
+TEST_F(PrebuiltLibrary, LoadsWithADeclaredSpecRunsAndClosesOnRelease) {
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+  ProgramSpec spec;
+  spec.entry = "prebuilt_scale";
+  spec.buffers = {{"o", Access::Write, DType::F32, Expr::parse("n")}, {"a", Access::Read, DType::F32, Expr::parse("n")}};
+  spec.scalars = {{"n", ScalarType::I64}, {"k", ScalarType::I32}};
+  EXPECT_FALSE(loaded());
+  auto p = cpu->load_library(spec, library_);
+  EXPECT_TRUE(loaded());
+  EXPECT_TRUE(p->spec().source.empty());
+  Buffer o = cpu->allocate(DType::F32, 3), a = cpu->allocate(DType::F32, 3);
+  for (int i = 0; i < 3; ++i) a.span<float>()[i] = float(i + 1);
+  Buffer bufs[] = {o, a};
+  int64_t s[] = {3, -2};
+  p->launch(bufs, s);
+  EXPECT_EQ(std::vector<float>(o.span<float>().begin(), o.span<float>().end()), (std::vector<float>{-2, -4, -6}));
+  int64_t too_many[] = {4, 1};
+  EXPECT_THROW(p->launch(bufs, too_many), Error);  // the declared min_count still guards it
+  p.reset();
+  EXPECT_FALSE(loaded());
+}
+
+TEST_F(PrebuiltLibrary, EntriesMustBeTheLibrarysOwn) {
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+  for (const char* entry : {"hidden_helper", "no_such_kernel", "sqrtf"}) {
+    ProgramSpec spec;
+    spec.entry = entry;
+    try {
+      cpu->load_library(spec, library_);
+      ADD_FAILURE() << entry << " loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::UndefinedSymbol) << e.what();
+      EXPECT_NE(std::string(e.what()).find(entry), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(loaded());
+}
+
+TEST_F(PrebuiltLibrary, MissingOrInvalidFilesAreLoadErrors) {
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+  ProgramSpec spec;
+  spec.entry = "prebuilt_scale";
+  try {
+    cpu->load_library(spec, dir_ / "absent.so");
+    ADD_FAILURE() << "absent library loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Load);
+    EXPECT_NE(std::string(e.what()).find("absent.so"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir_ / "junk.so") << "not an ELF file";
+  try {
+    cpu->load_library(spec, dir_ / "junk.so");
+    ADD_FAILURE() << "junk loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Load);
+  }
+  spec.entry = "not an identifier";
+  try {
+    cpu->load_library(spec, library_);
+    ADD_FAILURE() << "bad entry accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  }
+}
+
+}  // namespace
+}  // namespace svod

@@ -10,18 +10,22 @@ namespace {
 // entries written by older builds simply stop matching.
 constexpr uint64_t kObjectSchema = 1;
 
-// Appends length-prefixed fields to a reusable buffer. One-shot XXH3 over a
-// flat buffer beats the streaming state for the short fields of a spec, and a
-// thread-local buffer keeps the hit path free of allocations once warm.
+// Appends length-prefixed fields to a flat buffer that is hashed once at the
+// end: one-shot XXH3 beats the streaming state for a spec's short fields.
+// The buffer lives on the stack and spills to a thread-local string only for
+// unusually large specs, so the kernel cache's hit path neither allocates nor
+// pays std::string's bookkeeping per field.
 class KeyWriter {
  public:
-  explicit KeyWriter(std::string& buffer) : buffer_(buffer) { buffer_.clear(); }
+  KeyWriter() = default;
+  KeyWriter(const KeyWriter&) = delete;
+  KeyWriter& operator=(const KeyWriter&) = delete;
 
-  void u64(uint64_t value) { buffer_.append(reinterpret_cast<const char*>(&value), sizeof value); }
+  void u64(uint64_t value) { append(&value, sizeof value); }
   void i64(int64_t value) { u64(static_cast<uint64_t>(value)); }
   void str(std::string_view text) {
     u64(text.size());
-    buffer_.append(text);
+    append(text.data(), text.size());
   }
   void hash(const Hash128& h) {
     u64(h.low);
@@ -36,17 +40,36 @@ class KeyWriter {
     if (expr) str(expr->text());
   }
   Hash128 finish() const {
-    return hash_bytes(std::span(reinterpret_cast<const std::byte*>(buffer_.data()), buffer_.size()));
+    const char* data = spill_ ? spill_->data() : inline_;
+    return hash_bytes(std::span(reinterpret_cast<const std::byte*>(data), size_));
   }
 
  private:
-  std::string& buffer_;
-};
+  static constexpr size_t kInline = 1024;
 
-std::string& scratch() {
-  thread_local std::string buffer;
-  return buffer;
-}
+  [[gnu::always_inline]] void append(const void* bytes, size_t n) {
+    if (!spill_ && size_ + n <= kInline) [[likely]] {
+      std::memcpy(inline_ + size_, bytes, n);
+      size_ += n;
+    } else {
+      append_spilled(bytes, n);
+    }
+  }
+
+  [[gnu::noinline, gnu::cold]] void append_spilled(const void* bytes, size_t n) {
+    if (!spill_) {
+      thread_local std::string spill;
+      spill.assign(inline_, size_);
+      spill_ = &spill;
+    }
+    spill_->append(static_cast<const char*>(bytes), n);
+    size_ += n;
+  }
+
+  char inline_[kInline];
+  size_t size_ = 0;
+  std::string* spill_ = nullptr;
+};
 
 Hash128 hash_text(std::string_view text) {
   return hash_bytes(std::span(reinterpret_cast<const std::byte*>(text.data()), text.size()));
@@ -92,14 +115,14 @@ void write_spec(KeyWriter& w, const ProgramSpec& spec) {
 }  // namespace
 
 Hash128 source_hash(const ProgramSpec& spec) {
-  KeyWriter w(scratch());
+  KeyWriter w;
   w.str("source");
   write_compiler_input(w, spec);
   return w.finish();
 }
 
 Hash128 spec_hash(const ProgramSpec& spec) {
-  KeyWriter w(scratch());
+  KeyWriter w;
   w.str("spec");
   write_spec(w, spec);
   return w.finish();
@@ -107,7 +130,7 @@ Hash128 spec_hash(const ProgramSpec& spec) {
 
 Hash128 object_key(const ProgramSpec& spec, const CompilerIdentity& identity) {
   const Hash128 source = source_hash(spec);
-  KeyWriter w(scratch());
+  KeyWriter w;
   w.str("object");
   w.u64(kObjectSchema);
   w.hash(source);
@@ -116,7 +139,7 @@ Hash128 object_key(const ProgramSpec& spec, const CompilerIdentity& identity) {
 }
 
 Hash128 kernel_key(uint64_t scope, const ProgramSpec& spec) {
-  KeyWriter w(scratch());
+  KeyWriter w;
   w.str("kernel");
   w.u64(scope);
   write_spec(w, spec);

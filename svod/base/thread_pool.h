@@ -25,9 +25,21 @@ void parallel_for(size_t n, Fn&& fn);
 
 #include <oneapi/tbb/parallel_for.h>
 
+#include "svod/base/tsan.h"
+
 template <typename Fn>
 void svod::parallel_for(size_t n, Fn&& fn) {
+  int token = 0;  // the hand-off address for ThreadSanitizer
+  detail::handoff_release(&token);
   thread_pool().execute([&] {
-    tbb::parallel_for(size_t{0}, n, [&](size_t i) { fn(i); }, tbb::simple_partitioner());
+    tbb::parallel_for(
+        size_t{0}, n,
+        [&](size_t i) {
+          detail::handoff_acquire(&token);
+          fn(i);
+          detail::handoff_release(&token);
+        },
+        tbb::simple_partitioner());
   });
+  detail::handoff_acquire(&token);
 }

@@ -8,32 +8,10 @@
 
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define SVOD_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SVOD_TSAN 1
-#endif
-#endif
-#ifdef SVOD_TSAN
-#include <sanitizer/tsan_interface.h>
-#endif
+#include "svod/base/tsan.h"
 
 namespace svod::detail {
 namespace {
-
-// oneTBB's library is not built with ThreadSanitizer, so TSan cannot see that
-// a task happens after the code that spawned it, or a wait after the tasks it
-// waited for. These mark those edges on one address per run; without TSan
-// they compile to nothing.
-#ifdef SVOD_TSAN
-void handoff_release(void* token) { __tsan_release(token); }
-void handoff_acquire(void* token) { __tsan_acquire(token); }
-#else
-void handoff_release(void*) {}
-void handoff_acquire(void*) {}
-#endif
 
 // One cycle among the nodes Kahn's algorithm could not order, as "a → b → …
 // → a" where each node waits for the next. Every such node has a predecessor

@@ -279,7 +279,9 @@ class Parser {
     object(j, path);
     if (j.size() != 1) fail(path, "expected exactly one of: zeros, fill, arange, uniform, normal, npy");
     allow(j, path, {"zeros", "fill", "arange", "uniform", "normal", "npy"});
-    const auto& [kind, v] = *j.items().begin();
+    // The one key; not through items(), whose proxy would die with the statement.
+    const std::string kind = j.begin().key();
+    const Json& v = j.begin().value();
     const std::string at = child(path, kind);
     auto need_float = [&] {
       if (!is_float(buf.dtype)) {

@@ -1,0 +1,334 @@
+#include "svod/profile/profile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "svod/base/error.h"
+
+namespace svod {
+namespace {
+
+using Json = nlohmann::json;
+
+int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Numbered on first use so traces get short, stable track ids; a
+// thread_local read is all the hot path pays after that.
+uint32_t thread_number() noexcept {
+  static std::atomic<uint32_t> next{1};
+  thread_local const uint32_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
+std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKernel& kernel,
+                                    const std::optional<Expr>& cost) {
+  if (!cost) return std::nullopt;
+  const ProgramSpec& spec = kernel.program->spec();
+  auto value_of = [&](const std::string& name) -> std::optional<int64_t> {
+    size_t caller = 0;
+    for (const auto& s : spec.scalars) {
+      if (s.name == kCoreIdName) continue;
+      if (s.name == name) {
+        const Expr& e = kernel.scalars[caller];
+        std::vector<int64_t> values;
+        for (const auto& v : e.variables()) {
+          auto fixed = kernel.fixed_vars.find(v);
+          auto value = fixed != kernel.fixed_vars.end() ? std::optional<int64_t>(fixed->second) : plan.variable(v);
+          if (!value) return std::nullopt;
+          values.push_back(*value);
+        }
+        return e.evaluate(values);
+      }
+      ++caller;
+    }
+    if (auto fixed = kernel.fixed_vars.find(name); fixed != kernel.fixed_vars.end()) return fixed->second;
+    return plan.variable(name);
+  };
+  std::vector<int64_t> values;
+  for (const auto& v : cost->variables()) {
+    auto value = value_of(v);
+    if (!value) return std::nullopt;
+    values.push_back(*value);
+  }
+  try {
+    return static_cast<double>(cost->evaluate(values));
+  } catch (const Error&) {
+    return std::nullopt;  // an expression that overflows gives no rate rather than a wrong one
+  }
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// Builds rows from groups of op indices, each group one row.
+std::vector<KernelProfile> rows_for(const PlanProfile& profile, const std::vector<std::vector<size_t>>& groups,
+                                    bool by_label) {
+  std::vector<KernelProfile> rows;
+  double grand_total = 0;
+  for (const auto& group : groups) {
+    const OpDescription& first = profile.ops[group.front()];
+    KernelProfile row;
+    row.name = by_label ? first.label : first.name;
+    row.kind = first.kind;
+    row.device = first.device;
+    std::vector<double> times;
+    double flops = 0, bytes = 0;
+    bool have_flops = true, have_bytes = true;
+    for (size_t op : group) {
+      const OpDescription& d = profile.ops[op];
+      have_flops = have_flops && d.flops.has_value();
+      have_bytes = have_bytes && d.bytes.has_value();
+      for (const auto& run : profile.runs) {
+        const OpSpan& span = run.ops[op];
+        times.push_back(static_cast<double>(span.end_ns - span.start_ns) / 1e3);
+        if (d.flops) flops += *d.flops;
+        if (d.bytes) bytes += *d.bytes;
+      }
+    }
+    row.calls = times.size();
+    for (double t : times) row.total_us += t;
+    if (!times.empty()) {
+      row.min_us = *std::min_element(times.begin(), times.end());
+      row.max_us = *std::max_element(times.begin(), times.end());
+      row.median_us = median_of(times);
+    }
+    if (row.total_us > 0 && row.calls > 0) {
+      if (have_flops) row.gflops = flops / (row.total_us * 1e3);
+      if (have_bytes) row.gbps = bytes / (row.total_us * 1e3);
+    }
+    grand_total += row.total_us;
+    rows.push_back(std::move(row));
+  }
+  for (auto& row : rows) row.share = grand_total > 0 ? row.total_us / grand_total : 0;
+  return rows;
+}
+
+Json row_json(const KernelProfile& row) {
+  Json j = {{"name", row.name},        {"kind", row.kind},         {"device", row.device},
+            {"calls", row.calls},      {"total_us", row.total_us}, {"min_us", row.min_us},
+            {"median_us", row.median_us}, {"max_us", row.max_us}, {"share", row.share}};
+  j["gflops"] = row.gflops ? Json(*row.gflops) : Json(nullptr);
+  j["gbps"] = row.gbps ? Json(*row.gbps) : Json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
+  std::vector<OpDescription> ops(plan.op_count());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpDescription& d = ops[i];
+    d.id = plan.op_id(i);
+    std::visit(
+        [&](const auto& op) {
+          using T = std::decay_t<decltype(op)>;
+          if constexpr (std::is_same_v<T, PreparedKernel>) {
+            d.kind = "kernel";
+            d.name = op.program->spec().display_name();
+            d.device = op.program->device().name();
+            d.buffers = op.buffers;
+            d.flops = evaluate_cost(plan, op, op.program->spec().flops);
+            d.bytes = evaluate_cost(plan, op, op.program->spec().bytes);
+          } else if constexpr (std::is_same_v<T, PreparedCopy>) {
+            d.kind = "copy";
+            d.name = "copy";
+            d.device = plan.buffer(op.dst).valid() ? plan.buffer(op.dst).device().name() : "host";
+            d.buffers = {op.dst, op.src};
+            d.bytes = static_cast<double>(2 * plan.buffer(op.src).bytes());
+          } else if constexpr (std::is_same_v<T, PreparedCustomFunction>) {
+            d.kind = "custom";
+            d.name = op.name;
+            d.device = "host";
+            d.buffers = op.buffers;
+          } else {
+            d.kind = "view";
+            d.name = "view";
+            d.device = "host";
+            d.buffers = {op.view, op.base};
+          }
+        },
+        plan.op(i));
+    d.label = d.id.empty() ? fmt::format("op {} {} {}", i, d.kind, d.name)
+                           : fmt::format("op {} ({}) {} {}", i, d.id, d.kind, d.name);
+  }
+  return ops;
+}
+
+Profiler::Profiler(const ExecutionPlan& plan) : Profiler(describe_ops(plan)) {}
+
+Profiler::Profiler(std::vector<OpDescription> ops) : origin_ns_(now_ns()) {
+  current_.ops.resize(ops.size());
+  profile_.ops = std::move(ops);
+}
+
+void Profiler::begin_run() {
+  std::fill(current_.ops.begin(), current_.ops.end(), OpSpan{});
+  current_.start_ns = now_ns() - origin_ns_;
+}
+
+void Profiler::end_run() {
+  current_.end_ns = now_ns() - origin_ns_;
+  profile_.runs.push_back(current_);
+}
+
+void Profiler::execute(ExecutionPlan& plan, ExecuteOptions options) {
+  options.observer = this;
+  begin_run();
+  plan.execute(options);
+  end_run();
+}
+
+void Profiler::execute_with_vars(ExecutionPlan& plan, const std::map<std::string, int64_t>& vars,
+                                 ExecuteOptions options) {
+  options.observer = this;
+  begin_run();
+  plan.execute_with_vars(vars, options);
+  end_run();
+}
+
+void Profiler::op_started(size_t op) noexcept {
+  OpSpan& span = current_.ops[op];
+  span.thread = thread_number();
+  span.start_ns = now_ns() - origin_ns_;
+}
+
+void Profiler::op_finished(size_t op) noexcept { current_.ops[op].end_ns = now_ns() - origin_ns_; }
+
+std::vector<KernelProfile> aggregate(const PlanProfile& profile) {
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t op = 0; op < profile.ops.size(); ++op) {
+    const OpDescription& d = profile.ops[op];
+    auto [it, inserted] = index.try_emplace({d.name, d.kind, d.device}, groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(op);
+  }
+  auto rows = rows_for(profile, groups, false);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const KernelProfile& a, const KernelProfile& b) { return a.total_us > b.total_us; });
+  return rows;
+}
+
+std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t op = 0; op < profile.ops.size(); ++op) groups.push_back({op});
+  return rows_for(profile, groups, true);
+}
+
+std::string render_table(const std::vector<KernelProfile>& rows, std::string_view title) {
+  size_t width = title.size();
+  for (const auto& row : rows) width = std::max(width, row.name.size());
+  auto rate = [](const std::optional<double>& r) { return r ? fmt::format("{:.2f}", *r) : std::string("-"); };
+  std::string out = fmt::format("  {:<{}}  {:>7}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>9}  {:>9}\n",
+                                title, width, "kind", "device", "calls", "total ms", "min us", "median us", "max us",
+                                "share", "GFLOP/s", "GB/s");
+  for (const auto& row : rows) {
+    out += fmt::format("  {:<{}}  {:>7}  {:>6}  {:>6}  {:>10.3f}  {:>10.1f}  {:>10.1f}  {:>10.1f}  {:>5.1f}%  {:>9}  {:>9}\n",
+                       row.name, width, row.kind, row.device, row.calls, row.total_us / 1e3, row.min_us, row.median_us,
+                       row.max_us, row.share * 100, rate(row.gflops), rate(row.gbps));
+  }
+  return out;
+}
+
+std::string chrome_trace(const PlanProfile& profile) {
+  // pid 0 holds the runs; each device is a process of its own (pid 1, 2, ...)
+  // and each thread that ran its ops a track in it.
+  std::map<std::string, int> pids;
+  for (const auto& d : profile.ops) pids.emplace(d.device, 0);
+  int next_pid = 1;
+  for (auto& [device, pid] : pids) pid = next_pid++;
+  std::set<std::pair<int, uint32_t>> tracks;
+
+  auto us = [](int64_t ns) { return static_cast<double>(ns) / 1e3; };
+  Json events = Json::array();
+  for (size_t r = 0; r < profile.runs.size(); ++r) {
+    const RunProfile& run = profile.runs[r];
+    events.push_back({{"name", fmt::format("execute #{}", r)}, {"cat", "plan"}, {"ph", "X"}, {"pid", 0}, {"tid", 0},
+                      {"ts", us(run.start_ns)}, {"dur", us(run.end_ns - run.start_ns)}, {"args", {{"run", r}}}});
+    for (size_t op = 0; op < run.ops.size(); ++op) {
+      const OpSpan& span = run.ops[op];
+      const OpDescription& d = profile.ops[op];
+      const int pid = pids.at(d.device);
+      tracks.emplace(pid, span.thread);
+      Json args = {{"run", r},          {"op", op},         {"id", d.id},        {"label", d.label},
+                   {"kind", d.kind},    {"device", d.device}, {"buffers", d.buffers}};
+      args["flops"] = d.flops ? Json(*d.flops) : Json(nullptr);
+      args["bytes"] = d.bytes ? Json(*d.bytes) : Json(nullptr);
+      events.push_back({{"name", d.name},
+                        {"cat", d.kind},
+                        {"ph", "X"},
+                        {"pid", pid},
+                        {"tid", span.thread},
+                        {"ts", us(span.start_ns)},
+                        {"dur", us(span.end_ns - span.start_ns)},
+                        {"args", std::move(args)}});
+    }
+  }
+  auto metadata = [&](std::string_view what, int pid, uint32_t tid, const std::string& name) {
+    events.push_back({{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+  };
+  metadata("process_name", 0, 0, "plan");
+  metadata("thread_name", 0, 0, "runs");
+  for (const auto& [device, pid] : pids) metadata("process_name", pid, 0, device);
+  for (const auto& [pid, thread] : tracks) metadata("thread_name", pid, thread, fmt::format("thread {}", thread));
+  return Json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump(1);
+}
+
+void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path& path) {
+  const std::string text = chrome_trace(profile);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw make_error(ErrorKind::Io, "cannot write the trace {}: {}", path.string(), std::strerror(errno));
+}
+
+std::string profile_json(const PlanProfile& profile) {
+  std::vector<double> runs;
+  for (const auto& run : profile.runs) runs.push_back(static_cast<double>(run.end_ns - run.start_ns) / 1e3);
+  Json j;
+  j["runs"] = runs.size();
+  j["run_us"] = {{"min", runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end())},
+                 {"median", median_of(runs)},
+                 {"max", runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end())}};
+  Json kernels = Json::array();
+  for (const auto& row : aggregate(profile)) kernels.push_back(row_json(row));
+  j["kernels"] = std::move(kernels);
+  Json ops = Json::array();
+  const auto rows = aggregate_ops(profile);
+  for (size_t op = 0; op < rows.size(); ++op) {
+    Json o = row_json(rows[op]);
+    o["op"] = op;
+    o["id"] = profile.ops[op].id;
+    o["kernel"] = profile.ops[op].name;
+    ops.push_back(std::move(o));
+  }
+  j["ops"] = std::move(ops);
+  return j.dump(1);
+}
+
+bool profile_requested() noexcept {
+  static const bool requested = [] {
+    const char* value = std::getenv("SVOD_PROFILE");
+    return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+  }();
+  return requested;
+}
+
+}  // namespace svod

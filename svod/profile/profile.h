@@ -1,0 +1,134 @@
+// Profiles of plan executions: when each op of each run started and ended,
+// on which thread and device, and what that adds up to per kernel.
+//
+// A Profiler is a PlanObserver: pass it as ExecuteOptions::observer (or call
+// Profiler::execute) and it stamps every op with the steady clock on the
+// thread that runs it. Nothing is recorded, and nothing costs anything, for
+// executions that run without it: profiling is per plan and off by default.
+// SVOD_PROFILE=1 does not attach a profiler inside the library; commands that
+// run plans (svod run) read profile_requested() and attach one themselves.
+//
+// What was recorded (a PlanProfile) renders as tables sorted by total time,
+// as a Chrome trace (Perfetto, chrome://tracing) with one track per device
+// and thread, and as JSON for scripts. The module never prints.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "svod/plan/execution_plan.h"
+
+namespace svod {
+
+// What one op of the plan is, for names, tracks and rates.
+struct OpDescription {
+  std::string name;    // the kernel's display name, the custom function's name, "copy" or "view"
+  std::string label;   // how tables name the op ("op 3 (id) kernel mm" unless the caller says otherwise)
+  std::string id;      // the op's id; empty when it has none
+  std::string kind;    // "kernel", "copy", "custom" or "view"
+  std::string device;  // "CPU", "CL:0", ...; "host" for custom functions and views
+  std::vector<size_t> buffers;
+  std::optional<double> flops;  // per call, from the program's flops expression
+  std::optional<double> bytes;  // per call, from the program's bytes expression
+};
+
+// One op in one run. Times are nanoseconds on the steady clock since the
+// profiler's origin; `thread` is a small process-wide number per thread (1, 2, ...).
+struct OpSpan {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint32_t thread = 0;
+};
+
+// One execution of the plan: its own start and end, and ops[i] for op i.
+struct RunProfile {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::vector<OpSpan> ops;
+};
+
+struct PlanProfile {
+  std::vector<OpDescription> ops;
+  std::vector<RunProfile> runs;
+};
+
+// Every call of one kernel (ops that share name, kind and device) over all
+// runs. Times are microseconds per call; the rates divide the work of all
+// calls by their total time, and are absent when the program gives no flops
+// or bytes expression (or the time is zero).
+struct KernelProfile {
+  std::string name;
+  std::string kind;
+  std::string device;
+  size_t calls = 0;
+  double total_us = 0;
+  double min_us = 0;
+  double median_us = 0;
+  double max_us = 0;
+  double share = 0;  // of the summed time of every kernel in the aggregation, 0..1
+  std::optional<double> gflops;
+  std::optional<double> gbps;
+};
+
+// Describes every op of `plan`, costs evaluated with the plan's current
+// variable values (scalars by name, then the op's fixed values, then plan
+// variables).
+std::vector<OpDescription> describe_ops(const ExecutionPlan& plan);
+
+// Collects RunProfiles. Between begin_run() and end_run() exactly one
+// execution of the described plan may report to it (each op then has one
+// writer: its own slot); end_run() keeps that run. Observing costs two
+// clock reads and two stores per op.
+class Profiler final : public PlanObserver {
+ public:
+  explicit Profiler(const ExecutionPlan& plan);
+  explicit Profiler(std::vector<OpDescription> ops);
+
+  void begin_run();
+  void end_run();
+  // begin_run(), plan.execute() with this profiler as observer, end_run();
+  // a run that throws is not kept.
+  void execute(ExecutionPlan& plan, ExecuteOptions options = {});
+  void execute_with_vars(ExecutionPlan& plan, const std::map<std::string, int64_t>& vars, ExecuteOptions options = {});
+
+  void op_started(size_t op) noexcept override;
+  void op_finished(size_t op) noexcept override;
+
+  const PlanProfile& profile() const noexcept { return profile_; }
+
+ private:
+  PlanProfile profile_;
+  RunProfile current_;
+  int64_t origin_ns_;
+};
+
+// Per kernel over every run, sorted by total time (largest first).
+std::vector<KernelProfile> aggregate(const PlanProfile& profile);
+// Per op (in op order) over every run: each op is its own row, named by label.
+std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile);
+
+// A text table: name, kind, device, calls, total ms, min/median/max us,
+// share, GFLOP/s, GB/s. `title` names the first column.
+std::string render_table(const std::vector<KernelProfile>& rows, std::string_view title = "kernel");
+
+// The Chrome trace event format: "X" events per op per run (named by the
+// kernel, args: run, op, id, label, kind, device, buffers, flops, bytes) and
+// per run (category "plan"), on one process per device with one track per
+// thread, named through "M" metadata events.
+std::string chrome_trace(const PlanProfile& profile);
+// Writes chrome_trace() to `path`; throws Error(Io) when it cannot.
+void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path& path);
+
+// JSON for scripts: {"runs": N, "run_us": {min, median, max}, "kernels":
+// [aggregate() rows], "ops": [aggregate_ops() rows with op index and id]}.
+std::string profile_json(const PlanProfile& profile);
+
+// SVOD_PROFILE set to something other than "" or "0" (read once).
+bool profile_requested() noexcept;
+
+}  // namespace svod

@@ -20,8 +20,9 @@ namespace svod {
 // Hash of what the compiler sees: source, language, entry and defines.
 Hash128 source_hash(const ProgramSpec& spec);
 
-// Hash of every field of the spec. Allocation-free after a thread's first
-// call, so it can sit on the kernel cache's hit path.
+// Hash of every field of the spec. It allocates nothing unless the fields
+// other than the source exceed 1 KiB, so it can sit on the kernel cache's
+// hit path.
 Hash128 spec_hash(const ProgramSpec& spec);
 
 // Key of a compiled object on disk: source_hash plus every field of the

@@ -18,3 +18,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/svodConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/svodConfig.cmake ${PROJECT_BINARY_DIR}/svodConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/svod)
+
+# The llvm backend's plugin goes beside libsvod_runtime, where the runtime
+# looks for it.
+if(TARGET svod_llvm)
+  install(TARGETS svod_llvm LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()

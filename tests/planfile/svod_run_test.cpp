@@ -141,8 +141,6 @@ TEST(SvodRun, PlansThatCannotRunExitWith2AndOneLine) {
        {{plan, "--var", "N=65"}, "svod run: error (validation): {plan}: variables.N: "}},
       {[&] {}, {{plan, "--var", "M=1"}, "svod run: error (validation): {plan}: variables: no variable named \"M\""}},
       {[&] {}, {{plan, "--var", "N=lots"}, "svod run: error (validation): --var N=lots: expected NAME=VALUE"}},
-      {[&] {}, {{plan, "--backend", "llvm"}, "svod run: error (device unavailable): backend llvm is not available in this build"}},
-      {[&] {}, {{plan, "--backend", "dlopen"}, "svod run: error (device unavailable): backend dlopen is not available in this build"}},
       {[&] {}, {{plan, "--backend", "gcc"}, "svod run: error (validation): --backend gcc: expected clang, llvm or dlopen"}},
       {[&] {}, {{(dir / "absent.json").string()}, "svod run: error (io): "}},
       {[&] {}, {{plan, "--profile", (dir / "no" / "such" / "dir" / "t.json").string()},

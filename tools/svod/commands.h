@@ -20,7 +20,7 @@ struct RunOptions {
   int repeat = 1;
   std::string out_dir;
   std::string profile;  // Chrome trace output
-  std::string backend = "clang";
+  std::string backend;  // clang, llvm or dlopen; empty: SVOD_CPU_BACKEND or the default
   bool sequential = false;
 };
 int run(const RunOptions& options);

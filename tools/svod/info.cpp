@@ -3,6 +3,8 @@
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
 #include "svod/compile/clang_compiler.h"
+#include "svod/compile/llvm_plugin.h"
+#include "svod/device/cpu/cpu_backend.h"
 #include "svod/device/registry.h"
 #include "tools/svod/commands.h"
 
@@ -17,6 +19,15 @@ int info() {
                id.target_triple, id.target_cpu, id.target_features.size());
   } catch (const Error& e) {
     fmt::print("toolchain: none ({})\n", e.what());
+  }
+  try {
+    const CpuBackendChoice choice = default_cpu_backend();
+    fmt::print("cpu backend: {} ({})\n", to_string(choice.backend), choice.reason);
+    const LlvmPluginStatus& llvm = llvm_plugin();
+    if (llvm.available()) fmt::print("  llvm:    {} ({})\n", llvm.compiler->identity().version, llvm.path);
+    else fmt::print("  llvm:    unavailable: {}\n", llvm.error);
+  } catch (const Error& e) {
+    fmt::print("cpu backend: none ({})\n", e.what());
   }
   // Every device the registry can open, and the kinds that have none here
   // with the reason.

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
-  run->add_option("--backend", run_options.backend, "CPU compiler backend: clang, llvm or dlopen (default clang)");
+  run->add_option("--backend", run_options.backend, "CPU compiler backend: clang, llvm or dlopen (default: SVOD_CPU_BACKEND, else llvm when its library loads, else clang)");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
 
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -21,6 +22,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
+#include "svod/device/cpu/cpu_backend.h"
 #include "svod/planfile/plan_file.h"
 #include "tools/svod/commands.h"
 
@@ -156,15 +158,17 @@ void write_trace(const std::string& path, const LoadedPlan& loaded, Clock::time_
 }  // namespace
 
 int run(const RunOptions& options) {
-  if (options.backend != "clang") {
-    if (options.backend == "llvm" || options.backend == "dlopen") {
-      fmt::print(stderr, "svod run: error (device unavailable): backend {} is not available in this build\n",
-                 options.backend);
-    } else {
+  if (!options.backend.empty()) {
+    try {
+      parse_cpu_backend(options.backend);
+    } catch (const Error&) {
       fmt::print(stderr, "svod run: error (validation): --backend {}: expected clang, llvm or dlopen\n",
                  options.backend);
+      return 2;
     }
-    return 2;
+    // The plan opens its CPU device through the registry, which creates the
+    // device of the default backend; --backend decides that default here.
+    ::setenv("SVOD_CPU_BACKEND", options.backend.c_str(), 1);
   }
 
   std::optional<LoadedPlan> loaded;

@@ -1,0 +1,125 @@
+// The svod tool and the CPU backends: `svod run --backend` on each, `svod
+// info` saying which backend is the default and why, and a clang-only run
+// that never opens libLLVM.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "svod/base/subprocess.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using test::ScopedEnv;
+
+constexpr const char* kPlan = R"J({
+  "svod_plan": 1,
+  "buffers": {
+    "a":   { "dtype": "f32", "count": 256, "init": { "arange": { "start": 0, "step": 0.5 } } },
+    "out": { "dtype": "f32", "count": 256 }
+  },
+  "programs": {
+    "poly": { "language": "c", "entry": "poly",
+              "source": "#include <math.h>\nvoid poly(float* o, const float* a, int n) { for (int i = 0; i < n; i++) o[i] = a[i] * a[i] + sqrtf(a[i]); }",
+              "buffers": [ { "name": "o", "access": "write" }, { "name": "a" } ],
+              "scalars": [ { "name": "n", "type": "i32" } ] }
+  },
+  "ops": [ { "run": "poly", "buffers": ["out", "a"], "scalars": { "n": 256 } } ],
+  "outputs": { "out": { "expect": { "values": [0, 0.957106781, 2, 3.47474487], "prefix": true, "rtol": 1e-6 } } }
+})J";
+
+class SvodCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "svod-cli-backend-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    plan_ = (dir_ / "plan.json").string();
+    std::ofstream(plan_) << kPlan;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static ProcessResult svod(std::vector<std::string> args) {
+    args.insert(args.begin(), SVOD_BINARY_DIR "/svod");
+    return run_process(args, "", std::chrono::seconds(120));
+  }
+  // The output line of `svod run` ("out: f32 [256] [...] sum ... xxh3 ...").
+  static std::string output_line(const std::string& out) {
+    const size_t at = out.find("out: f32");
+    return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+  }
+
+  std::filesystem::path dir_;
+  std::string plan_;
+};
+
+TEST_F(SvodCli, RunGivesTheSameOutputsOnEveryBackend) {
+  ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+  std::string reference;
+  for (const char* backend : {"clang", "llvm", "dlopen"}) {
+    SCOPED_TRACE(backend);
+    ProcessResult r = svod({"run", plan_, "--backend", backend});
+    ASSERT_TRUE(r.ok()) << r.out << r.err;
+    EXPECT_NE(r.out.find("expect: ok"), std::string::npos) << r.out;
+    const std::string line = output_line(r.out);
+    ASSERT_FALSE(line.empty()) << r.out;
+    if (reference.empty()) reference = line;
+    EXPECT_EQ(line, reference);  // values, sum and content hash
+  }
+}
+
+TEST_F(SvodCli, UnknownBackendIsAnErrorNamingTheValidOnes) {
+  ProcessResult r = svod({"run", plan_, "--backend", "gcc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "svod run: error (validation): --backend gcc: expected clang, llvm or dlopen");
+  ScopedEnv env("SVOD_CPU_BACKEND", "gcc");
+  r = svod({"run", plan_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("SVOD_CPU_BACKEND: unknown CPU backend \"gcc\": expected clang, llvm or dlopen"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(SvodCli, InfoSaysWhichBackendIsTheDefaultAndWhy) {
+  {
+    ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+    ProcessResult r = svod({"info"});
+    ASSERT_TRUE(r.ok()) << r.err;
+    EXPECT_NE(r.out.find("cpu backend: llvm (in-process LLVM"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("libsvod_llvm.so"), std::string::npos) << r.out;
+  }
+  {
+    ScopedEnv env("SVOD_CPU_BACKEND", "dlopen");
+    ProcessResult r = svod({"info"});
+    EXPECT_NE(r.out.find("cpu backend: dlopen (SVOD_CPU_BACKEND=dlopen)"), std::string::npos) << r.out;
+  }
+  {
+    ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+    ScopedEnv plugin("SVOD_LLVM_PLUGIN", (dir_ / "libsvod_llvm.so").string());
+    ProcessResult r = svod({"info"});
+    ASSERT_TRUE(r.ok()) << r.err;
+    EXPECT_NE(r.out.find("cpu backend: clang (the llvm backend is unavailable"), std::string::npos) << r.out;
+    // With the plugin missing, plans still run, on clang.
+    r = svod({"run", plan_});
+    EXPECT_TRUE(r.ok()) << r.out << r.err;
+  }
+}
+
+// The dynamic loader's own trace (LD_DEBUG=files) lists every library a
+// process opens: a run on the clang backend opens neither the plugin nor
+// libLLVM, so it pays none of their start-up cost.
+TEST_F(SvodCli, ClangBackendRunNeverOpensLibLlvm) {
+  ScopedEnv debug("LD_DEBUG", "files");
+  ProcessResult clang = svod({"run", plan_, "--backend", "clang"});
+  ASSERT_TRUE(clang.ok()) << clang.err;
+  EXPECT_EQ(clang.err.find("libLLVM"), std::string::npos);
+  EXPECT_EQ(clang.err.find("libsvod_llvm"), std::string::npos);
+  ProcessResult llvm = svod({"run", plan_, "--backend", "llvm"});
+  ASSERT_TRUE(llvm.ok()) << llvm.err;
+  EXPECT_NE(llvm.err.find("libLLVM"), std::string::npos);  // the check above can see it
+}
+
+}  // namespace
+}  // namespace svod

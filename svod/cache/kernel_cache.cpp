@@ -1,6 +1,7 @@
 #include "svod/cache/kernel_cache.h"
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <vector>
 
@@ -28,6 +29,8 @@ std::shared_ptr<const Program> KernelCache::lookup(const Hash128& key) {
   if (it == slots_.end() || !it->second.program) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
   ++stats_.hits;
+  if (debug_level() >= 1) [[unlikely]]
+    logger().info("kernel cache hit {}", key.to_hex());
   return it->second.program;
 }
 
@@ -42,11 +45,15 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       if (slot.program) {
         lru_.splice(lru_.begin(), lru_, slot.lru);
         ++stats_.hits;
+        if (debug_level() >= 1) [[unlikely]]
+          logger().info("kernel cache hit {}", key.to_hex());
         return slot.program;
       }
       ++stats_.coalesced;
       auto result = slot.flight->result;
       lock.unlock();
+      if (debug_level() >= 1) [[unlikely]]
+        logger().info("kernel cache hit {} (waiting for the build in progress)", key.to_hex());
       try {
         return result.get();
       } catch (const Error& e) {
@@ -105,6 +112,9 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       ++stats_.evictions;
     }
   }
+  if (debug_level() >= 1) [[unlikely]]
+    logger().info("kernel cache miss {} ({}): built in {:.1f} ms", key.to_hex(), program->spec().display_name(),
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   flight->promise.set_value(program);
   return program;
 }

@@ -235,7 +235,7 @@ std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile) {
 std::string render_table(const std::vector<KernelProfile>& rows, std::string_view title) {
   size_t width = title.size();
   for (const auto& row : rows) width = std::max(width, row.name.size());
-  auto rate = [](const std::optional<double>& r) { return r ? fmt::format("{:.2f}", *r) : std::string("-"); };
+  auto rate = [](const std::optional<double>& r) { return r ? fmt::format("{:.3g}", *r) : std::string("-"); };
   std::string out = fmt::format("  {:<{}}  {:>7}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>9}  {:>9}\n",
                                 title, width, "kind", "device", "calls", "total ms", "min us", "median us", "max us",
                                 "share", "GFLOP/s", "GB/s");

@@ -1,60 +1,33 @@
 // `svod run PLAN.json`: load a plan file, execute it, print and check its
 // outputs, time its ops and optionally write a Chrome trace.
 //
-// Timing: the plan's observer hook stamps each op's start and end (steady
-// clock, on the thread that runs it) in every execution, and each execution
-// is timed as a whole around execute(). The table reports the median and
-// minimum over the executions; in parallel mode ops overlap, so their times
-// do not add up to the execution time. Outputs are captured after the first
-// execution, so plans that update state in place report what one run does.
+// Timing: a Profiler (svod/profile) observes every execution, stamping each
+// op's start and end on the thread that runs it; each execution is timed as
+// a whole by the same profiler. The tables report medians and minimums over
+// the executions; in parallel mode ops overlap, so their times do not add up
+// to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
+// total time, with shares). Outputs are captured after the first execution,
+// so plans that update state in place report what one run does.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
 #include "svod/device/cpu/cpu_backend.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/profile/profile.h"
 #include "tools/svod/commands.h"
 
 namespace svod::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr size_t kShownValues = 8;
-
-// Records, for one execution at a time, when each op started and finished
-// and on which thread. Each op runs once per execution, so every slot has one
-// writer; execute() returning orders those writes before our reads.
-class OpTimer final : public PlanObserver {
- public:
-  struct Span {
-    Clock::time_point start;
-    Clock::time_point end;
-    std::thread::id thread;
-  };
-
-  explicit OpTimer(size_t ops) : current_(ops) {}
-  void op_started(size_t op) noexcept override {
-    current_[op].thread = std::this_thread::get_id();
-    current_[op].start = Clock::now();
-  }
-  void op_finished(size_t op) noexcept override { current_[op].end = Clock::now(); }
-  const std::vector<Span>& spans() const { return current_; }
-
- private:
-  std::vector<Span> current_;
-};
 
 // One line on stderr saying what failed and where; anything after the first
 // line of the message (compiler diagnostics) follows, indented.
@@ -92,13 +65,6 @@ std::string value_text(DType dtype, const std::byte* p) {
 
 std::string shape_text(const std::vector<size_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) {
   std::map<std::string, int64_t> out;
   for (const auto& text : vars) {
@@ -112,47 +78,6 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) 
     out[text.substr(0, eq)] = value;
   }
   return out;
-}
-
-std::string_view op_kind(const PreparedOp& op) {
-  if (std::holds_alternative<PreparedKernel>(op)) return "kernel";
-  if (std::holds_alternative<PreparedCopy>(op)) return "copy";
-  if (std::holds_alternative<PreparedCustomFunction>(op)) return "custom";
-  return "view";
-}
-
-void write_trace(const std::string& path, const LoadedPlan& loaded, Clock::time_point origin,
-                 const std::vector<std::pair<Clock::time_point, Clock::time_point>>& executions,
-                 const std::vector<std::vector<OpTimer::Span>>& runs) {
-  using Json = nlohmann::json;
-  Json events = Json::array();
-  std::map<std::thread::id, int> tids;
-  auto tid = [&](std::thread::id id) { return tids.emplace(id, static_cast<int>(tids.size()) + 1).first->second; };
-  for (size_t r = 0; r < runs.size(); ++r) {
-    events.push_back({{"name", fmt::format("execute #{}", r)}, {"cat", "plan"}, {"ph", "X"}, {"pid", 1}, {"tid", 0},
-                      {"ts", us(executions[r].first - origin)}, {"dur", us(executions[r].second - executions[r].first)}});
-    for (size_t op = 0; op < runs[r].size(); ++op) {
-      const auto& span = runs[r][op];
-      events.push_back({{"name", loaded.op_labels[op]},
-                        {"cat", op_kind(loaded.plan.op(op))},
-                        {"ph", "X"},
-                        {"pid", 1},
-                        {"tid", tid(span.thread)},
-                        {"ts", us(span.start - origin)},
-                        {"dur", us(span.end - span.start)},
-                        {"args", {{"op", op}, {"execution", r}}}});
-    }
-  }
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "plan"}}}});
-  for (const auto& [id, n] : tids) {
-    events.push_back(
-        {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", n}, {"args", {{"name", fmt::format("thread {}", n)}}}});
-  }
-  const std::string text = Json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(1);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw make_error(ErrorKind::Io, "--profile {}: cannot write the trace: {}", path, std::strerror(errno));
 }
 
 }  // namespace
@@ -181,17 +106,15 @@ int run(const RunOptions& options) {
   }
   ExecutionPlan& plan = loaded->plan;
 
-  OpTimer timer(plan.op_count());
-  std::vector<std::vector<OpTimer::Span>> runs;
-  std::vector<std::pair<Clock::time_point, Clock::time_point>> executions;
+  std::vector<OpDescription> ops = describe_ops(plan);
+  for (size_t op = 0; op < ops.size(); ++op) ops[op].label = loaded->op_labels[op];
+  Profiler profiler(std::move(ops));
   std::vector<std::vector<std::byte>> snapshots;
-  const Clock::time_point origin = Clock::now();
   try {
     for (int r = 0; r < options.repeat; ++r) {
-      const auto start = Clock::now();
-      loaded->execute(ExecuteOptions{.sequential = options.sequential, .observer = &timer});
-      executions.emplace_back(start, Clock::now());
-      runs.push_back(timer.spans());
+      profiler.begin_run();
+      loaded->execute(ExecuteOptions{.sequential = options.sequential, .observer = &profiler});
+      profiler.end_run();
       if (r == 0) {
         for (const auto& out : loaded->outputs) {
           const Buffer& b = plan.buffer(out.slot);
@@ -254,36 +177,24 @@ int run(const RunOptions& options) {
   }
 
   // Times.
+  const PlanProfile& profile = profiler.profile();
   std::vector<double> totals;
-  for (const auto& [start, end] : executions) totals.push_back(us(end - start));
+  for (const auto& run : profile.runs) totals.push_back(static_cast<double>(run.end_ns - run.start_ns) / 1e3);
+  std::sort(totals.begin(), totals.end());
   fmt::print("\nexecute ({}, {} run{}): median {:.1f} us, min {:.1f} us\n",
-             options.sequential ? "sequential" : "parallel", executions.size(), executions.size() == 1 ? "" : "s",
-             median(totals), *std::min_element(totals.begin(), totals.end()));
+             options.sequential ? "sequential" : "parallel", totals.size(), totals.size() == 1 ? "" : "s",
+             totals[totals.size() / 2], totals.front());
   if (plan.op_count() > 0) {
-    fmt::print("per op (each op's own start to end, from the plan's observer hook):\n");
-    size_t width = 2;
-    for (const auto& label : loaded->op_labels) width = std::max(width, label.size());
-    fmt::print("  {:<{}}  {:>7}  {:>11}  {:>11}  {:>9}  {:>9}\n", "op", width, "kind", "median us", "min us",
-               "GFLOP/s", "GB/s");
-    for (size_t op = 0; op < plan.op_count(); ++op) {
-      std::vector<double> times;
-      for (const auto& run : runs) times.push_back(us(run[op].end - run[op].start));
-      const double med = median(times);
-      const OpCost cost = op_cost(*loaded, op);
-      auto rate = [&](const std::optional<double>& amount) {
-        return amount && med > 0 ? fmt::format("{:.2f}", *amount / (med * 1e3)) : std::string("-");
-      };
-      fmt::print("  {:<{}}  {:>7}  {:>11.1f}  {:>11.1f}  {:>9}  {:>9}\n", loaded->op_labels[op], width,
-                 op_kind(plan.op(op)), med, *std::min_element(times.begin(), times.end()), rate(cost.flops),
-                 rate(cost.bytes));
-    }
+    fmt::print("per op (each op's own start to end, from the plan's observer hook):\n{}",
+               render_table(aggregate_ops(profile), "op"));
+    if (profile_requested()) fmt::print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
   }
 
   if (!options.profile.empty()) {
     try {
-      write_trace(options.profile, *loaded, origin, executions, runs);
+      write_chrome_trace(profile, options.profile);
     } catch (const Error& e) {
-      return fail(e);
+      return fail(make_error(e.kind(), "--profile {}: {}", options.profile, e.what()));
     }
     fmt::print("wrote trace {}\n", options.profile);
   }

@@ -1,10 +1,13 @@
 #include "svod/device/cpu/cpu_device.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
+#include "svod/base/subprocess.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/cache_key.h"
 #include "svod/cache/object_cache.h"
@@ -45,24 +48,85 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
   run(args, layout_.global_size(0, abi_scalars));
 }
 
-void CpuProgram::run(const uint64_t* args, int64_t slices) const {
-  const size_t n = abi_arg_count();
+namespace {
+
+// SVOD_DEBUG, read once when the library loads so that a launch pays one
+// predictable branch for it and nothing else.
+const int launch_debug_level = debug_level();
+
+void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
+  const size_t n = program.abi_arg_count();
   if (slices <= 1) {
-    call_kernel(entry_, args, n);
+    call_kernel(program.entry(), args, n);
     return;
   }
-  const auto core = layout_.core_id();
+  const auto core = program.layout().core_id();
   if (!core) [[unlikely]]
     throw make_error(ErrorKind::Validation,
                      "program \"{}\": global_size[0] = {} needs a core_id scalar to split the work across cores",
-                     spec().display_name(), slices);
-  const size_t core_slot = layout_.buffer_count() + *core;
+                     program.spec().display_name(), slices);
+  const size_t core_slot = program.layout().buffer_count() + *core;
   parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
     uint64_t local[kMaxKernelArgs];
     std::memcpy(local, args, n * sizeof(uint64_t));
     local[core_slot] = slice;
-    call_kernel(entry_, local, n);
+    call_kernel(program.entry(), local, n);
   });
+}
+
+// The program's bytes expression over this launch's ABI scalars; nullopt when
+// it names anything else (a plan variable) or there is none.
+std::optional<double> launch_bytes(const CpuProgram& program, const uint64_t* args) {
+  const ProgramSpec& spec = program.spec();
+  if (!spec.bytes) return std::nullopt;
+  std::vector<int64_t> values;
+  for (const auto& name : spec.bytes->variables()) {
+    auto it = std::find_if(spec.scalars.begin(), spec.scalars.end(), [&](const auto& s) { return s.name == name; });
+    if (it == spec.scalars.end()) return std::nullopt;
+    const size_t slot = program.layout().buffer_count() + static_cast<size_t>(it - spec.scalars.begin());
+    values.push_back(static_cast<int64_t>(args[slot]));
+  }
+  try {
+    return static_cast<double>(spec.bytes->evaluate(values));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+void run_logged(const CpuProgram& program, const uint64_t* args, int64_t slices) {
+  const auto start = std::chrono::steady_clock::now();
+  run_slices(program, args, slices);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const auto bytes = launch_bytes(program, args);
+  logger().info("launch {} on CPU, {} slice{}: {:.1f} us{}", program.spec().display_name(), slices,
+                slices == 1 ? "" : "s", us, bytes && us > 0 ? fmt::format(", {:.2f} GB/s", *bytes / (us * 1e3)) : "");
+}
+
+// Level 4: the loaded code as llvm-objdump sees it, fed on stdin.
+void log_disassembly(const ProgramSpec& spec, const std::vector<std::byte>& image) {
+  std::optional<std::string> objdump = find_executable("llvm-objdump-19");
+  if (!objdump) objdump = find_executable("llvm-objdump");
+  if (!objdump) {
+    logger().info("disassembly of {}: no llvm-objdump-19 or llvm-objdump in PATH", spec.display_name());
+    return;
+  }
+  const std::string_view bytes(reinterpret_cast<const char*>(image.data()), image.size());
+  const ProcessResult r = run_process({*objdump, "-d", "-"}, bytes, std::chrono::seconds(30));
+  if (!r.ok()) {
+    logger().info("disassembly of {}: {} failed: {}", spec.display_name(), *objdump, r.err);
+    return;
+  }
+  logger().info("disassembly of {}:\n{}", spec.display_name(), r.out);
+}
+
+}  // namespace
+
+void CpuProgram::run(const uint64_t* args, int64_t slices) const {
+  if (launch_debug_level >= 2) [[unlikely]] {
+    run_logged(*this, args, slices);
+    return;
+  }
+  run_slices(*this, args, slices);
 }
 
 CpuDevice::CpuDevice(std::shared_ptr<const Compiler> compiler) : compiler_(std::move(compiler)) {}
@@ -86,6 +150,8 @@ std::shared_ptr<const Program> CpuDevice::compile(const ProgramSpec& spec) {
 
 std::shared_ptr<const CpuProgram> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
   spec.validate();
+  if (launch_debug_level >= 4) [[unlikely]]
+    log_disassembly(spec, artifact.bytes);
   if (artifact.kind == ArtifactKind::ElfObject) {
     auto image = LoadedImage::load(artifact.bytes);
     void* entry = image->symbol(spec.entry);

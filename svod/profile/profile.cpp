@@ -248,11 +248,12 @@ std::string render_table(const std::vector<KernelProfile>& rows, std::string_vie
 }
 
 std::string chrome_trace(const PlanProfile& profile) {
-  // pid 0 holds the runs; each device is a process of its own (pid 1, 2, ...)
-  // and each thread that ran its ops a track in it.
+  // pid 1 holds the runs; each device is a process of its own (pid 2, 3, ...)
+  // and each thread that ran its ops a track in it. Perfetto reads pid 0 as
+  // the kernel's idle process, so it is not used.
   std::map<std::string, int> pids;
   for (const auto& d : profile.ops) pids.emplace(d.device, 0);
-  int next_pid = 1;
+  int next_pid = 2;
   for (auto& [device, pid] : pids) pid = next_pid++;
   std::set<std::pair<int, uint32_t>> tracks;
 
@@ -260,7 +261,7 @@ std::string chrome_trace(const PlanProfile& profile) {
   Json events = Json::array();
   for (size_t r = 0; r < profile.runs.size(); ++r) {
     const RunProfile& run = profile.runs[r];
-    events.push_back({{"name", fmt::format("execute #{}", r)}, {"cat", "plan"}, {"ph", "X"}, {"pid", 0}, {"tid", 0},
+    events.push_back({{"name", fmt::format("execute #{}", r)}, {"cat", "plan"}, {"ph", "X"}, {"pid", 1}, {"tid", 0},
                       {"ts", us(run.start_ns)}, {"dur", us(run.end_ns - run.start_ns)}, {"args", {{"run", r}}}});
     for (size_t op = 0; op < run.ops.size(); ++op) {
       const OpSpan& span = run.ops[op];
@@ -284,8 +285,8 @@ std::string chrome_trace(const PlanProfile& profile) {
   auto metadata = [&](std::string_view what, int pid, uint32_t tid, const std::string& name) {
     events.push_back({{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
   };
-  metadata("process_name", 0, 0, "plan");
-  metadata("thread_name", 0, 0, "runs");
+  metadata("process_name", 1, 0, "plan");
+  metadata("thread_name", 1, 0, "runs");
   for (const auto& [device, pid] : pids) metadata("process_name", pid, 0, device);
   for (const auto& [pid, thread] : tracks) metadata("thread_name", pid, thread, fmt::format("thread {}", thread));
   return Json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump(1);

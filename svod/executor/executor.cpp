@@ -367,18 +367,30 @@ struct GraphRun {
     release(released_on_submit[node]);
     // The callback comes on an OpenCL runtime thread, which must not block or
     // enqueue; the rest happens as host work.
-    events[node].on_complete([this, node](bool ok) {
-      WorkQueue::post(work, [this, node, ok] {
-        if (!ok) {
-          try {
-            throw make_error(ErrorKind::Execution, "the OpenCL command failed on {}", nodes[node].device->name());
-          } catch (...) {
-            fail(node);
+    try {
+      events[node].on_complete([this, node](bool ok) {
+        WorkQueue::post(work, [this, node, ok] {
+          if (!ok) {
+            try {
+              throw make_error(ErrorKind::Execution, "the OpenCL command failed on {}", nodes[node].device->name());
+            } catch (...) {
+              fail(node);
+            }
           }
+          finished(node, true);
+        });
+      });
+    } catch (const Error&) {
+      // No callback: a host thread waits for the command instead.
+      WorkQueue::post(work, [this, node] {
+        try {
+          events[node].wait();
+        } catch (...) {
+          fail(node);
         }
         finished(node, true);
       });
-    });
+    }
 #endif
   }
 

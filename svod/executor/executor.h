@@ -93,7 +93,7 @@ struct ExecutionNode {
   Kind kind = Kind::Kernel;
   std::string label;
   Device* device = nullptr;  // where it runs (kernels: the program's device)
-  std::vector<KernelBufferAccess> accesses;
+  std::vector<KernelBufferAccess> accesses;  // Copy: {dst (write), src (read)}
   std::vector<size_t> after;
   // Kernel
   std::shared_ptr<const Program> program;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "svod/base/subprocess.h"
+#include "svod/cache/kernel_cache.h"
 #include "tests/cache/cache_test_support.h"
 
 namespace svod {
@@ -21,6 +22,7 @@ using test::ScopedEnv;
 struct ChildReport {
   uint64_t hits = 0, misses = 0, writes = 0;
   float result = 0;
+  uint64_t kernel_cache_capacity = 0;
 };
 
 // The child: everything comes from the environment, as in a real process.
@@ -29,8 +31,9 @@ TEST(CacheChild, DISABLED_CompileRunAndReport) {
   auto program = device->compile(test::add_kernel(6));
   const float result = test::run_add_kernel(*device, *program);
   const ObjectCacheStats s = object_cache()->stats();
-  std::printf("svod-child hits=%llu misses=%llu writes=%llu result=%g\n", static_cast<unsigned long long>(s.hits),
-              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.writes), result);
+  std::printf("svod-child hits=%llu misses=%llu writes=%llu result=%g capacity=%zu\n",
+              static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),
+              static_cast<unsigned long long>(s.writes), result, kernel_cache().stats().capacity);
   std::fflush(stdout);
 }
 
@@ -41,7 +44,7 @@ ChildReport run_child() {
   ProcessResult r = run_process(argv, "", std::chrono::minutes(2));
   EXPECT_TRUE(r.ok()) << r.out << r.err;
   std::smatch m;
-  static const std::regex line(R"(svod-child hits=(\d+) misses=(\d+) writes=(\d+) result=([0-9.]+))");
+  static const std::regex line(R"(svod-child hits=(\d+) misses=(\d+) writes=(\d+) result=([0-9.]+) capacity=(\d+))");
   ChildReport report;
   if (!std::regex_search(r.out, m, line)) {
     ADD_FAILURE() << "no report from the child:\n" << r.out << r.err;
@@ -51,6 +54,7 @@ ChildReport run_child() {
   report.misses = std::stoull(m[2]);
   report.writes = std::stoull(m[3]);
   report.result = std::stof(m[4]);
+  report.kernel_cache_capacity = std::stoull(m[5]);
   return report;
 }
 
@@ -84,6 +88,16 @@ TEST(ObjectCacheProcessTest, TwoProcessesWriteOneKeyThenAThirdHits) {
   EXPECT_EQ(third.hits, 1u);
   EXPECT_EQ(third.misses, 0u);
   EXPECT_EQ(third.writes, 0u);
+}
+
+TEST(ObjectCacheProcessTest, KernelCacheCapacityComesFromTheEnvironment) {
+  ScopedEnv off("SVOD_CACHE", "0");
+  {
+    ScopedEnv max("SVOD_KERNEL_CACHE_MAX", "3");
+    EXPECT_EQ(run_child().kernel_cache_capacity, 3u);
+  }
+  ScopedEnv unset("SVOD_KERNEL_CACHE_MAX", std::nullopt);
+  EXPECT_EQ(run_child().kernel_cache_capacity, KernelCache::kDefaultCapacity);
 }
 
 TEST(ObjectCacheProcessTest, CacheOffInTheEnvironmentMeansNoFiles) {

@@ -7,6 +7,7 @@
 
 #include "svod/base/error.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "tests/backends/backends_built.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -40,7 +41,7 @@ TEST_P(BackendKernels, IdentityNamesTheBackend) {
   EXPECT_EQ(id.backend, to_string(GetParam()));
   EXPECT_FALSE(id.target_cpu.empty());
   EXPECT_FALSE(id.target_features.empty());
-  for (CpuBackend other : {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen}) {
+  for (CpuBackend other : test::cpu_backends_built()) {
     if (other == GetParam()) continue;
     EXPECT_NE(create_cpu_device_with_backend(other)->compiler().identity().hash(), id.hash()) << to_string(other);
   }
@@ -279,8 +280,7 @@ TEST_P(BackendKernels, UndefinedExternalSymbolIsReported) {
   EXPECT_NE(std::string(e.what()).find("svod_no_such_function"), std::string::npos) << e.what();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCpuBackends, BackendKernels,
-                         ::testing::Values(CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen),
+INSTANTIATE_TEST_SUITE_P(AllCpuBackends, BackendKernels, ::testing::ValuesIn(test::cpu_backends_built()),
                          [](const ::testing::TestParamInfo<CpuBackend>& info) { return std::string(to_string(info.param)); });
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "tests/backends/backends_built.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -28,6 +29,17 @@ std::string process_maps() {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+template <typename Fn>
+ErrorKind expect_error_kind(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorKind::Internal;
 }
 
 TEST(CpuBackendSelection, NamesParseInAnyCase) {
@@ -59,7 +71,7 @@ TEST(CpuBackendSelection, UnknownNameIsAnErrorListingTheValidOnes) {
 }
 
 TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
-  for (CpuBackend b : {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen}) {
+  for (CpuBackend b : test::cpu_backends_built()) {
     ScopedEnv env("SVOD_CPU_BACKEND", std::string(to_string(b)));
     const CpuBackendChoice choice = default_cpu_backend();
     EXPECT_EQ(choice.backend, b);
@@ -69,11 +81,18 @@ TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
   }
 }
 
-TEST(CpuBackendSelection, DefaultIsLlvmWhenItsLibraryLoads) {
+TEST(CpuBackendSelection, DefaultIsLlvmWhenItsLibraryLoadsElseClang) {
   ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
   const LlvmPluginStatus& plugin = llvm_plugin();
-  ASSERT_TRUE(plugin.available()) << plugin.error;  // built beside libsvod_runtime.so in this tree
   const CpuBackendChoice choice = default_cpu_backend();
+  if (!SVOD_LLVM_PLUGIN_BUILT) {
+    EXPECT_FALSE(plugin.available());
+    EXPECT_EQ(choice.backend, CpuBackend::Clang);
+    EXPECT_NE(choice.reason.find("libsvod_llvm.so"), std::string::npos) << choice.reason;
+    EXPECT_EQ(expect_error_kind([] { cpu_compiler(CpuBackend::Llvm); }), ErrorKind::DeviceUnavailable);
+    return;
+  }
+  ASSERT_TRUE(plugin.available()) << plugin.error;  // built beside libsvod_runtime.so in this tree
   EXPECT_EQ(choice.backend, CpuBackend::Llvm);
   EXPECT_NE(choice.reason.find(plugin.path), std::string::npos) << choice.reason;
   EXPECT_EQ(plugin.compiler->identity().path, plugin.path);
@@ -112,6 +131,7 @@ TEST(CpuBackendSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
 }
 
 TEST(LlvmBackend, EightThreadsCompileAtOnce) {
+  SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
   const Compiler& compiler = cpu->compiler();
   constexpr int kThreads = 8, kPerThread = 4;
@@ -157,6 +177,7 @@ TEST(LlvmBackend, EightThreadsCompileAtOnce) {
 // Only the llvm backend checks IR: Debian's release clang compiles IR input
 // without the verifier, so the clang and dlopen backends accept this module.
 TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
+  SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
   // Forward references parse; using %x before its definition does not verify.
   ProgramSpec spec = c_kernel("use_before_def",

@@ -1,0 +1,26 @@
+// Which CPU backends this build has: clang and dlopen always, llvm when its
+// plugin was built (LLVM 19.1 and clang-cpp found at configure time).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "svod/device/cpu/cpu_backend.h"
+
+#ifndef SVOD_LLVM_PLUGIN_BUILT
+#define SVOD_LLVM_PLUGIN_BUILT 0
+#endif
+
+// Skips the current test when the build has no llvm plugin.
+#define SVOD_REQUIRE_LLVM_PLUGIN() \
+  if (!SVOD_LLVM_PLUGIN_BUILT) GTEST_SKIP() << "built without LLVM: no libsvod_llvm.so"
+
+namespace svod::test {
+
+inline std::vector<CpuBackend> cpu_backends_built() {
+  if (SVOD_LLVM_PLUGIN_BUILT) return {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen};
+  return {CpuBackend::Clang, CpuBackend::Dlopen};
+}
+
+}  // namespace svod::test

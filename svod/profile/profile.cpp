@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -15,6 +16,10 @@
 
 #include "svod/base/error.h"
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 namespace svod {
 namespace {
 
@@ -23,6 +28,30 @@ using Json = nlohmann::json;
 int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// How many steady-clock nanoseconds one time-stamp-counter tick is, measured
+// once per process over 2 ms; nullopt when the TSC is not used (not x86-64,
+// or the kernel does not trust it as its clocksource, so it may not be
+// invariant and synchronized across cores).
+std::optional<double> tsc_ns_per_tick() {
+#if defined(__x86_64__)
+  static const std::optional<double> rate = []() -> std::optional<double> {
+    std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+    std::string name;
+    if (!(source >> name) || name != "tsc") return std::nullopt;
+    const int64_t ns0 = now_ns();
+    const uint64_t tick0 = __rdtsc();
+    int64_t ns1 = ns0;
+    while (ns1 - ns0 < 2'000'000) ns1 = now_ns();
+    const uint64_t tick1 = __rdtsc();
+    if (tick1 <= tick0) return std::nullopt;
+    return static_cast<double>(ns1 - ns0) / static_cast<double>(tick1 - tick0);
+  }();
+  return rate;
+#else
+  return std::nullopt;
+#endif
 }
 
 // Numbered on first use so traces get short, stable track ids; a
@@ -173,19 +202,36 @@ std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
 
 Profiler::Profiler(const ExecutionPlan& plan) : Profiler(describe_ops(plan)) {}
 
-Profiler::Profiler(std::vector<OpDescription> ops) : origin_ns_(now_ns()) {
+Profiler::Profiler(std::vector<OpDescription> ops) {
+  const std::optional<double> rate = tsc_ns_per_tick();
+  use_tsc_ = rate.has_value();
+  ns_per_tick_ = rate.value_or(1.0);
+  origin_ticks_ = ticks();
   current_.ops.resize(ops.size());
   profile_.ops = std::move(ops);
 }
 
+int64_t Profiler::ticks() const noexcept {
+#if defined(__x86_64__)
+  if (use_tsc_) return static_cast<int64_t>(__rdtsc());
+#endif
+  return now_ns();
+}
+
 void Profiler::begin_run() {
   std::fill(current_.ops.begin(), current_.ops.end(), OpSpan{});
-  current_.start_ns = now_ns() - origin_ns_;
+  current_.start_ns = ticks();
 }
 
 void Profiler::end_run() {
-  current_.end_ns = now_ns() - origin_ns_;
-  profile_.runs.push_back(current_);
+  current_.end_ns = ticks();
+  auto to_ns = [&](int64_t t) { return std::llround(static_cast<double>(t - origin_ticks_) * ns_per_tick_); };
+  RunProfile run;
+  run.start_ns = to_ns(current_.start_ns);
+  run.end_ns = to_ns(current_.end_ns);
+  run.ops.reserve(current_.ops.size());
+  for (const OpSpan& span : current_.ops) run.ops.push_back(OpSpan{to_ns(span.start_ns), to_ns(span.end_ns), span.thread});
+  profile_.runs.push_back(std::move(run));
 }
 
 void Profiler::execute(ExecutionPlan& plan, ExecuteOptions options) {
@@ -206,10 +252,10 @@ void Profiler::execute_with_vars(ExecutionPlan& plan, const std::map<std::string
 void Profiler::op_started(size_t op) noexcept {
   OpSpan& span = current_.ops[op];
   span.thread = thread_number();
-  span.start_ns = now_ns() - origin_ns_;
+  span.start_ns = ticks();
 }
 
-void Profiler::op_finished(size_t op) noexcept { current_.ops[op].end_ns = now_ns() - origin_ns_; }
+void Profiler::op_finished(size_t op) noexcept { current_.ops[op].end_ns = ticks(); }
 
 std::vector<KernelProfile> aggregate(const PlanProfile& profile) {
   std::map<std::tuple<std::string, std::string, std::string>, size_t> index;

@@ -102,9 +102,13 @@ class Profiler final : public PlanObserver {
   const PlanProfile& profile() const noexcept { return profile_; }
 
  private:
+  int64_t ticks() const noexcept;
+
   PlanProfile profile_;
-  RunProfile current_;
-  int64_t origin_ns_;
+  RunProfile current_;  // in ticks until end_run() converts it
+  bool use_tsc_;
+  double ns_per_tick_;
+  int64_t origin_ticks_;
 };
 
 // Per kernel over every run, sorted by total time (largest first).

@@ -86,13 +86,13 @@ std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKer
     if (auto fixed = kernel.fixed_vars.find(name); fixed != kernel.fixed_vars.end()) return fixed->second;
     return plan.variable(name);
   };
-  std::vector<int64_t> values;
-  for (const auto& v : cost->variables()) {
-    auto value = value_of(v);
-    if (!value) return std::nullopt;
-    values.push_back(*value);
-  }
   try {
+    std::vector<int64_t> values;
+    for (const auto& v : cost->variables()) {
+      auto value = value_of(v);
+      if (!value) return std::nullopt;
+      values.push_back(*value);
+    }
     return static_cast<double>(cost->evaluate(values));
   } catch (const Error&) {
     return std::nullopt;  // an expression that overflows gives no rate rather than a wrong one

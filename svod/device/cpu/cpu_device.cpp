@@ -93,7 +93,9 @@ std::optional<double> launch_bytes(const CpuProgram& program, const uint64_t* ar
   }
 }
 
-void run_logged(const CpuProgram& program, const uint64_t* args, int64_t slices) {
+// Out of line and cold so that run() stays a compare and a jump when
+// launches are not logged.
+[[gnu::noinline, gnu::cold]] void run_logged(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const auto start = std::chrono::steady_clock::now();
   run_slices(program, args, slices);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();

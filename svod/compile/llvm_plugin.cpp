@@ -26,8 +26,9 @@ LlvmPluginStatus open_plugin() {
   for (const std::string& path : llvm_plugin_candidates()) {
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
+      // dlerror() names the file itself.
       const char* why = dlerror();
-      tried += fmt::format("\n  {}: {}", path, why != nullptr ? why : "cannot be opened");
+      tried += why != nullptr ? fmt::format("\n  {}", why) : fmt::format("\n  {}: cannot be opened", path);
       continue;
     }
     // Never closed: LLVM keeps process-wide state (registered targets,
@@ -48,7 +49,7 @@ LlvmPluginStatus open_plugin() {
     if (debug_level() >= 1) logger().info("llvm backend: {} ({})", path, status.compiler->identity().describe());
     return status;
   }
-  status.error = fmt::format("the llvm backend's library {} could not be used:{}", detail::kLlvmPluginFileName, tried);
+  status.error = fmt::format("{} is not usable here:{}", detail::kLlvmPluginFileName, tried);
   return status;
 }
 

@@ -25,7 +25,7 @@ int info() {
     fmt::print("cpu backend: {} ({})\n", to_string(choice.backend), choice.reason);
     const LlvmPluginStatus& llvm = llvm_plugin();
     if (llvm.available()) fmt::print("  llvm:    {} ({})\n", llvm.compiler->identity().version, llvm.path);
-    else fmt::print("  llvm:    unavailable: {}\n", llvm.error);
+    else if (choice.reason.find(llvm.error) == std::string::npos) fmt::print("  llvm:    unavailable: {}\n", llvm.error);
   } catch (const Error& e) {
     fmt::print("cpu backend: none ({})\n", e.what());
   }

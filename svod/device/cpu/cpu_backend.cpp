@@ -38,7 +38,7 @@ CpuBackendChoice default_cpu_backend() {
   }
   const LlvmPluginStatus& llvm = llvm_plugin();
   if (llvm.available()) return {CpuBackend::Llvm, "in-process LLVM, the fastest to compile, loaded from " + llvm.path};
-  return {CpuBackend::Clang, "the llvm backend is unavailable (" + llvm.error + ")"};
+  return {CpuBackend::Clang, "the llvm backend is unavailable: " + llvm.error};
 }
 
 std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend) {

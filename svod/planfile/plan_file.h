@@ -170,15 +170,6 @@ struct LoadedPlan {
 // Compile errors keep their kind and name the program.
 LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options = {});
 
-// Floating-point work and memory traffic of op `op` for one execution with
-// the plan's current variable values, from its program's flops/bytes; nullopt
-// when the op is not a kernel or its program gives none.
-struct OpCost {
-  std::optional<double> flops;
-  std::optional<double> bytes;
-};
-OpCost op_cost(const LoadedPlan& loaded, size_t op);
-
 struct Mismatch {
   size_t index = 0;
   double got = 0;

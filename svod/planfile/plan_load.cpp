@@ -295,47 +295,6 @@ void LoadedPlan::execute(const ExecuteOptions& options) {
   else plan.execute(options);
 }
 
-OpCost op_cost(const LoadedPlan& loaded, size_t op) {
-  const auto* kernel = std::get_if<PreparedKernel>(&loaded.plan.op(op));
-  if (!kernel) return {};
-  const ProgramSpec& spec = kernel->program->spec();
-  // A cost expression names plan variables and the program's scalars; a
-  // scalar's value is its op expression evaluated over the plan variables.
-  auto variable = [&](const std::string& name) -> std::optional<int64_t> {
-    size_t caller_index = 0;
-    for (const auto& s : spec.scalars) {
-      if (s.name == kCoreIdName) continue;
-      if (s.name == name) {
-        const Expr& e = kernel->scalars[caller_index];
-        std::vector<int64_t> values;
-        for (const auto& v : e.variables()) {
-          auto value = loaded.plan.variable(v);
-          if (!value) return std::nullopt;
-          values.push_back(*value);
-        }
-        return e.evaluate(values);
-      }
-      ++caller_index;
-    }
-    return loaded.plan.variable(name);
-  };
-  auto evaluate = [&](const std::optional<Expr>& e) -> std::optional<double> {
-    if (!e) return std::nullopt;
-    std::vector<int64_t> values;
-    for (const auto& v : e->variables()) {
-      auto value = variable(v);
-      if (!value) return std::nullopt;
-      values.push_back(*value);
-    }
-    return static_cast<double>(e->evaluate(values));
-  };
-  try {
-    return {evaluate(spec.flops), evaluate(spec.bytes)};
-  } catch (const Error&) {
-    return {};  // an expression that overflows gives no figure rather than a wrong one
-  }
-}
-
 OutputCheck check_output(const LoadedOutput& output, DType dtype, std::span<const std::byte> data) {
   OutputCheck check;
   check.name = output.name;

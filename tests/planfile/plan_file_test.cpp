@@ -1,6 +1,7 @@
 // Plan files through the API: every field of the format, the generators, the
 // output checks and every kind of invalid plan (whose message must name the field).
 #include "svod/planfile/plan_file.h"
+#include "svod/profile/profile.h"
 
 #include <gtest/gtest.h>
 
@@ -123,11 +124,11 @@ TEST(PlanFile, EveryFieldOfTheFormat) {
   EXPECT_EQ(read_npy(dir / "results/out.npy").count(), 6u);
 
   // Cost figures come from the program's flops/bytes over the op's scalars.
-  OpCost cost = op_cost(loaded, 0);
-  EXPECT_EQ(cost.flops, 6.0);
-  EXPECT_EQ(cost.bytes, 48.0);
-  EXPECT_FALSE(op_cost(loaded, 1).flops);
-  EXPECT_FALSE(op_cost(loaded, 2).flops);
+  std::vector<OpDescription> ops = describe_ops(p);
+  EXPECT_EQ(ops[0].flops, 6.0);
+  EXPECT_EQ(ops[0].bytes, 48.0);
+  EXPECT_FALSE(ops[1].flops);
+  EXPECT_FALSE(ops[2].flops);
 }
 
 TEST(PlanFile, RandomInitsAreSeededAndDocumented) {

@@ -254,29 +254,75 @@ OpenClEvent enqueue_on_queue(const ExecutionNode& node, std::span<const OpenClEv
 // Host work of one run: items posted here are run by whichever thread gets
 // to them first — a pool worker (each post enqueues one pool task) or the
 // thread that called execute(), which drains the queue while it waits, so it
-// adds to the pool instead of idling. Pool tasks hold the queue by
-// shared_ptr because they may start after the run ended and find it empty.
+// adds to the pool instead of idling.
+//
+// A pool task may start long after the run it was enqueued for has ended (the
+// caller drained the queue itself), or never, if the process exits first, so
+// it must not own or point at the run's queue. Pool tasks capture nothing:
+// they take an item from any queue in the registry of live runs. A queue is
+// in the registry for exactly its lifetime, and a run ends only when all its
+// items have run, so a task either finds an item of a live run or nothing.
+// (An earlier version let each task hold its queue by shared_ptr; tasks still
+// pending when the process exited then leaked every run's queue.)
+struct WorkQueue;
+
+struct WorkRegistry {
+  std::mutex mutex;  // taken before any WorkQueue::mutex, never after
+  std::vector<WorkQueue*> live;
+};
+
+// Never destroyed: pool tasks may still run during or after static
+// destruction.
+WorkRegistry& work_registry() {
+  static WorkRegistry* registry = new WorkRegistry;
+  return *registry;
+}
+
 struct WorkQueue {
   std::mutex mutex;
   std::condition_variable wake;
   std::deque<std::function<void()>> items;
 
-  static void post(const std::shared_ptr<WorkQueue>& queue, std::function<void()> item) {
+  WorkQueue() {
+    WorkRegistry& r = work_registry();
+    std::lock_guard lock(r.mutex);
+    r.live.push_back(this);
+  }
+  ~WorkQueue() {
+    WorkRegistry& r = work_registry();
+    std::lock_guard lock(r.mutex);
+    std::erase(r.live, this);
+  }
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  void post(std::function<void()> item) {
     {
-      std::lock_guard lock(queue->mutex);
-      queue->items.push_back(std::move(item));
+      // Notified under the lock: once it drops, the waiter may run the item,
+      // end the run and destroy this queue.
+      std::lock_guard lock(mutex);
+      items.push_back(std::move(item));
+      wake.notify_one();
     }
-    queue->wake.notify_one();
-    thread_pool().enqueue([queue] {
-      std::function<void()> next;
-      {
+    thread_pool().enqueue(run_one);
+  }
+
+  // One pool task: runs one item of some live run, if any is left.
+  static void run_one() {
+    std::function<void()> next;
+    {
+      WorkRegistry& r = work_registry();
+      std::lock_guard registry_lock(r.mutex);
+      for (WorkQueue* queue : r.live) {
         std::lock_guard lock(queue->mutex);
-        if (queue->items.empty()) return;
+        if (queue->items.empty()) continue;
         next = std::move(queue->items.front());
         queue->items.pop_front();
+        break;
       }
-      next();
-    });
+    }
+    // The item's run cannot end before the item finishes its node.
+    if (next) next();
   }
 };
 
@@ -293,7 +339,7 @@ struct GraphRun {
   std::vector<OpenClEvent> events;
 #endif
   std::atomic<bool> failed{false};
-  std::shared_ptr<WorkQueue> work = std::make_shared<WorkQueue>();
+  std::unique_ptr<WorkQueue> work = std::make_unique<WorkQueue>();
   size_t remaining = 0;  // guarded by work->mutex
   std::exception_ptr error;
 
@@ -348,7 +394,7 @@ struct GraphRun {
       return;
     }
     if (contexts[node]->lane() == DeviceContext::Lane::HostPool) {
-      WorkQueue::post(work, [this, node] { run_host_node(node); });
+      work->post([this, node] { run_host_node(node); });
       return;
     }
 #if SVOD_HAVE_OPENCL
@@ -369,7 +415,7 @@ struct GraphRun {
     // enqueue; the rest happens as host work.
     try {
       events[node].on_complete([this, node](bool ok) {
-        WorkQueue::post(work, [this, node, ok] {
+        work->post([this, node, ok] {
           if (!ok) {
             try {
               throw make_error(ErrorKind::Execution, "the OpenCL command failed on {}", nodes[node].device->name());
@@ -382,7 +428,7 @@ struct GraphRun {
       });
     } catch (const Error&) {
       // No callback: a host thread waits for the command instead.
-      WorkQueue::post(work, [this, node] {
+      work->post([this, node] {
         try {
           events[node].wait();
         } catch (...) {

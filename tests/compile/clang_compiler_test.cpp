@@ -20,16 +20,7 @@ bool is_relocatable_elf(const Artifact& a) {
          a.bytes[16] == std::byte{1};  // e_type ET_REL (little-endian low byte)
 }
 
-template <typename Fn>
-Error expect_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an svod::Error";
-  return Error(ErrorKind::Internal, "no error");
-}
+using test::expect_error;
 
 TEST(ClangCompiler, CompilesCToARelocatableObject) {
   ClangCompiler clang;

@@ -1,9 +1,12 @@
 // Helpers shared by svod's tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <optional>
 #include <string>
 
+#include "svod/base/error.h"
 #include "svod/program/program_spec.h"
 
 namespace svod::test {
@@ -24,5 +27,18 @@ class ScopedEnv {
 // A C kernel spec with the given parameters.
 ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers = {},
                      std::vector<ScalarParam> scalars = {});
+
+// Runs fn, which must throw svod::Error, and returns that error (a failed
+// expectation and an Internal error when it throws nothing).
+template <typename Fn>
+Error expect_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an svod::Error";
+  return Error(ErrorKind::Internal, "no error was thrown");
+}
 
 }  // namespace svod::test

@@ -27,19 +27,25 @@ void parallel_for(size_t n, Fn&& fn);
 
 #include "svod/base/tsan.h"
 
+namespace svod::detail {
+// ThreadSanitizer hand-off address for parallel_for. A global, not a local:
+// a task must acquire before it reads anything its caller's stack holds,
+// including the captures that would lead it to a local token.
+inline char parallel_for_token;
+}  // namespace svod::detail
+
 template <typename Fn>
 void svod::parallel_for(size_t n, Fn&& fn) {
-  int token = 0;  // the hand-off address for ThreadSanitizer
-  detail::handoff_release(&token);
+  detail::handoff_release(&detail::parallel_for_token);
   thread_pool().execute([&] {
     tbb::parallel_for(
         size_t{0}, n,
         [&](size_t i) {
-          detail::handoff_acquire(&token);
+          detail::handoff_acquire(&detail::parallel_for_token);
           fn(i);
-          detail::handoff_release(&token);
+          detail::handoff_release(&detail::parallel_for_token);
         },
         tbb::simple_partitioner());
   });
-  detail::handoff_acquire(&token);
+  detail::handoff_acquire(&detail::parallel_for_token);
 }

@@ -36,16 +36,15 @@ inline char parallel_for_token;
 
 template <typename Fn>
 void svod::parallel_for(size_t n, Fn&& fn) {
-  detail::handoff_release(&detail::parallel_for_token);
   thread_pool().execute([&] {
-    tbb::parallel_for(
-        size_t{0}, n,
-        [&](size_t i) {
-          detail::handoff_acquire(&detail::parallel_for_token);
-          fn(i);
-          detail::handoff_release(&detail::parallel_for_token);
-        },
-        tbb::simple_partitioner());
+    auto body = [&](size_t i) {
+      detail::handoff_acquire(&detail::parallel_for_token);
+      fn(i);
+      detail::handoff_release(&detail::parallel_for_token);
+    };
+    // After the body exists: tasks read it (and what it captures) from this stack.
+    detail::handoff_release(&detail::parallel_for_token);
+    tbb::parallel_for(size_t{0}, n, body, tbb::simple_partitioner());
   });
   detail::handoff_acquire(&detail::parallel_for_token);
 }

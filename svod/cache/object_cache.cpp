@@ -77,6 +77,19 @@ bool is_temp(const fs::path& p) {
 
 Hash128 digest(std::span<const std::byte> payload) { return hash_bytes(payload); }
 
+// Drops the first `done` bytes from the vector `iov` of `count` pieces.
+void advance(iovec*& iov, int& count, size_t done) {
+  while (count > 0 && done >= iov->iov_len) {
+    done -= iov->iov_len;
+    ++iov;
+    --count;
+  }
+  if (count > 0) {
+    iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+    iov->iov_len -= done;
+  }
+}
+
 // Writes all of `iov`, retrying short writes and EINTR; false with errno set on failure.
 bool write_all(int fd, iovec* iov, int count) {
   while (count > 0) {
@@ -85,16 +98,7 @@ bool write_all(int fd, iovec* iov, int count) {
       if (errno == EINTR) continue;
       return false;
     }
-    auto left = static_cast<size_t>(n);
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    advance(iov, count, static_cast<size_t>(n));
   }
   return true;
 }
@@ -107,16 +111,7 @@ bool read_all(int fd, iovec* iov, int count) {
       return false;
     }
     if (n == 0) return false;  // shrank under us: treat as damaged
-    auto left = static_cast<size_t>(n);
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    advance(iov, count, static_cast<size_t>(n));
   }
   return true;
 }

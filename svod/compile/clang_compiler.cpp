@@ -104,31 +104,42 @@ const CompilerIdentity& ClangCompiler::identity() const {
   return identity_;
 }
 
+std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,
+                                     std::string_view doing, std::chrono::milliseconds timeout) {
+  ProcessResult r = run_process(argv, spec.source, timeout);
+  if (r.timed_out)
+    throw make_error(ErrorKind::Timeout, "clang did not finish {} \"{}\" within {} ms and was killed", doing,
+                     spec.display_name(), timeout.count());
+  if (r.term_signal != 0)
+    throw make_error(ErrorKind::Compile, "clang crashed (signal {}) {} \"{}\":\n{}", r.term_signal, doing,
+                     spec.display_name(), r.err);
+  if (r.exit_code != 0)
+    throw make_error(ErrorKind::Compile, "clang failed {} \"{}\" ({}):\n{}", doing, spec.display_name(),
+                     to_string(spec.language), r.err);
+  return std::move(r.out);
+}
+
+void ClangCompiler::log_compile(const ProgramSpec& spec, std::string_view backend,
+                                std::chrono::steady_clock::time_point start, size_t bytes) {
+  if (debug_level() >= 1) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    logger().info("compile {} backend={} {:.1f} ms, {} bytes", spec.display_name(), backend, ms, bytes);
+  }
+  if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+}
+
 Artifact ClangCompiler::compile(const ProgramSpec& spec) const {
   spec.validate();
   if (spec.language != Language::C && spec.language != Language::LlvmIr)
     throw make_error(ErrorKind::Unsupported, "program \"{}\": the clang backend compiles C and LLVM IR, not {}",
                      spec.display_name(), to_string(spec.language));
   const auto start = std::chrono::steady_clock::now();
-  ProcessResult r = run_process(command(spec), spec.source, options_.timeout);
-  if (r.timed_out)
-    throw make_error(ErrorKind::Timeout, "clang did not finish compiling \"{}\" within {} ms and was killed",
-                     spec.display_name(), options_.timeout.count());
-  if (r.term_signal != 0)
-    throw make_error(ErrorKind::Compile, "clang crashed (signal {}) compiling \"{}\":\n{}", r.term_signal,
-                     spec.display_name(), r.err);
-  if (r.exit_code != 0)
-    throw make_error(ErrorKind::Compile, "clang failed to compile \"{}\" ({}):\n{}", spec.display_name(),
-                     to_string(spec.language), r.err);
-  if (debug_level() >= 1) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    logger().info("compile {} backend=clang {:.1f} ms, {} bytes", spec.display_name(), ms, r.out.size());
-  }
-  if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+  const std::string object = run_clang(command(spec), spec, "compiling", options_.timeout);
+  log_compile(spec, "clang", start, object.size());
   Artifact a;
   a.kind = ArtifactKind::ElfObject;
-  const auto* p = reinterpret_cast<const std::byte*>(r.out.data());
-  a.bytes.assign(p, p + r.out.size());
+  const auto* p = reinterpret_cast<const std::byte*>(object.data());
+  a.bytes.assign(p, p + object.size());
   return a;
 }
 

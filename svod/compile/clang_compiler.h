@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "svod/compile/compiler.h"
@@ -34,6 +35,16 @@ class ClangCompiler final : public Compiler {
   static std::string find_clang();
 
   const std::string& clang_path() const noexcept { return clang_; }
+
+  // Runs clang (`argv`) with the spec's source on stdin and returns its output;
+  // a timeout is Error(Timeout), a crash or failure Error(Compile) with clang's
+  // diagnostics. `doing` names the step in messages ("compiling", "building").
+  // Shared by every backend that spawns clang.
+  static std::string run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec, std::string_view doing,
+                               std::chrono::milliseconds timeout);
+  // SVOD_DEBUG logging of a finished compile (level 1) and its source (level 3).
+  static void log_compile(const ProgramSpec& spec, std::string_view backend,
+                          std::chrono::steady_clock::time_point start, size_t bytes);
   // Resolved on first use by asking clang for its target CPU and features.
   const CompilerIdentity& identity() const override;
   Artifact compile(const ProgramSpec& spec) const override;

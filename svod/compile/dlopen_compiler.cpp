@@ -7,8 +7,6 @@
 #include <iterator>
 
 #include "svod/base/error.h"
-#include "svod/base/log.h"
-#include "svod/base/subprocess.h"
 #include "svod/loader/shared_library.h"
 
 namespace svod {
@@ -63,22 +61,12 @@ Artifact DlopenCompiler::compile(const ProgramSpec& spec) const {
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
   argv.insert(argv.end(), {"-", "-o", library.string()});
-  ProcessResult r = run_process(argv, spec.source, options_.timeout);
-  if (r.timed_out)
-    throw make_error(ErrorKind::Timeout, "clang did not finish building \"{}\" within {} ms and was killed",
-                     spec.display_name(), options_.timeout.count());
-  if (!r.ok())
-    throw make_error(ErrorKind::Compile, "clang failed to build a shared library from \"{}\" ({}):\n{}",
-                     spec.display_name(), to_string(spec.language), r.err);
+  ClangCompiler::run_clang(argv, spec, "building a shared library from", options_.timeout);
   Artifact a;
   a.kind = ArtifactKind::SharedLibrary;
   a.bytes = read_file(library);
   if (a.bytes.empty()) throw make_error(ErrorKind::Compile, "clang wrote an empty library for \"{}\"", spec.display_name());
-  if (debug_level() >= 1) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    logger().info("compile {} backend=dlopen {:.1f} ms, {} bytes", spec.display_name(), ms, a.bytes.size());
-  }
-  if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+  ClangCompiler::log_compile(spec, "dlopen", start, a.bytes.size());
   return a;
 }
 

@@ -1,6 +1,9 @@
 #include "svod/base/thread_pool.h"
 
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
+
+#include <new>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
@@ -17,9 +20,29 @@ int thread_count() {
   return count;
 }
 
+namespace {
+
+// The arena and a handle on the scheduler behind it. At process exit the
+// workers are joined, not merely told to stop, so that they are gone — and
+// their thread-local data destroyed — before anything that runs last at exit
+// (atexit handlers, LeakSanitizer's scan) looks at the process's threads.
+struct Pool {
+  tbb::task_scheduler_handle scheduler{tbb::attach{}};
+  tbb::task_arena arena{thread_count()};
+
+  ~Pool() {
+    arena.terminate();
+    // Fails (and returns) when exit is called from inside a task; the
+    // workers are then left to the library, as without this handle.
+    (void)tbb::finalize(scheduler, std::nothrow);
+  }
+};
+
+}  // namespace
+
 tbb::task_arena& thread_pool() {
-  static tbb::task_arena arena(thread_count());
-  return arena;
+  static Pool pool;
+  return pool.arena;
 }
 
 }  // namespace svod

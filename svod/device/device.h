@@ -3,6 +3,7 @@
 // many times and from many threads at once.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +43,12 @@ class Program {
   // every declared scalar except core_id, in declared order. Counts, sizes,
   // devices and bounds are checked before anything runs.
   virtual void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const = 0;
+
+  // Runs the kernel once, like launch(), and returns how long it ran: by the
+  // device's own events where it has them (OpenCL, CUDA), else by the host's
+  // monotonic clock around launch(). For benchmarks and tuning.
+  virtual std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
+                                               std::span<const int64_t> scalars) const;
 
  private:
   ProgramSpec spec_;

@@ -115,9 +115,9 @@ class OpenClProgram final : public Program {
   // (Error(Validation)); nothing is enqueued when a check fails.
   OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                       std::span<const OpenClEvent> waits = {}, const LaunchDims* dims = nullptr) const;
-  // Runs the kernel once and returns its device time (profiling counters),
-  // for benchmarks and tuning.
-  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const;
+  // Runs the kernel once and returns its device time (profiling counters).
+  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
+                                       std::span<const int64_t> scalars) const override;
 
   // The launch sizes the spec gives for these caller scalars.
   LaunchDims dims(std::span<const int64_t> scalars) const;

@@ -1,0 +1,107 @@
+// Kernel timing for benchmarks and auto-tuning (the seed's benchmark module).
+//
+// benchmark_kernel() times one program on fixed arguments: warm-up runs, then
+// timed runs until both the minimum run count and the minimum total time are
+// reached (or the maximum run count, or the time budget). Each run is timed by
+// Program::time_launch — device events where the device has them, the host's
+// monotonic clock otherwise. A run slower than `early_stop_factor` times the
+// best time the caller already knows ends the measurement early: a tuner need
+// not time a candidate precisely to know it lost.
+//
+// benchmark_round_robin() times many candidates together, one run of each in
+// turn, so that drift of the machine (frequency, other load) hits them alike.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "svod/device/device.h"
+
+namespace svod {
+
+struct BenchmarkConfig {
+  int warmup_runs = 1;
+  int min_runs = 3;     // timed runs at least (unless stopped early or out of time)
+  int max_runs = 100;   // timed runs at most
+  // Keep timing (up to max_runs) until the timed runs add up to this.
+  std::chrono::nanoseconds min_total{0};
+  // Stop once a timed run is slower than this factor of `best_known`.
+  double early_stop_factor = 3.0;
+  // The best time the caller knows (e.g. the tuner's best candidate so far);
+  // none: no early stop.
+  std::optional<std::chrono::nanoseconds> best_known;
+  // Bytes written to a scratch buffer between timed runs to evict the
+  // caches; 0 = off (the default, also on CPU). 16 MiB is a usual size.
+  size_t cache_flush_bytes = 0;
+  // Wall-clock budget for warm-up plus timed runs; once passed, no new run
+  // starts (at least one timed run always completes). A run that never
+  // returns cannot be stopped in-process: isolate such kernels in a child
+  // process (the tuner does).
+  std::chrono::nanoseconds timeout = std::chrono::seconds(10);
+};
+
+// Summary statistics of timed runs, in nanoseconds.
+struct BenchmarkStats {
+  double min = 0;
+  double median = 0;
+  double mean = 0;
+  double stddev = 0;  // population standard deviation
+};
+// Statistics of `samples` (nanoseconds); all zero when empty.
+BenchmarkStats summarize(std::span<const double> samples);
+
+struct BenchmarkResult {
+  std::vector<double> samples;  // every timed run, nanoseconds, in order
+  BenchmarkStats stats;
+  int runs = 0;                 // samples.size()
+  bool stopped_early = false;   // a run passed early_stop_factor * best_known
+  bool timed_out = false;       // the budget ended the timing before min_runs/min_total
+};
+
+// The arguments of one launch: buffers in declared order, scalars for every
+// declared scalar except core_id, in declared order.
+struct KernelArgs {
+  std::vector<Buffer> buffers;
+  std::vector<int64_t> scalars;
+};
+
+// Times `program` on `args`. Argument errors surface from the first launch
+// as the launch's Error, before anything is timed.
+BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args, const BenchmarkConfig& config = {});
+
+// One candidate of a round-robin measurement.
+struct RoundRobinCandidate {
+  std::shared_ptr<const Program> program;
+  KernelArgs args;
+};
+
+struct RoundRobinResult {
+  // Per candidate, in input order: its timing, or the error that excluded it
+  // (its first failing launch; it is not run again). `retired` marks
+  // candidates dropped early for being slower than early_stop_factor times
+  // the best median so far.
+  std::vector<BenchmarkResult> results;
+  std::vector<std::optional<std::string>> errors;
+  std::vector<bool> retired;
+  size_t best = SIZE_MAX;  // index of the lowest median among the survivors; SIZE_MAX when none
+};
+
+// Warms up every candidate (config.warmup_runs each), then runs rounds — one
+// timed run of each live candidate per round, in turn — until every live
+// candidate has min_runs samples and min_total is reached, max_runs rounds
+// have run, or the budget is spent. After each round from the second on, a
+// candidate whose median exceeds early_stop_factor times the best live median
+// is retired. config.best_known also applies.
+RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> candidates, const BenchmarkConfig& config = {});
+
+// Starts and touches every thread of the pool (svod/base/thread_pool.h), so
+// that the first timed run pays no thread start-up.
+void warmup_thread_pool();
+
+}  // namespace svod

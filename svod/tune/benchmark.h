@@ -101,7 +101,9 @@ struct RoundRobinResult {
 RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> candidates, const BenchmarkConfig& config = {});
 
 // Starts and touches every thread of the pool (svod/base/thread_pool.h), so
-// that the first timed run pays no thread start-up.
-void warmup_thread_pool();
+// that the first timed run pays no thread start-up. Returns how many distinct
+// threads ran a task (thread_count() unless a worker failed to start within
+// seconds).
+int warmup_thread_pool();
 
 }  // namespace svod

@@ -12,41 +12,20 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
-#include "svod/device/cpu/cpu_backend.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
 #include "tools/svod/commands.h"
+#include "tools/svod/common.h"
 
 namespace svod::cli {
 namespace {
 
 constexpr size_t kShownValues = 8;
-
-// One line on stderr saying what failed and where; anything after the first
-// line of the message (compiler diagnostics) follows, indented.
-int fail(const Error& e) {
-  const std::string message = e.what();
-  const size_t newline = message.find('\n');
-  fmt::print(stderr, "svod run: error ({}): {}\n", to_string(e.kind()), message.substr(0, newline));
-  if (newline != std::string::npos) {
-    std::string rest = message.substr(newline + 1);
-    size_t pos = 0;
-    while (pos < rest.size()) {
-      size_t end = rest.find('\n', pos);
-      if (end == std::string::npos) end = rest.size();
-      fmt::print(stderr, "  | {}\n", rest.substr(pos, end - pos));
-      pos = end + 1;
-    }
-  }
-  return 2;
-}
 
 std::string value_text(DType dtype, const std::byte* p) {
   if (dtype == DType::I64) {
@@ -65,44 +44,17 @@ std::string value_text(DType dtype, const std::byte* p) {
 
 std::string shape_text(const std::vector<size_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) {
-  std::map<std::string, int64_t> out;
-  for (const auto& text : vars) {
-    const size_t eq = text.find('=');
-    int64_t value = 0;
-    const char* begin = eq == std::string::npos ? nullptr : text.data() + eq + 1;
-    const char* end = text.data() + text.size();
-    if (eq == 0 || begin == nullptr || begin == end || std::from_chars(begin, end, value).ptr != end) {
-      throw make_error(ErrorKind::Validation, "--var {}: expected NAME=VALUE with an integer VALUE", text);
-    }
-    out[text.substr(0, eq)] = value;
-  }
-  return out;
-}
-
 }  // namespace
 
 int run(const RunOptions& options) {
-  if (!options.backend.empty()) {
-    try {
-      parse_cpu_backend(options.backend);
-    } catch (const Error&) {
-      fmt::print(stderr, "svod run: error (validation): --backend {}: expected clang, llvm or dlopen\n",
-                 options.backend);
-      return 2;
-    }
-    // The plan opens its CPU device through the registry, which creates the
-    // device of the default backend; --backend decides that default here.
-    ::setenv("SVOD_CPU_BACKEND", options.backend.c_str(), 1);
-  }
-
   std::optional<LoadedPlan> loaded;
   PlanFile file;
   try {
+    select_cpu_backend(options.backend);
     file = parse_plan_file(options.plan);
     loaded.emplace(load_plan(file, LoadOptions{parse_vars(options.vars)}));
   } catch (const Error& e) {
-    return fail(e);
+    return fail("run", e);
   }
   ExecutionPlan& plan = loaded->plan;
 
@@ -124,7 +76,7 @@ int run(const RunOptions& options) {
       }
     }
   } catch (const Error& e) {
-    return fail(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
+    return fail("run", make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
 
   // Outputs: values, checksums, files and expectations.
@@ -132,7 +84,7 @@ int run(const RunOptions& options) {
   try {
     if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
   } catch (const std::filesystem::filesystem_error& e) {
-    return fail(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, e.what()));
+    return fail("run", make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, e.what()));
   }
   for (size_t i = 0; i < loaded->outputs.size(); ++i) {
     const LoadedOutput& out = loaded->outputs[i];
@@ -159,7 +111,7 @@ int run(const RunOptions& options) {
       try {
         write_output_npy(path, out, dtype, data);
       } catch (const Error& e) {
-        return fail(make_error(e.kind(), "{}: outputs.{}.npy: {}", file.source_name, out.name, e.what()));
+        return fail("run", make_error(e.kind(), "{}: outputs.{}.npy: {}", file.source_name, out.name, e.what()));
       }
       fmt::print("  wrote {}\n", path.string());
     }
@@ -194,7 +146,7 @@ int run(const RunOptions& options) {
     try {
       write_chrome_trace(profile, options.profile);
     } catch (const Error& e) {
-      return fail(make_error(e.kind(), "--profile {}: {}", options.profile, e.what()));
+      return fail("run", make_error(e.kind(), "--profile {}: {}", options.profile, e.what()));
     }
     fmt::print("wrote trace {}\n", options.profile);
   }

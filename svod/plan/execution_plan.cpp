@@ -126,6 +126,9 @@ struct PlanState {
   void prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values);
   void run_op(size_t i, PlanObserver* observer);
   void run(const ExecuteOptions& options);
+  std::chrono::nanoseconds time_op(size_t i);
+  void check_not_poisoned() const;
+  [[noreturn]] void poison_with(size_t i, std::string_view what);
   void apply_vars(const std::map<std::string, int64_t>& vars, std::vector<int64_t>& values) const;
 };
 
@@ -508,12 +511,27 @@ void PlanState::run_op(size_t i, PlanObserver* observer) {
   }
 }
 
-void PlanState::run(const ExecuteOptions& options) {
+void PlanState::check_not_poisoned() const {
   if (poisoned.load(std::memory_order_relaxed))
     throw make_error(ErrorKind::PlanPoisoned,
                      "the plan failed in an earlier run and its buffers may be half-written; build it again "
                      "(the failure: {})",
                      poison_reason);
+}
+
+// Rethrows the exception in flight with op i named, and poisons the plan.
+void PlanState::poison_with(size_t i, std::string_view what) {
+  try {
+    rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
+  } catch (const Error& e) {
+    poison_reason = e.what();
+    poisoned.store(true);
+    throw;
+  }
+}
+
+void PlanState::run(const ExecuteOptions& options) {
+  check_not_poisoned();
   if (dirty) {
     prepare(var_values);
     dirty = false;
@@ -522,17 +540,27 @@ void PlanState::run(const ExecuteOptions& options) {
   auto node = [this, observer](size_t i) { run_op(i, observer); };
   auto failure = runner.run(options.sequential, node);
   if (!failure) return;
-  const size_t i = failure->node;
   try {
     std::rethrow_exception(failure->error);
   } catch (...) {
-    try {
-      rethrow_with(fmt::format("{} ({}) failed", op_name(i), op_kind(ops[i])));
-    } catch (const Error& e) {
-      poison_reason = e.what();
-      poisoned.store(true);
-      throw;
-    }
+    poison_with(failure->node, "failed");
+  }
+}
+
+std::chrono::nanoseconds PlanState::time_op(size_t i) {
+  check_not_poisoned();
+  if (dirty) {
+    prepare(var_values);
+    dirty = false;
+  }
+  try {
+    auto* k = std::get_if<KernelRun>(&runs[i]);
+    if (k && !k->cpu) return k->program->time_launch(k->launch_buffers, {k->caller(), k->scalars.size()});
+    const auto start = std::chrono::steady_clock::now();
+    run_op(i, nullptr);
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  } catch (...) {
+    poison_with(i, "failed");
   }
 }
 
@@ -603,6 +631,13 @@ ExecutionPlan::~ExecutionPlan() = default;
 void ExecutionPlan::execute(const ExecuteOptions& options) {
   std::lock_guard lock(state_->mutex);
   state_->run(options);
+}
+
+std::chrono::nanoseconds ExecutionPlan::time_op(size_t index) {
+  if (index >= state_->ops.size())
+    throw make_error(ErrorKind::Validation, "op {} is out of range: the plan has {} ops", index, state_->ops.size());
+  std::lock_guard lock(state_->mutex);
+  return state_->time_op(index);
 }
 
 void ExecutionPlan::execute_sequential() { execute(ExecuteOptions{.sequential = true}); }

@@ -14,6 +14,7 @@
 // instead of computing on half-written state.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -143,6 +144,13 @@ class ExecutionPlan {
   // the plan is then poisoned.
   void execute(const ExecuteOptions& options = {});
   void execute_sequential();
+  // Runs op `index` alone with the current variables and buffers and returns
+  // how long it took: a kernel on a device with events by them
+  // (Program::time_launch), anything else by the host clock. For benchmarks
+  // (svod bench): the op is not ordered against others, so run the plan
+  // first when it needs their results. A failure poisons the plan like a
+  // failed execute(). Thread-safe like execute().
+  std::chrono::nanoseconds time_op(size_t index);
   // Sets the named variables (others keep their values), checks them and every
   // op's scalars and launch sizes, then runs. Nothing changes and nothing runs
   // when a check fails (Error(Validation)).

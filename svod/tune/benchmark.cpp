@@ -89,11 +89,12 @@ BenchmarkStats summarize(std::span<const double> samples) {
   return s;
 }
 
-BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args, const BenchmarkConfig& config) {
+BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds()>& run_once, Device& device,
+                                    const BenchmarkConfig& config) {
   validate(config);
   const auto deadline = Clock::now() + config.timeout;
-  CacheFlusher flusher(program.device(), config.cache_flush_bytes);
-  for (int i = 0; i < config.warmup_runs && Clock::now() < deadline; ++i) program.launch(args.buffers, args.scalars);
+  CacheFlusher flusher(device, config.cache_flush_bytes);
+  for (int i = 0; i < config.warmup_runs && Clock::now() < deadline; ++i) run_once();
 
   BenchmarkResult r;
   while (static_cast<int>(r.samples.size()) < config.max_runs && !enough(r.samples, config)) {
@@ -102,7 +103,7 @@ BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args,
       break;
     }
     flusher.flush();
-    const double t = static_cast<double>(program.time_launch(args.buffers, args.scalars).count());
+    const double t = static_cast<double>(run_once().count());
     r.samples.push_back(t);
     if (slower_than(t, config)) {
       r.stopped_early = true;
@@ -111,6 +112,10 @@ BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args,
   }
   finish(r);
   return r;
+}
+
+BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args, const BenchmarkConfig& config) {
+  return benchmark_operation([&] { return program.time_launch(args.buffers, args.scalars); }, program.device(), config);
 }
 
 RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> candidates, const BenchmarkConfig& config) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -74,6 +75,12 @@ struct KernelArgs {
 // Times `program` on `args`. Argument errors surface from the first launch
 // as the launch's Error, before anything is timed.
 BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args, const BenchmarkConfig& config = {});
+
+// The same measurement for any operation: `run_once` runs it once and
+// returns its time (warm-up runs call it too and drop the time). Cache
+// flushes, when configured, write memory of `device`.
+BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds()>& run_once, Device& device,
+                                    const BenchmarkConfig& config = {});
 
 // One candidate of a round-robin measurement.
 struct RoundRobinCandidate {

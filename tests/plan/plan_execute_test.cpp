@@ -312,6 +312,40 @@ TEST_F(PlanExecute, FailureReportsTheOpAndPoisonsThePlan) {
   }
 }
 
+TEST_F(PlanExecute, TimeOpRunsOneOpAloneWithTheCurrentVariables) {
+  ExecutionPlanBuilder b;
+  const size_t c = b.add_buffer(host_buffer(DType::I32, 1));
+  const size_t out = b.add_buffer(host_buffer(DType::I64, 8));
+  b.add_variable({"N", 1, 8}, 3);
+  b.add_op(PreparedKernel{test::touch_kernel(), {c}, {}, {}});
+  b.add_op(PreparedKernel{test::put_kernel(), {out}, {}, {}});
+  ExecutionPlan plan = b.build();
+
+  for (int i = 0; i < 3; ++i) EXPECT_GT(plan.time_op(0).count(), 0);
+  EXPECT_EQ(plan.buffer(c).span<int32_t>()[0], 3);  // only op 0 ran, once per call
+  EXPECT_EQ(plan.buffer(out).span<int64_t>()[0], 0);
+
+  // Launch sizes follow the plan's variables: put fills N slots.
+  plan.time_op(1);
+  EXPECT_EQ(plan.buffer(out).span<int64_t>()[2], 3);
+  EXPECT_EQ(plan.buffer(out).span<int64_t>()[3], 0);
+  plan.execute_with_vars({{"N", 5}});
+  std::fill_n(plan.buffer(out).span<int64_t>().begin(), 8, 0);
+  plan.time_op(1);
+  EXPECT_EQ(plan.buffer(out).span<int64_t>()[4], 5);
+
+  expect_error(ErrorKind::Validation, [&] { plan.time_op(2); }, {"op 2 is out of range", "2 ops"});
+
+  ExecutionPlanBuilder failing;
+  const size_t x = failing.add_buffer(host_buffer(DType::F32, 4));
+  failing.add_op(call("fill", {x}, {{"value", int64_t{1}}}));
+  failing.add_op(call("boom", {x}), {.id = "bad"});
+  ExecutionPlan bad = failing.build();
+  expect_error(ErrorKind::Unsupported, [&] { bad.time_op(1); }, {"op 1 (\"bad\")", "typed boom"});
+  EXPECT_TRUE(bad.poisoned());
+  expect_error(ErrorKind::PlanPoisoned, [&] { bad.time_op(0); });
+}
+
 TEST_F(PlanExecute, ReplicasShareInputsAndRunConcurrently) {
   auto add = test::add_const_kernel();
   ExecutionPlanBuilder b;

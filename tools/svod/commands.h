@@ -25,4 +25,20 @@ struct RunOptions {
 };
 int run(const RunOptions& options);
 
+// `svod bench PLAN.json …`: runs the plan once, then times each op alone and
+// prints time, GFLOP/s, GB/s and share per op. Exit 0, or 2 when the plan
+// could not be loaded or run.
+struct BenchOptions {
+  std::string plan;
+  std::vector<std::string> vars;  // NAME=VALUE
+  int warmup = 1;
+  int runs = 10;        // timed runs at least
+  int max_runs = 1000;  // timed runs at most, while min_time_ms is not reached
+  int min_time_ms = 10;
+  bool flush = false;   // write 16 MiB between runs to evict the caches
+  std::string backend;
+  std::string json;     // every sample, for scripts
+};
+int bench(const BenchOptions& options);
+
 }  // namespace svod::cli

@@ -28,6 +28,21 @@ int main(int argc, char** argv) {
   run->add_option("--backend", run_options.backend, "CPU compiler backend: clang, llvm or dlopen (default: SVOD_CPU_BACKEND, else llvm when its library loads, else clang)");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
 
+  svod::cli::BenchOptions bench_options;
+  auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
+  bench->add_option("plan", bench_options.plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
+  bench->add_option("--var", bench_options.vars, "set a plan variable: NAME=VALUE (repeatable)")
+      ->type_size(1)
+      ->allow_extra_args(false);
+  bench->add_option("--warmup", bench_options.warmup, "untimed runs per op first (default 1)")->check(CLI::NonNegativeNumber);
+  bench->add_option("--runs", bench_options.runs, "timed runs per op at least (default 10)")->check(CLI::PositiveNumber);
+  bench->add_option("--max-runs", bench_options.max_runs, "timed runs per op at most (default 1000)")->check(CLI::PositiveNumber);
+  bench->add_option("--min-time-ms", bench_options.min_time_ms, "keep timing an op until its runs add up to this (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  bench->add_flag("--flush", bench_options.flush, "write 16 MiB between timed runs to evict the caches");
+  bench->add_option("--backend", bench_options.backend, "CPU compiler backend: clang, llvm or dlopen");
+  bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
+
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");
   cache->require_subcommand(1);
   auto* cache_stats = cache->add_subcommand("stats", "print the cache directory, entry count and size");
@@ -40,6 +55,7 @@ int main(int argc, char** argv) {
     if (cache_stats->parsed()) return svod::cli::cache_stats();
     if (cache_clear->parsed()) return svod::cli::cache_clear();
     if (run->parsed()) return svod::cli::run(run_options);
+    if (bench->parsed()) return svod::cli::bench(bench_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

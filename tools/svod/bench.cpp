@@ -1,0 +1,164 @@
+// `svod bench PLAN.json`: times every op of a plan on its own and prints a
+// table of times, rates and shares.
+//
+// The plan is executed once first, so that every op sees the inputs a real
+// run gives it. Then each op, in dependency order, is timed alone through
+// ExecutionPlan::time_op (device events for kernels on devices that have
+// them, the host clock otherwise) with the measurement of benchmark_kernel:
+// warm-up, run counts, minimum total, optional cache flushes. Views do no
+// work and are listed only. Rates use the median: GFLOP/s and GB/s from the
+// program's flops and bytes expressions.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "svod/planfile/plan_file.h"
+#include "svod/profile/profile.h"
+#include "svod/tune/benchmark.h"
+#include "tools/svod/commands.h"
+#include "tools/svod/common.h"
+
+namespace svod::cli {
+namespace {
+
+struct OpTiming {
+  const OpDescription* op = nullptr;
+  std::optional<BenchmarkResult> result;
+  std::string note;  // why the op was not timed
+};
+
+// The device whose memory a cache flush for op `index` should write.
+Device* flush_device(const ExecutionPlan& plan, size_t index) {
+  const PreparedOp& op = plan.op(index);
+  if (const auto* k = std::get_if<PreparedKernel>(&op)) return &k->program->device();
+  if (const auto* c = std::get_if<PreparedCopy>(&op)) {
+    const Buffer& dst = plan.buffer(c->dst);
+    return dst.is_host() ? &plan.buffer(c->src).device() : &dst.device();
+  }
+  if (const auto* f = std::get_if<PreparedCustomFunction>(&op); f && !f->buffers.empty())
+    return &plan.buffer(f->buffers.front()).device();
+  return nullptr;
+}
+
+OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config) {
+  OpTiming t{&description, std::nullopt, {}};
+  if (std::holds_alternative<PreparedBufferView>(plan.op(index))) {
+    t.note = "view, no work";
+    return t;
+  }
+  Device* device = flush_device(plan, index);
+  if (!device) {
+    t.note = "no buffers, not timed";
+    return t;
+  }
+  t.result = benchmark_operation([&] { return plan.time_op(index); }, *device, config);
+  return t;
+}
+
+std::string rate_text(std::optional<double> amount, double ns) {
+  if (!amount || ns <= 0) return "-";
+  return fmt::format("{:.2f}", *amount / ns);  // per ns = giga per second
+}
+
+void print_table(const std::vector<OpTiming>& rows) {
+  double total = 0;
+  for (const auto& r : rows)
+    if (r.result) total += r.result->stats.median;
+  size_t width = 2;
+  for (const auto& r : rows) width = std::max(width, r.op->label.size());
+  fmt::print("{:<{}}  {:>5}  {:>12}  {:>12}  {:>12}  {:>9}  {:>8}  {:>6}\n", "op", width, "runs", "median us", "min us",
+             "max us", "GFLOP/s", "GB/s", "share");
+  for (const auto& r : rows) {
+    if (!r.result) {
+      fmt::print("{:<{}}  {}\n", r.op->label, width, r.note);
+      continue;
+    }
+    const BenchmarkStats& s = r.result->stats;
+    const double max = *std::max_element(r.result->samples.begin(), r.result->samples.end());
+    fmt::print("{:<{}}  {:>5}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>9}  {:>8}  {:>5.1f}%{}\n", r.op->label, width,
+               r.result->runs, s.median / 1e3, s.min / 1e3, max / 1e3,
+               rate_text(r.op->flops, s.median), rate_text(r.op->bytes, s.median),
+               total > 0 ? 100 * s.median / total : 0.0, r.result->timed_out ? "  (time budget reached)" : "");
+  }
+  fmt::print("{:<{}}  {:>5}  {:>12.3f}\n", "total (sum of medians)", width, "", total / 1e3);
+}
+
+void write_json(const std::string& path, const std::vector<OpTiming>& rows) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const OpTiming& r = rows[i];
+    nlohmann::json o = {{"label", r.op->label}, {"kind", r.op->kind}, {"device", r.op->device}, {"name", r.op->name}};
+    if (r.result) {
+      const BenchmarkStats& s = r.result->stats;
+      o["runs"] = r.result->runs;
+      o["samples_ns"] = r.result->samples;
+      o["median_ns"] = s.median;
+      o["min_ns"] = s.min;
+      o["mean_ns"] = s.mean;
+      o["stddev_ns"] = s.stddev;
+      o["timed_out"] = r.result->timed_out;
+      if (r.op->flops && s.median > 0) o["gflops"] = *r.op->flops / s.median;
+      if (r.op->bytes && s.median > 0) o["gbps"] = *r.op->bytes / s.median;
+    } else {
+      o["note"] = r.note;
+    }
+    ops.push_back(std::move(o));
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << nlohmann::json{{"ops", ops}}.dump(2) << '\n';
+  if (!out.flush()) throw make_error(ErrorKind::Io, "--json {}: cannot write the file", path);
+}
+
+}  // namespace
+
+int bench(const BenchOptions& options) {
+  BenchmarkConfig config;
+  config.warmup_runs = options.warmup;
+  config.min_runs = options.runs;
+  config.max_runs = std::max(options.runs, options.max_runs);
+  config.min_total = std::chrono::milliseconds(options.min_time_ms);
+  config.cache_flush_bytes = options.flush ? size_t{16} << 20 : 0;
+
+  PlanFile file;
+  std::optional<LoadedPlan> loaded;
+  try {
+    select_cpu_backend(options.backend);
+    file = parse_plan_file(options.plan);
+    loaded.emplace(load_plan(file, LoadOptions{parse_vars(options.vars)}));
+  } catch (const Error& e) {
+    return fail("bench", e);
+  }
+  ExecutionPlan& plan = loaded->plan;
+  std::vector<OpDescription> ops = describe_ops(plan);
+  for (size_t i = 0; i < ops.size(); ++i) ops[i].label = loaded->op_labels[i];
+
+  std::vector<OpTiming> rows;
+  try {
+    loaded->execute();
+    warmup_thread_pool();
+    for (size_t i : plan.topological_order()) {
+      try {
+        rows.push_back(time_op(plan, i, ops[i], config));
+      } catch (const Error& e) {
+        throw make_error(e.kind(), "{}: {}", ops[i].label, e.what());
+      }
+    }
+  } catch (const Error& e) {
+    return fail("bench", make_error(e.kind(), "{}: {}", file.source_name, e.what()));
+  }
+  print_table(rows);
+  if (!options.json.empty()) {
+    try {
+      write_json(options.json, rows);
+    } catch (const Error& e) {
+      return fail("bench", e);
+    }
+  }
+  return 0;
+}
+
+}  // namespace svod::cli

@@ -206,6 +206,9 @@ class Worker {
     }
 
     BenchmarkConfig config = tune_.benchmark;
+    // The check run already warmed code and caches: it stands for one warm-up
+    // run, which matters for slow candidates, where each run is expensive.
+    config.warmup_runs = std::max(0, config.warmup_runs - 1);
     // The budget stays well inside the timer, which is for runs that never end.
     config.timeout = tune_.timeout / 3;
     if (best_ns_) config.best_known = std::chrono::nanoseconds(static_cast<int64_t>(*best_ns_));

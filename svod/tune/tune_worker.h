@@ -10,7 +10,8 @@
 // takes them one at a time: restores the op's buffers, runs the candidate
 // once and compares what it wrote with the reference (the tune file's
 // tolerances), restores again and times it (benchmark_kernel with early stop
-// against the best median so far). An interval timer armed around each
+// against the best median so far; the check run counts as one warm-up
+// run). An interval timer armed around each
 // candidate's runs kills the worker with SIGALRM when they pass the tune
 // file's timeout.
 //

@@ -95,7 +95,9 @@ class Worker {
       LoadedOutput output;
       output.name = op.buffers[i];
       output.shape = {b.count()};
-      output.expect = PlanFileExpect{.rtol = tune_.rtol, .atol = tune_.atol};
+      output.expect.emplace();
+      output.expect->rtol = tune_.rtol;
+      output.expect->atol = tune_.atol;
       written_.push_back(i);
       outputs_.push_back(std::move(output));
       got_.push_back(host->allocate(b.dtype(), b.count()));

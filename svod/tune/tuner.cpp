@@ -134,7 +134,7 @@ class WorkerEvaluator final : public TuneEvaluator {
       if (left.empty() && !culprit) break;
       auto [status, why] = death(process);
       if (culprit) {
-        results[*culprit] = TuneCandidate{.status = status, .message = why};
+        results[*culprit] = failed(status, why);
         ++done;
         if (options_.on_progress) {
           options_.on_progress({round, done, points.size(), report_.candidates.size() + done, best_ns_});
@@ -142,7 +142,7 @@ class WorkerEvaluator final : public TuneEvaluator {
       } else {
         // Nothing was in flight (the worker died compiling or loading), so
         // another worker would fail alike: give up on the rest of the round.
-        for (size_t i : left) results[i] = TuneCandidate{.status = TuneStatus::Error, .message = "worker " + why};
+        for (size_t i : left) results[i] = failed(TuneStatus::Error, "worker " + why);
         left.clear();
       }
       pending = std::move(left);
@@ -160,6 +160,13 @@ class WorkerEvaluator final : public TuneEvaluator {
   }
 
  private:
+  static TuneCandidate failed(TuneStatus status, std::string message) {
+    TuneCandidate c;
+    c.status = status;
+    c.message = std::move(message);
+    return c;
+  }
+
   static TuneCandidate from_event(const Json& event) {
     TuneCandidate c;
     const std::string status = event.value("status", "");

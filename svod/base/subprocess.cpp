@@ -64,7 +64,8 @@ std::optional<std::string> find_executable(std::string_view name) {
 }
 
 ProcessResult run_process(const std::vector<std::string>& argv, std::string_view input,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout,
+                          const std::function<void(std::string_view)>& on_stdout) {
   if (argv.empty()) throw make_error(ErrorKind::Validation, "run_process: empty argv");
   Pipe in(/*socket=*/true), out, err;
 
@@ -126,6 +127,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::string_view
       ssize_t r = ::read(fds[i].fd, chunk, sizeof chunk);
       if (r > 0) {
         sink.append(chunk, static_cast<size_t>(r));
+        if (is_out && on_stdout) on_stdout(std::string_view(chunk, static_cast<size_t>(r)));
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         (is_out ? out : err).close_end(0);
       }

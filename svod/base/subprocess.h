@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,8 +23,11 @@ struct ProcessResult {
 // Runs argv[0] (looked up in PATH when it has no '/'), writes `input` to its
 // stdin, collects stdout and stderr, and kills it with SIGKILL once `timeout`
 // has passed. Throws Error(Io) when the process cannot be started.
+// `on_stdout`, when set, also sees each piece of stdout as it arrives (for
+// children that report progress while they run); it must not throw.
 ProcessResult run_process(const std::vector<std::string>& argv, std::string_view input,
-                          std::chrono::milliseconds timeout);
+                          std::chrono::milliseconds timeout,
+                          const std::function<void(std::string_view)>& on_stdout = {});
 
 // The absolute path of an executable: `name` itself when it contains '/',
 // else the first match in PATH. nullopt when there is none.

@@ -404,6 +404,36 @@ Expr Expr::constant(int64_t value) {
   return e;
 }
 
+Expr Expr::substitute(const std::map<std::string, int64_t, std::less<>>& values) const {
+  // Rewriting the text and parsing it again reuses the parser's folding and
+  // keeps text() the source of the expression, as for any parsed one.
+  std::string out;
+  const std::string_view text = text_;
+  size_t pos = 0;
+  auto ident_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9');
+  };
+  while (pos < text.size()) {
+    if (!ident_char(text[pos])) {
+      out += text[pos++];
+      continue;
+    }
+    // A run of identifier characters is a literal (starting with a digit) or a name.
+    const size_t start = pos;
+    while (pos < text.size() && ident_char(text[pos])) ++pos;
+    const std::string_view word = text.substr(start, pos - start);
+    const auto it = values.find(word);
+    if (it == values.end()) {
+      out += word;
+    } else if (it->second < 0) {
+      out += fmt::format("({})", it->second);
+    } else {
+      out += std::to_string(it->second);
+    }
+  }
+  return parse(out);
+}
+
 int64_t Expr::constant_value() const {
   if (!is_constant()) {
     std::vector<std::string> used;

@@ -15,7 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +66,13 @@ class Expr {
   // so many expressions can be evaluated against one array of values. Throws
   // Error(Validation) naming the variable when it is not in `names`.
   Expr bind_to(std::span<const std::string> names) const;
+
+  // The same expression with the variables named in `values` replaced by
+  // those constants and folded; other variables stay. The text shows the
+  // values ("(N+TILE-1)/TILE" with TILE=4 becomes "(N+4-1)/4"), so specs that
+  // differ only in them also differ in their text and cache keys. The tuner
+  // uses it to fix a kernel's tuning parameters in its launch sizes.
+  Expr substitute(const std::map<std::string, int64_t, std::less<>>& values) const;
 
   // The text the expression was parsed from (or the decimal constant).
   const std::string& text() const noexcept { return text_; }

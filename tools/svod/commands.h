@@ -41,4 +41,15 @@ struct BenchOptions {
 };
 int bench(const BenchOptions& options);
 
+// `svod tune TUNE.json …` (svod/tune/tune_file.h): exit 0 when the search
+// ran, 2 when the tune file or plan is bad or the start candidate fails.
+struct TuneOptions {
+  std::string tune_file;
+  std::string json;     // write every candidate here
+  std::string backend;  // as for run
+};
+int tune(const TuneOptions& options);
+// `svod tune --worker`: one job of the tuner's worker protocol on stdin.
+int tune_worker();
+
 }  // namespace svod::cli

@@ -43,6 +43,14 @@ int main(int argc, char** argv) {
   bench->add_option("--backend", bench_options.backend, "CPU compiler backend: clang, llvm or dlopen");
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
 
+  svod::cli::TuneOptions tune_options;
+  bool tune_worker = false;
+  auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
+  tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)");
+  tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
+  tune->add_option("--backend", tune_options.backend, "CPU compiler backend: clang, llvm or dlopen");
+  tune->add_flag("--worker", tune_worker, "run one job of the tuner's worker (internal)")->group("");
+
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");
   cache->require_subcommand(1);
   auto* cache_stats = cache->add_subcommand("stats", "print the cache directory, entry count and size");
@@ -56,6 +64,12 @@ int main(int argc, char** argv) {
     if (cache_clear->parsed()) return svod::cli::cache_clear();
     if (run->parsed()) return svod::cli::run(run_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
+    if (tune->parsed() && tune_worker) return svod::cli::tune_worker();
+    if (tune->parsed() && tune_options.tune_file.empty()) {
+      fmt::print(stderr, "svod tune: error (validation): a tune file is required\n");
+      return 2;
+    }
+    if (tune->parsed()) return svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

@@ -1,0 +1,79 @@
+// The beam-search auto-tuner behind `svod tune TUNE.json` (tune_file.h).
+//
+// tune() runs beam_search() (beam_search.h) with an evaluator that hands each
+// round's candidates to worker processes (tune_worker.h): a worker compiles
+// the round in parallel, then checks and times its candidates one by one.
+// When a worker dies, the candidate it had in flight is recorded as crashed
+// (or timed out, when the worker's timer or the tuner's safety limit ended
+// it) and a fresh worker takes the rest of the round; if it died before any
+// candidate was in flight, the rest of the round is recorded as failed with
+// the reason. The start candidate writes the reference outputs into a
+// private temporary folder, removed when tune() returns.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "svod/tune/benchmark.h"
+#include "svod/tune/tune_file.h"
+
+namespace svod {
+
+enum class TuneStatus { Ok, Wrong, CompileError, Crashed, Timeout, Error };
+std::string_view to_string(TuneStatus status) noexcept;  // "ok", "wrong", "compile_error", …
+
+struct TuneCandidate {
+  TunePoint point;
+  size_t round = 0;
+  TuneStatus status = TuneStatus::Error;
+  std::string message;         // why it failed; empty when ok
+  double median_ns = 0;        // when ok
+  double min_ns = 0;
+  int runs = 0;
+  bool stopped_early = false;  // timing stopped once it was clearly slower than the best
+};
+
+struct TuneReport {
+  std::vector<TuneCandidate> candidates;  // in evaluation order; [0] is the start
+  size_t best = 0;                        // index into candidates
+  size_t rounds = 0;                      // rounds after the start
+  double seconds = 0;                     // wall time of the whole search
+
+  double speedup(size_t index) const;     // the start's median over this one's; 0 unless ok
+};
+
+struct TuneProgress {
+  size_t round = 0;
+  size_t done = 0;    // candidates of this round finished
+  size_t total = 0;   // candidates in this round
+  size_t evaluated = 0;                  // over all rounds, this one's finished included
+  std::optional<double> best_median_ns;  // the best so far
+};
+
+struct TuneOptions {
+  // How to start a worker: the svod binary and its arguments, e.g.
+  // {"/usr/bin/svod", "tune", "--worker"}.
+  std::vector<std::string> worker_command;
+  // Called after each finished candidate, on the calling thread.
+  std::function<void(const TuneProgress&)> on_progress;
+};
+
+// Tunes `file`'s op. Throws Error when the start candidate fails (it is the
+// reference every other candidate is checked against; the error keeps the
+// failure's kind where it has one, Execution otherwise) or a worker cannot
+// load the plan (the worker's error, with its kind).
+TuneReport tune(const TuneFile& file, const TuneOptions& options);
+
+// The candidates as a table: one column per parameter, then median, min,
+// speed-up over the start and status; the best row is marked.
+std::string render_tune_table(const TuneFile& file, const TuneReport& report);
+
+// Writes every candidate as JSON (see docs in tools/svod/tune.cpp).
+void write_tune_json(const TuneFile& file, const TuneReport& report, const std::filesystem::path& path);
+
+}  // namespace svod

@@ -1,0 +1,214 @@
+// Tune files, candidate specs and the tuner end to end: worker processes
+// (the svod binary), wrong, crashing, hanging and non-compiling candidates,
+// the JSON report and the `svod tune` command on the example.
+#include "svod/tune/tuner.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "svod/base/subprocess.h"
+#include "tests/planfile/temp_dir.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_error;
+
+const fs::path kSvod = fs::path(SVOD_BINARY_DIR) / "svod";
+
+// op 0 fills `in` (so the tuned op sees what a real run gives it), op 1
+// ("k") is tuned: out += 2 * in, readwrite, so a candidate run on
+// unrestored buffers would differ. MODE picks a behaviour:
+//   0, 5 right; 1 wrong; 2 segfaults; 3 never returns; 4 does not compile;
+//   6 right only when `in` is all zeros (so it is wrong when op 0 ran).
+constexpr std::string_view kPlan = R"({
+  "svod_plan": 1,
+  "variables": { "N": { "min": 1, "max": 64, "value": 64 }, "PARTS": { "min": 1, "max": 8, "value": 1 } },
+  "buffers": {
+    "src": { "dtype": "f32", "count": 64, "init": { "arange": { "start": 1, "step": 1 } } },
+    "in": { "dtype": "f32", "count": 64 },
+    "out": { "dtype": "f32", "count": 64, "init": { "fill": 1 } }
+  },
+  "programs": {
+    "k": {
+      "language": "c",
+      "source": "void k(float* restrict out, const float* restrict in, int n) {\n#if MODE == 1\n for (int i = 0; i < n; i++) out[i] += 2.0f * in[i] + 1.0f;\n#elif MODE == 2\n *(volatile int*)0 = 1;\n#elif MODE == 3\n volatile int spin = 1; while (spin) {}\n#elif MODE == 4\n#error this candidate does not compile\n#elif MODE == 6\n for (int i = 0; i < n; i++) out[i] += 3.0f * in[i];\n#elif MODE == 5\n for (int i = n - 1; i >= 0; i--) out[i] += in[i] + in[i];\n#else\n for (int i = 0; i < n; i++) out[i] += 2.0f * in[i];\n#endif\n}\n",
+      "entry": "k",
+      "buffers": [ { "name": "out", "access": "readwrite" }, { "name": "in" } ],
+      "scalars": [ { "name": "n", "type": "i32" } ],
+      "global_size": ["PARTS * 1"],
+      "flops": "N * PARTS"
+    }
+  },
+  "ops": [
+    { "copy": { "dst": "in", "src": "src" } },
+    { "id": "k", "run": "k", "buffers": ["out", "in"], "scalars": { "n": "N" } }
+  ]
+})";
+
+class TunerTest : public ::testing::Test {
+ protected:
+  test::TempDir dir;
+  fs::path plan = dir.write("plan.json", kPlan);
+
+  fs::path tune_file(std::string_view body) { return dir.write("tune.json", body); }
+  // A tune file of the test plan with `fields` added to svod_tune/plan.
+  fs::path tune_with(std::string_view fields) {
+    return tune_file(fmt::format(R"({{"svod_tune": 1, "plan": "plan.json", {}}})", fields));
+  }
+  Error bad(std::string_view fields) { return expect_error([&] { parse_tune_file(tune_with(fields)); }); }
+  void expect_bad(std::string_view fields, std::string_view where, std::string_view what) {
+    const Error e = bad(fields);
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind((dir / "tune.json").string() + ": " + std::string(where) + ": ", 0), 0u) << message;
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  }
+};
+
+TEST_F(TunerTest, ParsesATuneFile) {
+  const TuneFile f = parse_tune_file(tune_with(
+      R"("op": "k", "parameters": {"MODE": [0, 5], "PARTS": [1, 2]}, "beam": 2, "check": {"rtol": 0.5},
+         "timeout_ms": 2000, "benchmark": {"min_runs": 2, "max_runs": 4, "min_time_ms": 0}, "min_gain": 0)"));
+  EXPECT_EQ(f.op, 1u);
+  ASSERT_EQ(f.parameters.size(), 2u);
+  EXPECT_EQ(f.parameters[0].name, "MODE");
+  EXPECT_EQ(f.parameters[1].values[1].integer, 2);
+  EXPECT_EQ(f.search.beam_width, 2u);
+  EXPECT_EQ(f.rtol, 0.5);
+  EXPECT_FALSE(f.atol);
+  EXPECT_EQ(f.timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(f.benchmark.max_runs, 4);
+  EXPECT_EQ(f.describe({1, 1}), "MODE=5 PARTS=2");
+}
+
+TEST_F(TunerTest, CandidateSpecsCarryDefinesAndFixedLaunchSizes) {
+  const TuneFile f = parse_tune_file(tune_with(R"("op": 1, "parameters": {"MODE": [0, 5], "PARTS": [1, 4]})"));
+  const ProgramSpec spec = candidate_spec(f, {1, 1});
+  EXPECT_EQ(spec.defines, (std::vector<std::pair<std::string, std::string>>{{"MODE", "5"}, {"PARTS", "4"}}));
+  ASSERT_TRUE(spec.global_size[0].is_constant());
+  EXPECT_EQ(spec.global_size[0].constant_value(), 4);
+  // Plan variables are fixed too, so the program launches without a plan.
+  EXPECT_EQ(spec.flops->constant_value(), 64 * 4);
+  EXPECT_EQ(candidate_spec(f, {0, 0}).global_size[0].constant_value(), 1);
+}
+
+TEST_F(TunerTest, BadTuneFilesNameTheFileAndField) {
+  EXPECT_EQ(expect_error([&] { parse_tune_file(dir / "absent.json"); }).kind(), ErrorKind::Io);
+  const Error missing = bad(R"("op": 0, "parameters": {"MODE": [0]}, "plan": "nope.json")");
+  EXPECT_NE(std::string(missing.what()).find("tune.json: plan: "), std::string::npos) << missing.what();
+  EXPECT_NE(std::string(missing.what()).find("nope.json"), std::string::npos) << missing.what();
+  EXPECT_EQ(expect_error([&] { parse_tune_file(tune_file(R"({"svod_tune": 1, "plan": "gone.json"})")); }).kind(),
+            ErrorKind::Io);
+
+  expect_bad(R"("op": "zz", "parameters": {"MODE": [0]})", "op", "no op with id \"zz\"");
+  expect_bad(R"("op": 7, "parameters": {"MODE": [0]})", "op", "out of range");
+  expect_bad(R"("op": 0, "parameters": {"MODE": [0]})", "op", "does not run a program");
+  expect_bad(R"("op": 1.5, "parameters": {"MODE": [0]})", "op", "expected an op index or an op id");
+  expect_bad(R"("parameters": {"MODE": [0]})", "(the tune file)", "missing field \"op\"");
+  expect_bad(R"("op": 1, "parameters": {"NOPE": [1, 2]})", "parameters.NOPE", "does not use \"NOPE\"");
+  expect_bad(R"("op": 1, "parameters": {"MODE": []})", "parameters.MODE", "non-empty array");
+  expect_bad(R"("op": 1, "parameters": {})", "parameters", "at least one parameter");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0, 0]})", "parameters.MODE[1]", "listed twice");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0.5]})", "parameters.MODE[0]", "expected an integer or a non-empty string");
+  expect_bad(R"("op": 1, "parameters": {"n": [1]})", "parameters.n", "is a scalar parameter");
+  expect_bad(R"("op": 1, "parameters": {"PARTS": ["two"]})", "parameters.PARTS[0]", "must be integers");
+  expect_bad(R"("op": 1, "parameters": {"PARTS": [1, 9]})", "parameters.PARTS[1]", "9");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0]}, "beam": 0)", "beam", "expected an integer from 1");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0]}, "beam": "wide")", "beam", "expected an integer");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0]}, "beem": 2)", "beem", "unknown field");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0]}, "vars": {"M": 2})", "vars.M", "no variable");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0]}, "check": {"rtol": -1})", "check.rtol", "tolerance");
+  expect_bad(R"("op": 1, "parameters": {"MODE": [0]}, "benchmark": {"min_runs": 5, "max_runs": 2})", "benchmark",
+             "below min_runs");
+  const Error json = expect_error([&] { parse_tune_file(tune_file("{ nope")); });
+  EXPECT_NE(std::string(json.what()).find("not valid JSON"), std::string::npos);
+}
+
+TuneOptions worker_options() { return {.worker_command = {kSvod.string(), "tune", "--worker"}, .on_progress = {}}; }
+
+TEST_F(TunerTest, SurvivesWrongCrashingHangingAndBrokenCandidates) {
+  if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
+  const TuneFile f = parse_tune_file(tune_with(
+      R"("op": "k", "parameters": {"MODE": [0, 1, 2, 3, 4, 5, 6]}, "beam": 1, "timeout_ms": 1000,
+         "benchmark": {"warmup_runs": 0, "min_runs": 2, "max_runs": 3, "min_time_ms": 0})"));
+  size_t progress_calls = 0;
+  TuneOptions options = worker_options();
+  options.on_progress = [&](const TuneProgress& p) {
+    ++progress_calls;
+    EXPECT_LE(p.done, p.total);
+  };
+  const TuneReport report = tune(f, options);
+  ASSERT_EQ(report.candidates.size(), 7u);
+  EXPECT_EQ(progress_calls, 7u);
+  std::map<size_t, TuneStatus> status;
+  for (const auto& c : report.candidates) status[c.point[0]] = c.status;
+  EXPECT_EQ(status[0], TuneStatus::Ok);
+  EXPECT_EQ(status[1], TuneStatus::Wrong);
+  EXPECT_EQ(status[2], TuneStatus::Crashed);
+  EXPECT_EQ(status[3], TuneStatus::Timeout);
+  EXPECT_EQ(status[4], TuneStatus::CompileError);
+  EXPECT_EQ(status[5], TuneStatus::Ok) << "buffers must be restored before each run";
+  EXPECT_EQ(status[6], TuneStatus::Wrong) << "the ops before the tuned one must have run";
+  const size_t best = report.candidates[report.best].point[0];
+  EXPECT_TRUE(best == 0 || best == 5);
+  for (const auto& c : report.candidates) {
+    if (c.point[0] == 4) EXPECT_NE(c.message.find("does not compile"), std::string::npos) << c.message;
+    if (c.point[0] == 2) EXPECT_NE(c.message.find("signal"), std::string::npos) << c.message;
+  }
+
+  // The JSON report lists every candidate with its status.
+  write_tune_json(f, report, dir / "report.json");
+  std::ifstream in(dir / "report.json");
+  const auto json = nlohmann::json::parse(in);
+  ASSERT_EQ(json["candidates"].size(), 7u);
+  EXPECT_EQ(json["best"].get<size_t>(), report.best);
+  for (const auto& c : json["candidates"]) {
+    const std::string s = c["status"].get<std::string>();
+    EXPECT_TRUE(c["params"].contains("MODE"));
+    if (s == "ok") EXPECT_GT(c["median_ns"].get<double>(), 0);
+    else EXPECT_FALSE(c["message"].get<std::string>().empty());
+  }
+  EXPECT_NE(render_tune_table(f, report).find("compile_error"), std::string::npos);
+}
+
+TEST_F(TunerTest, AFailingStartIsAnError) {
+  if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
+  const TuneFile f = parse_tune_file(tune_with(R"("op": "k", "parameters": {"MODE": [4, 0]})"));
+  const Error e = expect_error([&] { tune(f, worker_options()); });
+  EXPECT_EQ(e.kind(), ErrorKind::Compile);
+  EXPECT_NE(std::string(e.what()).find("start candidate (MODE=4)"), std::string::npos) << e.what();
+}
+
+TEST_F(TunerTest, CommandTunesTheExampleAndWritesJson) {
+  if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
+  const fs::path out = dir / "tune.json.out";
+  const ProcessResult r =
+      run_process({kSvod.string(), "tune", SVOD_SOURCE_DIR "/examples/tune_matmul/tune_small.json", "--json", out.string()},
+                  "", std::chrono::minutes(5));
+  ASSERT_TRUE(r.ok()) << r.out << r.err;
+  EXPECT_NE(r.out.find("best: ORDER="), std::string::npos) << r.out;
+  std::ifstream in(out);
+  const auto json = nlohmann::json::parse(in);
+  EXPECT_EQ(json["parameters"], (nlohmann::json{"ORDER", "TJ", "SPLIT"}));
+  ASSERT_GE(json["candidates"].size(), 4u);
+  for (const auto& c : json["candidates"]) EXPECT_EQ(c["status"], "ok") << c.dump();
+}
+
+TEST_F(TunerTest, CommandRejectsABadTuneFileWithStatus2) {
+  if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
+  const fs::path bad_file = tune_with(R"("op": 1, "parameters": {"MODE": []})");
+  const ProcessResult r = run_process({kSvod.string(), "tune", bad_file.string()}, "", std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("svod tune: error (validation): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("parameters.MODE"), std::string::npos) << r.err;
+  const ProcessResult none = run_process({kSvod.string(), "tune"}, "", std::chrono::seconds(60));
+  EXPECT_EQ(none.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace svod

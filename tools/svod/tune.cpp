@@ -1,0 +1,80 @@
+// `svod tune TUNE.json`: beam-search the parameters of one op of a plan file
+// (svod/tune/tune_file.h, svod/tune/tuner.h). Candidates run in worker
+// processes, which are this same binary started as `svod tune --worker`.
+//
+// --json FILE writes every candidate:
+//   {"tune_file", "plan", "op", "program", "parameters": [names], "beam",
+//    "rounds", "seconds", "best": index,
+//    "candidates": [{"index", "round", "params": {name: value}, "status",
+//                    "median_ns", "min_ns", "runs", "stopped_early", "speedup"
+//                    (when ok) | "message" (otherwise)}]}
+// Status is ok, wrong (output differs from the start candidate's),
+// compile_error, crashed, timeout or error.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "svod/base/error.h"
+#include "svod/tune/tune_worker.h"
+#include "svod/tune/tuner.h"
+#include "tools/svod/commands.h"
+#include "tools/svod/common.h"
+
+namespace svod::cli {
+namespace {
+
+// A one-line bar redrawn in place; only when stderr is a terminal.
+void draw_progress(const TuneProgress& p) {
+  constexpr size_t kWidth = 30;
+  const size_t filled = p.total == 0 ? kWidth : p.done * kWidth / p.total;
+  fmt::print(stderr, "\r\033[Kround {} [{}{}] {}/{}  best {}", p.round, std::string(filled, '#'),
+             std::string(kWidth - filled, '.'), p.done, p.total,
+             p.best_median_ns ? fmt::format("{:.2f} us", *p.best_median_ns / 1e3) : std::string("-"));
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int tune_worker() {
+  const std::string job{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  return run_tune_worker(job, stdout);
+}
+
+int tune(const TuneOptions& options) {
+  try {
+    // Workers inherit the environment, so they compile with this backend too.
+    select_cpu_backend(options.backend);
+    const TuneFile file = parse_tune_file(options.tune_file);
+    svod::TuneOptions run;
+    // Workers are this very binary.
+    std::error_code no_link;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", no_link);
+    run.worker_command = {no_link ? std::string("/proc/self/exe") : self.string(), "tune", "--worker"};
+    const bool bar = ::isatty(STDERR_FILENO) != 0;
+    if (bar) run.on_progress = draw_progress;
+    fmt::print("tuning {} (ops[{}], program \"{}\") of {}\n", options.tune_file, file.op, file.program().name,
+               file.plan.source_name);
+    TuneReport report = svod::tune(file, run);
+    if (bar) fmt::print(stderr, "\r\033[K");
+    fmt::print("{}", render_tune_table(file, report));
+    const TuneCandidate& best = report.candidates[report.best];
+    fmt::print("best: {}  median {:.2f} us, {:.2f}x the start ({})\n", file.describe(best.point), best.median_ns / 1e3,
+               report.speedup(report.best), file.describe(report.candidates.front().point));
+    fmt::print("{} candidates in {} rounds, {:.2f} s ({:.1f} candidates/s)\n", report.candidates.size(),
+               report.rounds + 1, report.seconds, double(report.candidates.size()) / report.seconds);
+    if (!options.json.empty()) {
+      write_tune_json(file, report, options.json);
+      fmt::print("wrote {}\n", options.json);
+    }
+  } catch (const Error& e) {
+    return fail("tune", e);
+  }
+  return 0;
+}
+
+}  // namespace svod::cli

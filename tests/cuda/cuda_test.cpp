@@ -160,6 +160,16 @@ TEST(Nvrtc, SvodCudaPathThatHoldsNoNvrtcIsUnavailable) {
 
 // ---- the driver without a GPU -------------------------------------------------------
 
+bool cuda_device_present() {
+  try {
+    open_device("CUDA:0");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+
 TEST(CudaDriver, MissingLibraryIsNoDriver) {
   ScopedEnv driver("SVOD_CUDA_DRIVER", "/nonexistent/libcuda.so.1");
   const Error e = expect_error([] { detail::cuda_driver(); });
@@ -171,6 +181,10 @@ TEST(CudaDriver, MissingLibraryIsNoDriver) {
 TEST(CudaDriver, TheToolkitStubIsNotADriver) {
   const char* stub = "/usr/local/cuda/lib/stubs/libcuda.so";
   if (!std::filesystem::exists(stub)) GTEST_SKIP() << stub << " is not installed";
+  // The stub's soname is libcuda.so.1: once it is loaded, dlopen("libcuda.so.1")
+  // would find it instead of a real driver. Loading the default driver first
+  // keeps the later GPU tests of this process on the real one.
+  cuda_device_present();
   ScopedEnv driver("SVOD_CUDA_DRIVER", stub);
   const Error e = expect_error([] { detail::cuda_driver(); });
   EXPECT_EQ(e.kind(), ErrorKind::DeviceUnavailable);
@@ -186,15 +200,6 @@ TEST(CudaDriver, StatusTextNamesTheError) {
   EXPECT_NE(detail::cu_status_text(34).find("CUDA_ERROR_STUB_LIBRARY"), std::string::npos);
   EXPECT_EQ(detail::cu_status_text(123456), "CUDA status 123456");
   EXPECT_EQ(expect_error([] { detail::check_cu(700, "running x"); }).kind(), ErrorKind::Execution);
-}
-
-bool cuda_device_present() {
-  try {
-    open_device("CUDA:0");
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 TEST(CudaRegistry, OpeningWithoutAGpuIsUnavailable) {

@@ -358,9 +358,10 @@ CudaDevice::CudaDevice(size_t index) : api_(&cuda_driver()), index_(index), cach
 }
 
 CudaDevice::~CudaDevice() {
-  // At process exit the driver may be gone already; statuses are ignored.
+  // Registry devices are destroyed at process exit, when the driver may have
+  // shut down already: then nothing is released (the process is ending).
   const auto& api = *api_;
-  make_current();
+  if (api.cuCtxSetCurrent(context_) != cu::CUDA_SUCCESS) return;
   api.cuStreamSynchronize(stream_);
   graphs_.clear();
   for (size_t i = 0; i < 2; ++i) {

@@ -9,6 +9,7 @@
 
 #include "svod/base/error.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "svod/device/cuda/cuda_device.h"
 #if SVOD_HAVE_OPENCL
 #include "svod/device/opencl/opencl_device.h"
 #endif
@@ -21,6 +22,7 @@ namespace {
 std::vector<DeviceKind> builtin_kinds() {
   std::vector<DeviceKind> kinds;
   kinds.push_back(cpu_device_kind());
+  kinds.push_back(cuda_device_kind());
 #if SVOD_HAVE_OPENCL
   kinds.push_back(opencl_device_kind());
 #endif

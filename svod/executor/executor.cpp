@@ -9,6 +9,7 @@
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "svod/device/cuda/cuda_device.h"
 #include "svod/plan/dag.h"
 #include "svod/plan/hazards.h"
 #include "svod/program/cpu_abi.h"
@@ -197,11 +198,26 @@ std::vector<std::vector<size_t>> ExecutionGraph::parallel_groups() const {
 
 namespace {
 
+// A CUDA kernel node's launch sizes: the node's where it gives them, else
+// the spec's.
+CudaGridDims cuda_dims(const ExecutionNode& node, const CudaProgram& program) {
+  CudaGridDims dims;
+  if (!node.global || !node.local) dims = program.dims(node.scalars);
+  if (node.global) dims.grid = *node.global;
+  if (node.local) dims.block = *node.local;
+  return dims;
+}
+
 // Work that runs on the host: CPU kernels, other devices' synchronous
 // launches, staged or host copies, host functions.
 void run_on_host(const ExecutionNode& node) {
   switch (node.kind) {
     case ExecutionNode::Kind::Kernel: {
+      if (const auto* cuda = dynamic_cast<const CudaProgram*>(node.program.get())) {
+        const CudaGridDims dims = cuda_dims(node, *cuda);
+        cuda->launch_with(node.buffers, node.scalars, &dims);
+        return;
+      }
       const auto* cpu = dynamic_cast<const CpuProgram*>(node.program.get());
       if (!cpu || !node.global) {
         node.program->launch(node.buffers, node.scalars);
@@ -250,6 +266,30 @@ OpenClEvent enqueue_on_queue(const ExecutionNode& node, std::span<const OpenClEv
   return program.enqueue(node.buffers, node.scalars, waits, &dims);
 }
 #endif
+
+// A graph made only of kernels of one CUDA device runs as one CUDA graph:
+// the device keeps the instantiated graph per shape (programs and edges) and
+// on later runs only updates the parameters and sizes that changed, so a plan
+// re-run with rebound buffers or new variable values replays it. Returns
+// false, running nothing, for any other graph.
+bool run_as_cuda_graph(const ExecutionGraph::State& state) {
+  CudaDevice* device = nullptr;
+  for (const auto& node : state.nodes) {
+    auto* cuda = dynamic_cast<CudaDevice*>(node.device);
+    if (node.kind != ExecutionNode::Kind::Kernel || !cuda || (device && cuda != device)) return false;
+    device = cuda;
+  }
+  const auto& preds = state.dag.predecessors();
+  std::vector<CudaGraphKernel> kernels;
+  kernels.reserve(state.nodes.size());
+  for (size_t i = 0; i < state.nodes.size(); ++i) {
+    const ExecutionNode& node = state.nodes[i];
+    const auto& program = static_cast<const CudaProgram&>(*node.program);
+    kernels.push_back({node.program, node.buffers, node.scalars, cuda_dims(node, program), preds[i]});
+  }
+  device->run_graph(kernels);
+  return true;
+}
 
 // Host work of one run: items posted here are run by whichever thread gets
 // to them first — a pool worker (each post enqueues one pool task) or the
@@ -495,6 +535,9 @@ void UnifiedExecutor::execute(ExecutionGraph& graph, const GraphRunOptions& opti
   const size_t n = state.nodes.size();
   if (n == 0) return;
   const auto& preds = state.dag.predecessors();
+
+  // Per-node observation and sequential debugging need per-node launches.
+  if (!options.sequential && !options.observer && run_as_cuda_graph(state)) return;
 
   if (options.sequential) {
     for (size_t node : state.dag.order()) {

@@ -17,7 +17,10 @@
 //  - otherwise (host work, other contexts, or SyncStrategy::BlockingHostWait),
 //    once they have finished, which the host observes.
 // Copies between devices that have no direct path are staged through host
-// memory on the thread pool. Graphs are reusable: execute() may run one graph
+// memory on the thread pool. CUDA kernels and copies run as host work (each
+// launch waits for its stream), except that a graph made only of kernels of
+// one CUDA device, run without an observer, is submitted as one CUDA graph
+// (see CudaDevice::run_graph). Graphs are reusable: execute() may run one graph
 // many times (one run at a time per graph).
 #pragma once
 

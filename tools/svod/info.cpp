@@ -5,6 +5,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/device/cpu/cpu_backend.h"
+#include "svod/device/cuda/cuda_api.h"
 #include "svod/device/registry.h"
 #include "tools/svod/commands.h"
 
@@ -28,6 +29,13 @@ int info() {
     else if (choice.reason.find(llvm.error) == std::string::npos) fmt::print("  llvm:    unavailable: {}\n", llvm.error);
   } catch (const Error& e) {
     fmt::print("cpu backend: none ({})\n", e.what());
+  }
+  // CUDA C compiles without a GPU; the CUDA devices below need the driver.
+  try {
+    const auto& nvrtc = detail::nvrtc_api();
+    fmt::print("nvrtc: {}.{} ({})\n", nvrtc.major, nvrtc.minor, nvrtc.path);
+  } catch (const Error& e) {
+    fmt::print("nvrtc: none ({})\n", e.what());
   }
   // Every device the registry can open, and the kinds that have none here
   // with the reason.

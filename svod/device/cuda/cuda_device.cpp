@@ -1,0 +1,605 @@
+#include "svod/device/cuda/cuda_device.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/cache/cache_key.h"
+#include "svod/cache/kernel_cache.h"
+#include "svod/cache/object_cache.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/device/cuda/nvrtc_compiler.h"
+
+namespace svod {
+
+using detail::check_cu;
+using detail::cu_status_text;
+using detail::cuda_driver;
+
+namespace {
+
+// Bytes per pinned staging half: large enough that the per-chunk driver
+// overhead vanishes against the transfer, small enough to stay resident.
+constexpr size_t kStagingBytes = size_t{8} << 20;
+// Instantiated graphs kept per device (least recently used dropped first).
+constexpr size_t kMaxGraphs = 32;
+
+std::string describe(const CudaDeviceDetails& d) {
+  return fmt::format("{} (sm_{}{}), {} SMs, {} MiB, driver {}.{}", d.name, d.compute_major, d.compute_minor,
+                     d.multiprocessors, d.global_memory >> 20, d.driver_version / 1000, d.driver_version % 1000 / 10);
+}
+
+CudaDeviceDetails query(const detail::CudaDriverApi& api, cu::CUdevice device) {
+  CudaDeviceDetails d;
+  char name[256] = {};
+  if (api.cuDeviceGetName(name, sizeof(name) - 1, device) == cu::CUDA_SUCCESS) d.name = name;
+  api.cuDeviceGetAttribute(&d.compute_major, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  api.cuDeviceGetAttribute(&d.compute_minor, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  api.cuDeviceGetAttribute(&d.multiprocessors, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  api.cuDeviceGetAttribute(&d.max_threads_per_block, cu::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+  size_t bytes = 0;
+  if (api.cuDeviceTotalMem(&bytes, device) == cu::CUDA_SUCCESS) d.global_memory = bytes;
+  d.driver_version = api.driver_version;
+  return d;
+}
+
+int device_count(const detail::CudaDriverApi& api) {
+  int count = 0;
+  check_cu(api.cuDeviceGetCount(&count), "cuDeviceGetCount", ErrorKind::DeviceUnavailable);
+  return count;
+}
+
+// Launch sizes as the driver takes them: each in [1, 2^32).
+std::array<unsigned, 6> driver_dims(const CudaGridDims& dims, const std::string& program) {
+  std::array<unsigned, 6> out{};
+  for (size_t d = 0; d < 3; ++d) {
+    const int64_t g = dims.grid[d], b = dims.block[d];
+    if (g < 1 || b < 1 || g > UINT32_MAX || b > UINT32_MAX)
+      throw make_error(ErrorKind::Validation,
+                       "program \"{}\": dimension {} has a grid of {} blocks of {} threads; both must be in [1, 2^32)",
+                       program, d, g, b);
+    out[d] = static_cast<unsigned>(g);
+    out[3 + d] = static_cast<unsigned>(b);
+  }
+  return out;
+}
+
+std::string dims_text(const CudaGridDims& d) {
+  return fmt::format("a grid of {}x{}x{} blocks of {}x{}x{} threads", d.grid[0], d.grid[1], d.grid[2], d.block[0],
+                     d.block[1], d.block[2]);
+}
+
+// A pair of timing events, destroyed on every path.
+struct EventPair {
+  const detail::CudaDriverApi& api;
+  cu::CUevent start = nullptr, end = nullptr;
+  ~EventPair() {
+    if (start) api.cuEventDestroy(start);
+    if (end) api.cuEventDestroy(end);
+  }
+};
+
+}  // namespace
+
+// ---- storage -------------------------------------------------------------------
+
+CudaStorage::CudaStorage(CudaDevice& device, size_t bytes, cu::CUdeviceptr pointer)
+    : Storage(device, bytes), pointer_(pointer) {}
+
+CudaStorage::~CudaStorage() {
+  // Errors are ignored: at process exit the driver may already be shut down.
+  const auto& owner = static_cast<CudaDevice&>(device());
+  owner.make_current();
+  owner.api().cuMemFree(pointer_);
+}
+
+CudaPinnedStorage::CudaPinnedStorage(CudaDevice& device, size_t bytes, void* host) : Storage(device, bytes, host) {}
+
+CudaPinnedStorage::~CudaPinnedStorage() {
+  const auto& owner = static_cast<CudaDevice&>(device());
+  owner.make_current();
+  owner.api().cuMemFreeHost(host_data());
+}
+
+// ---- CudaProgram -----------------------------------------------------------------
+
+CudaProgram::CudaProgram(CudaDevice& device, ProgramSpec spec, cu::CUmodule module, cu::CUfunction function)
+    : Program(std::move(spec)), device_(&device), module_(module), function_(function), layout_(this->spec()) {
+  std::vector<std::string> names;
+  for (const auto& s : this->spec().scalars) names.push_back(s.name);
+  for (size_t d = 0; d < 3; ++d) {
+    try {
+      block_[d] = this->spec().local_size[d].bind_to(names);
+    } catch (const Error&) {
+      block_[d].reset();  // names a plan variable: the caller must pass CudaGridDims
+    }
+  }
+}
+
+CudaProgram::~CudaProgram() {
+  device_->make_current();
+  device_->api().cuModuleUnload(module_);
+}
+
+Device& CudaProgram::device() const noexcept { return *device_; }
+
+CudaGridDims CudaProgram::dims(std::span<const int64_t> scalars) const {
+  std::vector<int64_t> abi(layout_.scalar_count());
+  layout_.fill_scalars(scalars, abi.data());
+  CudaGridDims out;
+  for (size_t d = 0; d < 3; ++d) {
+    out.grid[d] = layout_.global_size(d, abi.data());
+    if (!block_[d])
+      throw make_error(ErrorKind::Validation,
+                       "program \"{}\": local_size[{}] \"{}\" uses names that are not scalars of the kernel; launch it "
+                       "through a plan that binds them",
+                       spec().display_name(), d, spec().local_size[d].text());
+    out.block[d] = block_[d]->evaluate(abi);
+  }
+  return out;
+}
+
+void CudaProgram::prepare(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                          CudaKernelParams& out) const {
+  const std::string& program = spec().display_name();
+  const size_t nbuf = layout_.buffer_count();
+  if (buffers.size() != nbuf)
+    throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", program, nbuf, buffers.size());
+  std::array<int64_t, CudaKernelParams::kMaxParams> abi{};
+  if (layout_.scalar_count() > abi.size())
+    throw make_error(ErrorKind::Validation, "program \"{}\" declares {} scalars; a CUDA kernel takes at most {}",
+                     program, layout_.scalar_count(), abi.size());
+  layout_.fill_scalars(scalars, abi.data());
+  std::array<uint64_t, CudaKernelParams::kMaxParams> pointers{};
+  if (nbuf > pointers.size())
+    throw make_error(ErrorKind::Validation, "program \"{}\" declares {} buffers; a CUDA kernel takes at most {}",
+                     program, nbuf, pointers.size());
+  for (size_t i = 0; i < nbuf; ++i) {
+    const Buffer& b = buffers[i];
+    if (!b.valid())
+      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is empty", program, i,
+                       spec().buffers[i].name);
+    if (auto need = layout_.min_bytes(i, abi.data()); need && b.bytes() < *need)
+      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
+                       program, i, spec().buffers[i].name, b.bytes(), *need);
+    pointers[i] = device_->pointer_of(b, fmt::format("program \"{}\": buffer {} (\"{}\")", program, i,
+                                                      spec().buffers[i].name));
+  }
+  out.pack({pointers.data(), nbuf}, spec().scalars, {abi.data(), layout_.scalar_count()});
+}
+
+void CudaProgram::enqueue(CudaKernelParams& params, const CudaGridDims& dims) const {
+  const auto d = driver_dims(dims, spec().display_name());
+  check_cu(device_->api().cuLaunchKernel(function_, d[0], d[1], d[2], d[3], d[4], d[5], 0, device_->stream(),
+                                        params.pointers(), nullptr),
+           fmt::format("program \"{}\": launching {} on {}", spec().display_name(), dims_text(dims), device_->name()));
+  if (debug_level() >= 2) logger().debug("launch {} on {}", spec().display_name(), device_->name());
+}
+
+void CudaProgram::launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                              const CudaGridDims* dims) const {
+  CudaKernelParams params;
+  prepare(buffers, scalars, params);
+  const CudaGridDims sizes = dims ? *dims : this->dims(scalars);
+  device_->make_current();
+  enqueue(params, sizes);
+  check_cu(device_->api().cuStreamSynchronize(device_->stream()),
+           fmt::format("program \"{}\" failed on {}", spec().display_name(), device_->name()));
+}
+
+void CudaProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
+  launch_with(buffers, scalars, nullptr);
+}
+
+std::chrono::nanoseconds CudaProgram::time_launch(std::span<const Buffer> buffers,
+                                                  std::span<const int64_t> scalars) const {
+  CudaKernelParams params;
+  prepare(buffers, scalars, params);
+  const CudaGridDims sizes = dims(scalars);
+  const auto& api = device_->api();
+  device_->make_current();
+  EventPair events{api};
+  check_cu(api.cuEventCreate(&events.start, cu::CU_EVENT_DEFAULT), "cuEventCreate");
+  check_cu(api.cuEventCreate(&events.end, cu::CU_EVENT_DEFAULT), "cuEventCreate");
+  check_cu(api.cuEventRecord(events.start, device_->stream()), "cuEventRecord");
+  enqueue(params, sizes);
+  check_cu(api.cuEventRecord(events.end, device_->stream()), "cuEventRecord");
+  check_cu(api.cuEventSynchronize(events.end),
+           fmt::format("program \"{}\" failed on {}", spec().display_name(), device_->name()));
+  float ms = 0;
+  check_cu(api.cuEventElapsedTime(&ms, events.start, events.end), "cuEventElapsedTime", ErrorKind::Unsupported);
+  return std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
+}
+
+// ---- graphs ----------------------------------------------------------------------
+
+// One instantiated graph: the shape it was built for (programs and edges),
+// its nodes, and the parameters and sizes each node holds now.
+struct CudaDevice::GraphEntry {
+  explicit GraphEntry(const detail::CudaDriverApi& driver) : api(driver) {}
+  GraphEntry(const GraphEntry&) = delete;
+  GraphEntry& operator=(const GraphEntry&) = delete;
+
+  const detail::CudaDriverApi& api;
+  std::vector<std::shared_ptr<const Program>> programs;
+  std::vector<std::vector<size_t>> after;
+  cu::CUgraph graph = nullptr;
+  cu::CUgraphExec exec = nullptr;
+  std::vector<cu::CUgraphNode> nodes;
+  std::vector<CudaKernelParams> params;
+  std::vector<CudaGridDims> dims;
+
+  ~GraphEntry() {
+    if (exec) api.cuGraphExecDestroy(exec);
+    if (graph) api.cuGraphDestroy(graph);
+  }
+
+  bool matches(std::span<const CudaGraphKernel> kernels) const {
+    if (kernels.size() != programs.size()) return false;
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (kernels[i].program != programs[i] || kernels[i].after != after[i]) return false;
+    return true;
+  }
+};
+
+namespace {
+
+cu::KernelNodeParams node_params(const CudaProgram& program, CudaKernelParams& params, const CudaGridDims& dims) {
+  const auto d = driver_dims(dims, program.spec().display_name());
+  cu::KernelNodeParams p;
+  p.func = program.function();
+  p.gridDimX = d[0];
+  p.gridDimY = d[1];
+  p.gridDimZ = d[2];
+  p.blockDimX = d[3];
+  p.blockDimY = d[4];
+  p.blockDimZ = d[5];
+  p.kernelParams = params.pointers();
+  return p;
+}
+
+}  // namespace
+
+void CudaDevice::run_graph(std::span<const CudaGraphKernel> kernels) {
+  if (kernels.empty()) return;
+  const auto& api = *api_;
+  // Everything is checked and packed before the graph is touched.
+  std::vector<CudaKernelParams> params(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const auto* program = dynamic_cast<const CudaProgram*>(kernels[i].program.get());
+    if (!program || &program->device() != this)
+      throw make_error(ErrorKind::Validation, "CUDA graph on {}: kernel {} is not a program of this device", name(), i);
+    for (size_t p : kernels[i].after)
+      if (p >= i)
+        throw make_error(ErrorKind::Validation, "CUDA graph on {}: kernel {} waits for kernel {}, which is not earlier",
+                         name(), i, p);
+    program->prepare(kernels[i].buffers, kernels[i].scalars, params[i]);
+    driver_dims(kernels[i].dims, program->spec().display_name());
+  }
+  make_current();
+  std::lock_guard lock(graph_mutex_);
+  auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const auto& e) { return e->matches(kernels); });
+  bool updated = it != graphs_.end();
+  if (updated) {
+    graphs_.splice(graphs_.begin(), graphs_, it);  // most recently used first
+    GraphEntry& entry = *graphs_.front();
+    for (size_t i = 0; i < kernels.size() && updated; ++i) {
+      if (entry.dims[i] == kernels[i].dims && entry.params[i].same_values(params[i])) continue;
+      const auto& program = static_cast<const CudaProgram&>(*kernels[i].program);
+      const cu::KernelNodeParams p = node_params(program, params[i], kernels[i].dims);
+      if (api.cuGraphExecKernelNodeSetParams(entry.exec, entry.nodes[i], &p) != cu::CUDA_SUCCESS) {
+        // The executable graph refused the change (e.g. sizes it cannot
+        // take in place): build it again below.
+        graphs_.pop_front();
+        updated = false;
+        break;
+      }
+      entry.params[i] = params[i];
+      entry.dims[i] = kernels[i].dims;
+      ++graph_stats_.node_updates;
+    }
+  }
+  if (!updated) {
+    auto entry = std::make_unique<GraphEntry>(api);
+    check_cu(api.cuGraphCreate(&entry->graph, 0), fmt::format("{}: cuGraphCreate", name()));
+    entry->nodes.resize(kernels.size());
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const auto& program = static_cast<const CudaProgram&>(*kernels[i].program);
+      const cu::KernelNodeParams p = node_params(program, params[i], kernels[i].dims);
+      std::vector<cu::CUgraphNode> deps;
+      for (size_t a : kernels[i].after) deps.push_back(entry->nodes[a]);
+      check_cu(api.cuGraphAddKernelNode(&entry->nodes[i], entry->graph, deps.empty() ? nullptr : deps.data(),
+                                        deps.size(), &p),
+               fmt::format("{}: adding kernel {} (\"{}\", {}) to a CUDA graph", name(), i,
+                           program.spec().display_name(), dims_text(kernels[i].dims)));
+      entry->programs.push_back(kernels[i].program);
+      entry->after.push_back(kernels[i].after);
+      entry->dims.push_back(kernels[i].dims);
+    }
+    entry->params = params;
+    check_cu(api.cuGraphInstantiateWithFlags(&entry->exec, entry->graph, 0),
+             fmt::format("{}: instantiating a CUDA graph of {} kernels", name(), kernels.size()));
+    ++graph_stats_.instantiations;
+    graphs_.push_front(std::move(entry));
+    if (graphs_.size() > kMaxGraphs) graphs_.pop_back();
+  }
+  check_cu(api.cuGraphLaunch(graphs_.front()->exec, stream_),
+           fmt::format("{}: launching a CUDA graph of {} kernels", name(), kernels.size()));
+  ++graph_stats_.launches;
+  wait_stream(fmt::format("a CUDA graph of {} kernels", kernels.size()));
+}
+
+CudaGraphStats CudaDevice::graph_stats() const {
+  std::lock_guard lock(graph_mutex_);
+  return graph_stats_;
+}
+
+// ---- CudaDevice --------------------------------------------------------------------
+
+CudaDevice::CudaDevice(size_t index) : api_(&cuda_driver()), index_(index), cache_scope_(new_cache_scope()) {
+  const auto& api = *api_;
+  const int count = device_count(api);
+  if (index >= static_cast<size_t>(count))
+    throw make_error(ErrorKind::DeviceUnavailable, "CUDA:{}: this machine has {} CUDA device(s)", index, count);
+  check_cu(api.cuDeviceGet(&device_, static_cast<int>(index)), fmt::format("CUDA:{}: cuDeviceGet", index),
+           ErrorKind::DeviceUnavailable);
+  details_ = query(api, device_);
+  check_cu(api.cuDevicePrimaryCtxRetain(&context_, device_),
+           fmt::format("CUDA:{}: retaining the primary context", index), ErrorKind::DeviceUnavailable);
+  make_current();
+  // Non-blocking: svod's stream does not wait for work other code puts on the
+  // legacy default stream.
+  const cu::CUresult status = api.cuStreamCreate(&stream_, cu::CU_STREAM_NON_BLOCKING);
+  if (status != cu::CUDA_SUCCESS) {
+    api.cuDevicePrimaryCtxRelease(device_);
+    check_cu(status, fmt::format("CUDA:{}: creating a stream", index), ErrorKind::DeviceUnavailable);
+  }
+}
+
+CudaDevice::~CudaDevice() {
+  // Registry devices are destroyed at process exit, when the driver may have
+  // shut down already: then nothing is released (the process is ending).
+  const auto& api = *api_;
+  if (api.cuCtxSetCurrent(context_) != cu::CUDA_SUCCESS) return;
+  api.cuStreamSynchronize(stream_);
+  graphs_.clear();
+  for (size_t i = 0; i < 2; ++i) {
+    if (staging_done_[i]) api.cuEventDestroy(staging_done_[i]);
+    if (staging_[i]) api.cuMemFreeHost(staging_[i]);
+  }
+  api.cuStreamDestroy(stream_);
+  api.cuDevicePrimaryCtxRelease(device_);
+}
+
+std::string CudaDevice::name() const { return fmt::format("CUDA:{}", index_); }
+
+void CudaDevice::make_current() const { api_->cuCtxSetCurrent(context_); }
+
+void CudaDevice::wait_stream(std::string_view what) const {
+  check_cu(api_->cuStreamSynchronize(stream_), fmt::format("{} failed on {}", what, name()));
+}
+
+Buffer CudaDevice::allocate(DType dtype, size_t count) {
+  const size_t elem = size_of(dtype);
+  if (count > SIZE_MAX / elem)
+    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
+  const size_t bytes = count * elem;
+  const size_t allocated = std::max<size_t>(bytes, 1);  // cuMemAlloc refuses 0 bytes
+  const auto& api = *api_;
+  make_current();
+  cu::CUdeviceptr pointer = 0;
+  check_cu(api.cuMemAlloc(&pointer, allocated), fmt::format("{}: allocating {} bytes", name(), bytes));
+  auto storage = std::make_shared<CudaStorage>(*this, bytes, pointer);
+  check_cu(api.cuMemsetD8Async(pointer, 0, allocated, stream_), fmt::format("{}: zero-filling {} bytes", name(), bytes));
+  wait_stream("zero-filling a new buffer");
+  return Buffer(std::move(storage), dtype);
+}
+
+Buffer CudaDevice::allocate_pinned(DType dtype, size_t count) {
+  const size_t elem = size_of(dtype);
+  if (count > SIZE_MAX / elem)
+    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
+  const size_t bytes = count * elem;
+  make_current();
+  void* host = nullptr;
+  check_cu(api_->cuMemHostAlloc(&host, std::max<size_t>(bytes, 1), cu::CU_MEMHOSTALLOC_PORTABLE),
+           fmt::format("{}: allocating {} bytes of pinned host memory", name(), bytes));
+  std::memset(host, 0, bytes);
+  return Buffer(std::make_shared<CudaPinnedStorage>(*this, bytes, host), dtype);
+}
+
+const NvrtcCompiler& CudaDevice::compiler() {
+  std::lock_guard lock(compiler_mutex_);
+  if (!compiler_)
+    compiler_ = std::make_shared<NvrtcCompiler>(cuda_sm_target(details_.compute_major, details_.compute_minor));
+  return *compiler_;
+}
+
+std::shared_ptr<const Program> CudaDevice::compile(const ProgramSpec& spec) {
+  if (spec.language != Language::Cuda)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs CUDA C programs, not {}", spec.display_name(),
+                     name(), to_string(spec.language));
+  spec.validate();
+  if (spec.core_id_index())
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": core_id is the CPU's slice index; CUDA kernels use blockIdx and threadIdx instead",
+                     spec.display_name());
+  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
+    const std::shared_ptr<ObjectCache> objects = object_cache();
+    return load_or_compile(objects.get(), compiler(), spec,
+                           [&](const Artifact& artifact) { return load(spec, artifact); });
+  });
+}
+
+std::shared_ptr<const Program> CudaDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
+  if (artifact.kind != ArtifactKind::Ptx && artifact.kind != ArtifactKind::Cubin)
+    throw make_error(ErrorKind::Load, "program \"{}\": {} loads PTX or cubins", spec.display_name(), name());
+  const auto& api = *api_;
+  make_current();
+  cu::CUmodule module = nullptr;
+  check_cu(api.cuModuleLoadData(&module, artifact.bytes.data()),
+           fmt::format("program \"{}\": loading its {} on {} ({})", spec.display_name(),
+                       artifact.kind == ArtifactKind::Ptx ? "PTX" : "cubin", name(), details_.name),
+           ErrorKind::Load);
+  cu::CUfunction function = nullptr;
+  const cu::CUresult status = api.cuModuleGetFunction(&function, module, spec.entry.c_str());
+  if (status != cu::CUDA_SUCCESS) {
+    api.cuModuleUnload(module);
+    if (status == cu::CUDA_ERROR_NOT_FOUND)
+      throw make_error(ErrorKind::UndefinedSymbol,
+                       "program \"{}\" has no kernel named \"{}\" (declare it extern \"C\" __global__ so its name is "
+                       "not mangled)",
+                       spec.display_name(), spec.entry);
+    check_cu(status, fmt::format("program \"{}\": cuModuleGetFunction", spec.display_name()), ErrorKind::Load);
+  }
+  if (debug_level() >= 1) logger().debug("loaded CUDA program {} on {}", spec.display_name(), name());
+  return std::make_shared<CudaProgram>(*this, spec, module, function);
+}
+
+bool CudaDevice::owns(const Buffer& buffer) const noexcept {
+  return buffer.valid() && &buffer.device() == this && dynamic_cast<const CudaStorage*>(&buffer.storage());
+}
+
+cu::CUdeviceptr CudaDevice::pointer_of(const Buffer& buffer, std::string_view what) const {
+  const auto* storage = dynamic_cast<const CudaStorage*>(&buffer.storage());
+  if (!storage || &storage->device() != this)
+    throw make_error(ErrorKind::Validation, "{} is on {}; {} takes buffers in its own memory (copy it first)", what,
+                     buffer.device().name(), name());
+  return storage->pointer() + buffer.byte_offset();
+}
+
+void CudaDevice::upload(cu::CUdeviceptr dst, const void* src, size_t bytes) {
+  const auto& api = *api_;
+  std::lock_guard lock(staging_mutex_);
+  for (size_t i = 0; i < 2; ++i) {
+    if (!staging_[i])
+      check_cu(api.cuMemHostAlloc(&staging_[i], kStagingBytes, cu::CU_MEMHOSTALLOC_PORTABLE),
+               fmt::format("{}: allocating a pinned staging buffer", name()));
+    if (!staging_done_[i])
+      check_cu(api.cuEventCreate(&staging_done_[i], cu::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+  // Chunk k is copied into half k % 2 once that half's previous transfer
+  // finished, so the memcpy of one chunk overlaps the DMA of the other.
+  const auto* from = static_cast<const std::byte*>(src);
+  for (size_t offset = 0, k = 0; offset < bytes; offset += kStagingBytes, ++k) {
+    const size_t half = k % 2;
+    const size_t n = std::min(kStagingBytes, bytes - offset);
+    if (k >= 2) check_cu(api.cuEventSynchronize(staging_done_[half]), fmt::format("{}: host-to-device copy", name()));
+    std::memcpy(staging_[half], from + offset, n);
+    check_cu(api.cuMemcpyHtoDAsync(dst + offset, staging_[half], n, stream_),
+             fmt::format("{}: copying {} bytes to the device", name(), n));
+    check_cu(api.cuEventRecord(staging_done_[half], stream_), "cuEventRecord");
+  }
+  wait_stream("a host-to-device copy");
+}
+
+void CudaDevice::download(void* dst, cu::CUdeviceptr src, size_t bytes) {
+  const auto& api = *api_;
+  std::lock_guard lock(staging_mutex_);
+  for (size_t i = 0; i < 2; ++i) {
+    if (!staging_[i])
+      check_cu(api.cuMemHostAlloc(&staging_[i], kStagingBytes, cu::CU_MEMHOSTALLOC_PORTABLE),
+               fmt::format("{}: allocating a pinned staging buffer", name()));
+    if (!staging_done_[i])
+      check_cu(api.cuEventCreate(&staging_done_[i], cu::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+  auto* to = static_cast<std::byte*>(dst);
+  const size_t chunks = (bytes + kStagingBytes - 1) / kStagingBytes;
+  auto issue = [&](size_t k) {
+    const size_t offset = k * kStagingBytes;
+    const size_t n = std::min(kStagingBytes, bytes - offset);
+    check_cu(api.cuMemcpyDtoHAsync(staging_[k % 2], src + offset, n, stream_),
+             fmt::format("{}: copying {} bytes to the host", name(), n));
+    check_cu(api.cuEventRecord(staging_done_[k % 2], stream_), "cuEventRecord");
+  };
+  // The transfer of chunk k + 1 runs while chunk k is copied out.
+  if (chunks > 0) issue(0);
+  for (size_t k = 0; k < chunks; ++k) {
+    if (k + 1 < chunks) issue(k + 1);
+    check_cu(api.cuEventSynchronize(staging_done_[k % 2]), fmt::format("{}: device-to-host copy failed", name()));
+    const size_t offset = k * kStagingBytes;
+    std::memcpy(to + offset, staging_[k % 2], std::min(kStagingBytes, bytes - offset));
+  }
+}
+
+void CudaDevice::copy(const Buffer& dst, const Buffer& src) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
+                     src.bytes(), dst.bytes());
+  const size_t bytes = src.bytes();
+  if (bytes == 0) return;
+  const bool dst_here = owns(dst);
+  const bool src_here = owns(src);
+  const auto& api = *api_;
+  if (dst_here || src_here) make_current();
+  if (dst_here && src_here && (&dst.storage() != &src.storage() || !dst.overlaps(src))) {
+    check_cu(api.cuMemcpyDtoDAsync(pointer_of(dst, "copy destination"), pointer_of(src, "copy source"), bytes, stream_),
+             fmt::format("{}: copying {} bytes within the device", name(), bytes));
+    wait_stream("a device-to-device copy");
+    return;
+  }
+  const bool pinned_src = dynamic_cast<const CudaPinnedStorage*>(&src.storage()) != nullptr;
+  const bool pinned_dst = dynamic_cast<const CudaPinnedStorage*>(&dst.storage()) != nullptr;
+  if (dst_here && src.is_host()) {
+    if (pinned_src) {
+      check_cu(api.cuMemcpyHtoDAsync(pointer_of(dst, "copy destination"), src.data(), bytes, stream_),
+               fmt::format("{}: copying {} bytes from pinned memory", name(), bytes));
+      wait_stream("a host-to-device copy");
+    } else {
+      upload(pointer_of(dst, "copy destination"), src.data(), bytes);
+    }
+    return;
+  }
+  if (src_here && dst.is_host()) {
+    if (pinned_dst) {
+      check_cu(api.cuMemcpyDtoHAsync(dst.data(), pointer_of(src, "copy source"), bytes, stream_),
+               fmt::format("{}: copying {} bytes to pinned memory", name(), bytes));
+      wait_stream("a device-to-host copy");
+    } else {
+      download(dst.data(), pointer_of(src, "copy source"), bytes);
+    }
+    return;
+  }
+  if (dst.is_host() && src.is_host()) {
+    std::memmove(dst.data(), src.data(), bytes);
+    return;
+  }
+  // No single transfer does it (another device, or overlapping bytes of one
+  // storage): through host memory, each leg by the device that owns that side.
+  auto cpu = create_cpu_device();
+  const Buffer staging(std::make_shared<HostStorage>(*cpu, bytes), DType::U8);
+  const Buffer from = src.view_bytes(0, bytes, DType::U8);
+  const Buffer to = dst.view_bytes(0, bytes, DType::U8);
+  if (from.is_host()) std::memcpy(staging.data(), from.data(), bytes);
+  else from.device().copy(staging, from);
+  if (to.is_host()) std::memcpy(to.data(), staging.data(), bytes);
+  else to.device().copy(to, staging);
+}
+
+void CudaDevice::synchronize() {
+  make_current();
+  wait_stream("work on the stream");
+}
+
+std::vector<DeviceInfo> enumerate_cuda_devices() {
+  const auto& api = cuda_driver();
+  const int count = device_count(api);
+  std::vector<DeviceInfo> out;
+  for (int i = 0; i < count; ++i) {
+    cu::CUdevice device = 0;
+    check_cu(api.cuDeviceGet(&device, i), fmt::format("CUDA:{}: cuDeviceGet", i), ErrorKind::DeviceUnavailable);
+    out.push_back({fmt::format("CUDA:{}", i), describe(query(api, device))});
+  }
+  return out;
+}
+
+DeviceKind cuda_device_kind() {
+  DeviceKind kind;
+  kind.name = "CUDA";
+  kind.enumerate = enumerate_cuda_devices;
+  kind.create = [](size_t index) -> std::shared_ptr<Device> { return std::make_shared<CudaDevice>(index); };
+  return kind;
+}
+
+}  // namespace svod

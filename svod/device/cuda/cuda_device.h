@@ -1,0 +1,219 @@
+// The CUDA device ("CUDA:0", "CUDA:1", ...): buffers in device memory
+// (cuMemAlloc), programs in CUDA C compiled by NVRTC to a cubin for the
+// device's architecture and loaded as modules, launches and copies on one
+// stream per device, CUDA events for timing, and CUDA graphs for plans made
+// only of kernels.
+//
+// The driver is opened at run time (cuda_api.h): without it, or with only the
+// toolkit's stub library, or with no GPU, opening a device is
+// Error(DeviceUnavailable) saying which.
+//
+// Launch sizes follow svod's rule for GPU-style backends (as OpenCL here):
+// ProgramSpec.global_size is the grid (blocks per dimension) and local_size
+// the block (threads per block). Kernel arguments follow the CPU ABI: every
+// buffer parameter in declared order as a device pointer (a view passes its
+// base address plus its byte offset), then every scalar as int32_t (i32) or
+// int64_t (i64); see kernel_params.h. The kernel's C++ signature must match
+// the spec: the driver cannot check it.
+//
+// Every call makes the device's primary context current on the calling
+// thread first, so any thread may use the device. Launches on one device
+// share its stream and so run in submission order.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "svod/compile/compiler.h"
+#include "svod/device/cuda/cuda_api.h"
+#include "svod/device/cuda/kernel_params.h"
+#include "svod/device/device.h"
+#include "svod/device/registry.h"
+#include "svod/program/launch_layout.h"
+
+namespace svod {
+
+class CudaDevice;
+class NvrtcCompiler;
+
+// Blocks per dimension (`grid`) and threads per block (`block`).
+struct CudaGridDims {
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  std::array<int64_t, 3> block = {1, 1, 1};
+  bool operator==(const CudaGridDims&) const = default;
+};
+
+// Device memory; host_data() is null.
+class CudaStorage final : public Storage {
+ public:
+  CudaStorage(CudaDevice& device, size_t bytes, cu::CUdeviceptr pointer);
+  ~CudaStorage() override;
+  cu::CUdeviceptr pointer() const noexcept { return pointer_; }
+
+ private:
+  cu::CUdeviceptr pointer_;
+};
+
+// Page-locked host memory (cuMemHostAlloc, portable): host-visible, so CPU
+// kernels and host code use it like any host buffer, and copies between it
+// and device memory go straight to the DMA engines without staging.
+class CudaPinnedStorage final : public Storage {
+ public:
+  CudaPinnedStorage(CudaDevice& device, size_t bytes, void* host);
+  ~CudaPinnedStorage() override;
+};
+
+class CudaProgram final : public Program {
+ public:
+  CudaProgram(CudaDevice& device, ProgramSpec spec, cu::CUmodule module, cu::CUfunction function);
+  ~CudaProgram() override;
+
+  Device& device() const noexcept override;
+  // Launches on the device's stream and waits for the kernel to finish.
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
+  // The same with explicit launch sizes (for plans whose sizes name variables
+  // that are not scalars of the kernel); null `dims` means the spec's.
+  void launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars, const CudaGridDims* dims) const;
+  // Runs the kernel once and returns its device time (CUDA events around it).
+  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
+                                       std::span<const int64_t> scalars) const override;
+
+  // The spec's launch sizes for these caller scalars.
+  CudaGridDims dims(std::span<const int64_t> scalars) const;
+  // Checks the arguments (counts, bounds, buffer sizes and devices) and
+  // packs the kernel parameters; Error(Validation) naming what is wrong.
+  void prepare(std::span<const Buffer> buffers, std::span<const int64_t> scalars, CudaKernelParams& out) const;
+
+  cu::CUfunction function() const noexcept { return function_; }
+  const LaunchLayout& layout() const noexcept { return layout_; }
+
+ private:
+  // Launches on the stream without waiting (arguments already prepared).
+  void enqueue(CudaKernelParams& params, const CudaGridDims& dims) const;
+
+  CudaDevice* device_;
+  cu::CUmodule module_;
+  cu::CUfunction function_;
+  LaunchLayout layout_;
+  std::array<std::optional<Expr>, 3> block_;  // bound to the scalars; nullopt: names outside them
+};
+
+struct CudaDeviceDetails {
+  std::string name;  // "NVIDIA H200"
+  int compute_major = 0;
+  int compute_minor = 0;
+  int multiprocessors = 0;
+  int max_threads_per_block = 0;
+  uint64_t global_memory = 0;
+  int driver_version = 0;  // 1000 * major + 10 * minor
+};
+
+// One kernel of a graph run (CudaDevice::run_graph).
+struct CudaGraphKernel {
+  std::shared_ptr<const Program> program;  // a CudaProgram of the device
+  std::span<const Buffer> buffers;
+  std::span<const int64_t> scalars;  // caller scalars
+  CudaGridDims dims;
+  std::vector<size_t> after;  // earlier kernels of the run this one waits for
+};
+
+struct CudaGraphStats {
+  uint64_t instantiations = 0;  // graphs built and instantiated
+  uint64_t launches = 0;        // graph launches (replays included)
+  uint64_t node_updates = 0;    // kernel nodes whose parameters or sizes changed between launches
+};
+
+class CudaDevice final : public Device {
+ public:
+  // Opens device `index`; use open_device("CUDA:i"), which shares one
+  // instance per process, rather than calling this.
+  explicit CudaDevice(size_t index);
+  ~CudaDevice() override;
+
+  std::string name() const override;
+  // Zero-filled device memory.
+  Buffer allocate(DType dtype, size_t count) override;
+  // Zero-filled pinned host memory (see CudaPinnedStorage).
+  Buffer allocate_pinned(DType dtype, size_t count);
+  // Compiles CUDA C with NVRTC to a cubin for this device's architecture,
+  // loads it and finds the entry. Compile errors are Error(Compile) with
+  // NVRTC's log; a missing entry is Error(UndefinedSymbol). Programs are
+  // cached per device in memory and by the object cache on disk.
+  std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
+  // Synchronous copy between this device's memory and the host, within this
+  // device, or (through host memory) with any other device. Pageable host
+  // memory is staged through pinned buffers in chunks, overlapping the
+  // host-side copy with the DMA transfer.
+  void copy(const Buffer& dst, const Buffer& src) override;
+  void synchronize() override;
+
+  // Runs `kernels` (all CudaPrograms of this device) as one CUDA graph whose
+  // edges are their `after` lists, and waits for it. The instantiated graph
+  // is kept, keyed by the programs and edges: a later run of the same shape
+  // only updates the nodes whose parameters or launch sizes changed
+  // (cuGraphExecKernelNodeSetParams) and replays it. Arguments are checked
+  // before anything runs.
+  void run_graph(std::span<const CudaGraphKernel> kernels);
+  CudaGraphStats graph_stats() const;
+
+  const CudaDeviceDetails& details() const noexcept { return details_; }
+  size_t index() const noexcept { return index_; }
+  // The device's NVRTC compiler (target sm_XY); Error(DeviceUnavailable)
+  // when NVRTC is not installed.
+  const NvrtcCompiler& compiler();
+
+  // The driver this device was opened with.
+  const detail::CudaDriverApi& api() const noexcept { return *api_; }
+  // Makes this device's context current on the calling thread.
+  void make_current() const;
+  cu::CUstream stream() const noexcept { return stream_; }
+  // The device address of a buffer of this device at its offset;
+  // Error(Validation) when the buffer is elsewhere.
+  cu::CUdeviceptr pointer_of(const Buffer& buffer, std::string_view what) const;
+  bool owns(const Buffer& buffer) const noexcept;
+
+ private:
+  struct GraphEntry;
+  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact);
+  void upload(cu::CUdeviceptr dst, const void* src, size_t bytes);
+  void download(void* dst, cu::CUdeviceptr src, size_t bytes);
+  void wait_stream(std::string_view what) const;
+
+  const detail::CudaDriverApi* api_;
+  size_t index_;
+  cu::CUdevice device_ = 0;
+  cu::CUcontext context_ = nullptr;
+  cu::CUstream stream_ = nullptr;
+  CudaDeviceDetails details_;
+  const uint64_t cache_scope_;
+
+  std::mutex compiler_mutex_;
+  std::shared_ptr<const NvrtcCompiler> compiler_;
+
+  // Two pinned staging halves, each with an event marking when its last
+  // transfer finished; one transfer at a time uses them.
+  std::mutex staging_mutex_;
+  std::array<void*, 2> staging_{};
+  std::array<cu::CUevent, 2> staging_done_{};
+
+  mutable std::mutex graph_mutex_;
+  std::list<std::unique_ptr<GraphEntry>> graphs_;  // most recently used first
+  CudaGraphStats graph_stats_;
+};
+
+// The devices present ("CUDA:i" and a description); Error(DeviceUnavailable)
+// when there is no usable driver (see cuda_api.h) or no device.
+std::vector<DeviceInfo> enumerate_cuda_devices();
+
+// The "CUDA" kind for the device registry.
+DeviceKind cuda_device_kind();
+
+}  // namespace svod

@@ -70,12 +70,13 @@ TEST_F(BenchmarkTest, MinimumTotalTimeAddsRunsUpToTheMaximum) {
   BenchmarkConfig c;
   c.warmup_runs = 0;
   c.min_total = 5ms;
-  c.max_runs = 1000;
-  BenchmarkResult r = benchmark_kernel(*spin, args(10000), c);
+  c.max_runs = 100000;
+  BenchmarkResult r = benchmark_kernel(*spin, args(100000), c);
   double total = 0;
   for (double t : r.samples) total += t;
   EXPECT_GE(total, 5e6);
   EXPECT_GT(r.runs, 3);
+  EXPECT_LT(r.runs, c.max_runs);  // the total ended it, not the cap
   EXPECT_EQ(count(), r.runs);
 
   c.max_runs = 4;  // the cap wins over the total

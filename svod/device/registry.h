@@ -62,9 +62,9 @@ class DeviceRegistry {
   // The device named by `spec`: "KIND" or "KIND:INDEX", the kind case-
   // insensitive, "KIND" meaning index 0. Errors: Validation for a malformed
   // string or unknown kind (listing the kinds), DeviceUnavailable for a kind
-  // svod knows but this build lacks ("CUDA"), a kind with no device at that
-  // index (saying how many it has) or whose driver is missing, and whatever
-  // the kind's creation throws.
+  // svod knows but this build lacks ("CL" built without OpenCL headers), a
+  // kind with no device at that index (saying how many it has) or whose
+  // driver is missing, and whatever the kind's creation throws.
   std::shared_ptr<Device> open(std::string_view spec);
 
   // Canonical name of a device string ("cl" -> "CL:0", "CPU:0" -> "CPU"),

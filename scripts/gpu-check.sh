@@ -31,7 +31,7 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSVOD_BUILD_TESTS=ON -DSVOD_BUILD_BENCH=ON
 
 section "build"
-cmake --build "$build" -j "$jobs" --target svod svod_test_cuda cuda_bench
+cmake --build "$build" -j "$jobs" --target svod_cli svod_test_cuda cuda_bench
 
 section "svod info"
 "$build/svod" info

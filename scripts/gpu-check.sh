@@ -42,8 +42,9 @@ status=0
 # One process for the whole suite; its object cache stays in the build tree.
 SVOD_CACHE_DIR="$build/test-object-cache" timeout 300 "$build/tests/svod_test_cuda" 2>&1 | tee "$log" || status=$?
 gpu_ran=$(grep -c '^\[       OK \] Cuda\.' "$log" || true)
-gpu_failed=$(grep -c '^\[  FAILED  \] Cuda\.' "$log" || true)
-gpu_skipped=$(grep -c '^\[  SKIPPED \] Cuda\.' "$log" || true)
+# Count the per-test lines (they end in the test's time), not gtest's summary list.
+gpu_failed=$(grep -cE '^\[  FAILED  \] Cuda\..* \([0-9]+ ms\)$' "$log" || true)
+gpu_skipped=$(grep -cE '^\[  SKIPPED \] Cuda\..* \([0-9]+ ms\)$' "$log" || true)
 echo "GPU tests: $gpu_ran passed, $gpu_failed failed, $gpu_skipped skipped"
 
 section "CUDA benchmark"

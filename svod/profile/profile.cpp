@@ -126,6 +126,7 @@ std::vector<KernelProfile> rows_for(const PlanProfile& profile, const std::vecto
       have_bytes = have_bytes && d.bytes.has_value();
       for (const auto& run : profile.runs) {
         const OpSpan& span = run.ops[op];
+        if (!span.ran()) continue;
         times.push_back(static_cast<double>(span.end_ns - span.start_ns) / 1e3);
         if (d.flops) flops += *d.flops;
         if (d.bytes) bytes += *d.bytes;
@@ -311,6 +312,7 @@ std::string chrome_trace(const PlanProfile& profile) {
                       {"ts", us(run.start_ns)}, {"dur", us(run.end_ns - run.start_ns)}, {"args", {{"run", r}}}});
     for (size_t op = 0; op < run.ops.size(); ++op) {
       const OpSpan& span = run.ops[op];
+      if (!span.ran()) continue;
       const OpDescription& d = profile.ops[op];
       const int pid = pids.at(d.device);
       tracks.emplace(pid, span.thread);

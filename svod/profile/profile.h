@@ -38,11 +38,14 @@ struct OpDescription {
 };
 
 // One op in one run. Times are nanoseconds on the steady clock since the
-// profiler's origin; `thread` is a small process-wide number per thread (1, 2, ...).
+// profiler's origin; `thread` is a small process-wide number per thread (1, 2, ...),
+// 0 when the op did not run in that run (svod bench times one op per run);
+// such spans are left out of aggregations and traces.
 struct OpSpan {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   uint32_t thread = 0;
+  bool ran() const noexcept { return thread != 0; }
 };
 
 // One execution of the plan: its own start and end, and ops[i] for op i.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "svod/base/subprocess.h"
@@ -19,8 +20,9 @@ ProcessResult svod_bench(std::vector<std::string> args) {
 TEST(SvodBench, TimesEveryOpOfAPlanAndWritesJson) {
   test::TempDir dir;
   const std::string json = (dir / "bench.json").string();
+  const std::string trace = (dir / "trace.json").string();
   ProcessResult r = svod_bench({SVOD_SOURCE_DIR "/examples/features/plan.json", "--runs", "5", "--max-runs", "50",
-                                "--min-time-ms", "0", "--json", json});
+                                "--min-time-ms", "0", "--json", json, "--profile", trace});
   ASSERT_TRUE(r.ok()) << r.err;
   EXPECT_EQ(r.err, "");
   // One row per op, kernels with their rates.
@@ -44,6 +46,15 @@ TEST(SvodBench, TimesEveryOpOfAPlanAndWritesJson) {
   EXPECT_TRUE(doc["ops"][1].contains("gflops"));
   EXPECT_TRUE(doc["ops"][1].contains("gbps"));
   EXPECT_FALSE(doc["ops"][0].contains("gflops"));
+
+  // The trace holds every call of every op: one warm-up and five timed runs each.
+  std::ifstream trace_in(trace);
+  const auto events = nlohmann::json::parse(trace_in)["traceEvents"];
+  std::map<std::string, int> calls;
+  for (const auto& e : events)
+    if (e["ph"] == "X" && e["cat"] != "plan") ++calls[e["args"]["label"].get<std::string>()];
+  EXPECT_EQ(calls.size(), 5u);
+  for (const auto& [label, n] : calls) EXPECT_EQ(n, 6) << label;
 }
 
 TEST(SvodBench, PlansThatCannotRunExitWith2AndOneLine) {

@@ -7,7 +7,8 @@
 // them, the host clock otherwise) with the measurement of benchmark_kernel:
 // warm-up, run counts, minimum total, optional cache flushes. Views do no
 // work and are listed only. Rates use the median: GFLOP/s and GB/s from the
-// program's flops and bytes expressions.
+// program's flops and bytes expressions. --profile writes a Chrome trace with
+// every call of every op (one "run" per call).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -44,7 +45,10 @@ Device* flush_device(const ExecutionPlan& plan, size_t index) {
   return nullptr;
 }
 
-OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config) {
+// `profiler`, when given, records every call (warm-up included) as a run of
+// the plan in which only this op ran.
+OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config,
+                 Profiler* profiler) {
   OpTiming t{&description, std::nullopt, {}};
   if (std::holds_alternative<PreparedBufferView>(plan.op(index))) {
     t.note = "view, no work";
@@ -55,7 +59,17 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
     t.note = "no buffers, not timed";
     return t;
   }
-  t.result = benchmark_operation([&] { return plan.time_op(index); }, *device, config);
+  t.result = benchmark_operation(
+      [&] {
+        if (!profiler) return plan.time_op(index);
+        profiler->begin_run();
+        profiler->op_started(index);
+        const auto took = plan.time_op(index);
+        profiler->op_finished(index);
+        profiler->end_run();
+        return took;
+      },
+      *device, config);
   return t;
 }
 
@@ -136,13 +150,15 @@ int bench(const BenchOptions& options) {
   std::vector<OpDescription> ops = describe_ops(plan);
   for (size_t i = 0; i < ops.size(); ++i) ops[i].label = loaded->op_labels[i];
 
+  std::optional<Profiler> profiler;
+  if (!options.profile.empty()) profiler.emplace(ops);
   std::vector<OpTiming> rows;
   try {
     loaded->execute();
     warmup_thread_pool();
     for (size_t i : plan.topological_order()) {
       try {
-        rows.push_back(time_op(plan, i, ops[i], config));
+        rows.push_back(time_op(plan, i, ops[i], config, profiler ? &*profiler : nullptr));
       } catch (const Error& e) {
         throw make_error(e.kind(), "{}: {}", ops[i].label, e.what());
       }
@@ -151,12 +167,11 @@ int bench(const BenchOptions& options) {
     return fail("bench", make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
   print_table(rows);
-  if (!options.json.empty()) {
-    try {
-      write_json(options.json, rows);
-    } catch (const Error& e) {
-      return fail("bench", e);
-    }
+  try {
+    if (!options.json.empty()) write_json(options.json, rows);
+    if (profiler) write_chrome_trace(profiler->profile(), options.profile);
+  } catch (const Error& e) {
+    return fail("bench", e);
   }
   return 0;
 }

@@ -38,6 +38,7 @@ struct BenchOptions {
   bool flush = false;   // write 16 MiB between runs to evict the caches
   std::string backend;
   std::string json;     // every sample, for scripts
+  std::string profile;  // Chrome trace of every timed call
 };
 int bench(const BenchOptions& options);
 

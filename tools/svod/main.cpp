@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--flush", bench_options.flush, "write 16 MiB between timed runs to evict the caches");
   bench->add_option("--backend", bench_options.backend, "CPU compiler backend: clang, llvm or dlopen");
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
+  bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
 
   svod::cli::TuneOptions tune_options;
   bool tune_worker = false;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "svod/device/buffer.h"
+#include "svod/program/launch_layout.h"
 #include "svod/program/program_spec.h"
 
 namespace svod {
@@ -53,5 +54,12 @@ class Program {
  private:
   ProgramSpec spec_;
 };
+
+// For devices that pass buffers by handle (OpenCL, CUDA): checks buffer
+// `index` of a launch of `spec` — that it is not empty and holds what the
+// launch needs for these ABI scalars. Error(Validation) naming the program
+// and the buffer.
+void check_launch_buffer(const ProgramSpec& spec, const LaunchLayout& layout, size_t index, const Buffer& buffer,
+                         const int64_t* abi);
 
 }  // namespace svod

@@ -198,13 +198,13 @@ std::vector<std::vector<size_t>> ExecutionGraph::parallel_groups() const {
 
 namespace {
 
-// A CUDA kernel node's launch sizes: the node's where it gives them, else
-// the spec's.
-CudaGridDims cuda_dims(const ExecutionNode& node, const CudaProgram& program) {
-  CudaGridDims dims;
-  if (!node.global || !node.local) dims = program.dims(node.scalars);
-  if (node.global) dims.grid = *node.global;
-  if (node.local) dims.block = *node.local;
+// A device kernel node's launch sizes: the node's where it gives them, else
+// the program's own for the node's scalars.
+LaunchDims node_dims(const ExecutionNode& node, const LaunchLayout& layout) {
+  LaunchDims dims;
+  if (!node.global || !node.local) dims = layout.dims(node.scalars);
+  if (node.global) dims.global = *node.global;
+  if (node.local) dims.local = *node.local;
   return dims;
 }
 
@@ -214,7 +214,7 @@ void run_on_host(const ExecutionNode& node) {
   switch (node.kind) {
     case ExecutionNode::Kind::Kernel: {
       if (const auto* cuda = dynamic_cast<const CudaProgram*>(node.program.get())) {
-        const CudaGridDims dims = cuda_dims(node, *cuda);
+        const LaunchDims dims = node_dims(node, cuda->layout());
         cuda->launch_with(node.buffers, node.scalars, &dims);
         return;
       }
@@ -259,10 +259,7 @@ OpenClEvent enqueue_on_queue(const ExecutionNode& node, std::span<const OpenClEv
     return static_cast<OpenClDevice*>(node.device)->enqueue_copy(node.accesses[0].buffer, node.accesses[1].buffer, waits);
   const auto& program = static_cast<const OpenClProgram&>(*node.program);
   if (!node.global && !node.local) return program.enqueue(node.buffers, node.scalars, waits);
-  LaunchDims dims;
-  if (!node.global || !node.local) dims = program.dims(node.scalars);
-  if (node.global) dims.global = *node.global;
-  if (node.local) dims.local = *node.local;
+  const LaunchDims dims = node_dims(node, program.layout());
   return program.enqueue(node.buffers, node.scalars, waits, &dims);
 }
 #endif
@@ -285,7 +282,7 @@ bool run_as_cuda_graph(const ExecutionGraph::State& state) {
   for (size_t i = 0; i < state.nodes.size(); ++i) {
     const ExecutionNode& node = state.nodes[i];
     const auto& program = static_cast<const CudaProgram&>(*node.program);
-    kernels.push_back({node.program, node.buffers, node.scalars, cuda_dims(node, program), preds[i]});
+    kernels.push_back({node.program, node.buffers, node.scalars, node_dims(node, program.layout()), preds[i]});
   }
   device->run_graph(kernels);
   return true;

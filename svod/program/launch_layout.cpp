@@ -23,8 +23,8 @@ LaunchLayout::LaunchLayout(const ProgramSpec& spec)
     scalar_names_.push_back(s.name);
   }
   for (size_t d = 0; d < 3; ++d) {
-    global_[d] = try_bind(spec.global_size[d], scalar_names_);
-    global_text_[d] = spec.global_size[d].text();
+    global_[d] = {try_bind(spec.global_size[d], scalar_names_), spec.global_size[d].text()};
+    local_[d] = {try_bind(spec.local_size[d], scalar_names_), spec.local_size[d].text()};
   }
   for (size_t i = 0; i < spec.buffers.size(); ++i) {
     const auto& b = spec.buffers[i];
@@ -59,16 +59,29 @@ void LaunchLayout::fill_scalars(std::span<const int64_t> caller, int64_t* abi) c
   }
 }
 
-int64_t LaunchLayout::global_size(size_t dim, const int64_t* abi) const {
-  const auto& e = global_[dim];
-  if (!e)
+int64_t LaunchLayout::size(const SizeExpr& e, std::string_view which, size_t dim, const int64_t* abi) const {
+  if (!e.bound)
     throw make_error(ErrorKind::Validation,
-                     "program \"{}\": global_size[{}] \"{}\" uses variables that are not scalars; launch it through a "
+                     "program \"{}\": {}[{}] \"{}\" uses variables that are not scalars; launch it through a "
                      "plan that binds them",
-                     program_, dim, global_text_[dim]);
-  int64_t n = e->is_constant() ? e->constant_value() : e->evaluate({abi, bounds_.size()});
-  if (n < 1) throw make_error(ErrorKind::Validation, "program \"{}\": global_size[{}] = {} is below 1", program_, dim, n);
+                     program_, which, dim, e.text);
+  int64_t n = e.bound->is_constant() ? e.bound->constant_value() : e.bound->evaluate({abi, bounds_.size()});
+  if (n < 1) throw make_error(ErrorKind::Validation, "program \"{}\": {}[{}] = {} is below 1", program_, which, dim, n);
   return n;
+}
+
+int64_t LaunchLayout::global_size(size_t dim, const int64_t* abi) const { return size(global_[dim], "global_size", dim, abi); }
+int64_t LaunchLayout::local_size(size_t dim, const int64_t* abi) const { return size(local_[dim], "local_size", dim, abi); }
+
+LaunchDims LaunchLayout::dims(std::span<const int64_t> caller) const {
+  std::vector<int64_t> abi(scalar_count());
+  fill_scalars(caller, abi.data());
+  LaunchDims out;
+  for (size_t d = 0; d < 3; ++d) {
+    out.global[d] = global_size(d, abi.data());
+    out.local[d] = local_size(d, abi.data());
+  }
+  return out;
 }
 
 std::optional<size_t> LaunchLayout::min_bytes(size_t index, const int64_t* abi) const {

@@ -15,6 +15,15 @@
 
 namespace svod {
 
+// The launch sizes of a device that runs grids (OpenCL, CUDA): work-groups
+// (blocks) per dimension in `global`, work-items (threads) per group in
+// `local`. svod's convention: global_size counts work-groups, not items.
+struct LaunchDims {
+  std::array<int64_t, 3> global = {1, 1, 1};
+  std::array<int64_t, 3> local = {1, 1, 1};
+  bool operator==(const LaunchDims&) const = default;
+};
+
 class LaunchLayout {
  public:
   explicit LaunchLayout(const ProgramSpec& spec);
@@ -32,6 +41,11 @@ class LaunchLayout {
   // Validation when the expression uses names that are not scalars (such a
   // program must be launched through a plan that binds them) or is < 1.
   int64_t global_size(size_t dim, const int64_t* abi) const;
+  // The same for local_size.
+  int64_t local_size(size_t dim, const int64_t* abi) const;
+  // Both in every dimension, for the caller's scalars (checked as by
+  // fill_scalars).
+  LaunchDims dims(std::span<const int64_t> caller) const;
 
   // Bytes buffer `index` must hold, when its spec declares min_count.
   std::optional<size_t> min_bytes(size_t index, const int64_t* abi) const;
@@ -46,8 +60,16 @@ class LaunchLayout {
   std::optional<size_t> core_id_;
   std::vector<Variable> bounds_;
   std::vector<std::string> scalar_names_;
-  std::array<std::optional<Expr>, 3> global_;  // nullopt: uses names outside the scalars
-  std::array<std::string, 3> global_text_;
+  // A launch-size expression bound to the ABI scalars; nullopt when it uses
+  // other names (a plan variable).
+  struct SizeExpr {
+    std::optional<Expr> bound;
+    std::string text;
+  };
+  int64_t size(const SizeExpr& e, std::string_view which, size_t dim, const int64_t* abi) const;
+
+  std::array<SizeExpr, 3> global_;
+  std::array<SizeExpr, 3> local_;
   std::vector<std::optional<SizeRule>> min_counts_;
 };
 

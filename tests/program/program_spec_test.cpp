@@ -104,5 +104,21 @@ TEST(LaunchLayout, GlobalSizeBelowOneIsRefused) {
   EXPECT_NE(error_of([&] { layout.global_size(0, abi); }).find("global_size[0] = 0 is below 1"), std::string::npos);
 }
 
+TEST(LaunchLayout, DeviceDimsEvaluateGlobalAndLocalSizes) {
+  auto spec = test::c_kernel("k", "x", {}, {{"n"}});
+  spec.global_size = {Expr::parse("(n+63)/64"), Expr::constant(2), Expr::constant(1)};
+  spec.local_size = {Expr::constant(64), Expr::parse("n/100"), Expr::constant(1)};
+  LaunchLayout layout(spec);
+  int64_t n[] = {1000};
+  EXPECT_EQ(layout.dims(n), (LaunchDims{{16, 2, 1}, {64, 10, 1}}));
+  int64_t small[] = {50};  // local_size[1] = 0
+  EXPECT_NE(error_of([&] { layout.dims(small); }).find("local_size[1] = 0 is below 1"), std::string::npos);
+
+  spec.local_size[0] = Expr::parse("BLOCK");  // a plan variable, not a scalar
+  LaunchLayout unbound(spec);
+  const std::string e = error_of([&] { unbound.dims(n); });
+  EXPECT_NE(e.find("local_size[0] \"BLOCK\" uses variables that are not scalars"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace svod

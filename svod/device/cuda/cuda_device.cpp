@@ -51,10 +51,10 @@ int device_count(const detail::CudaDriverApi& api) {
 }
 
 // Launch sizes as the driver takes them: each in [1, 2^32).
-std::array<unsigned, 6> driver_dims(const CudaGridDims& dims, const std::string& program) {
+std::array<unsigned, 6> driver_dims(const LaunchDims& dims, const std::string& program) {
   std::array<unsigned, 6> out{};
   for (size_t d = 0; d < 3; ++d) {
-    const int64_t g = dims.grid[d], b = dims.block[d];
+    const int64_t g = dims.global[d], b = dims.local[d];
     if (g < 1 || b < 1 || g > UINT32_MAX || b > UINT32_MAX)
       throw make_error(ErrorKind::Validation,
                        "program \"{}\": dimension {} has a grid of {} blocks of {} threads; both must be in [1, 2^32)",
@@ -65,9 +65,9 @@ std::array<unsigned, 6> driver_dims(const CudaGridDims& dims, const std::string&
   return out;
 }
 
-std::string dims_text(const CudaGridDims& d) {
-  return fmt::format("a grid of {}x{}x{} blocks of {}x{}x{} threads", d.grid[0], d.grid[1], d.grid[2], d.block[0],
-                     d.block[1], d.block[2]);
+std::string dims_text(const LaunchDims& d) {
+  return fmt::format("a grid of {}x{}x{} blocks of {}x{}x{} threads", d.global[0], d.global[1], d.global[2],
+                     d.local[0], d.local[1], d.local[2]);
 }
 
 // A pair of timing events, destroyed on every path.
@@ -105,17 +105,7 @@ CudaPinnedStorage::~CudaPinnedStorage() {
 // ---- CudaProgram -----------------------------------------------------------------
 
 CudaProgram::CudaProgram(CudaDevice& device, ProgramSpec spec, cu::CUmodule module, cu::CUfunction function)
-    : Program(std::move(spec)), device_(&device), module_(module), function_(function), layout_(this->spec()) {
-  std::vector<std::string> names;
-  for (const auto& s : this->spec().scalars) names.push_back(s.name);
-  for (size_t d = 0; d < 3; ++d) {
-    try {
-      block_[d] = this->spec().local_size[d].bind_to(names);
-    } catch (const Error&) {
-      block_[d].reset();  // names a plan variable: the caller must pass CudaGridDims
-    }
-  }
-}
+    : Program(std::move(spec)), device_(&device), module_(module), function_(function), layout_(this->spec()) {}
 
 CudaProgram::~CudaProgram() {
   device_->make_current();
@@ -123,22 +113,6 @@ CudaProgram::~CudaProgram() {
 }
 
 Device& CudaProgram::device() const noexcept { return *device_; }
-
-CudaGridDims CudaProgram::dims(std::span<const int64_t> scalars) const {
-  std::vector<int64_t> abi(layout_.scalar_count());
-  layout_.fill_scalars(scalars, abi.data());
-  CudaGridDims out;
-  for (size_t d = 0; d < 3; ++d) {
-    out.grid[d] = layout_.global_size(d, abi.data());
-    if (!block_[d])
-      throw make_error(ErrorKind::Validation,
-                       "program \"{}\": local_size[{}] \"{}\" uses names that are not scalars of the kernel; launch it "
-                       "through a plan that binds them",
-                       spec().display_name(), d, spec().local_size[d].text());
-    out.block[d] = block_[d]->evaluate(abi);
-  }
-  return out;
-}
 
 void CudaProgram::prepare(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                           CudaKernelParams& out) const {
@@ -156,20 +130,14 @@ void CudaProgram::prepare(std::span<const Buffer> buffers, std::span<const int64
     throw make_error(ErrorKind::Validation, "program \"{}\" declares {} buffers; a CUDA kernel takes at most {}",
                      program, nbuf, pointers.size());
   for (size_t i = 0; i < nbuf; ++i) {
-    const Buffer& b = buffers[i];
-    if (!b.valid())
-      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is empty", program, i,
-                       spec().buffers[i].name);
-    if (auto need = layout_.min_bytes(i, abi.data()); need && b.bytes() < *need)
-      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
-                       program, i, spec().buffers[i].name, b.bytes(), *need);
-    pointers[i] = device_->pointer_of(b, fmt::format("program \"{}\": buffer {} (\"{}\")", program, i,
+    check_launch_buffer(spec(), layout_, i, buffers[i], abi.data());
+    pointers[i] = device_->pointer_of(buffers[i], fmt::format("program \"{}\": buffer {} (\"{}\")", program, i,
                                                       spec().buffers[i].name));
   }
   out.pack({pointers.data(), nbuf}, spec().scalars, {abi.data(), layout_.scalar_count()});
 }
 
-void CudaProgram::enqueue(CudaKernelParams& params, const CudaGridDims& dims) const {
+void CudaProgram::enqueue(CudaKernelParams& params, const LaunchDims& dims) const {
   const auto d = driver_dims(dims, spec().display_name());
   check_cu(device_->api().cuLaunchKernel(function_, d[0], d[1], d[2], d[3], d[4], d[5], 0, device_->stream(),
                                         params.pointers(), nullptr),
@@ -178,10 +146,10 @@ void CudaProgram::enqueue(CudaKernelParams& params, const CudaGridDims& dims) co
 }
 
 void CudaProgram::launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                              const CudaGridDims* dims) const {
+                              const LaunchDims* dims) const {
   CudaKernelParams params;
   prepare(buffers, scalars, params);
-  const CudaGridDims sizes = dims ? *dims : this->dims(scalars);
+  const LaunchDims sizes = dims ? *dims : this->dims(scalars);
   device_->make_current();
   enqueue(params, sizes);
   check_cu(device_->api().cuStreamSynchronize(device_->stream()),
@@ -196,7 +164,7 @@ std::chrono::nanoseconds CudaProgram::time_launch(std::span<const Buffer> buffer
                                                   std::span<const int64_t> scalars) const {
   CudaKernelParams params;
   prepare(buffers, scalars, params);
-  const CudaGridDims sizes = dims(scalars);
+  const LaunchDims sizes = dims(scalars);
   const auto& api = device_->api();
   device_->make_current();
   EventPair events{api};
@@ -228,7 +196,7 @@ struct CudaDevice::GraphEntry {
   cu::CUgraphExec exec = nullptr;
   std::vector<cu::CUgraphNode> nodes;
   std::vector<CudaKernelParams> params;
-  std::vector<CudaGridDims> dims;
+  std::vector<LaunchDims> dims;
 
   ~GraphEntry() {
     if (exec) api.cuGraphExecDestroy(exec);
@@ -245,7 +213,7 @@ struct CudaDevice::GraphEntry {
 
 namespace {
 
-cu::KernelNodeParams node_params(const CudaProgram& program, CudaKernelParams& params, const CudaGridDims& dims) {
+cu::KernelNodeParams node_params(const CudaProgram& program, CudaKernelParams& params, const LaunchDims& dims) {
   const auto d = driver_dims(dims, program.spec().display_name());
   cu::KernelNodeParams p;
   p.func = program.function();

@@ -44,13 +44,6 @@ namespace svod {
 class CudaDevice;
 class NvrtcCompiler;
 
-// Blocks per dimension (`grid`) and threads per block (`block`).
-struct CudaGridDims {
-  std::array<int64_t, 3> grid = {1, 1, 1};
-  std::array<int64_t, 3> block = {1, 1, 1};
-  bool operator==(const CudaGridDims&) const = default;
-};
-
 // Device memory; host_data() is null.
 class CudaStorage final : public Storage {
  public:
@@ -81,13 +74,14 @@ class CudaProgram final : public Program {
   void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
   // The same with explicit launch sizes (for plans whose sizes name variables
   // that are not scalars of the kernel); null `dims` means the spec's.
-  void launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars, const CudaGridDims* dims) const;
+  void launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars, const LaunchDims* dims) const;
   // Runs the kernel once and returns its device time (CUDA events around it).
   std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
                                        std::span<const int64_t> scalars) const override;
 
-  // The spec's launch sizes for these caller scalars.
-  CudaGridDims dims(std::span<const int64_t> scalars) const;
+  // The spec's launch sizes for these caller scalars: blocks in `global`,
+  // threads per block in `local`.
+  LaunchDims dims(std::span<const int64_t> scalars) const { return layout_.dims(scalars); }
   // Checks the arguments (counts, bounds, buffer sizes and devices) and
   // packs the kernel parameters; Error(Validation) naming what is wrong.
   void prepare(std::span<const Buffer> buffers, std::span<const int64_t> scalars, CudaKernelParams& out) const;
@@ -97,13 +91,12 @@ class CudaProgram final : public Program {
 
  private:
   // Launches on the stream without waiting (arguments already prepared).
-  void enqueue(CudaKernelParams& params, const CudaGridDims& dims) const;
+  void enqueue(CudaKernelParams& params, const LaunchDims& dims) const;
 
   CudaDevice* device_;
   cu::CUmodule module_;
   cu::CUfunction function_;
   LaunchLayout layout_;
-  std::array<std::optional<Expr>, 3> block_;  // bound to the scalars; nullopt: names outside them
 };
 
 struct CudaDeviceDetails {
@@ -121,7 +114,7 @@ struct CudaGraphKernel {
   std::shared_ptr<const Program> program;  // a CudaProgram of the device
   std::span<const Buffer> buffers;
   std::span<const int64_t> scalars;  // caller scalars
-  CudaGridDims dims;
+  LaunchDims dims;
   std::vector<size_t> after;  // earlier kernels of the run this one waits for
 };
 

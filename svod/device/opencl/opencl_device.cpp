@@ -237,17 +237,7 @@ _cl_mem* OpenClStorage::memory_at(size_t offset) {
 // ---- OpenClProgram -------------------------------------------------------------
 
 OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, _cl_program* program, _cl_kernel* kernel)
-    : Program(std::move(spec)), device_(&device), program_(program), kernel_(kernel), layout_(this->spec()) {
-  std::vector<std::string> names;
-  for (const auto& s : this->spec().scalars) names.push_back(s.name);
-  for (size_t d = 0; d < 3; ++d) {
-    try {
-      local_[d] = this->spec().local_size[d].bind_to(names);
-    } catch (const Error&) {
-      local_[d].reset();  // names a plan variable: the caller must pass LaunchDims
-    }
-  }
-}
+    : Program(std::move(spec)), device_(&device), program_(program), kernel_(kernel), layout_(this->spec()) {}
 
 OpenClProgram::~OpenClProgram() {
   const auto& cl = opencl_api();
@@ -256,22 +246,6 @@ OpenClProgram::~OpenClProgram() {
 }
 
 Device& OpenClProgram::device() const noexcept { return *device_; }
-
-LaunchDims OpenClProgram::dims(std::span<const int64_t> scalars) const {
-  std::vector<int64_t> abi(layout_.scalar_count());
-  layout_.fill_scalars(scalars, abi.data());
-  LaunchDims out;
-  for (size_t d = 0; d < 3; ++d) {
-    out.global[d] = layout_.global_size(d, abi.data());
-    if (!local_[d])
-      throw make_error(ErrorKind::Validation,
-                       "program \"{}\": local_size[{}] \"{}\" uses names that are not scalars of the kernel; launch it "
-                       "through a plan that binds them",
-                       spec().display_name(), d, spec().local_size[d].text());
-    out.local[d] = local_[d]->evaluate(abi);
-  }
-  return out;
-}
 
 OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                                    std::span<const OpenClEvent> waits, const LaunchDims* dims) const {
@@ -283,14 +257,8 @@ OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<co
   layout_.fill_scalars(scalars, abi.data());
   std::vector<cl_mem> memories(nbuf);
   for (size_t i = 0; i < nbuf; ++i) {
-    const Buffer& b = buffers[i];
-    if (!b.valid())
-      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is empty", program, i,
-                       spec().buffers[i].name);
-    if (auto need = layout_.min_bytes(i, abi.data()); need && b.bytes() < *need)
-      throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
-                       program, i, spec().buffers[i].name, b.bytes(), *need);
-    memories[i] = device_->memory_of(b, fmt::format("program \"{}\": buffer {} (\"{}\")", program, i,
+    check_launch_buffer(spec(), layout_, i, buffers[i], abi.data());
+    memories[i] = device_->memory_of(buffers[i], fmt::format("program \"{}\": buffer {} (\"{}\")", program, i,
                                                      spec().buffers[i].name));
   }
   const LaunchDims sizes = dims ? *dims : this->dims(scalars);

@@ -47,13 +47,6 @@ namespace svod {
 
 class OpenClDevice;
 
-// Work-groups per dimension (`global`) and work-items per group (`local`),
-// in svod's convention (see above).
-struct LaunchDims {
-  std::array<int64_t, 3> global = {1, 1, 1};
-  std::array<int64_t, 3> local = {1, 1, 1};
-};
-
 // A shared reference to one enqueued command (clRetainEvent/clReleaseEvent).
 class OpenClEvent {
  public:
@@ -120,7 +113,7 @@ class OpenClProgram final : public Program {
                                        std::span<const int64_t> scalars) const override;
 
   // The launch sizes the spec gives for these caller scalars.
-  LaunchDims dims(std::span<const int64_t> scalars) const;
+  LaunchDims dims(std::span<const int64_t> scalars) const { return layout_.dims(scalars); }
   const LaunchLayout& layout() const noexcept { return layout_; }
 
  private:
@@ -128,7 +121,6 @@ class OpenClProgram final : public Program {
   _cl_program* program_;
   _cl_kernel* kernel_;
   LaunchLayout layout_;
-  std::array<std::optional<Expr>, 3> local_;  // bound to the scalars; nullopt: names outside them
   // clSetKernelArg changes the kernel object, so setting arguments and
   // enqueueing is one critical section per program.
   mutable std::mutex mutex_;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "svod/base/error.h"
+#include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_file.h"
 
 namespace svod {
@@ -19,6 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 // Ordered, so outputs and error messages follow the file's order.
 using Json = nlohmann::ordered_json;
+using detail::json_type_name;
+using detail::is_variable_name;
 
 // Buffers larger than this are surely a typo; it also keeps count * size far from overflow.
 constexpr size_t kMaxBufferBytes = size_t{1} << 40;
@@ -27,27 +30,6 @@ std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
 }
 std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
-
-std::string_view type_name(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::object: return "an object";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::boolean: return "true/false";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "an integer";
-    case Json::value_t::number_float: return "a number";
-    case Json::value_t::null: return "null";
-    default: return "something else";
-  }
-}
-
-// The names expressions can refer to (see expr.h).
-bool is_identifier(std::string_view s) {
-  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
-  if (s.empty() || !alpha(s[0]) || s == "min" || s == "max") return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
-}
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -93,10 +75,10 @@ class Parser {
   // --- typed access -------------------------------------------------------
 
   void object(const Json& j, const std::string& path) const {
-    if (!j.is_object()) fail(path, fmt::format("expected an object, got {}", type_name(j)));
+    if (!j.is_object()) fail(path, fmt::format("expected an object, got {}", json_type_name(j)));
   }
   void array(const Json& j, const std::string& path) const {
-    if (!j.is_array()) fail(path, fmt::format("expected an array, got {}", type_name(j)));
+    if (!j.is_array()) fail(path, fmt::format("expected an array, got {}", json_type_name(j)));
   }
   void allow(const Json& j, const std::string& path, std::initializer_list<std::string_view> keys) const {
     for (const auto& [key, value] : j.items()) {
@@ -117,7 +99,7 @@ class Parser {
     return *v;
   }
   std::string str(const Json& j, const std::string& path) const {
-    if (!j.is_string()) fail(path, fmt::format("expected a string, got {}", type_name(j)));
+    if (!j.is_string()) fail(path, fmt::format("expected a string, got {}", json_type_name(j)));
     return j.get<std::string>();
   }
   std::string name(const Json& j, const std::string& path) const {
@@ -143,7 +125,7 @@ class Parser {
   }
   double number(const Json& j, const std::string& path) const {
     if (j.is_boolean()) return j.get<bool>() ? 1.0 : 0.0;
-    if (!j.is_number()) fail(path, fmt::format("expected a number, got {}", type_name(j)));
+    if (!j.is_number()) fail(path, fmt::format("expected a number, got {}", json_type_name(j)));
     return j.get<double>();
   }
   // Runs a parse_* function of the program/dtype headers on `text`, moving its
@@ -158,7 +140,7 @@ class Parser {
   }
   static std::string describe(const Json& j) {
     if (j.is_number() || j.is_boolean()) return j.dump();
-    return std::string(type_name(j));
+    return std::string(json_type_name(j));
   }
   // An integer literal or an expression over `allowed` names.
   Expr expr(const Json& j, const std::string& path, const std::set<std::string>& allowed,
@@ -194,7 +176,7 @@ class Parser {
       allow(v, path, {"min", "max", "value"});
       PlanFileVariable var;
       var.variable.name = key;
-      if (!is_identifier(key)) {
+      if (!is_variable_name(key)) {
         fail(path, "a variable name is a letter or _ followed by letters, digits or _ (and not min or max)");
       }
       var.variable.min = integer(need(v, path, "min"), child(path, "min"));
@@ -436,7 +418,7 @@ class Parser {
           if (value.is_string()) text = value.get<std::string>();
           else if (value.is_boolean()) text = value.get<bool>() ? "1" : "0";
           else if (value.is_number()) text = value.dump();
-          else fail(child(at, macro), fmt::format("expected a number or a string, got {}", type_name(value)));
+          else fail(child(at, macro), fmt::format("expected a number or a string, got {}", json_type_name(value)));
           spec.defines.emplace_back(macro, std::move(text));
         }
       }
@@ -579,7 +561,7 @@ class Parser {
           if (value.is_number_integer()) op.attrs.emplace(key, integer(value, child(at, key)));
           else if (value.is_number_float()) op.attrs.emplace(key, value.get<double>());
           else if (value.is_string()) op.attrs.emplace(key, value.get<std::string>());
-          else fail(child(at, key), fmt::format("expected a number or a string, got {}", type_name(value)));
+          else fail(child(at, key), fmt::format("expected a number or a string, got {}", json_type_name(value)));
         }
       }
     }
@@ -610,7 +592,7 @@ class Parser {
     const Json* values = find(j, "values");
     if ((npy != nullptr) == (values != nullptr)) fail(path, "give either \"npy\" or \"values\"");
     if (const Json* p = find(j, "prefix")) {
-      if (!p->is_boolean()) fail(child(path, "prefix"), fmt::format("expected true or false, got {}", type_name(*p)));
+      if (!p->is_boolean()) fail(child(path, "prefix"), fmt::format("expected true or false, got {}", json_type_name(*p)));
       e.prefix = p->get<bool>();
     }
     for (const char* tol : {"rtol", "atol"}) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "svod/base/error.h"
+#include "svod/planfile/json_text.h"
 
 namespace svod {
 
@@ -19,28 +20,11 @@ namespace {
 namespace fs = std::filesystem;
 // Ordered, so parameters keep the file's order (the start point, the table).
 using Json = nlohmann::ordered_json;
-
-std::string_view type_name(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::object: return "an object";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::boolean: return "true/false";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "an integer";
-    case Json::value_t::number_float: return "a number";
-    case Json::value_t::null: return "null";
-    default: return "something else";
-  }
-}
+using detail::json_type_name;
+using detail::is_variable_name;
 
 bool ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9');
-}
-
-bool is_identifier(std::string_view s) {
-  if (s.empty() || (s[0] >= '0' && s[0] <= '9') || s == "min" || s == "max") return false;
-  return std::all_of(s.begin(), s.end(), ident_char);
 }
 
 // Whether `name` occurs in `text` as a whole identifier.
@@ -74,7 +58,7 @@ class Parser {
     } catch (const Json::parse_error& e) {
       throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, e.what());
     }
-    if (!root.is_object()) fail("(the tune file)", fmt::format("expected an object, got {}", type_name(root)));
+    if (!root.is_object()) fail("(the tune file)", fmt::format("expected an object, got {}", json_type_name(root)));
     allow(root, "", {"svod_tune", "description", "plan", "op", "parameters", "beam", "min_gain", "max_rounds", "vars",
                      "check", "timeout_ms", "benchmark"});
     const Json& version = need(root, "", "svod_tune");
@@ -125,15 +109,15 @@ class Parser {
     return *v;
   }
   std::string str(const Json& j, const std::string& path) const {
-    if (!j.is_string()) fail(path, fmt::format("expected a string, got {}", type_name(j)));
+    if (!j.is_string()) fail(path, fmt::format("expected a string, got {}", json_type_name(j)));
     return j.get<std::string>();
   }
   void object(const Json& j, const std::string& path) const {
-    if (!j.is_object()) fail(path, fmt::format("expected an object, got {}", type_name(j)));
+    if (!j.is_object()) fail(path, fmt::format("expected an object, got {}", json_type_name(j)));
   }
   int64_t integer(const Json& j, const std::string& path) const {
     if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))) {
-      fail(path, fmt::format("expected an integer, got {}", j.is_number() ? j.dump() : std::string(type_name(j))));
+      fail(path, fmt::format("expected an integer, got {}", j.is_number() ? j.dump() : std::string(json_type_name(j))));
     }
     return j.get<int64_t>();
   }
@@ -143,7 +127,7 @@ class Parser {
     return v;
   }
   double number(const Json& j, const std::string& path) const {
-    if (!j.is_number()) fail(path, fmt::format("expected a number, got {}", type_name(j)));
+    if (!j.is_number()) fail(path, fmt::format("expected a number, got {}", json_type_name(j)));
     return j.get<double>();
   }
 
@@ -171,7 +155,7 @@ class Parser {
       if (index >= ops.size()) fail("op", fmt::format("op index {} is out of range (the plan has {} ops)", index, ops.size()));
       file_.op = static_cast<size_t>(index);
     } else {
-      fail("op", fmt::format("expected an op index or an op id, got {}", j.is_number() ? j.dump() : std::string(type_name(j))));
+      fail("op", fmt::format("expected an op index or an op id, got {}", j.is_number() ? j.dump() : std::string(json_type_name(j))));
     }
     if (ops[file_.op].kind != PlanFileOp::Kind::Run) {
       fail("op", fmt::format("ops[{}] does not run a program (only run ops can be tuned)", file_.op));
@@ -202,7 +186,7 @@ class Parser {
     const std::string& program = file_.program().name;
     for (const auto& [name, values] : j.items()) {
       const std::string path = "parameters." + name;
-      if (!is_identifier(name)) {
+      if (!is_variable_name(name)) {
         fail(path, "a parameter name is a letter or _ followed by letters, digits or _ (and not min or max)");
       }
       if (std::any_of(spec.scalars.begin(), spec.scalars.end(), [&](const ScalarParam& s) { return s.name == name; })) {
@@ -232,7 +216,7 @@ class Parser {
           value.text = v.get<std::string>();
         } else {
           fail(at, fmt::format("expected an integer or a non-empty string, got {}",
-                               v.is_number() ? v.dump() : std::string(type_name(v))));
+                               v.is_number() ? v.dump() : std::string(json_type_name(v))));
         }
         if (!seen.insert(value.text).second) fail(at, fmt::format("{} is listed twice", value.text));
         if (in_sizes) size_value(path, at, name, value);

@@ -437,9 +437,8 @@ cu::CUdeviceptr CudaDevice::pointer_of(const Buffer& buffer, std::string_view wh
   return storage->pointer() + buffer.byte_offset();
 }
 
-void CudaDevice::upload(cu::CUdeviceptr dst, const void* src, size_t bytes) {
+void CudaDevice::ensure_staging() {
   const auto& api = *api_;
-  std::lock_guard lock(staging_mutex_);
   for (size_t i = 0; i < 2; ++i) {
     if (!staging_[i])
       check_cu(api.cuMemHostAlloc(&staging_[i], kStagingBytes, cu::CU_MEMHOSTALLOC_PORTABLE),
@@ -447,6 +446,12 @@ void CudaDevice::upload(cu::CUdeviceptr dst, const void* src, size_t bytes) {
     if (!staging_done_[i])
       check_cu(api.cuEventCreate(&staging_done_[i], cu::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   }
+}
+
+void CudaDevice::upload(cu::CUdeviceptr dst, const void* src, size_t bytes) {
+  const auto& api = *api_;
+  std::lock_guard lock(staging_mutex_);
+  ensure_staging();
   // Chunk k is copied into half k % 2 once that half's previous transfer
   // finished, so the memcpy of one chunk overlaps the DMA of the other.
   const auto* from = static_cast<const std::byte*>(src);
@@ -465,13 +470,7 @@ void CudaDevice::upload(cu::CUdeviceptr dst, const void* src, size_t bytes) {
 void CudaDevice::download(void* dst, cu::CUdeviceptr src, size_t bytes) {
   const auto& api = *api_;
   std::lock_guard lock(staging_mutex_);
-  for (size_t i = 0; i < 2; ++i) {
-    if (!staging_[i])
-      check_cu(api.cuMemHostAlloc(&staging_[i], kStagingBytes, cu::CU_MEMHOSTALLOC_PORTABLE),
-               fmt::format("{}: allocating a pinned staging buffer", name()));
-    if (!staging_done_[i])
-      check_cu(api.cuEventCreate(&staging_done_[i], cu::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  }
+  ensure_staging();
   auto* to = static_cast<std::byte*>(dst);
   const size_t chunks = (bytes + kStagingBytes - 1) / kStagingBytes;
   auto issue = [&](size_t k) {

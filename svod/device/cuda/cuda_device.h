@@ -176,6 +176,9 @@ class CudaDevice final : public Device {
  private:
   struct GraphEntry;
   std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact);
+  // Allocates the two pinned staging halves and their events on first use
+  // (staging_mutex_ held).
+  void ensure_staging();
   void upload(cu::CUdeviceptr dst, const void* src, size_t bytes);
   void download(void* dst, cu::CUdeviceptr src, size_t bytes);
   void wait_stream(std::string_view what) const;

@@ -10,7 +10,6 @@
 // program's flops and bytes expressions. --profile writes a Chrome trace with
 // every call of every op (one "run" per call).
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>

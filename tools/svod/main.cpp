@@ -15,32 +15,38 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
   auto* demo = app.add_subcommand("demo", "compile, load and run a few kernels, printing results and timings");
 
+  // Options the plan commands share.
+  auto add_backend = [](CLI::App* command, std::string& backend) {
+    command->add_option("--backend", backend,
+                        "CPU compiler backend: clang, llvm or dlopen (default: SVOD_CPU_BACKEND, else llvm when its "
+                        "library loads, else clang)");
+  };
+  auto add_plan = [&](CLI::App* command, std::string& plan, std::vector<std::string>& vars, std::string& backend) {
+    command->add_option("plan", plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
+    command->add_option("--var", vars, "set a plan variable: NAME=VALUE (repeatable)")
+        ->type_size(1)
+        ->allow_extra_args(false);
+    add_backend(command, backend);
+  };
+
   svod::cli::RunOptions run_options;
   auto* run = app.add_subcommand("run", "run a plan file: print and check its outputs, time its ops");
-  run->add_option("plan", run_options.plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
-  run->add_option("--var", run_options.vars, "set a plan variable: NAME=VALUE (repeatable)")
-      ->type_size(1)
-      ->allow_extra_args(false);
+  add_plan(run, run_options.plan, run_options.vars, run_options.backend);
   run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
       ->check(CLI::PositiveNumber);
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
-  run->add_option("--backend", run_options.backend, "CPU compiler backend: clang, llvm or dlopen (default: SVOD_CPU_BACKEND, else llvm when its library loads, else clang)");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
-  bench->add_option("plan", bench_options.plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
-  bench->add_option("--var", bench_options.vars, "set a plan variable: NAME=VALUE (repeatable)")
-      ->type_size(1)
-      ->allow_extra_args(false);
+  add_plan(bench, bench_options.plan, bench_options.vars, bench_options.backend);
   bench->add_option("--warmup", bench_options.warmup, "untimed runs per op first (default 1)")->check(CLI::NonNegativeNumber);
   bench->add_option("--runs", bench_options.runs, "timed runs per op at least (default 10)")->check(CLI::PositiveNumber);
   bench->add_option("--max-runs", bench_options.max_runs, "timed runs per op at most (default 1000)")->check(CLI::PositiveNumber);
   bench->add_option("--min-time-ms", bench_options.min_time_ms, "keep timing an op until its runs add up to this (default 10)")
       ->check(CLI::NonNegativeNumber);
   bench->add_flag("--flush", bench_options.flush, "write 16 MiB between timed runs to evict the caches");
-  bench->add_option("--backend", bench_options.backend, "CPU compiler backend: clang, llvm or dlopen");
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
   bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
 
@@ -49,7 +55,7 @@ int main(int argc, char** argv) {
   auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
   tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)");
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
-  tune->add_option("--backend", tune_options.backend, "CPU compiler backend: clang, llvm or dlopen");
+  add_backend(tune, tune_options.backend);
   tune->add_flag("--worker", tune_worker, "run one job of the tuner's worker (internal)")->group("");
 
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");

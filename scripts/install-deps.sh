@@ -10,7 +10,7 @@ packages=(
   libtbb-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
-  python3-numpy
+  python3-numpy python3-dev python3-pytest pybind11-dev libdlpack-dev
 )
 
 missing=()

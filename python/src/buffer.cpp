@@ -1,0 +1,356 @@
+// svod.Buffer, host arrays as svod buffers (numpy, DLPack) and svod buffers
+// as numpy arrays and DLPack tensors — all without copying host memory.
+#include <dlpack/dlpack.h>
+
+#include <cstring>
+
+#include "bindings.h"
+
+namespace svod::python {
+
+namespace {
+
+// Host memory someone else owns (a numpy array, a DLPack producer), lent to
+// svod. `release` gives it back; it runs when the last svod::Buffer over it
+// goes, on whatever thread that is, so it takes the GIL itself.
+class BorrowedStorage final : public Storage {
+ public:
+  BorrowedStorage(void* data, size_t bytes, std::function<void()> release)
+      : Storage(host_device(), bytes, data), release_(std::move(release)) {}
+  ~BorrowedStorage() override {
+    // At interpreter exit the owner is gone with the interpreter.
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE state = PyGILState_Ensure();
+    release_();
+    PyGILState_Release(state);
+  }
+
+ private:
+  std::function<void()> release_;
+};
+
+std::string type_name(py::handle obj) { return Py_TYPE(obj.ptr())->tp_name; }
+
+// A svod.Buffer's shape as numpy dims.
+std::vector<npy_intp> dims_of(const std::vector<size_t>& shape) { return {shape.begin(), shape.end()}; }
+
+// DLPack's bool type code, added in DLPack 0.8 (Debian's header is 0.6).
+constexpr uint8_t kDLBoolCode = 6;
+
+// A DLPack element type as a DType.
+std::optional<DType> dtype_of_dl(const DLDataType& t) {
+  if (t.lanes != 1) return std::nullopt;
+  switch (t.code) {
+    case kDLBoolCode:
+      if (t.bits == 8) return DType::Bool;
+      break;
+    case kDLInt:
+      if (t.bits == 8) return DType::I8;
+      if (t.bits == 16) return DType::I16;
+      if (t.bits == 32) return DType::I32;
+      if (t.bits == 64) return DType::I64;
+      break;
+    case kDLUInt:
+      if (t.bits == 8) return DType::U8;
+      if (t.bits == 16) return DType::U16;
+      if (t.bits == 32) return DType::U32;
+      if (t.bits == 64) return DType::U64;
+      break;
+    case kDLFloat:
+      if (t.bits == 16) return DType::F16;
+      if (t.bits == 32) return DType::F32;
+      if (t.bits == 64) return DType::F64;
+      break;
+    case kDLBfloat:
+      if (t.bits == 16) return DType::BF16;
+      break;
+  }
+  return std::nullopt;
+}
+
+DLDataType dl_dtype(DType dtype) {
+  DLDataType t{};
+  t.lanes = 1;
+  t.bits = static_cast<uint8_t>(size_of(dtype) * 8);
+  if (dtype == DType::Bool) t.code = kDLBoolCode;
+  else if (dtype == DType::BF16) t.code = kDLBfloat;
+  else if (is_float(dtype)) t.code = kDLFloat;
+  else t.code = is_signed(dtype) ? kDLInt : kDLUInt;
+  return t;
+}
+
+// What a DLPack export owns: the buffer (its storage stays alive) and the
+// shape the tensor points into.
+struct DlpackExport {
+  DLManagedTensor tensor{};
+  Buffer buffer;
+  std::vector<int64_t> shape;
+};
+
+void delete_export(DLManagedTensor* tensor) { delete static_cast<DlpackExport*>(tensor->manager_ctx); }
+
+// A capsule no consumer took still owns its tensor.
+void dlpack_capsule_destructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* tensor = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    tensor->deleter(tensor);
+  }
+}
+
+py::capsule export_dlpack(const PyBuffer& self) {
+  const Buffer& buffer = self.get();
+  if (!buffer.is_host())
+    throw make_error(ErrorKind::Unsupported, "svod.Buffer on {}: DLPack export needs host memory; use to_numpy()",
+                     buffer.device().name());
+  auto owner = std::make_unique<DlpackExport>();
+  owner->buffer = buffer;
+  owner->shape.assign(self.shape.begin(), self.shape.end());
+  DLTensor& t = owner->tensor.dl_tensor;
+  t.data = buffer.storage().host_data();
+  t.byte_offset = buffer.byte_offset();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(owner->shape.size());
+  t.dtype = dl_dtype(buffer.dtype());
+  t.shape = owner->shape.data();
+  t.strides = nullptr;  // compact row-major
+  owner->tensor.manager_ctx = owner.get();
+  owner->tensor.deleter = delete_export;
+  PyObject* capsule = PyCapsule_New(&owner->tensor, "dltensor", dlpack_capsule_destructor);
+  if (capsule == nullptr) throw py::error_already_set();
+  owner.release();
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
+std::vector<size_t> shape_from_object(py::handle count_or_shape) {
+  std::vector<size_t> shape;
+  if (PyLong_Check(count_or_shape.ptr())) {
+    const long long n = PyLong_AsLongLong(count_or_shape.ptr());
+    if (n < 0 || PyErr_Occurred()) {
+      PyErr_Clear();
+      throw make_error(ErrorKind::Validation, "allocate: count {} is not a non-negative element count",
+                       py::cast<std::string>(py::repr(count_or_shape)));
+    }
+    shape.push_back(static_cast<size_t>(n));
+    return shape;
+  }
+  for (py::handle d : py::iter(count_or_shape)) {
+    if (!PyLong_Check(d.ptr()) || PyLong_AsLongLong(d.ptr()) < 0)
+      throw make_error(ErrorKind::Validation, "allocate: shape {} holds {} (expected non-negative integers)",
+                       py::cast<std::string>(py::repr(count_or_shape)), py::cast<std::string>(py::repr(d)));
+    shape.push_back(py::cast<size_t>(d));
+  }
+  return shape;
+}
+
+size_t element_count(const std::vector<size_t>& shape) {
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  return n;
+}
+
+// Copies between a svod buffer and a numpy array through the buffer's device.
+void copy_with_host(const Buffer& device_buffer, py::handle array, bool to_device, const std::string& what) {
+  if (!PyArray_Check(array.ptr()))
+    throw make_error(ErrorKind::Validation, "{}: expected a numpy array, got {}", what, type_name(array));
+  auto* arr = reinterpret_cast<PyArrayObject*>(array.ptr());
+  const auto dtype = dtype_of(PyArray_DESCR(arr));
+  if (!dtype || size_of(*dtype) != size_of(device_buffer.dtype()) ||
+      (*dtype != device_buffer.dtype() && device_buffer.dtype() != DType::BF16))
+    throw make_error(ErrorKind::Validation, "{}: array dtype {} does not match the buffer's {}", what,
+                     py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(PyArray_DESCR(arr)))),
+                     to_string(device_buffer.dtype()));
+  if (static_cast<size_t>(PyArray_NBYTES(arr)) != device_buffer.bytes())
+    throw make_error(ErrorKind::Validation, "{}: the array holds {} bytes, the buffer {}", what,
+                     static_cast<size_t>(PyArray_NBYTES(arr)), device_buffer.bytes());
+  Buffer host = wrap_array(arr, what, !to_device);
+  host = Buffer(host.storage_ptr(), device_buffer.dtype(), host.byte_offset(), host.bytes());
+  py::gil_scoped_release unlocked;
+  if (to_device) device_buffer.device().copy(device_buffer, host);
+  else device_buffer.device().copy(host, device_buffer);
+}
+
+py::object to_numpy(const PyBuffer& self) {
+  const Buffer& buffer = self.get();
+  if (buffer.is_host()) return numpy_view(buffer, self.shape).attr("copy")();
+  auto dims = dims_of(self.shape);
+  py::object out = py::reinterpret_steal<py::object>(
+      PyArray_SimpleNew(static_cast<int>(dims.size()), dims.data(), numpy_type_of(buffer.dtype())));
+  if (!out) throw py::error_already_set();
+  copy_with_host(buffer, out, false, "to_numpy");
+  return out;
+}
+
+}  // namespace
+
+const Buffer& PyBuffer::get() const {
+  if (!buffer.valid()) throw make_error(ErrorKind::Validation, "svod.Buffer: used after release()");
+  return buffer;
+}
+
+PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape) {
+  PyBuffer b;
+  b.shape = shape_from_object(shape);
+  const DType type = dtype_from_object(dtype);
+  b.buffer = device.allocate(type, element_count(b.shape));
+  return b;
+}
+
+Buffer wrap_array(PyArrayObject* array, const std::string& what, bool writable) {
+  PyArray_Descr* descr = PyArray_DESCR(array);
+  const auto dtype = dtype_of(descr);
+  if (!dtype)
+    throw make_error(ErrorKind::Validation, "{}: numpy dtype {} has no svod element type{}", what,
+                     py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(descr))),
+                     PyArray_ISBYTESWAPPED(array) ? " (non-native byte order)" : "");
+  if (!PyArray_IS_C_CONTIGUOUS(array))
+    throw make_error(ErrorKind::Validation, "{}: the array is not C-contiguous (use numpy.ascontiguousarray)", what);
+  if (!PyArray_ISALIGNED(array)) throw make_error(ErrorKind::Validation, "{}: the array is not aligned", what);
+  if (writable && !PyArray_ISWRITEABLE(array)) throw make_error(ErrorKind::Validation, "{}: the array is read-only", what);
+  PyObject* owner = reinterpret_cast<PyObject*>(array);
+  Py_INCREF(owner);
+  auto storage = std::make_shared<BorrowedStorage>(PyArray_DATA(array), static_cast<size_t>(PyArray_NBYTES(array)),
+                                                   [owner] { Py_DECREF(owner); });
+  return Buffer(std::move(storage), *dtype);
+}
+
+PyBuffer wrap_dlpack(py::handle producer, const std::string& what) {
+  if (!py::hasattr(producer, "__dlpack__"))
+    throw make_error(ErrorKind::Validation, "{}: {} has no __dlpack__", what, type_name(producer));
+  py::object capsule = producer.attr("__dlpack__")();
+  if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
+    throw make_error(ErrorKind::Validation, "{}: __dlpack__ of {} did not return an unused DLPack capsule", what,
+                     type_name(producer));
+  auto* tensor = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  const DLTensor& t = tensor->dl_tensor;
+  // Refusals leave the capsule unconsumed: its destructor gives the tensor back.
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
+    throw make_error(ErrorKind::Unsupported, "{}: DLPack tensor on device type {}: svod wraps host tensors only", what,
+                     static_cast<int>(t.device.device_type));
+  const auto dtype = dtype_of_dl(t.dtype);
+  if (!dtype)
+    throw make_error(ErrorKind::Validation, "{}: DLPack dtype (code {}, {} bits, {} lanes) has no svod element type",
+                     what, static_cast<int>(t.dtype.code), static_cast<int>(t.dtype.bits),
+                     static_cast<int>(t.dtype.lanes));
+  std::vector<size_t> shape(t.shape, t.shape + t.ndim);
+  size_t count = element_count(shape);
+  if (t.strides != nullptr && count > 1) {
+    int64_t expected = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      if (t.shape[d] != 1 && t.strides[d] != expected)
+        throw make_error(ErrorKind::Validation, "{}: the DLPack tensor is not C-contiguous", what);
+      expected *= t.shape[d];
+    }
+  }
+  // Consumed: from here the storage calls the producer's deleter.
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  auto storage = std::make_shared<BorrowedStorage>(static_cast<std::byte*>(t.data) + t.byte_offset,
+                                                   count * size_of(*dtype), [tensor] {
+                                                     if (tensor->deleter) tensor->deleter(tensor);
+                                                   });
+  return PyBuffer{Buffer(std::move(storage), *dtype), std::move(shape)};
+}
+
+Buffer buffer_argument(py::handle obj, const std::string& what, bool writable) {
+  if (PyArray_Check(obj.ptr())) return wrap_array(reinterpret_cast<PyArrayObject*>(obj.ptr()), what, writable);
+  if (py::isinstance<PyBuffer>(obj)) return py::cast<const PyBuffer&>(obj).get();
+  if (py::hasattr(obj, "__dlpack__")) return wrap_dlpack(obj, what).buffer;
+  throw make_error(ErrorKind::Validation, "{}: expected a numpy array, a svod.Buffer or an object with __dlpack__, got {}",
+                   what, type_name(obj));
+}
+
+py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape) {
+  if (!buffer.is_host())
+    throw make_error(ErrorKind::Unsupported, "svod.Buffer on {} is device memory: use to_numpy() to copy it",
+                     buffer.device().name());
+  auto dims = dims_of(shape);
+  PyObject* array = PyArray_SimpleNewFromData(static_cast<int>(dims.size()), dims.data(),
+                                              numpy_type_of(buffer.dtype()), buffer.data());
+  if (array == nullptr) throw py::error_already_set();
+  // The array's base owns a reference to the storage.
+  py::capsule owner(new Buffer(buffer), [](void* p) { delete static_cast<Buffer*>(p); });
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), owner.release().ptr()) < 0) {
+    Py_DECREF(array);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(array);
+}
+
+void bind_buffers(py::module_& m) {
+  py::class_<PyBuffer>(m, "Buffer",
+                       "Memory on a device, typed and shaped. CPU buffers are host memory: numpy.asarray(buf),\n"
+                       "buf.numpy() and numpy.from_dlpack(buf) view them without a copy. Device buffers\n"
+                       "(CL, CUDA) copy with copy_from(array) and to_numpy().")
+      .def_property_readonly("dtype", [](const PyBuffer& b) { return std::string(to_string(b.get().dtype())); },
+                             "Element type, a svod name (\"f32\").")
+      .def_property_readonly("shape", [](const PyBuffer& b) { return py::tuple(py::cast(b.shape)); })
+      .def_property_readonly("count", [](const PyBuffer& b) { return b.get().count(); }, "Number of elements.")
+      .def_property_readonly("nbytes", [](const PyBuffer& b) { return b.get().bytes(); })
+      .def_property_readonly("device", [](const PyBuffer& b) { return b.get().device().name(); },
+                             "Name of the device holding the memory (\"CPU\", \"CL:0\").")
+      .def_property_readonly("is_host", [](const PyBuffer& b) { return b.get().is_host(); })
+      .def_property_readonly("released", [](const PyBuffer& b) { return !b.buffer.valid(); })
+      .def_property_readonly(
+          "data_ptr", [](const PyBuffer& b) { return reinterpret_cast<uintptr_t>(b.get().data()); },
+          "Host address of the first element (host buffers only).")
+      .def("__len__", [](const PyBuffer& b) { return b.shape.empty() ? size_t{1} : b.shape[0]; })
+      .def("numpy", [](const PyBuffer& b) { return numpy_view(b.get(), b.shape); },
+           "A numpy array over this host buffer (no copy); it keeps the memory alive.")
+      .def(
+          "__array__",
+          [](const PyBuffer& b, py::object dtype, py::object copy) {
+            py::object out = b.get().is_host() ? numpy_view(b.get(), b.shape) : to_numpy(b);
+            if (!dtype.is_none()) out = out.attr("astype")(dtype, py::arg("copy") = false);
+            if (!copy.is_none() && copy.cast<bool>() && b.get().is_host()) out = out.attr("copy")();
+            return out;
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def("to_numpy", &to_numpy, "A new numpy array holding a copy of the buffer (any device).")
+      .def(
+          "copy_from", [](const PyBuffer& b, py::handle array) { copy_with_host(b.get(), array, true, "copy_from"); },
+          py::arg("array"), "Copies a numpy array of the same dtype and size into the buffer.")
+      .def("release", [](PyBuffer& b) { b.buffer = Buffer(); },
+           "Drops this handle's reference to the memory; later use raises ValidationError.")
+      .def(
+          "__dlpack__",
+          [](const PyBuffer& b, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+            if (!copy.is_none() && copy.cast<bool>())
+              throw make_error(ErrorKind::Unsupported, "svod.Buffer.__dlpack__: copy=True is not supported");
+            return export_dlpack(b);
+          },
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+          "A DLPack capsule sharing this host buffer's memory.")
+      .def("__dlpack_device__",
+           [](const PyBuffer& b) {
+             if (!b.get().is_host())
+               throw make_error(ErrorKind::Unsupported, "svod.Buffer on {}: only host buffers export DLPack",
+                                b.get().device().name());
+             return py::make_tuple(static_cast<int>(kDLCPU), 0);
+           })
+      .def("__repr__", [](const PyBuffer& b) {
+        if (!b.buffer.valid()) return std::string("svod.Buffer(released)");
+        std::string shape;
+        for (size_t d : b.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        return fmt::format("svod.Buffer(dtype={}, shape=({}{}), device={})", to_string(b.buffer.dtype()), shape,
+                           b.shape.size() == 1 ? "," : "", b.buffer.device().name());
+      });
+
+  m.def(
+      "from_dlpack", [](py::handle obj) { return wrap_dlpack(obj, "from_dlpack"); }, py::arg("obj"),
+      "Wraps a DLPack producer's host tensor (numpy array, torch tensor, ...) as a svod.Buffer\n"
+      "sharing its memory; the producer stays alive as long as the buffer.");
+  m.def(
+      "_wrap_array",
+      [](py::handle array) {
+        if (!PyArray_Check(array.ptr()))
+          throw make_error(ErrorKind::Validation, "svod.asbuffer: expected a numpy array, got {}", type_name(array));
+        auto* arr = reinterpret_cast<PyArrayObject*>(array.ptr());
+        PyBuffer b;
+        b.buffer = wrap_array(arr, "svod.asbuffer", false);
+        b.shape.assign(PyArray_DIMS(arr), PyArray_DIMS(arr) + PyArray_NDIM(arr));
+        return b;
+      },
+      py::arg("array"));
+}
+
+}  // namespace svod::python

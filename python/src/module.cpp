@@ -1,0 +1,167 @@
+// The `svod._svod` extension module: error translation, dtypes and the host
+// device shared by the other files, and the module definition.
+#define SVOD_NUMPY_IMPORT
+#include "bindings.h"
+
+#include <Python.h>
+
+#include "svod/device/registry.h"
+
+namespace svod::python {
+
+namespace {
+
+// The svod.Error classes, set once by svod/__init__.py. Leaked on purpose: the
+// translator may run while the interpreter tears the module down.
+PyObject* error_base = nullptr;
+PyObject* error_by_kind[static_cast<int>(ErrorKind::Internal) + 1] = {};
+
+void raise_error(ErrorKind kind, const char* message) {
+  PyObject* cls = error_by_kind[static_cast<int>(kind)];
+  if (cls == nullptr) cls = error_base ? error_base : PyExc_RuntimeError;
+  PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)), "replace");
+  PyObject* exc = text ? PyObject_CallOneArg(cls, text) : nullptr;
+  Py_XDECREF(text);
+  if (exc == nullptr) return;  // the call set its own error
+  PyObject* kind_text = PyUnicode_FromStringAndSize(to_string(kind).data(), static_cast<Py_ssize_t>(to_string(kind).size()));
+  if (kind_text) PyObject_SetAttrString(exc, "kind", kind_text);
+  Py_XDECREF(kind_text);
+  if (kind == ErrorKind::Compile) {
+    // Compiler diagnostics follow the message's first line.
+    const char* newline = std::strchr(message, '\n');
+    PyObject* log = PyUnicode_DecodeUTF8(newline ? newline + 1 : message,
+                                         static_cast<Py_ssize_t>(std::strlen(newline ? newline + 1 : message)), "replace");
+    if (log) PyObject_SetAttrString(exc, "log", log);
+    Py_XDECREF(log);
+  }
+  PyErr_SetObject(cls, exc);
+  Py_DECREF(exc);
+}
+
+}  // namespace
+
+void set_python_error() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    raise_error(e.kind(), e.what());
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    raise_error(ErrorKind::Internal, e.what());
+  } catch (...) {
+    raise_error(ErrorKind::Internal, "unknown C++ exception");
+  }
+}
+
+void set_error_classes(py::object base, py::dict by_kind) {
+  error_base = base.release().ptr();
+  for (auto [key, cls] : by_kind) {
+    const std::string name = py::cast<std::string>(key);
+    for (int k = 0; k <= static_cast<int>(ErrorKind::Internal); ++k) {
+      if (to_string(static_cast<ErrorKind>(k)) == name) error_by_kind[k] = py::reinterpret_borrow<py::object>(cls).release().ptr();
+    }
+  }
+}
+
+std::optional<DType> dtype_of(PyArray_Descr* descr) {
+  if (!PyArray_ISNBO(descr->byteorder)) return std::nullopt;
+  const int size = static_cast<int>(descr->elsize);
+  switch (descr->kind) {
+    case 'b':
+      return DType::Bool;
+    case 'i':
+      if (size == 1) return DType::I8;
+      if (size == 2) return DType::I16;
+      if (size == 4) return DType::I32;
+      if (size == 8) return DType::I64;
+      break;
+    case 'u':
+      if (size == 1) return DType::U8;
+      if (size == 2) return DType::U16;
+      if (size == 4) return DType::U32;
+      if (size == 8) return DType::U64;
+      break;
+    case 'f':
+      if (size == 2) return DType::F16;
+      if (size == 4) return DType::F32;
+      if (size == 8) return DType::F64;
+      break;
+  }
+  return std::nullopt;
+}
+
+int numpy_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return NPY_BOOL;
+    case DType::I8: return NPY_INT8;
+    case DType::U8: return NPY_UINT8;
+    case DType::I16: return NPY_INT16;
+    case DType::U16: return NPY_UINT16;
+    case DType::I32: return NPY_INT32;
+    case DType::U32: return NPY_UINT32;
+    case DType::I64: return NPY_INT64;
+    case DType::U64: return NPY_UINT64;
+    case DType::F16: return NPY_FLOAT16;
+    case DType::BF16: return NPY_UINT16;  // numpy has no bfloat16: its bit patterns
+    case DType::F32: return NPY_FLOAT32;
+    case DType::F64: return NPY_FLOAT64;
+  }
+  return NPY_NOTYPE;
+}
+
+DType dtype_from_object(py::handle obj) {
+  if (PyUnicode_Check(obj.ptr())) {
+    const std::string text = py::cast<std::string>(obj);
+    try {
+      return parse_dtype(text);
+    } catch (const Error&) {
+      // Not a svod name; numpy may know it ("f4", "<f4").
+    }
+  }
+  PyArray_Descr* descr = nullptr;
+  if (!PyArray_DescrConverter(obj.ptr(), &descr)) {
+    PyErr_Clear();
+    throw make_error(ErrorKind::Validation, "dtype {}: not a svod or numpy dtype",
+                     py::cast<std::string>(py::repr(obj)));
+  }
+  const auto dtype = dtype_of(descr);
+  const std::string text = py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(descr)));
+  Py_DECREF(descr);
+  if (!dtype) throw make_error(ErrorKind::Validation, "dtype {}: svod has no such element type", text);
+  return *dtype;
+}
+
+Device& host_device() {
+  static Device& device = *open_device("CPU");
+  return device;
+}
+
+}  // namespace svod::python
+
+PYBIND11_MODULE(_svod, m) {
+  using namespace svod::python;
+  if (_import_array() < 0) throw py::error_already_set();
+  m.doc() = "The compiled part of the svod package; use `import svod`.";
+  m.attr("__version__") = SVOD_VERSION;
+  // Errors raised inside pybind11-bound functions take the same path as the
+  // raw entry points.
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (...) {
+      set_python_error();
+    }
+  });
+  m.def("_set_error_classes", &set_error_classes);
+  bind_buffers(m);
+  bind_devices(m);
+  bind_programs(m);
+  bind_plans(m);
+  bind_profile(m);
+}

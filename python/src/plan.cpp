@@ -1,0 +1,418 @@
+// svod.load_plan, svod.Plan and svod.PlanBuilder: plan files and
+// ExecutionPlanBuilder from Python, with numpy arrays bound to plan buffers
+// by rebinding (no copy) and the GIL released while a plan runs.
+#include <pybind11/stl/filesystem.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "bindings.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/device/registry.h"
+#include "svod/planfile/plan_file.h"
+#include "svod/tune/benchmark.h"
+
+namespace svod::python {
+
+namespace {
+
+struct PyPlan {
+  std::shared_ptr<LoadedPlan> loaded;  // shared: an open profile keeps the plans it saw
+  std::string source;                  // the plan file, or "PlanBuilder", for messages
+  std::vector<std::string> names;      // per slot; empty when unnamed
+  std::vector<std::vector<size_t>> shapes;
+  std::vector<std::string> variables;
+
+  ExecutionPlan& plan() const { return loaded->plan; }
+
+  size_t slot(const std::string& name) const {
+    if (auto s = plan().find_buffer(name)) return *s;
+    std::string known;
+    for (const auto& n : names) {
+      if (!n.empty()) known += (known.empty() ? "" : ", ") + n;
+    }
+    throw make_error(ErrorKind::Validation, "{}: no buffer named \"{}\" (buffers: {})", source, name, known);
+  }
+
+  PyBuffer buffer(size_t slot) const { return PyBuffer{plan().buffer(slot), shapes[slot]}; }
+};
+
+// Storage ids that some op writes (custom functions count as writing all
+// their buffers): arrays bound there must be writable.
+std::set<uint64_t> written_storages(const ExecutionPlan& plan) {
+  std::set<uint64_t> ids;
+  for (size_t i = 0; i < plan.op_count(); ++i) {
+    const PreparedOp& op = plan.op(i);
+    if (const auto* k = std::get_if<PreparedKernel>(&op)) {
+      const auto& params = k->program->spec().buffers;
+      for (size_t b = 0; b < k->buffers.size(); ++b) {
+        if (writes(params[b].access)) ids.insert(plan.buffer(k->buffers[b]).storage_id());
+      }
+    } else if (const auto* c = std::get_if<PreparedCopy>(&op)) {
+      ids.insert(plan.buffer(c->dst).storage_id());
+    } else if (const auto* f = std::get_if<PreparedCustomFunction>(&op)) {
+      for (size_t b : f->buffers) ids.insert(plan.buffer(b).storage_id());
+    }
+  }
+  return ids;
+}
+
+std::map<std::string, int64_t> vars_of(const py::object& vars) {
+  std::map<std::string, int64_t> out;
+  if (vars.is_none()) return out;
+  for (auto [k, v] : py::cast<py::dict>(vars)) {
+    const std::string name = py::cast<std::string>(k);
+    if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+      throw make_error(ErrorKind::Validation, "vars[\"{}\"]: expected an integer, got {}", name, Py_TYPE(v.ptr())->tp_name);
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow) throw make_error(ErrorKind::Validation, "vars[\"{}\"]: outside the 64-bit integer range", name);
+    out[name] = value;
+  }
+  return out;
+}
+
+void execute(const PyPlan& p, const std::map<std::string, int64_t>& vars, bool sequential) {
+  auto run = [&](PlanObserver* observer) {
+    ExecuteOptions options{.sequential = sequential, .observer = observer};
+    if (vars.empty()) {
+      p.loaded->execute(options);
+    } else if (p.loaded->uses_devices) {
+      throw make_error(ErrorKind::Unsupported,
+                       "{}: vars= on a plan with buffers or programs off the CPU; load it with vars= instead", p.source);
+    } else {
+      p.plan().execute_with_vars(vars, options);
+    }
+  };
+  py::gil_scoped_release unlocked;
+  if (profiling()) profile_plan_run(p.loaded, p.plan(), &p.loaded->op_labels, run);
+  else run(nullptr);
+}
+
+// Binds `value` to the plan's slot `name`: numpy arrays and svod buffers of
+// the slot's dtype and size replace the slot's buffer (no copy) on the CPU,
+// and are copied into it on other devices.
+void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, const std::set<uint64_t>& written) {
+  const size_t slot = p.slot(name);
+  const Buffer& current = p.plan().buffer(slot);
+  const std::string what = fmt::format("{}: buffer \"{}\"", p.source, name);
+  Buffer replacement = buffer_argument(value, what, written.contains(current.storage_id()));
+  if (replacement.dtype() != current.dtype() && !(current.dtype() == DType::BF16 && replacement.dtype() == DType::U16))
+    throw make_error(ErrorKind::Validation, "{}: dtype {} does not match the plan's {}", what,
+                     to_string(replacement.dtype()), to_string(current.dtype()));
+  if (replacement.bytes() != current.bytes())
+    throw make_error(ErrorKind::Validation, "{}: {} elements given, the plan's buffer holds {}", what,
+                     replacement.count(), current.count());
+  replacement = Buffer(replacement.storage_ptr(), current.dtype(), replacement.byte_offset(), replacement.bytes());
+  if (current.is_host() && replacement.is_host()) {
+    p.plan().rebind(slot, std::move(replacement));
+  } else {
+    py::gil_scoped_release unlocked;
+    current.device().copy(current, replacement);
+  }
+}
+
+py::object output_array(const PyPlan& p, size_t slot) {
+  const Buffer& b = p.plan().buffer(slot);
+  if (b.is_host()) return numpy_view(b, p.shapes[slot]);
+  return py::cast(p.buffer(slot)).attr("to_numpy")();
+}
+
+void check_outputs(const PyPlan& p) {
+  std::string failures;
+  for (const LoadedOutput& out : p.loaded->outputs) {
+    if (!out.expect) continue;
+    const Buffer& b = p.plan().buffer(out.slot);
+    const auto* data = static_cast<const std::byte*>(b.data());
+    const OutputCheck check = check_output(out, b.dtype(), {data, b.bytes()});
+    if (check.passed()) continue;
+    std::string first;
+    for (const auto& m : check.first)
+      first += fmt::format("{}[{}] got {:.9g} expected {:.9g}", first.empty() ? "" : ", ", m.index, m.got, m.expected);
+    failures += fmt::format("{}outputs.{}: {} of {} values differ (max abs error {:.3g}); first: {}",
+                            failures.empty() ? "" : "; ", out.name, check.mismatches, check.compared,
+                            check.max_abs_error, first);
+  }
+  if (!failures.empty()) throw make_error(ErrorKind::Validation, "{}: expectations failed: {}", p.source, failures);
+}
+
+PyPlan load(const std::filesystem::path& path, const py::object& vars, const std::optional<std::string>& backend) {
+  LoadOptions options{vars_of(vars)};
+  py::gil_scoped_release unlocked;
+  if (backend) {
+    const CpuBackend wanted = parse_cpu_backend(*backend);
+    // Plans open "CPU" through the registry, which creates it once per process
+    // with the default backend; the variable decides that default.
+    ::setenv("SVOD_CPU_BACKEND", std::string(to_string(wanted)).c_str(), 1);
+    if (open_device("CPU") != create_cpu_device_with_backend(wanted))
+      throw make_error(ErrorKind::Unsupported,
+                       "load_plan(backend=\"{}\"): the process's CPU device was already opened with another backend; "
+                       "set SVOD_CPU_BACKEND before using svod",
+                       *backend);
+  }
+  PlanFile file = parse_plan_file(path);
+  PyPlan p;
+  p.source = file.source_name;
+  p.loaded = std::make_shared<LoadedPlan>(svod::load_plan(file, options));
+  p.names.resize(p.plan().buffer_count());
+  p.shapes.resize(p.plan().buffer_count());
+  for (size_t i = 0; i < p.shapes.size(); ++i) p.shapes[i] = {p.plan().buffer(i).count()};
+  for (const auto& b : file.buffers) {
+    if (auto s = p.plan().find_buffer(b.name)) {
+      p.names[*s] = b.name;
+      p.shapes[*s] = b.shape;
+    }
+  }
+  for (const auto& v : file.variables) p.variables.push_back(v.variable.name);
+  return p;
+}
+
+struct OpRefs {
+  std::vector<size_t> indices;
+  std::vector<std::string> ids;
+};
+OpRefs op_refs(const py::object& after) {
+  OpRefs refs;
+  if (after.is_none()) return refs;
+  for (py::handle a : after) {
+    if (PyUnicode_Check(a.ptr())) refs.ids.push_back(py::cast<std::string>(a));
+    else refs.indices.push_back(py::cast<size_t>(a));
+  }
+  return refs;
+}
+
+// svod.PlanBuilder: ExecutionPlanBuilder plus the names and shapes Python shows.
+struct PyPlanBuilder {
+  ExecutionPlanBuilder builder;
+  std::vector<std::string> names;
+  std::vector<std::vector<size_t>> shapes;
+  std::vector<std::string> variables;
+  std::vector<size_t> outputs;
+
+  size_t add(const Buffer& buffer, std::vector<size_t> shape, const std::string& name) {
+    const size_t slot = builder.add_buffer(buffer, name);
+    names.push_back(name);
+    shapes.push_back(std::move(shape));
+    return slot;
+  }
+
+  OpOptions options(const std::string& id, const py::object& after) const {
+    OpRefs refs = op_refs(after);
+    return OpOptions{id, std::move(refs.ids), std::move(refs.indices)};
+  }
+
+  PyPlan build() {
+    PyPlan p;
+    p.source = "PlanBuilder";
+    ExecutionPlan plan = builder.build();
+    std::vector<LoadedOutput> outs;
+    for (size_t slot : outputs) {
+      LoadedOutput o;
+      o.name = names[slot].empty() ? fmt::format("buffer{}", slot) : names[slot];
+      o.slot = slot;
+      o.shape = shapes[slot];
+      outs.push_back(std::move(o));
+    }
+    std::vector<std::string> labels;
+    for (size_t i = 0; i < plan.op_count(); ++i) labels.push_back(fmt::format("op {}", i));
+    p.loaded = std::make_shared<LoadedPlan>(LoadedPlan{std::move(plan), std::move(labels), std::move(outs), false});
+    p.names = std::move(names);
+    p.shapes = std::move(shapes);
+    p.variables = std::move(variables);
+    *this = PyPlanBuilder();
+    return p;
+  }
+};
+
+std::vector<size_t> shape_of(py::handle obj, const Buffer& buffer) {
+  if (py::isinstance<PyBuffer>(obj)) return py::cast<const PyBuffer&>(obj).shape;
+  if (PyArray_Check(obj.ptr())) {
+    auto* a = reinterpret_cast<PyArrayObject*>(obj.ptr());
+    return {PyArray_DIMS(a), PyArray_DIMS(a) + PyArray_NDIM(a)};
+  }
+  return {buffer.count()};
+}
+
+Expr expr_of(py::handle v, const std::string& what) {
+  if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) return Expr::constant(py::cast<int64_t>(v));
+  if (PyUnicode_Check(v.ptr())) return Expr::parse(py::cast<std::string>(v));
+  throw make_error(ErrorKind::Validation, "{}: expected an integer or an expression string, got {}", what,
+                   Py_TYPE(v.ptr())->tp_name);
+}
+
+AttrValue attr_of(py::handle v, const std::string& key) {
+  if (PyBool_Check(v.ptr())) return int64_t{v.ptr() == Py_True};
+  if (PyLong_Check(v.ptr())) return py::cast<int64_t>(v);
+  if (PyFloat_Check(v.ptr())) return py::cast<double>(v);
+  if (PyUnicode_Check(v.ptr())) return py::cast<std::string>(v);
+  throw make_error(ErrorKind::Validation, "custom: attrs[\"{}\"]: expected an int, float or str, got {}", key,
+                   Py_TYPE(v.ptr())->tp_name);
+}
+
+}  // namespace
+
+void bind_plans(py::module_& m) {
+  py::class_<PyPlan>(m, "Plan",
+                     "An execution plan: kernels, copies and host functions over named buffers, run in\n"
+                     "dependency order (independent ops in parallel).")
+      .def(
+          "execute",
+          [](const PyPlan& p, py::object vars, bool sequential) { execute(p, vars_of(vars), sequential); },
+          py::arg("vars") = py::none(), py::arg("sequential") = false,
+          "Runs the plan once. vars= sets plan variables (checked before anything runs).")
+      .def(
+          "run",
+          [](const PyPlan& p, py::object vars, bool check, bool sequential, py::kwargs arrays) {
+            if (arrays.size() > 0) {
+              const auto written = written_storages(p.plan());
+              for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
+            }
+            execute(p, vars_of(vars), sequential);
+            if (check) check_outputs(p);
+            py::dict out;
+            for (const LoadedOutput& o : p.loaded->outputs) out[py::str(o.name)] = output_array(p, o.slot);
+            return out;
+          },
+          py::kw_only(), py::arg("vars") = py::none(), py::arg("check") = false, py::arg("sequential") = false,
+          "Binds named buffers to arrays (numpy arrays of the buffer's dtype and size are used in\n"
+          "place, without a copy, and stay bound), runs the plan, checks the file's expectations when\n"
+          "check=True (ValidationError on a mismatch) and returns {output name: numpy array}.")
+      .def(
+          "bind",
+          [](const PyPlan& p, py::kwargs arrays) {
+            const auto written = written_storages(p.plan());
+            for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
+          },
+          "Binds named buffers as run() does, without running.")
+      .def_property_readonly("buffers",
+                             [](const PyPlan& p) {
+                               py::dict out;
+                               for (size_t i = 0; i < p.names.size(); ++i) {
+                                 if (!p.names[i].empty()) out[py::str(p.names[i])] = p.buffer(i);
+                               }
+                               return out;
+                             },
+                             "{name: svod.Buffer} of the plan's named buffers (as currently bound).")
+      .def_property_readonly("outputs",
+                             [](const PyPlan& p) {
+                               py::list out;
+                               for (const auto& o : p.loaded->outputs) out.append(o.name);
+                               return out;
+                             })
+      .def_property_readonly("variables",
+                             [](const PyPlan& p) {
+                               py::dict out;
+                               for (const auto& v : p.variables) {
+                                 std::optional<int64_t> value;
+                                 {
+                                   py::gil_scoped_release unlocked;
+                                   value = p.plan().variable(v);
+                                 }
+                                 if (value) out[py::str(v)] = *value;
+                               }
+                               return out;
+                             },
+                             "{name: current value} of the plan variables.")
+      .def_property_readonly("op_count", [](const PyPlan& p) { return p.plan().op_count(); })
+      .def_property_readonly("poisoned", [](const PyPlan& p) { return p.plan().poisoned(); })
+      .def("__repr__", [](const PyPlan& p) {
+        return fmt::format("svod.Plan({}, {} ops, {} buffers)", p.source, p.plan().op_count(), p.plan().buffer_count());
+      });
+
+  m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("backend") = py::none(),
+        "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
+        "the plan. vars= overrides variable values; backend= picks the CPU compiler (it must be\n"
+        "given before the process's CPU device first opens).");
+
+  m.def(
+      "_benchmark_plan",
+      [](const PyPlan& p, int warmup, int runs, double min_total_s, double timeout_s) {
+        BenchmarkConfig config;
+        config.warmup_runs = warmup;
+        config.min_runs = runs;
+        config.max_runs = runs;
+        config.min_total = std::chrono::nanoseconds(static_cast<int64_t>(min_total_s * 1e9));
+        config.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+        py::gil_scoped_release unlocked;
+        return benchmark_operation(
+            [&] {
+              const auto start = std::chrono::steady_clock::now();
+              p.loaded->execute();
+              return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+            },
+            host_device(), config);
+      },
+      py::arg("plan"), py::arg("warmup"), py::arg("runs"), py::arg("min_total_s"), py::arg("timeout_s"));
+
+  py::class_<PyPlanBuilder>(m, "PlanBuilder",
+                            "Builds a Plan op by op, like ExecutionPlanBuilder in C++. Buffers are indices\n"
+                            "returned by add_buffer/add_view; ops are indices returned by run/copy/custom.")
+      .def(py::init<>())
+      .def(
+          "add_buffer",
+          [](PyPlanBuilder& b, py::handle buffer, const std::string& name) {
+            Buffer buf = buffer_argument(buffer, fmt::format("PlanBuilder.add_buffer(\"{}\")", name), false);
+            return b.add(buf, shape_of(buffer, buf), name);
+          },
+          py::arg("buffer"), py::arg("name") = "",
+          "Adds a slot holding a svod.Buffer, numpy array (no copy) or DLPack tensor; returns its index.")
+      .def(
+          "add_view",
+          [](PyPlanBuilder& b, size_t base, size_t byte_offset, size_t bytes, py::handle dtype, const std::string& name) {
+            const DType type = dtype_from_object(dtype);
+            const size_t slot = b.builder.add_view(base, byte_offset, bytes, type, name);
+            b.names.push_back(name);
+            b.shapes.push_back({bytes / size_of(type)});
+            return slot;
+          },
+          py::arg("base"), py::arg("byte_offset"), py::arg("bytes"), py::arg("dtype"), py::arg("name") = "",
+          "Adds a slot that is `bytes` bytes of slot `base` at `byte_offset`, typed `dtype`.")
+      .def(
+          "add_variable",
+          [](PyPlanBuilder& b, const std::string& name, int64_t value, int64_t min, int64_t max) {
+            b.builder.add_variable(Variable{name, min, max}, value);
+            b.variables.push_back(name);
+          },
+          py::arg("name"), py::arg("value"), py::arg("min") = INT64_MIN, py::arg("max") = INT64_MAX)
+      .def(
+          "run",
+          [](PyPlanBuilder& b, py::handle program, std::vector<size_t> buffers, py::list scalars, const std::string& id,
+             py::object after, std::map<std::string, int64_t> fixed_vars) {
+            PreparedKernel k;
+            k.program = program_from_object(program);
+            k.buffers = std::move(buffers);
+            for (size_t i = 0; i < scalars.size(); ++i) k.scalars.push_back(expr_of(scalars[i], fmt::format("run: scalars[{}]", i)));
+            k.fixed_vars = std::move(fixed_vars);
+            return b.builder.add_op(std::move(k), b.options(id, after));
+          },
+          py::arg("program"), py::arg("buffers"), py::arg("scalars") = py::list(), py::kw_only(), py::arg("id") = "",
+          py::arg("after") = py::none(), py::arg("fixed_vars") = std::map<std::string, int64_t>{},
+          "Adds a kernel launch; scalars are integers or expressions over plan variables (\"n * 2\").\n"
+          "after= lists op indices or ids that must finish first.")
+      .def(
+          "copy",
+          [](PyPlanBuilder& b, size_t dst, size_t src, const std::string& id, py::object after) {
+            return b.builder.add_op(PreparedCopy{dst, src}, b.options(id, after));
+          },
+          py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("id") = "", py::arg("after") = py::none())
+      .def(
+          "custom",
+          [](PyPlanBuilder& b, const std::string& name, std::vector<size_t> buffers, py::dict attrs,
+             const std::string& id, py::object after) {
+            PreparedCustomFunction f{name, std::move(buffers), {}};
+            for (auto [k, v] : attrs) f.attrs[py::cast<std::string>(k)] = attr_of(v, py::cast<std::string>(k));
+            return b.builder.add_op(std::move(f), b.options(id, after));
+          },
+          py::arg("name"), py::arg("buffers"), py::arg("attrs") = py::dict(), py::kw_only(), py::arg("id") = "",
+          py::arg("after") = py::none(), "Adds a call of a registered host function (\"fill\", \"all_reduce\", ...).")
+      .def("add_output",
+           [](PyPlanBuilder& b, size_t slot) {
+             b.builder.add_output(slot);
+             b.outputs.push_back(slot);
+           })
+      .def("build", &PyPlanBuilder::build,
+           "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
+           "builder is empty afterwards.");
+}
+
+}  // namespace svod::python

@@ -1,0 +1,492 @@
+// svod.Device, svod.Program and svod.benchmark.
+//
+// Calling a Program is the hot path of a code generator that launches every
+// kernel it emits, so svod.Program's call slot is a plain CPython tp_call
+// rather than a pybind11 method: the signature is worked out once when the
+// program is compiled (numpy type numbers, which buffers are written, the
+// parameter names as interned strings), and a call on a CPU program checks
+// the arguments in place and runs CpuProgram::run on raw addresses — no
+// svod::Buffer, no allocation — with the GIL released.
+#include <Python.h>
+
+#include <array>
+#include <filesystem>
+
+#include "bindings.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/device/registry.h"
+#include "svod/planfile/plan_file.h"
+#include "svod/program/cpu_abi.h"
+#include "svod/tune/benchmark.h"
+
+namespace svod::python {
+
+namespace {
+
+// A compiled program and its call signature.
+struct PyProgram {
+  std::shared_ptr<const Program> program;
+  const CpuProgram* cpu = nullptr;  // set when it runs on the CPU device
+  size_t buffer_count = 0;
+  size_t scalar_count = 0;     // the caller's scalars (core_id excluded)
+  std::vector<int> numpy_type;  // per buffer: the declared dtype's type number, or NPY_NOTYPE
+  std::vector<std::optional<DType>> dtype;
+  std::vector<char> written;
+  std::vector<py::object> names;  // buffers then caller scalars, interned
+  std::vector<std::string> name_text;
+
+  explicit PyProgram(std::shared_ptr<const Program> p) : program(std::move(p)) {
+    cpu = dynamic_cast<const CpuProgram*>(program.get());
+    const ProgramSpec& spec = program->spec();
+    buffer_count = spec.buffers.size();
+    for (const auto& b : spec.buffers) {
+      dtype.push_back(b.dtype);
+      numpy_type.push_back(b.dtype ? numpy_type_of(*b.dtype) : NPY_NOTYPE);
+      written.push_back(writes(b.access));
+      name_text.push_back(b.name);
+    }
+    for (const auto& s : spec.scalars) {
+      if (s.name == kCoreIdName) continue;
+      ++scalar_count;
+      name_text.push_back(s.name);
+    }
+    for (const auto& n : name_text) {
+      PyObject* s = PyUnicode_InternFromString(n.c_str());
+      if (s == nullptr) throw py::error_already_set();
+      names.push_back(py::reinterpret_steal<py::object>(s));
+    }
+  }
+  const std::string& display_name() const { return program->spec().display_name(); }
+};
+
+PyTypeObject* program_type = nullptr;
+
+PyProgram& program_of(PyObject* self) {
+  if (Py_TYPE(self) == program_type) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(self);
+    return *static_cast<PyProgram*>(inst->get_value_and_holder().value_ptr());
+  }
+  return py::cast<PyProgram&>(py::handle(self));
+}
+
+std::string where(const PyProgram& p, size_t slot) {
+  return fmt::format("program \"{}\": {} {} (\"{}\")", p.display_name(), slot < p.buffer_count ? "buffer" : "scalar",
+                     slot < p.buffer_count ? slot : slot - p.buffer_count, p.name_text[slot]);
+}
+
+std::string numpy_dtype_text(PyArrayObject* a) {
+  return py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(PyArray_DESCR(a))));
+}
+
+// Puts positional then keyword arguments into their parameter slots.
+void gather(const PyProgram& p, PyObject* args, PyObject* kwargs, PyObject** slots) {
+  const size_t total = p.buffer_count + p.scalar_count;
+  const size_t positional = static_cast<size_t>(PyTuple_GET_SIZE(args));
+  if (positional > total) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers and {} scalars ({} arguments), got {}",
+                     p.display_name(), p.buffer_count, p.scalar_count, total, positional);
+  for (size_t i = 0; i < positional; ++i) slots[i] = PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(i));
+  for (size_t i = positional; i < total; ++i) slots[i] = nullptr;
+  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) > 0) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      size_t slot = total;
+      for (size_t i = 0; i < total; ++i) {
+        if (key == p.names[i].ptr() || PyUnicode_Compare(key, p.names[i].ptr()) == 0) {
+          slot = i;
+          break;
+        }
+      }
+      if (slot == total)
+        throw make_error(ErrorKind::Validation, "program \"{}\" has no parameter named \"{}\"", p.display_name(),
+                         py::cast<std::string>(py::handle(key)));
+      if (slots[slot] != nullptr)
+        throw make_error(ErrorKind::Validation, "{}: given twice", where(p, slot));
+      slots[slot] = value;
+    }
+  }
+  for (size_t i = 0; i < total; ++i) {
+    if (slots[i] == nullptr) [[unlikely]]
+      throw make_error(ErrorKind::Validation, "{}: missing (the program takes {} buffers and {} scalars)", where(p, i),
+                       p.buffer_count, p.scalar_count);
+  }
+}
+
+int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
+  py::object index;
+  if (!PyLong_CheckExact(obj)) {
+    if (PyBool_Check(obj) || !PyIndex_Check(obj))
+      throw make_error(ErrorKind::Validation, "{}: expected an integer, got {}", where(p, slot), Py_TYPE(obj)->tp_name);
+    index = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
+    if (!index) throw py::error_already_set();
+    obj = index.ptr();
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (overflow != 0) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: {} is outside the 64-bit integer range", where(p, slot),
+                     py::cast<std::string>(py::str(obj)));
+  return v;
+}
+
+void check_dtype(const PyProgram& p, size_t i, DType got) {
+  if (p.dtype[i] && *p.dtype[i] != got && !(*p.dtype[i] == DType::BF16 && got == DType::U16)) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: dtype {} does not match the declared {}", where(p, i), to_string(got),
+                     to_string(*p.dtype[i]));
+}
+
+// A numpy argument's address after the checks; `bytes` receives its size.
+void* array_address(const PyProgram& p, size_t i, PyArrayObject* a, size_t& bytes) {
+  const int flags = PyArray_FLAGS(a);
+  if (!(flags & NPY_ARRAY_C_CONTIGUOUS)) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: the array is not C-contiguous (use numpy.ascontiguousarray)",
+                     where(p, i));
+  if (!(flags & NPY_ARRAY_ALIGNED)) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: the array is not aligned", where(p, i));
+  if (p.written[i] && !(flags & NPY_ARRAY_WRITEABLE)) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: the kernel writes it but the array is read-only", where(p, i));
+  PyArray_Descr* descr = PyArray_DESCR(a);
+  const int want = p.numpy_type[i];
+  if (descr->type_num != want) {
+    // Equivalent numbers (NPY_LONGLONG for NPY_INT64) pass; anything that is no
+    // svod dtype (objects, strings) never does.
+    const auto got = dtype_of(descr);
+    if (!got)
+      throw make_error(ErrorKind::Validation, "{}: numpy dtype {} has no svod element type", where(p, i),
+                       numpy_dtype_text(a));
+    if (want != NPY_NOTYPE && !PyArray_EquivTypenums(descr->type_num, want)) check_dtype(p, i, *got);
+  }
+  if (PyArray_ISBYTESWAPPED(a)) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: the array is not in native byte order", where(p, i));
+  bytes = static_cast<size_t>(PyArray_NBYTES(a));
+  return PyArray_DATA(a);
+}
+
+// A svod.Buffer or DLPack argument, its storage kept alive in `keep`.
+const Buffer& other_buffer(const PyProgram& p, size_t i, PyObject* obj, std::vector<Buffer>& keep) {
+  if (py::isinstance<PyBuffer>(obj)) {
+    keep.push_back(py::cast<const PyBuffer&>(obj).get());
+  } else if (PyObject_HasAttrString(obj, "__dlpack__")) {
+    keep.push_back(wrap_dlpack(obj, where(p, i)).buffer);
+  } else {
+    throw make_error(ErrorKind::Validation,
+                     "{}: expected a numpy array, a svod.Buffer or an object with __dlpack__, got {}", where(p, i),
+                     Py_TYPE(obj)->tp_name);
+  }
+  check_dtype(p, i, keep.back().dtype());
+  return keep.back();
+}
+
+// Runs `fn` with the GIL released (and profiled when a profile is open).
+template <typename Fn>
+void run_unlocked(const PyProgram& p, Fn&& fn) {
+  if (profiling()) [[unlikely]] {
+    py::gil_scoped_release unlocked;
+    profile_program_call(p.program, fn);
+    return;
+  }
+  PyThreadState* state = PyEval_SaveThread();
+  try {
+    fn();
+  } catch (...) {
+    PyEval_RestoreThread(state);
+    throw;
+  }
+  PyEval_RestoreThread(state);
+}
+
+void call_cpu(const PyProgram& p, PyObject** slots) {
+  const CpuProgram& program = *p.cpu;
+  const LaunchLayout& layout = program.layout();
+  uint64_t args[kMaxKernelArgs];
+  size_t bytes[kMaxKernelArgs];
+  std::vector<Buffer> keep;  // svod.Buffer/DLPack arguments; no allocation when there are none
+  for (size_t i = 0; i < p.buffer_count; ++i) {
+    PyObject* obj = slots[i];
+    void* address;
+    if (PyArray_Check(obj)) [[likely]] {
+      address = array_address(p, i, reinterpret_cast<PyArrayObject*>(obj), bytes[i]);
+    } else {
+      const Buffer& b = other_buffer(p, i, obj, keep);
+      if (!b.is_host())
+        throw make_error(ErrorKind::Validation, "{}: the buffer is on {}, the program on CPU", where(p, i),
+                         b.device().name());
+      address = b.data();
+      bytes[i] = b.bytes();
+    }
+    args[i] = reinterpret_cast<uint64_t>(address);
+  }
+  int64_t caller[kMaxKernelArgs];
+  for (size_t j = 0; j < p.scalar_count; ++j) caller[j] = scalar_value(p, p.buffer_count + j, slots[p.buffer_count + j]);
+  auto* abi = reinterpret_cast<int64_t*>(args + p.buffer_count);
+  layout.fill_scalars({caller, p.scalar_count}, abi);
+  for (size_t i = 0; i < p.buffer_count; ++i) {
+    if (auto need = layout.min_bytes(i, abi); need && bytes[i] < *need) [[unlikely]]
+      throw make_error(ErrorKind::Validation, "{}: holds {} bytes but the launch needs {}", where(p, i), bytes[i], *need);
+  }
+  const int64_t slices = layout.global_size(0, abi);
+  run_unlocked(p, [&] { program.run(args, slices); });
+}
+
+// Any other device: svod::Buffers through Program::launch, which checks
+// devices and sizes.
+void call_device(const PyProgram& p, PyObject** slots) {
+  std::vector<Buffer> buffers;
+  buffers.reserve(p.buffer_count);
+  for (size_t i = 0; i < p.buffer_count; ++i) {
+    if (PyArray_Check(slots[i]))
+      throw make_error(ErrorKind::Validation,
+                       "{}: a numpy array cannot be passed to a program on {}; allocate a buffer there "
+                       "(dev.allocate) and copy_from() the array",
+                       where(p, i), p.program->device().name());
+    other_buffer(p, i, slots[i], buffers);
+  }
+  std::vector<int64_t> scalars;
+  for (size_t j = 0; j < p.scalar_count; ++j)
+    scalars.push_back(scalar_value(p, p.buffer_count + j, slots[p.buffer_count + j]));
+  run_unlocked(p, [&] { p.program->launch(buffers, scalars); });
+}
+
+PyObject* call_program(PyObject* self, PyObject* args, PyObject* kwargs) {
+  try {
+    const PyProgram& p = program_of(self);
+    PyObject* slots[kMaxKernelArgs];
+    gather(p, args, kwargs, slots);
+    if (p.cpu) call_cpu(p, slots);
+    else call_device(p, slots);
+    Py_RETURN_NONE;
+  } catch (...) {
+    set_python_error();
+    return nullptr;
+  }
+}
+
+// The arguments of svod.benchmark: like a call's, as svod buffers.
+KernelArgs kernel_args(const PyProgram& p, py::sequence args) {
+  const size_t total = p.buffer_count + p.scalar_count;
+  if (args.size() != total)
+    throw make_error(ErrorKind::Validation, "benchmark: program \"{}\" takes {} arguments, got {}", p.display_name(),
+                     total, args.size());
+  KernelArgs out;
+  for (size_t i = 0; i < p.buffer_count; ++i) {
+    out.buffers.push_back(buffer_argument(args[i], where(p, i), p.written[i]));
+    check_dtype(p, i, out.buffers.back().dtype());
+  }
+  for (size_t j = 0; j < p.scalar_count; ++j)
+    out.scalars.push_back(scalar_value(p, p.buffer_count + j, py::object(args[p.buffer_count + j]).ptr()));
+  return out;
+}
+
+// dev.compile: the keyword arguments become one program of a plan file (the
+// same JSON a plan's "programs" entry holds) and go through the plan-file
+// parser, so Python and plan files accept exactly the same programs.
+std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
+                                   const std::string& entry, const std::string& language, py::list buffers,
+                                   py::list scalars, py::object global_size, py::object local_size, py::object defines,
+                                   py::object flops, py::object bytes, py::object name) {
+  py::dict program;
+  program["language"] = language;
+  if (!source.is_none()) program["source"] = source;
+  if (!source_file.is_none()) program["source_file"] = py::str(source_file);
+  program["entry"] = entry;
+  // min_count (an extension of the plan format's buffer entries): the element
+  // count a launch needs, an expression over the scalars.
+  std::vector<std::optional<std::string>> min_counts;
+  py::list buffer_entries;
+  for (py::handle b : buffers) {
+    if (!PyDict_Check(b.ptr()))
+      throw make_error(ErrorKind::Validation, "compile: buffers[{}]: expected a dict, got {}", min_counts.size(),
+                       Py_TYPE(b.ptr())->tp_name);
+    py::dict entry_dict = py::reinterpret_borrow<py::dict>(b).attr("copy")();
+    if (entry_dict.contains("min_count")) {
+      min_counts.push_back(py::cast<std::string>(py::str(entry_dict["min_count"])));
+      PyDict_DelItemString(entry_dict.ptr(), "min_count");
+    } else {
+      min_counts.emplace_back();
+    }
+    buffer_entries.append(entry_dict);
+  }
+  program["buffers"] = buffer_entries;
+  program["scalars"] = scalars;
+  if (!global_size.is_none()) program["global_size"] = global_size;
+  if (!local_size.is_none()) program["local_size"] = local_size;
+  if (!defines.is_none()) program["defines"] = defines;
+  if (!flops.is_none()) program["flops"] = flops;
+  if (!bytes.is_none()) program["bytes"] = bytes;
+  const std::string key = name.is_none() ? entry : py::cast<std::string>(name);
+  py::dict programs;
+  programs[py::str(key)] = program;
+  // The smallest plan around it: one buffer, no ops.
+  py::dict plan;
+  plan["svod_plan"] = kPlanFileVersion;
+  plan["buffers"] = py::dict(py::arg("_") = py::dict(py::arg("dtype") = "u8", py::arg("count") = 1));
+  plan["programs"] = programs;
+  plan["ops"] = py::list();
+  std::string text;
+  try {
+    text = py::cast<std::string>(py::module_::import("json").attr("dumps")(plan));
+  } catch (py::error_already_set& e) {
+    throw make_error(ErrorKind::Validation, "compile: the arguments are not JSON values: {}", e.what());
+  }
+  PlanFile file = parse_plan_text(text, std::filesystem::current_path(), "compile");
+  ProgramSpec spec = std::move(file.programs.at(0).spec);
+  for (size_t i = 0; i < min_counts.size(); ++i) {
+    if (!min_counts[i]) continue;
+    try {
+      spec.buffers[i].min_count = Expr::parse(*min_counts[i]);
+    } catch (const Error& e) {
+      throw make_error(ErrorKind::Validation, "compile: programs.{}.buffers[{}].min_count: {}", key, i, e.what());
+    }
+  }
+  std::shared_ptr<const Program> compiled;
+  {
+    py::gil_scoped_release unlocked;
+    compiled = device->compile(spec);
+  }
+  return std::make_shared<PyProgram>(std::move(compiled));
+}
+
+py::dict param_dict(const BufferParam& b) {
+  py::dict d;
+  d["name"] = b.name;
+  d["access"] = std::string(to_string(b.access));
+  if (b.dtype) d["dtype"] = std::string(to_string(*b.dtype));
+  return d;
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> program_from_object(py::handle obj) {
+  if (!py::isinstance<PyProgram>(obj))
+    throw make_error(ErrorKind::Validation, "expected a svod.Program, got {}", Py_TYPE(obj.ptr())->tp_name);
+  return py::cast<const PyProgram&>(obj).program;
+}
+
+void bind_devices(py::module_& m) {
+  py::class_<DeviceListing>(m, "DeviceInfo", "A row of svod.devices().")
+      .def_readonly("name", &DeviceListing::name)
+      .def_readonly("description", &DeviceListing::description, "What it is, or why it is unavailable.")
+      .def_readonly("available", &DeviceListing::available)
+      .def("__repr__", [](const DeviceListing& d) {
+        return fmt::format("DeviceInfo({}, {}{})", d.name, d.available ? "" : "unavailable: ", d.description);
+      });
+  m.def(
+      "devices",
+      [] {
+        py::gil_scoped_release unlocked;
+        return device_registry().list_devices();
+      },
+      "Every device svod knows, available or not (like `svod info`).");
+  m.def(
+      "device",
+      [](const std::string& name, std::optional<std::string> backend) -> std::shared_ptr<Device> {
+        py::gil_scoped_release unlocked;
+        if (backend) {
+          if (device_registry().canonical_name(name) != "CPU")
+            throw make_error(ErrorKind::Validation, "device(\"{}\"): backend= applies to the CPU device only", name);
+          return create_cpu_device_with_backend(parse_cpu_backend(*backend));
+        }
+        return open_device(name);
+      },
+      py::arg("name") = "CPU", py::arg("backend") = py::none(),
+      "The device named `name` (\"CPU\", \"CL:0\", \"CUDA:0\"), shared across the process.\n"
+      "backend= picks the CPU compiler (\"llvm\", \"clang\" or \"dlopen\").");
+
+  py::class_<Device, std::shared_ptr<Device>>(m, "Device", "A device: compiles programs and allocates buffers.")
+      .def_property_readonly("name", &Device::name)
+      .def("compile", &compile, py::arg("source") = py::none(), py::kw_only(), py::arg("source_file") = py::none(),
+           py::arg("entry"), py::arg("language") = "c", py::arg("buffers") = py::list(),
+           py::arg("scalars") = py::list(), py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
+           py::arg("defines") = py::none(), py::arg("flops") = py::none(), py::arg("bytes") = py::none(),
+           py::arg("name") = py::none(),
+           "Compiles and loads a kernel. buffers and scalars are lists of dicts as in a plan file's\n"
+           "program ({\"name\": \"o\", \"access\": \"write\", \"dtype\": \"f32\"}, {\"name\": \"n\", \"type\": \"i32\"});\n"
+           "a buffer may also give \"min_count\", the elements a launch needs (an expression over the\n"
+           "scalars). Raises CompileError (with .log) when the compiler refuses the source.")
+      .def("allocate", &allocate_buffer, py::arg("dtype"), py::arg("shape"),
+           "A new zero-filled buffer of `shape` (an element count or a tuple) elements of `dtype`.")
+      .def(
+          "synchronize",
+          [](Device& d) {
+            py::gil_scoped_release unlocked;
+            d.synchronize();
+          },
+          "Waits for all work submitted to the device.")
+      .def("__repr__", [](const Device& d) { return fmt::format("svod.Device({})", d.name()); });
+}
+
+void bind_programs(py::module_& m) {
+  py::class_<PyProgram, std::shared_ptr<PyProgram>> cls(
+      m, "Program",
+      "A compiled kernel. Call it with its buffers then its scalars, positionally or by name:\n"
+      "prog(o, a, b, 1024) or prog(o, a, b, n=1024). Buffers are numpy arrays (passed without a\n"
+      "copy to CPU programs), svod.Buffers or DLPack producers. Everything is checked before the\n"
+      "kernel runs; the GIL is released while it runs.");
+  cls.def_property_readonly("name", &PyProgram::display_name)
+      .def_property_readonly("entry", [](const PyProgram& p) { return p.program->spec().entry; })
+      .def_property_readonly("device", [](const PyProgram& p) { return p.program->device().name(); })
+      .def_property_readonly("buffers",
+                             [](const PyProgram& p) {
+                               py::list out;
+                               for (const auto& b : p.program->spec().buffers) out.append(param_dict(b));
+                               return out;
+                             })
+      .def_property_readonly("scalars",
+                             [](const PyProgram& p) {
+                               py::list out;
+                               for (const auto& s : p.program->spec().scalars) {
+                                 py::dict d;
+                                 d["name"] = s.name;
+                                 d["type"] = std::string(to_string(s.type));
+                                 if (s.min) d["min"] = *s.min;
+                                 if (s.max) d["max"] = *s.max;
+                                 out.append(d);
+                               }
+                               return out;
+                             })
+      .def_property_readonly(
+          "entry_address",
+          [](const PyProgram& p) -> std::optional<uintptr_t> {
+            if (!p.cpu) return std::nullopt;
+            return reinterpret_cast<uintptr_t>(p.cpu->entry());
+          },
+          "Address of the loaded CPU entry point (None on other devices), e.g. for ctypes.")
+      .def("__repr__", [](const PyProgram& p) {
+        return fmt::format("svod.Program({}, device={})", p.display_name(), p.program->device().name());
+      });
+  program_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  program_type->tp_call = call_program;
+  PyType_Modified(program_type);
+
+  py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timed runs of svod.benchmark, in nanoseconds.")
+      .def_property_readonly("min", [](const BenchmarkResult& r) { return r.stats.min; })
+      .def_property_readonly("median", [](const BenchmarkResult& r) { return r.stats.median; })
+      .def_property_readonly("mean", [](const BenchmarkResult& r) { return r.stats.mean; })
+      .def_property_readonly("stddev", [](const BenchmarkResult& r) { return r.stats.stddev; })
+      .def_readonly("samples", &BenchmarkResult::samples)
+      .def_readonly("runs", &BenchmarkResult::runs)
+      .def_readonly("stopped_early", &BenchmarkResult::stopped_early)
+      .def_readonly("timed_out", &BenchmarkResult::timed_out)
+      .def("__repr__", [](const BenchmarkResult& r) {
+        return fmt::format("BenchmarkResult(runs={}, median={:.0f} ns, min={:.0f} ns)", r.runs, r.stats.median,
+                           r.stats.min);
+      });
+  m.def(
+      "_benchmark_program",
+      [](const PyProgram& p, py::sequence args, int warmup, int runs, double min_total_s, double timeout_s) {
+        BenchmarkConfig config;
+        config.warmup_runs = warmup;
+        config.min_runs = runs;
+        config.max_runs = runs;
+        config.min_total = std::chrono::nanoseconds(static_cast<int64_t>(min_total_s * 1e9));
+        config.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+        KernelArgs kargs = kernel_args(p, args);
+        py::gil_scoped_release unlocked;
+        return benchmark_kernel(*p.program, kargs, config);
+      },
+      py::arg("program"), py::arg("args"), py::arg("warmup"), py::arg("runs"), py::arg("min_total_s"),
+      py::arg("timeout_s"));
+}
+
+}  // namespace svod::python

@@ -1,0 +1,47 @@
+"""Shared fixtures of the svod Python tests: the CPU device and a few kernels."""
+import pathlib
+
+import numpy as np
+import pytest
+
+import svod
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+ADD_SOURCE = """
+void add(float* restrict o, const float* restrict a, const float* restrict b, int n) {
+  for (int i = 0; i < n; i++) o[i] = a[i] + b[i];
+}
+"""
+
+ADD_BUFFERS = [
+    {"name": "o", "access": "write", "dtype": "f32"},
+    {"name": "a", "dtype": "f32"},
+    {"name": "b", "dtype": "f32"},
+]
+
+
+@pytest.fixture(scope="session")
+def cpu():
+    return svod.device("CPU")
+
+
+@pytest.fixture(scope="session")
+def add(cpu):
+    """o[i] = a[i] + b[i] for i < n, with declared dtypes and a bounded n."""
+    return cpu.compile(source=ADD_SOURCE, entry="add", buffers=ADD_BUFFERS,
+                       scalars=[{"name": "n", "type": "i32", "min": 0, "max": 1 << 20}])
+
+
+@pytest.fixture(scope="session")
+def add_sized(cpu):
+    """The same kernel declaring that every buffer needs n elements."""
+    buffers = [dict(b, min_count="n") for b in ADD_BUFFERS]
+    return cpu.compile(source=ADD_SOURCE, entry="add", name="add_sized", buffers=buffers,
+                       scalars=[{"name": "n", "type": "i32"}])
+
+
+def arrays(n=16, dtype=np.float32):
+    a = np.arange(n, dtype=dtype)
+    b = np.full(n, 10, dtype=dtype)
+    return np.zeros(n, dtype=dtype), a, b

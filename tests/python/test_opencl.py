@@ -1,0 +1,49 @@
+"""OpenCL from Python (PoCL's CL:0 on the reference machine)."""
+import numpy as np
+import pytest
+
+import svod
+
+FMA = """
+__kernel void fma3(__global float* o, __global const float* a, __global const float* b, int n) {
+  int i = get_global_id(0);
+  if (i < n) o[i] = a[i] * b[i] + 1.0f;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cl():
+    return svod.device("CL:0")
+
+
+def test_opencl_kernel_on_device_buffers(cl):
+    prog = cl.compile(source=FMA, entry="fma3", language="opencl",
+                      buffers=[{"name": "o", "access": "write", "dtype": "f32"},
+                               {"name": "a", "dtype": "f32"}, {"name": "b", "dtype": "f32"}],
+                      scalars=[{"name": "n", "type": "i32"}], global_size=["(n + 63) / 64"], local_size=[64])
+    n = 1000
+    a_host = np.linspace(0, 1, n, dtype=np.float32)
+    b_host = np.full(n, 3, np.float32)
+    o, a, b = (cl.allocate("f32", n) for _ in range(3))
+    assert o.device == "CL:0" and not o.is_host
+    a.copy_from(a_host)
+    b.copy_from(b_host)
+    prog(o, a, b, n)
+    np.testing.assert_allclose(o.to_numpy(), a_host * b_host + 1, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(o), a_host * b_host + 1, rtol=1e-6)
+    with pytest.raises(svod.ValidationError, match="cannot be passed to a program on CL:0"):
+        prog(np.zeros(n, np.float32), a, b, n)
+    with pytest.raises(svod.UnsupportedError, match="to_numpy"):
+        o.numpy()
+    with pytest.raises(svod.UnsupportedError):
+        np.from_dlpack(o)
+    with pytest.raises(svod.ValidationError):
+        prog(o, svod.device("CPU").allocate("f32", n), b, n)
+
+
+def test_opencl_compile_error(cl):
+    with pytest.raises(svod.CompileError) as info:
+        cl.compile(source="__kernel void k(__global float* o) { nonsense }", entry="k", language="opencl",
+                   buffers=[{"name": "o", "access": "write"}])
+    assert info.value.log

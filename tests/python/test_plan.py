@@ -1,0 +1,183 @@
+"""Plans from Python: plan files with variables and rebinding, PlanBuilder, profiles."""
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import svod
+from conftest import REPO
+
+FEATURES = REPO / "examples" / "features" / "plan.json"
+MLP = REPO / "examples" / "mlp" / "plan.json"
+
+
+def test_features_plan_runs_and_checks():
+    plan = svod.load_plan(FEATURES)
+    out = plan.run(check=True)
+    assert set(out) == {"z", "z_edge", "x", "shard0", "shard1", "noise"}
+    np.testing.assert_array_equal(out["shard0"], [11, 12, 13, 14])
+    assert plan.variables == {"N": 200}
+    assert "arena" in plan.buffers and plan.buffers["src"].shape == (256,)
+
+
+def test_variables_at_load_and_run():
+    plan = svod.load_plan(FEATURES, vars={"N": 64})
+    assert plan.variables == {"N": 64}
+    plan.execute()
+    z = plan.buffers["z"].numpy()
+    assert z[63] != 0 and z[64] == 0
+    plan.execute(vars={"N": 128})
+    assert plan.variables == {"N": 128}
+    assert z[127] != 0 and z[128] == 0
+    with pytest.raises(svod.ValidationError, match="N"):
+        plan.execute(vars={"N": 1000})  # max 256
+    with pytest.raises(svod.ValidationError):
+        plan.execute(vars={"nope": 3})
+    with pytest.raises(svod.ValidationError, match="N"):
+        svod.load_plan(FEATURES, vars={"N": 0})
+    assert plan.variables == {"N": 128}  # a refused run changes nothing
+
+
+def test_rebinding_is_zero_copy():
+    plan = svod.load_plan(FEATURES)
+    src = np.arange(256, dtype=np.float32) * 2
+    out = plan.run(src=src)
+    assert plan.buffers["src"].data_ptr == src.ctypes.data
+    np.testing.assert_allclose(out["z"][:4], [0.5 + 1, 0.5 + 7, 0.5 + 13, 0.5 + 19])
+    # The array stays bound: writing it changes the next run's input.
+    src[:] = 0
+    out = plan.run()
+    np.testing.assert_allclose(out["z"][:4], [1.5, 1.5, 1.5, 1.5])
+    # Outputs bound to caller arrays are written in place.
+    shard0 = np.array([1, 1, 1, 1], np.int32)
+    shard1 = plan.buffers["shard1"].to_numpy()
+    plan.run(shard0=shard0)
+    np.testing.assert_array_equal(shard0, 1 + shard1)  # all_reduce sum wrote into the caller's array
+
+
+def test_rebinding_checks():
+    plan = svod.load_plan(FEATURES)
+    with pytest.raises(svod.ValidationError, match='buffer "src": dtype f64 does not match the plan\'s f32'):
+        plan.run(src=np.zeros(256))
+    with pytest.raises(svod.ValidationError, match="255 elements given, the plan's buffer holds 256"):
+        plan.run(src=np.zeros(255, np.float32))
+    with pytest.raises(svod.ValidationError, match='no buffer named "nope"'):
+        plan.run(nope=np.zeros(3))
+    ro = np.zeros(4, np.int32)
+    ro.flags.writeable = False
+    with pytest.raises(svod.ValidationError, match="read-only"):
+        plan.run(shard0=ro)
+    with pytest.raises(svod.ValidationError, match="C-contiguous"):
+        plan.run(src=np.zeros(512, np.float32)[::2])
+    with pytest.raises(svod.ValidationError, match="expected a numpy array"):
+        plan.run(src=[0.0] * 256)
+
+
+def test_expectations_fail_loudly():
+    plan = svod.load_plan(FEATURES)
+    with pytest.raises(svod.ValidationError, match="outputs.shard0: 4 of 4 values differ"):
+        plan.run(shard0=np.zeros(4, np.int32), shard1=np.zeros(4, np.int32), check=True)
+
+
+def test_missing_plan_file():
+    with pytest.raises(svod.IoError, match="missing.json"):
+        svod.load_plan("missing.json")
+
+
+def test_mlp_from_numpy():
+    plan = svod.load_plan(MLP)
+    x = np.load(MLP.parent / "x.npy")
+    out = plan.run(x=x, check=True)
+    np.testing.assert_allclose(out["probs"], np.load(MLP.parent / "expected_probs.npy"), rtol=1e-4, atol=1e-6)
+    assert out["probs"].shape == (64, 10)
+
+
+def chain(cpu, length):
+    """A PlanBuilder plan of `length` kernels, each adding 1 to a buffer."""
+    inc = cpu.compile(source="void inc(float* x, int n) { for (int i = 0; i < n; i++) x[i] += 1.0f; }",
+                      entry="inc", buffers=[{"name": "x", "access": "readwrite", "dtype": "f32"}],
+                      scalars=[{"name": "n", "type": "i32"}])
+    x = np.zeros(8, np.float32)
+    b = svod.PlanBuilder()
+    slot = b.add_buffer(x, "x")
+    b.add_variable("n", 8, min=1, max=8)
+    for _ in range(length):
+        b.run(inc, [slot], ["n"])
+    b.add_output(slot)
+    return b.build(), x
+
+
+def test_plan_builder_chain(cpu):
+    plan, x = chain(cpu, 100)
+    assert plan.op_count == 100 and plan.outputs == ["x"]
+    out = plan.run()
+    np.testing.assert_array_equal(x, np.full(8, 100))  # the bound array itself
+    assert out["x"].ctypes.data == x.ctypes.data
+    plan.execute(vars={"n": 4})
+    np.testing.assert_array_equal(x, [200] * 4 + [100] * 4)
+    plan.execute(sequential=True)  # n stays 4
+    assert x[0] == 300 and x[7] == 100
+
+
+def test_plan_builder_views_copies_custom_and_edges(cpu):
+    b = svod.PlanBuilder()
+    arena = b.add_buffer(cpu.allocate("f32", 8), "arena")
+    lo = b.add_view(arena, 0, 16, "f32", "lo")
+    hi = b.add_view(arena, 16, 16, "f32", "hi")
+    b.custom("fill", [lo], {"value": 2.5}, id="fill")
+    b.copy(hi, lo, after=["fill"])
+    b.add_output(arena)
+    plan = b.build()
+    out = plan.run()
+    np.testing.assert_array_equal(out["arena"], [2.5] * 8)
+    with pytest.raises(svod.ValidationError):
+        bad = svod.PlanBuilder()
+        s = bad.add_buffer(np.zeros(4, np.float32))
+        bad.copy(s, 7)
+        bad.build()
+    with pytest.raises(svod.ValidationError, match="nope"):
+        bad = svod.PlanBuilder()
+        bad.custom("nope", [bad.add_buffer(np.zeros(4, np.float32))])
+        bad.build()
+
+
+def test_profile_collects_plans_and_calls(cpu, add, tmp_path):
+    plan, _ = chain(cpu, 10)
+    o, a, b = (np.zeros(8, np.float32) for _ in range(3))
+    with svod.profile() as p:
+        plan.execute()
+        plan.execute()
+        add(o, a, b, 8)
+    plan.execute()  # outside: not recorded
+    assert p.runs == 3
+    table = p.table()
+    assert "inc" in table and "add" in table
+    trace = tmp_path / "trace.json"
+    p.chrome_trace(trace)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(1 for e in events if e.get("name") == "inc" and e.get("ph") == "X") == 20
+    assert json.loads(p.json())["runs"] == 3
+    with svod.profile():
+        with pytest.raises(svod.ValidationError, match="already open"):
+            with svod.profile():
+                pass
+
+
+def test_benchmark_plan(cpu):
+    plan, x = chain(cpu, 10)
+    r = svod.benchmark(plan, runs=5)
+    assert r.runs == 5 and r.median > 0
+    assert x[0] == 60  # 1 warm-up + 5 runs of 10 increments
+
+
+def test_plan_refcounts(cpu):
+    plan, _ = chain(cpu, 3)
+    x = np.zeros(8, np.float32)
+    plan.run(x=x)
+    before = sys.getrefcount(x)
+    for _ in range(1000):
+        plan.run(x=x)
+    assert sys.getrefcount(x) == before
+    plan.run(x=np.zeros(8, np.float32))
+    assert sys.getrefcount(x) == before - 1  # unbound: the plan let go of it

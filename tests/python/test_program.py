@@ -1,0 +1,294 @@
+"""Compiling and calling programs: zero-copy numpy arguments and every check before a launch."""
+import gc
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import svod
+from conftest import ADD_BUFFERS, ADD_SOURCE, arrays
+
+
+def test_version_and_devices():
+    assert svod.__version__.count(".") == 2
+    listed = {d.name: d for d in svod.devices()}
+    assert listed["CPU"].available
+    assert "CL:0" in listed and listed["CL:0"].available, listed
+    for d in listed.values():
+        assert d.description
+
+
+def test_kernel_writes_into_the_numpy_array(add):
+    o, a, b = arrays(1000)
+    add(o, a, b, 1000)
+    np.testing.assert_array_equal(o, a + b)
+    o2 = np.zeros_like(o)
+    add(o2, a, b, n=500)
+    np.testing.assert_array_equal(o2[:500], (a + b)[:500])
+    assert not o2[500:].any()
+
+
+def test_keyword_buffers_and_scalars(add):
+    o, a, b = arrays()
+    add(b=b, a=a, o=o, n=16)
+    np.testing.assert_array_equal(o, a + b)
+
+
+def test_program_describes_itself(add):
+    assert add.name == "add" and add.entry == "add" and add.device == "CPU"
+    assert [b["name"] for b in add.buffers] == ["o", "a", "b"]
+    assert add.buffers[0]["access"] == "write"
+    assert add.scalars[0]["name"] == "n" and add.scalars[0]["max"] == 1 << 20
+    assert add.entry_address
+
+
+def test_defines_global_size_and_core_id(cpu):
+    prog = cpu.compile(
+        source="void fill(int* o, int n, int core_id) { for (int i = core_id * CH; i < (core_id + 1) * CH && i < n; i++) o[i] = core_id * 100 + V; }",
+        entry="fill", buffers=[{"name": "o", "access": "write", "dtype": "i32"}],
+        scalars=[{"name": "n", "type": "i32"}, {"name": "core_id", "type": "i32"}],
+        global_size=["(n + 7) / 8"], defines={"CH": 8, "V": 7})
+    o = np.zeros(20, np.int32)
+    prog(o, 20)
+    np.testing.assert_array_equal(o, (np.arange(20) // 8) * 100 + 7)
+
+
+def test_dtype_mismatch_is_a_validation_error(add):
+    o, a, b = arrays()
+    with pytest.raises(svod.ValidationError, match=r'buffer 1 \("a"\): dtype f64 does not match the declared f32'):
+        add(o, a.astype(np.float64), b, 16)
+    with pytest.raises(svod.ValidationError, match="no svod element type"):
+        add(o, np.array(["x"] * 16), b, 16)
+    with pytest.raises(svod.ValidationError, match="no svod element type"):
+        add(o, np.empty(16, dtype=object), b, 16)
+
+
+def test_counts_are_checked(add):
+    o, a, b = arrays()
+    with pytest.raises(svod.ValidationError, match="takes 3 buffers and 1 scalars"):
+        add(o, a, b, 16, 17)
+    with pytest.raises(svod.ValidationError, match=r'scalar 0 \("n"\): missing'):
+        add(o, a, b)
+    with pytest.raises(svod.ValidationError, match=r'buffer 2 \("b"\): missing'):
+        add(o, a, n=16)
+    with pytest.raises(svod.ValidationError, match='no parameter named "m"'):
+        add(o, a, b, m=16)
+    with pytest.raises(svod.ValidationError, match="given twice"):
+        add(o, a, b, 16, n=16)
+
+
+def test_layout_and_writability_are_checked(add):
+    o, a, b = arrays(32)
+    with pytest.raises(svod.ValidationError, match="not C-contiguous"):
+        add(o[::2], a[:16], b[:16], 16)
+    ro = np.zeros(16, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(svod.ValidationError, match=r'buffer 0 \("o"\): the kernel writes it but the array is read-only'):
+        add(ro, a[:16], b[:16], 16)
+    # Read-only inputs are fine.
+    a_ro = a[:16].copy()
+    a_ro.flags.writeable = False
+    out = np.zeros(16, np.float32)
+    add(out, a_ro, b[:16], 16)
+    np.testing.assert_array_equal(out, a_ro + b[:16])
+    unaligned = np.frombuffer(bytearray(65), dtype=np.uint8)[1:].view(np.float32)
+    with pytest.raises(svod.ValidationError, match="not aligned"):
+        add(out, unaligned, b[:16], 16)
+    swapped = a[:16].astype(">f4")
+    with pytest.raises(svod.ValidationError):
+        add(out, swapped, b[:16], 16)
+
+
+def test_scalars_are_checked(add):
+    o, a, b = arrays()
+    with pytest.raises(svod.ValidationError, match=r"outside"):
+        add(o, a, b, 1 << 21)  # declared max 2^20
+    with pytest.raises(svod.ValidationError, match="outside"):
+        add(o, a, b, -1)  # declared min 0
+    with pytest.raises(svod.ValidationError, match="64-bit integer range"):
+        add(o, a, b, 1 << 70)
+    with pytest.raises(svod.ValidationError, match="expected an integer, got float"):
+        add(o, a, b, 1.5)
+    with pytest.raises(svod.ValidationError, match="expected an integer, got bool"):
+        add(o, a, b, True)
+    add(o, a, b, np.int64(16))  # numpy integers are integers
+    np.testing.assert_array_equal(o, a + b)
+
+
+def test_i32_range_is_checked(cpu):
+    prog = cpu.compile(source="void k(int* o, int n) { o[0] = n; }", entry="k",
+                       buffers=[{"name": "o", "access": "write"}], scalars=[{"name": "n", "type": "i32"}])
+    o = np.zeros(1, np.int32)
+    prog(o, 2**31 - 1)
+    assert o[0] == 2**31 - 1
+    with pytest.raises(svod.ValidationError):
+        prog(o, 2**31)
+
+
+def test_sizes_are_checked_against_min_count(add_sized):
+    o, a, b = arrays(16)
+    with pytest.raises(svod.ValidationError, match=r'buffer 0 \("o"\): holds 64 bytes but the launch needs 68'):
+        add_sized(o, a, b, 17)
+    add_sized(o, a, b, 16)
+    np.testing.assert_array_equal(o, a + b)
+
+
+def test_wrong_argument_types(add):
+    o, a, b = arrays()
+    with pytest.raises(svod.ValidationError, match=r'buffer 1 \("a"\): expected a numpy array, a svod.Buffer or an object with __dlpack__, got list'):
+        add(o, [1.0] * 16, b, 16)
+
+
+def test_a_failed_check_writes_nothing(add):
+    o, a, b = arrays()
+    with pytest.raises(svod.ValidationError):
+        add(o, a, b.astype(np.float64), 16)
+    assert not o.any()
+
+
+def test_svod_buffers_and_dlpack_arguments(cpu, add):
+    o = cpu.allocate("f32", 16)
+    a = cpu.allocate(np.float32, 16)
+    a.numpy()[:] = np.arange(16)
+    b = np.full(16, 2, np.float32)
+    add(o, a, b, 16)
+    np.testing.assert_array_equal(o.numpy(), np.arange(16) + 2)
+
+    class Producer:  # any object with __dlpack__
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__()
+
+    out = np.zeros(16, np.float32)
+    add(Producer(out), a, b, 16)
+    np.testing.assert_array_equal(out, np.arange(16) + 2)
+    with pytest.raises(svod.ValidationError, match="dtype i32 does not match the declared f32"):
+        add(cpu.allocate("i32", 16), a, b, 16)
+
+
+def test_compile_errors(cpu, tmp_path):
+    with pytest.raises(svod.CompileError) as info:
+        cpu.compile(source="void broken(float* o) { this is not C }", entry="broken",
+                    buffers=[{"name": "o", "access": "write"}])
+    assert info.value.kind == "compile"
+    assert "error" in info.value.log
+    assert isinstance(info.value, svod.Error)
+    with pytest.raises(svod.ValidationError, match=r"programs.k.buffers\[0\].access"):
+        cpu.compile(source="void k(float* o) {}", entry="k", buffers=[{"name": "o", "access": "sideways"}])
+    with pytest.raises(svod.ValidationError, match=r"unknown field"):
+        cpu.compile(source="void k(float* o) {}", entry="k", buffers=[{"name": "o", "acess": "write"}])
+    with pytest.raises(svod.IoError, match="cannot read"):
+        cpu.compile(source_file=tmp_path / "missing.c", entry="k")
+    with pytest.raises(svod.ValidationError, match='give either "source" or "source_file"'):
+        cpu.compile(entry="k")
+    with pytest.raises(svod.UndefinedSymbolError):
+        cpu.compile(source="void k(float* o) {}", entry="not_there", buffers=[{"name": "o"}])
+
+
+def test_source_file(cpu, tmp_path):
+    path = tmp_path / "add.c"
+    path.write_text(ADD_SOURCE)
+    prog = cpu.compile(source_file=str(path), entry="add", buffers=ADD_BUFFERS, scalars=[{"name": "n", "type": "i32"}])
+    o, a, b = arrays()
+    prog(o, a, b, 16)
+    np.testing.assert_array_equal(o, a + b)
+
+
+def test_devices_errors():
+    with pytest.raises(svod.ValidationError, match="unknown"):
+        svod.device("TPU:0")
+    with pytest.raises(svod.DeviceUnavailableError):
+        svod.device("CL:99")
+
+
+def test_no_reference_leak_after_100000_calls(add):
+    o, a, b = arrays(4)
+    for _ in range(1000):
+        add(o, a, b, 4)
+    gc.collect()
+    before = [sys.getrefcount(x) for x in (o, a, b, add)]
+    rss_before = _rss_kib()
+    for _ in range(100_000):
+        add(o, a, b, 4)
+    gc.collect()
+    assert [sys.getrefcount(x) for x in (o, a, b, add)] == before
+    # 100,000 calls that each leaked even 16 bytes would grow the heap by 1.5 MiB.
+    assert _rss_kib() - rss_before < 1024
+
+
+def test_failing_calls_do_not_leak(add):
+    o, a, b = arrays(4)
+    bad = b.astype(np.float64)
+    gc.collect()
+    before = [sys.getrefcount(x) for x in (o, a, bad)]
+    for _ in range(10_000):
+        with pytest.raises(svod.ValidationError):
+            add(o, a, bad, 4)
+    gc.collect()
+    assert [sys.getrefcount(x) for x in (o, a, bad)] == before
+
+
+def _rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4
+
+
+def test_threads_launch_concurrently(cpu):
+    # Each call spins until every thread is inside the kernel at once: that can
+    # only finish when the GIL is released while kernels run.
+    prog = cpu.compile(
+        source="""
+        void meet(int* counter, int threads) {
+          __atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
+          long spins = 0;
+          while (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < threads && ++spins < 4000000000L) {}
+        }""",
+        entry="meet", buffers=[{"name": "counter", "access": "readwrite", "dtype": "i32"}],
+        scalars=[{"name": "threads", "type": "i32"}])
+    counter = np.zeros(1, np.int32)
+    errors = []
+
+    def worker():
+        try:
+            prog(counter, 4)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert counter[0] == 4
+
+
+def test_many_threads_many_calls(add):
+    results = []
+
+    def worker(k):
+        o, a, b = arrays(64)
+        for _ in range(2000):
+            add(o, a, b, 64)
+        results.append(np.array_equal(o, a + b))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
+
+
+def test_benchmark(add):
+    o, a, b = arrays(1024)
+    r = svod.benchmark(add, [o, a, b, 1024], warmup=2, runs=20)
+    assert r.runs == 20 and len(r.samples) == 20
+    assert 0 < r.min <= r.median
+    assert r.mean > 0 and r.stddev >= 0
+    np.testing.assert_array_equal(o, a + b)
+    with pytest.raises(svod.ValidationError):
+        svod.benchmark(add, [o, a, b], runs=3)

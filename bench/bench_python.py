@@ -2,13 +2,16 @@
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/bench_python.py
 
-Prints medians of per-call times (each sample is the mean of a batch of calls):
+Prints medians of per-call times (each sample is the mean of a batch of 1,000 calls, so a
+batch hit by preemption on a busy machine is an outlier rather than part of every sample):
   1. a call of an empty CPU kernel with two numpy arrays and one scalar, beside a raw ctypes
      call of the same loaded function (its entry address; pointers precomputed as ints) and
      beside ctypes taking the pointers from the arrays on every call;
   2. the same svod call with 4-byte and 64 MiB arrays (no copy: the same cost);
   3. plan.execute() of a 1,000-op chain of empty kernels (and a 1-op plan) from Python,
-     beside the C++ execute() timed inside svod (svod.benchmark on the plan).
+     beside the C++ execute() timed inside svod (svod.benchmark on the plan). Both sides time
+     single executions and take the median; the Python side subtracts the cost of reading
+     the clock twice.
 """
 import ctypes
 import statistics
@@ -18,8 +21,8 @@ import numpy as np
 
 import svod
 
-BATCH = 20000
-SAMPLES = 21
+BATCH = 1000
+SAMPLES = 301
 
 
 def per_call_ns(fn, batch=BATCH, samples=SAMPLES):
@@ -33,6 +36,22 @@ def per_call_ns(fn, batch=BATCH, samples=SAMPLES):
             fn()
         times.append((time.perf_counter_ns() - start) / batch)
     return statistics.median(times)
+
+
+def single_call_ns(fn, runs):
+    """Median of `runs` individually timed calls, less the cost of the two clock reads."""
+    clock = time.perf_counter_ns
+    for _ in range(runs // 10):
+        fn()
+    empty, times = [], []
+    for _ in range(runs):
+        start = clock()
+        empty.append(clock() - start)
+    for _ in range(runs):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times) - statistics.median(empty)
 
 
 def main():
@@ -72,9 +91,9 @@ def main():
         for _ in range(ops):
             b.run(inc, [slot], [8])
         plan = b.build()
-        batch = 20000 if ops == 1 else 200
-        py = per_call_ns(plan.execute, batch=batch)
-        cpp = svod.benchmark(plan, warmup=batch // 10, runs=batch * 5).median
+        runs = 20000 if ops == 1 else 2000
+        py = single_call_ns(plan.execute, runs)
+        cpp = svod.benchmark(plan, warmup=runs // 10, runs=runs).median
         print(f"plan.execute(), {ops:4d} ops: Python {py / 1e3:8.2f} us, C++ execute {cpp / 1e3:8.2f} us, "
               f"Python overhead {(py - cpp) / 1e3:+.2f} us")
 

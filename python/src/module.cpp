@@ -47,6 +47,9 @@ void set_python_error() {
     raise_error(e.kind(), e.what());
   } catch (py::error_already_set& e) {
     e.restore();
+  } catch (const py::cast_error& e) {
+    // A Python value of the wrong type where the bindings expected another.
+    raise_error(ErrorKind::Validation, e.what());
   } catch (const py::builtin_exception& e) {
     e.set_error();
   } catch (const std::bad_alloc&) {

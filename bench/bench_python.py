@@ -10,8 +10,8 @@ batch hit by preemption on a busy machine is an outlier rather than part of ever
   2. the same svod call with 4-byte and 64 MiB arrays (no copy: the same cost);
   3. plan.execute() of a 1,000-op chain of empty kernels (and a 1-op plan) from Python,
      beside the C++ execute() timed inside svod (svod.benchmark on the plan). Both sides time
-     single executions and take the median; the Python side subtracts the cost of reading
-     the clock twice.
+     single executions and take the median (the Python side less the cost of reading the
+     clock twice), in five alternating rounds; the figures are the medians of the rounds.
 """
 import ctypes
 import statistics
@@ -92,11 +92,14 @@ def main():
             b.run(inc, [slot], [8])
         plan = b.build()
         runs = 20000 if ops == 1 else 2000
-        py = single_call_ns(plan.execute, runs)
-        cpp = svod.benchmark(plan, warmup=runs // 10, runs=runs).median
+        # Alternating rounds, so drift of a shared machine hits both sides alike.
+        py, cpp = [], []
+        for _ in range(5):
+            py.append(single_call_ns(plan.execute, runs))
+            cpp.append(svod.benchmark(plan, warmup=runs // 10, runs=runs).median)
+        py, cpp = statistics.median(py), statistics.median(cpp)
         print(f"plan.execute(), {ops:4d} ops: Python {py / 1e3:8.2f} us, C++ execute {cpp / 1e3:8.2f} us, "
               f"Python overhead {(py - cpp) / 1e3:+.2f} us")
-
 
 if __name__ == "__main__":
     main()

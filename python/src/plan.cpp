@@ -257,7 +257,11 @@ void bind_plans(py::module_& m) {
                      "dependency order (independent ops in parallel).")
       .def(
           "execute",
-          [](const PyPlan& p, py::object vars, bool sequential) { execute(p, vars_of(vars), sequential); },
+          // Objects rather than typed parameters: a wrong type is a ValidationError, not
+          // pybind11's TypeError (and the call stays a direct one).
+          [](const PyPlan& p, py::object vars, py::object sequential) {
+            execute(p, vars_of(vars), PyObject_IsTrue(sequential.ptr()) == 1);
+          },
           py::arg("vars") = py::none(), py::arg("sequential") = false,
           "Runs the plan once. vars= sets plan variables (checked before anything runs).")
       .def(

@@ -327,7 +327,8 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
   try {
     text = py::cast<std::string>(py::module_::import("json").attr("dumps")(plan));
   } catch (py::error_already_set& e) {
-    throw make_error(ErrorKind::Validation, "compile: the arguments are not JSON values: {}", e.what());
+    throw make_error(ErrorKind::Validation, "compile: the arguments are not JSON values: {}",
+                     py::cast<std::string>(py::str(e.value())));
   }
   PlanFile file = parse_plan_text(text, std::filesystem::current_path(), "compile");
   ProgramSpec spec = std::move(file.programs.at(0).spec);

@@ -93,6 +93,33 @@ for _kind, _cls in _ERRORS.items():
 _svod._set_error_classes(Error, _ERRORS)
 
 
+def _raising_validation_errors(fn):
+    """`fn` with pybind11's TypeError for arguments of the wrong type raised as ValidationError,
+    so that every bad argument is a svod.Error."""
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            if "incompatible function arguments" not in str(e):
+                raise
+            raise ValidationError(str(e)) from None
+    wrapper.__name__ = fn.__name__
+    wrapper.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+# Program.__call__ and Plan.execute, the per-call paths, check their arguments themselves.
+for _cls, _names in ((Device, ("compile", "allocate")), (Buffer, ("copy_from", "__array__", "__dlpack__")),
+                     (Plan, ("run", "bind")), (Profile, ("table", "chrome_trace")),
+                     (PlanBuilder, ("add_buffer", "add_view", "add_variable", "run", "copy", "custom", "add_output"))):
+    for _name in _names:
+        setattr(_cls, _name, _raising_validation_errors(getattr(_cls, _name)))
+device = _raising_validation_errors(device)
+from_dlpack = _raising_validation_errors(from_dlpack)
+load_plan = _raising_validation_errors(load_plan)
+
+
 def asbuffer(array):
     """A CPU svod.Buffer sharing a numpy array's memory (the array stays alive with it)."""
     return _svod._wrap_array(array)
@@ -107,8 +134,10 @@ def benchmark(target, args=(), warmup=1, runs=10, min_total=0.0, timeout=10.0):
     if isinstance(target, Plan):
         if args:
             raise ValidationError("benchmark: a plan takes no args; bind arrays with plan.bind() first")
-        return _svod._benchmark_plan(target, warmup, runs, min_total, timeout)
-    return _svod._benchmark_program(target, list(args), warmup, runs, min_total, timeout)
+        return _raising_validation_errors(_svod._benchmark_plan)(target, warmup, runs, min_total, timeout)
+    if not isinstance(target, Program):
+        raise ValidationError(f"benchmark: expected a svod.Program or svod.Plan, got {type(target).__name__}")
+    return _raising_validation_errors(_svod._benchmark_program)(target, list(args), warmup, runs, min_total, timeout)
 
 
 @_contextlib.contextmanager

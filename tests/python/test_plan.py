@@ -181,3 +181,15 @@ def test_plan_refcounts(cpu):
     assert sys.getrefcount(x) == before
     plan.run(x=np.zeros(8, np.float32))
     assert sys.getrefcount(x) == before - 1  # unbound: the plan let go of it
+
+
+def test_builder_arguments_of_the_wrong_type(cpu, add):
+    b = svod.PlanBuilder()
+    with pytest.raises(svod.ValidationError):
+        b.run(add, ["o", "a", "b"], [4])  # slots are indices
+    with pytest.raises(svod.ValidationError, match="expected a svod.Program"):
+        b.run("add", [0], [4])
+    with pytest.raises(svod.ValidationError, match="expected an integer or an expression string, got float"):
+        b.run(add, [0, 0, 0], [1.5])
+    with pytest.raises(svod.ValidationError, match=r'vars\["N"\]: expected an integer, got str'):
+        svod.load_plan(FEATURES).execute(vars={"N": "x"})

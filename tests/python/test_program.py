@@ -14,9 +14,14 @@ def test_version_and_devices():
     assert svod.__version__.count(".") == 2
     listed = {d.name: d for d in svod.devices()}
     assert listed["CPU"].available
-    assert "CL:0" in listed and listed["CL:0"].available, listed
     for d in listed.values():
         assert d.description
+    for name, d in listed.items():
+        if d.available:
+            assert svod.device(name).name == name
+        elif ":" not in name:  # a kind with no device: the description says why
+            with pytest.raises(svod.DeviceUnavailableError):
+                svod.device(f"{name}:0")
 
 
 def test_kernel_writes_into_the_numpy_array(add):
@@ -292,3 +297,18 @@ def test_benchmark(add):
     np.testing.assert_array_equal(o, a + b)
     with pytest.raises(svod.ValidationError):
         svod.benchmark(add, [o, a, b], runs=3)
+
+
+def test_arguments_of_the_wrong_type_are_validation_errors(cpu, add):
+    with pytest.raises(svod.ValidationError, match="incompatible function arguments"):
+        cpu.compile(source="void k() {}")  # no entry
+    with pytest.raises(svod.ValidationError, match="not JSON values"):
+        cpu.compile(source="void k() {}", entry="k", defines={"A": object()})
+    with pytest.raises(svod.ValidationError, match=r"buffers\[0\]: expected a dict, got int"):
+        cpu.compile(source="void k() {}", entry="k", buffers=[1])
+    with pytest.raises(svod.ValidationError):
+        cpu.allocate("f32", "many")
+    with pytest.raises(svod.ValidationError, match="expected a svod.Program or svod.Plan"):
+        svod.benchmark("add", [])
+    with pytest.raises(svod.ValidationError):
+        svod.device(42)

@@ -456,8 +456,18 @@ void bind_programs(py::module_& m) {
       .def("__repr__", [](const PyProgram& p) {
         return fmt::format("svod.Program({}, device={})", p.display_name(), p.program->device().name());
       });
+  // The call slot is set directly; `__call__` in the type's dict is the same
+  // function, for help() and explicit prog.__call__(...).
   program_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   program_type->tp_call = call_program;
+  static PyMethodDef call_def = {
+      "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_program)),
+      METH_VARARGS | METH_KEYWORDS,
+      "prog(*buffers, *scalars) or prog(*buffers, name=value, ...): runs the kernel once, after checking\n"
+      "every argument. Buffers: numpy arrays (in place, on CPU programs), svod.Buffers or DLPack producers."};
+  py::object call_descr = py::reinterpret_steal<py::object>(PyDescr_NewMethod(program_type, &call_def));
+  if (!call_descr || PyDict_SetItemString(program_type->tp_dict, "__call__", call_descr.ptr()) < 0)
+    throw py::error_already_set();
   PyType_Modified(program_type);
 
   py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timed runs of svod.benchmark, in nanoseconds.")

@@ -51,3 +51,17 @@ def test_opencl_compile_error(cl):
         cl.compile(source="__kernel void k(__global float* o) { nonsense }", entry="k", language="opencl",
                    buffers=[{"name": "o", "access": "write"}])
     assert info.value.log
+
+
+def test_cross_device_plan_binds_host_and_device_buffers(cl):
+    from conftest import REPO
+    plan = svod.load_plan(REPO / "examples" / "cross_device" / "plan.json")
+    assert plan.buffers["d_b"].device == "CL:0"
+    x = np.arange(256, dtype=np.float32) / 16
+    b = np.full(256, 2, np.float32)
+    out = plan.run(x=x, d_b=b, check=False)  # x is used in place, b is copied to CL:0
+    assert plan.buffers["x"].data_ptr == x.ctypes.data
+    np.testing.assert_allclose(out["out"], 2 * x * x + 2, rtol=1e-6)
+    np.testing.assert_allclose(plan.buffers["d_b"].to_numpy(), b)
+    with pytest.raises(svod.UnsupportedError, match="vars="):
+        plan.execute(vars={"N": 128})

@@ -162,9 +162,10 @@ PYBIND11_MODULE(_svod, m) {
     }
   });
   m.def("_set_error_classes", &set_error_classes);
+  // Classes before the functions that return them, so signatures name them.
   bind_buffers(m);
-  bind_devices(m);
   bind_programs(m);
+  bind_devices(m);
   bind_plans(m);
   bind_profile(m);
 }

@@ -15,6 +15,7 @@ Errors are svod.Error subclasses, one per kind of failure (.kind names it).
 """
 
 import contextlib as _contextlib
+import functools as _functools
 
 from . import _svod
 from ._svod import (Buffer, BenchmarkResult, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
@@ -96,6 +97,7 @@ _svod._set_error_classes(Error, _ERRORS)
 def _raising_validation_errors(fn):
     """`fn` with pybind11's TypeError for arguments of the wrong type raised as ValidationError,
     so that every bad argument is a svod.Error."""
+    @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -103,9 +105,6 @@ def _raising_validation_errors(fn):
             if "incompatible function arguments" not in str(e):
                 raise
             raise ValidationError(str(e)) from None
-    wrapper.__name__ = fn.__name__
-    wrapper.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
-    wrapper.__doc__ = fn.__doc__
     return wrapper
 
 

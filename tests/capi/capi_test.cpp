@@ -269,7 +269,7 @@ TEST(CApi, CompileErrorsCarryTheCompilerLog) {
                                     R"({"language": "c", "entry": "k", "buffers": [{"name": "a", "access": "write"}],
                                         "source": "void k(float* a) { a[0] = not_declared_anywhere; }"})",
                                     &program),
-               SVOD_ERROR_COMPILE, "not_declared_anywhere");
+               SVOD_ERROR_COMPILE, "undeclared identifier 'not_declared_anywhere'");
   expect_error(svod_program_compile(cpu.handle,
                                     R"({"language": "c", "entry": "missing", "buffers": [],
                                         "source": "void present(void) {}"})",

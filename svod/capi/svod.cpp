@@ -423,6 +423,13 @@ svod_status* svod_plan_set_var(svod_plan* plan, const char* name, int64_t value)
     require(plan, "plan");
     require(name, "name");
     std::lock_guard lock(plan->mutex);
+    // Variables reach a plan through ExecutionPlan::execute_with_vars, which
+    // runs it on the host; a plan spanning devices runs through the executor
+    // instead, which takes the values the plan was loaded with.
+    if (plan->loaded.uses_devices) {
+      throw svod::make_error(svod::ErrorKind::Unsupported,
+                             "the plan spans devices: set its variables when loading it (svod_plan_load's vars_json)");
+    }
     for (const auto& v : plan->variables) {
       if (v.variable.name != name) continue;
       v.variable.check(value);
@@ -463,8 +470,7 @@ svod_status* svod_plan_execute(svod_plan* plan) {
       plan->loaded.execute();
       return;
     }
-    // Variables reach a plan through its own run; once set they stay, so
-    // later runs take the usual path again.
+    // Once set, the values stay: later runs take the usual path again.
     plan->loaded.plan.execute_with_vars(plan->pending);
     plan->pending.clear();
   });

@@ -182,7 +182,9 @@ typedef struct svod_plan svod_plan;
 SVOD_C_EXPORT svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan** out);
 /* Sets a plan variable for the next executions (checked now against its
  * declared bounds: VALIDATION for an unknown name or an out-of-range value).
- * Thread-safe: calls on one plan are serialized. */
+ * UNSUPPORTED for a plan with buffers or programs on devices other than the
+ * CPU: give its variables to svod_plan_load. Thread-safe: calls on one plan
+ * are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_set_var(svod_plan* plan, const char* name, int64_t value);
 /* A new handle to the buffer now bound to the plan's buffer `name` (sharing
  * its memory). VALIDATION when the plan has no such buffer. Thread-safe:
@@ -193,9 +195,11 @@ SVOD_C_EXPORT svod_status* svod_plan_buffer(svod_plan* plan, const char* name, s
  * calls on one plan are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_bind(svod_plan* plan, const char* name, svod_buffer* buffer);
 /* Runs every operation of the plan once, with independent operations in
- * parallel. A failure while running returns its kind (EXECUTION, ...), and
- * later executions of a plan on the CPU alone then return PLAN_POISONED.
- * Thread-safe: calls on one plan are serialized. */
+ * parallel (a plan spanning devices puts each on its device's queue). A
+ * failure while running returns its kind (EXECUTION, ...) and leaves the
+ * plan poisoned: later executions return PLAN_POISONED until it is loaded
+ * again (a plan spanning devices is not poisoned). Thread-safe: calls on one
+ * plan are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_execute(svod_plan* plan);
 /* Releases the plan; buffer handles taken from it stay valid. Not
  * concurrently with other calls on this handle. */

@@ -462,6 +462,37 @@ TEST(CApi, PlanErrors) {
   EXPECT_EQ(plan_values(plan.handle, "y")[7], 16.0f);
 }
 
+float plan_value(svod_plan* plan, const char* name, size_t index) { return plan_values(plan, name).at(index); }
+
+// A plan spanning the CPU and CL:0 runs through svod's executor; its
+// variables are set when it is loaded.
+TEST(CApi, CrossDevicePlan) {
+  svod_device* cl = nullptr;
+  Status opened(svod_device_get("CL:0", &cl));
+  if (opened.status) GTEST_SKIP() << opened;
+  EXPECT_OK(svod_device_release(cl));
+  const char* path = SVOD_SOURCE_DIR "/examples/cross_device/plan.json";
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path, nullptr, &plan.handle));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_value(plan.handle, "total", 0), 11119616.0f);  // the sum of 2 i^2 + 1 for i < 256
+  expect_error(svod_plan_set_var(plan.handle, "N", 64), SVOD_ERROR_UNSUPPORTED, "vars_json");
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_value(plan.handle, "total", 0), 11119616.0f);
+
+  Plan small;
+  ASSERT_OK(svod_plan_load(path, R"({"N": 64})", &small.handle));
+  ASSERT_OK(svod_plan_execute(small.handle));
+  EXPECT_EQ(plan_value(small.handle, "total", 0), 170752.0f);  // for i < 64
+  Buffer d_out;
+  ASSERT_OK(svod_plan_buffer(small.handle, "d_out", &d_out.handle));
+  void* data = nullptr;
+  expect_error(svod_buffer_data(d_out.handle, &data), SVOD_ERROR_UNSUPPORTED, "CL:0");
+  float out[256];
+  ASSERT_OK(svod_buffer_copy_to_host(d_out.handle, out, sizeof out));
+  EXPECT_EQ(out[63], 2.0f * 63 * 63 + 1);
+}
+
 // A run that fails while executing returns EXECUTION; the plan is then
 // poisoned and refuses to run again.
 TEST(CApi, FailedRunsPoisonThePlan) {

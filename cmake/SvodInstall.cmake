@@ -1,15 +1,26 @@
-# `cmake --install` lays out headers, libsvod_runtime and an exported package:
-# find_package(svod CONFIG) then gives the target svod::runtime.
+# `cmake --install` lays out headers, libsvod_runtime, libsvod_c and an
+# exported package: find_package(svod CONFIG) then gives the targets
+# svod::runtime (C++) and svod::c (the C API, <svod/svod.h>), and
+# pkg-config finds the C API as `svod`.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS svod_runtime EXPORT svodTargets
+install(TARGETS svod_runtime svod_c EXPORT svodTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/svod DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "capi" EXCLUDE)
+install(FILES ${PROJECT_SOURCE_DIR}/svod/capi/svod.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/svod)
+
+# svod.pc names its prefix relative to its own folder, so the installed tree
+# works wherever `cmake --install --prefix` put it.
+get_target_property(SVOD_C_VERSION svod_c VERSION)
+file(RELATIVE_PATH SVOD_PC_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" SVOD_PC_PREFIX "${SVOD_PC_PREFIX}")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/svod.pc.in ${PROJECT_BINARY_DIR}/svod.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/svod.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 install(EXPORT svodTargets NAMESPACE svod:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/svod)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/svodConfig.cmake.in

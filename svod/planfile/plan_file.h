@@ -137,6 +137,15 @@ PlanFile parse_plan_file(const std::filesystem::path& path);
 PlanFile parse_plan_text(std::string_view json_text, const std::filesystem::path& folder,
                          std::string_view source_name);
 
+// One program object as written under "programs" in a plan file, parsed on
+// its own (for APIs that take a single kernel, such as the C API): the same
+// fields and checks, except that sizes may name only the program's scalars.
+// The program has no name (its spec goes by its entry); relative source_file
+// names start at `folder`. Errors as parse_plan_text, e.g.
+//   program spec: buffers[1].access: unknown access "rw"
+PlanFileProgram parse_program_text(std::string_view json_text, const std::filesystem::path& folder,
+                                   std::string_view source_name);
+
 struct LoadOptions {
   // Overrides of variable values (svod run --var); each must name a plan
   // variable and lie within its bounds.

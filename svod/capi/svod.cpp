@@ -1,0 +1,481 @@
+// The C API of svod.h over the C++ runtime. Handles hold shared runtime
+// objects; every entry point runs its body inside guarded(), which turns
+// whatever the runtime throws into an svod_status, so no exception crosses
+// into C.
+#include "svod/capi/svod.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "svod/base/error.h"
+#include "svod/device/registry.h"
+#include "svod/planfile/json_text.h"
+#include "svod/planfile/plan_file.h"
+
+struct svod_status {
+  svod_error_kind kind;
+  std::string message;
+};
+
+struct svod_device {
+  std::shared_ptr<svod::Device> device;
+  std::string name;
+};
+
+struct svod_buffer {
+  svod::Buffer buffer;
+  std::string dtype;  // for svod_buffer_dtype
+};
+
+struct svod_program {
+  std::shared_ptr<const svod::Program> program;
+};
+
+struct svod_plan {
+  explicit svod_plan(svod::LoadedPlan plan, std::vector<svod::PlanFileVariable> vars)
+      : loaded(std::move(plan)), variables(std::move(vars)) {}
+
+  std::mutex mutex;  // serializes every call on the plan
+  svod::LoadedPlan loaded;
+  std::vector<svod::PlanFileVariable> variables;  // names and bounds, for svod_plan_set_var
+  std::map<std::string, int64_t> pending;         // set since the last execution
+};
+
+namespace svod {
+namespace {
+
+// Handed out when a status cannot be allocated; svod_status_free leaves it alone.
+svod_status out_of_memory{SVOD_ERROR_INTERNAL, "out of memory"};
+
+svod_error_kind to_c(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::Validation: return SVOD_ERROR_VALIDATION;
+    case ErrorKind::Compile: return SVOD_ERROR_COMPILE;
+    case ErrorKind::Load: return SVOD_ERROR_LOAD;
+    case ErrorKind::UndefinedSymbol: return SVOD_ERROR_UNDEFINED_SYMBOL;
+    case ErrorKind::Unsupported: return SVOD_ERROR_UNSUPPORTED;
+    case ErrorKind::DeviceUnavailable: return SVOD_ERROR_DEVICE_UNAVAILABLE;
+    case ErrorKind::Execution: return SVOD_ERROR_EXECUTION;
+    case ErrorKind::PlanPoisoned: return SVOD_ERROR_PLAN_POISONED;
+    case ErrorKind::Timeout: return SVOD_ERROR_TIMEOUT;
+    case ErrorKind::Io: return SVOD_ERROR_IO;
+    case ErrorKind::Internal: return SVOD_ERROR_INTERNAL;
+  }
+  return SVOD_ERROR_INTERNAL;
+}
+
+svod_status* make_status(svod_error_kind kind, std::string_view function, std::string_view message) noexcept {
+  try {
+    return new svod_status{kind, fmt::format("{}: {}", function, message)};
+  } catch (...) {
+    return &out_of_memory;
+  }
+}
+
+// The status for the exception in flight; called only from a catch block.
+svod_status* current_exception_status(const char* function) noexcept {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return make_status(to_c(e.kind()), function, e.what());
+  } catch (const std::bad_alloc&) {
+    return make_status(SVOD_ERROR_INTERNAL, function, "out of memory");
+  } catch (const std::exception& e) {
+    return make_status(SVOD_ERROR_INTERNAL, function, e.what());
+  } catch (...) {
+    return make_status(SVOD_ERROR_INTERNAL, function, "unknown exception");
+  }
+}
+
+// Runs `body` and reports what it throws as a status (NULL when it returns).
+template <typename Body>
+svod_status* guarded(const char* function, Body&& body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (...) {
+    return current_exception_status(function);
+  }
+}
+
+[[noreturn]] void null_argument(const char* what) { throw make_error(ErrorKind::Validation, "{} is NULL", what); }
+
+inline void require(const void* pointer, const char* what) {
+  if (pointer == nullptr) [[unlikely]]
+    null_argument(what);
+}
+
+// Copies of the caller's buffers side by side, as Program::launch takes them:
+// up to kOnStack of them in place, more on the heap. Only the buffers given
+// are constructed (zeroing a whole default-constructed array cost a launch
+// more than the copies do).
+class LaunchBuffers {
+ public:
+  LaunchBuffers(svod_buffer* const* handles, size_t count) : count_(count) {
+    for (size_t i = 0; i < count; ++i) {
+      if (handles[i] == nullptr) [[unlikely]]
+        throw make_error(ErrorKind::Validation, "buffers[{}] is NULL", i);
+    }
+    buffers_ = count <= kOnStack ? reinterpret_cast<Buffer*>(stack_)
+                                 : static_cast<Buffer*>(::operator new(count * sizeof(Buffer)));
+    for (size_t i = 0; i < count; ++i) new (buffers_ + i) Buffer(handles[i]->buffer);
+  }
+  ~LaunchBuffers() {
+    for (size_t i = 0; i < count_; ++i) buffers_[i].~Buffer();
+    if (count_ > kOnStack) ::operator delete(buffers_);
+  }
+  LaunchBuffers(const LaunchBuffers&) = delete;
+  LaunchBuffers& operator=(const LaunchBuffers&) = delete;
+
+  std::span<const Buffer> span() const noexcept { return {buffers_, count_}; }
+
+ private:
+  static constexpr size_t kOnStack = 8;
+  alignas(Buffer) std::byte stack_[kOnStack * sizeof(Buffer)];
+  Buffer* buffers_;
+  size_t count_;
+};
+
+// The addresses of the live handles of each type, so a release can tell a
+// live handle from a released one without reading the memory behind it.
+enum class HandleType { Device, Buffer, Program, Plan };
+
+class LiveHandles {
+ public:
+  void add(const void* handle, HandleType type) {
+    std::lock_guard lock(mutex_);
+    handles_.emplace(handle, type);
+  }
+  bool remove(const void* handle, HandleType type) {
+    std::lock_guard lock(mutex_);
+    auto it = handles_.find(handle);
+    if (it == handles_.end() || it->second != type) return false;
+    handles_.erase(it);
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<const void*, HandleType> handles_;
+};
+
+// Never destroyed: handles may be released from static destructors.
+LiveHandles& live_handles() {
+  static auto* handles = new LiveHandles;
+  return *handles;
+}
+
+template <typename Handle>
+constexpr HandleType handle_type() {
+  if constexpr (std::is_same_v<Handle, svod_device>) return HandleType::Device;
+  else if constexpr (std::is_same_v<Handle, svod_buffer>) return HandleType::Buffer;
+  else if constexpr (std::is_same_v<Handle, svod_program>) return HandleType::Program;
+  else return HandleType::Plan;
+}
+
+// Registers a new handle and gives it to the caller.
+template <typename Handle>
+void hand_out(std::unique_ptr<Handle> handle, Handle** out) {
+  live_handles().add(handle.get(), handle_type<Handle>());
+  *out = handle.release();
+}
+
+template <typename Handle>
+svod_status* release(const char* function, Handle* handle, const char* what) noexcept {
+  return guarded(function, [&] {
+    require(handle, what);
+    if (!live_handles().remove(handle, handle_type<Handle>())) {
+      throw make_error(ErrorKind::Validation, "{} {} is not a live handle (released already?)", what,
+                       static_cast<const void*>(handle));
+    }
+    delete handle;
+  });
+}
+
+std::unique_ptr<svod_buffer> buffer_handle(Buffer buffer) {
+  auto handle = std::make_unique<svod_buffer>();
+  handle->dtype = to_string(buffer.dtype());
+  handle->buffer = std::move(buffer);
+  return handle;
+}
+
+DType checked_dtype(const char* dtype, size_t count) {
+  require(dtype, "dtype");
+  const DType type = parse_dtype(dtype);
+  if (count == 0) throw make_error(ErrorKind::Validation, "a buffer needs at least one element");
+  if (count > SIZE_MAX / size_of(type)) {
+    throw make_error(ErrorKind::Validation, "{} {} elements do not fit in memory", count, to_string(type));
+  }
+  return type;
+}
+
+// Host memory the caller owns, as a buffer of the CPU device.
+Buffer host_buffer(void* data, DType dtype, size_t count) {
+  std::shared_ptr<Device> cpu = open_device("CPU");
+  return Buffer(std::make_shared<Storage>(*cpu, count * size_of(dtype), data), dtype);
+}
+
+// Copies between a buffer and caller memory of exactly the buffer's size.
+void copy_with_host(const char* what, const svod_buffer* buffer, const void* host, size_t bytes, bool to_host) {
+  require(buffer, "buffer");
+  require(host, what);
+  const Buffer& b = buffer->buffer;
+  if (bytes != b.bytes()) {
+    throw make_error(ErrorKind::Validation, "{} bytes given, the buffer holds {} ({} {} elements)", bytes, b.bytes(),
+                     b.count(), to_string(b.dtype()));
+  }
+  const Buffer host_side = host_buffer(const_cast<void*>(host), DType::U8, bytes);
+  if (to_host) b.device().copy(host_side, b);
+  else b.device().copy(b, host_side);
+}
+
+size_t plan_slot(const svod_plan& plan, const char* name) {
+  require(name, "name");
+  auto slot = plan.loaded.plan.find_buffer(name);
+  if (!slot) throw make_error(ErrorKind::Validation, "the plan has no buffer named \"{}\"", name);
+  return *slot;
+}
+
+std::map<std::string, int64_t> parse_vars(const char* vars_json) {
+  std::map<std::string, int64_t> vars;
+  if (vars_json == nullptr) return vars;
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(vars_json);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw make_error(ErrorKind::Validation, "vars_json is not valid JSON: {}", e.what());
+  }
+  if (!json.is_object()) {
+    throw make_error(ErrorKind::Validation, "vars_json: expected an object of integers, got {}",
+                     detail::json_type_name(json));
+  }
+  for (const auto& [name, value] : json.items()) {
+    if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) {
+      throw make_error(ErrorKind::Validation, "vars_json.{}: expected a 64-bit integer, got {}", name, value.dump());
+    }
+    vars.emplace(name, value.get<int64_t>());
+  }
+  return vars;
+}
+
+}  // namespace
+}  // namespace svod
+
+using svod::guarded;
+using svod::require;
+
+extern "C" {
+
+int svod_api_version(void) { return SVOD_API_VERSION; }
+
+// ---- Statuses ---------------------------------------------------------------
+
+svod_error_kind svod_status_kind(const svod_status* status) { return status ? status->kind : SVOD_OK; }
+
+const char* svod_status_message(const svod_status* status) { return status ? status->message.c_str() : ""; }
+
+const char* svod_error_kind_name(svod_error_kind kind) {
+  switch (kind) {
+    case SVOD_OK: return "ok";
+    case SVOD_ERROR_VALIDATION: return "validation";
+    case SVOD_ERROR_COMPILE: return "compile";
+    case SVOD_ERROR_LOAD: return "load";
+    case SVOD_ERROR_UNDEFINED_SYMBOL: return "undefined symbol";
+    case SVOD_ERROR_UNSUPPORTED: return "unsupported";
+    case SVOD_ERROR_DEVICE_UNAVAILABLE: return "device unavailable";
+    case SVOD_ERROR_EXECUTION: return "execution";
+    case SVOD_ERROR_PLAN_POISONED: return "plan poisoned";
+    case SVOD_ERROR_TIMEOUT: return "timeout";
+    case SVOD_ERROR_IO: return "io";
+    case SVOD_ERROR_INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+void svod_status_free(svod_status* status) {
+  if (status != &svod::out_of_memory) delete status;
+}
+
+// ---- Devices ----------------------------------------------------------------
+
+svod_status* svod_device_get(const char* name, svod_device** out) {
+  return guarded(__func__, [&] {
+    require(name, "name");
+    require(out, "out");
+    auto handle = std::make_unique<svod_device>();
+    handle->device = svod::open_device(name);
+    handle->name = handle->device->name();
+    svod::hand_out(std::move(handle), out);
+  });
+}
+
+const char* svod_device_name(const svod_device* device) { return device ? device->name.c_str() : nullptr; }
+
+svod_status* svod_device_release(svod_device* device) { return svod::release(__func__, device, "device"); }
+
+// ---- Buffers ----------------------------------------------------------------
+
+svod_status* svod_buffer_allocate(svod_device* device, const char* dtype, size_t count, svod_buffer** out) {
+  return guarded(__func__, [&] {
+    require(device, "device");
+    require(out, "out");
+    const svod::DType type = svod::checked_dtype(dtype, count);
+    svod::hand_out(svod::buffer_handle(device->device->allocate(type, count)), out);
+  });
+}
+
+svod_status* svod_buffer_wrap_host(void* data, const char* dtype, size_t count, svod_buffer** out) {
+  return guarded(__func__, [&] {
+    require(data, "data");
+    require(out, "out");
+    const svod::DType type = svod::checked_dtype(dtype, count);
+    if (reinterpret_cast<uintptr_t>(data) % svod::size_of(type) != 0) {
+      throw svod::make_error(svod::ErrorKind::Validation, "data {} is not aligned to the {} bytes of a {} element",
+                             data, svod::size_of(type), svod::to_string(type));
+    }
+    svod::hand_out(svod::buffer_handle(svod::host_buffer(data, type, count)), out);
+  });
+}
+
+svod_status* svod_buffer_copy_from_host(svod_buffer* buffer, const void* src, size_t bytes) {
+  return guarded(__func__, [&] { svod::copy_with_host("src", buffer, src, bytes, false); });
+}
+
+svod_status* svod_buffer_copy_to_host(const svod_buffer* buffer, void* dst, size_t bytes) {
+  return guarded(__func__, [&] { svod::copy_with_host("dst", buffer, dst, bytes, true); });
+}
+
+svod_status* svod_buffer_data(const svod_buffer* buffer, void** out) {
+  return guarded(__func__, [&] {
+    require(buffer, "buffer");
+    require(out, "out");
+    *out = buffer->buffer.data();
+  });
+}
+
+size_t svod_buffer_count(const svod_buffer* buffer) { return buffer ? buffer->buffer.count() : 0; }
+
+size_t svod_buffer_bytes(const svod_buffer* buffer) { return buffer ? buffer->buffer.bytes() : 0; }
+
+const char* svod_buffer_dtype(const svod_buffer* buffer) { return buffer ? buffer->dtype.c_str() : nullptr; }
+
+svod_status* svod_buffer_release(svod_buffer* buffer) { return svod::release(__func__, buffer, "buffer"); }
+
+// ---- Programs ---------------------------------------------------------------
+
+svod_status* svod_program_compile(svod_device* device, const char* spec_json, svod_program** out) {
+  return guarded(__func__, [&] {
+    require(device, "device");
+    require(spec_json, "spec_json");
+    require(out, "out");
+    svod::PlanFileProgram parsed =
+        svod::parse_program_text(spec_json, std::filesystem::current_path(), "program spec");
+    if (!parsed.device.empty() && svod::device_registry().canonical_name(parsed.device) != device->name) {
+      throw svod::make_error(svod::ErrorKind::Validation, "the spec's device is \"{}\", compiling for {}",
+                             parsed.device, device->name);
+    }
+    auto handle = std::make_unique<svod_program>();
+    handle->program = device->device->compile(parsed.spec);
+    svod::hand_out(std::move(handle), out);
+  });
+}
+
+svod_status* svod_program_launch(svod_program* program, svod_buffer* const* buffers, size_t n_buffers,
+                                 const int64_t* scalars, size_t n_scalars) {
+  return guarded(__func__, [&] {
+    require(program, "program");
+    if (n_buffers != 0) require(buffers, "buffers");
+    if (n_scalars != 0) require(scalars, "scalars");
+    const svod::LaunchBuffers list(buffers, n_buffers);
+    program->program->launch(list.span(), {scalars, n_scalars});
+  });
+}
+
+svod_status* svod_program_release(svod_program* program) { return svod::release(__func__, program, "program"); }
+
+// ---- Plans ------------------------------------------------------------------
+
+svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan** out) {
+  return guarded(__func__, [&] {
+    require(path, "path");
+    require(out, "out");
+    svod::LoadOptions options;
+    options.vars = svod::parse_vars(vars_json);
+    svod::PlanFile file = svod::parse_plan_file(path);
+    svod::LoadedPlan loaded = svod::load_plan(file, options);
+    svod::hand_out(std::make_unique<svod_plan>(std::move(loaded), std::move(file.variables)), out);
+  });
+}
+
+svod_status* svod_plan_set_var(svod_plan* plan, const char* name, int64_t value) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(name, "name");
+    std::lock_guard lock(plan->mutex);
+    // Variables reach a plan through ExecutionPlan::execute_with_vars, which
+    // runs it on the host; a plan spanning devices runs through the executor
+    // instead, which takes the values the plan was loaded with.
+    if (plan->loaded.uses_devices) {
+      throw svod::make_error(svod::ErrorKind::Unsupported,
+                             "the plan spans devices: set its variables when loading it (svod_plan_load's vars_json)");
+    }
+    for (const auto& v : plan->variables) {
+      if (v.variable.name != name) continue;
+      v.variable.check(value);
+      plan->pending[name] = value;
+      return;
+    }
+    std::string names;
+    for (const auto& v : plan->variables) names += (names.empty() ? "" : ", ") + v.variable.name;
+    throw svod::make_error(svod::ErrorKind::Validation, "the plan has no variable named \"{}\" (it has: {})", name,
+                           names.empty() ? "none" : names);
+  });
+}
+
+svod_status* svod_plan_buffer(svod_plan* plan, const char* name, svod_buffer** out) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(out, "out");
+    std::lock_guard lock(plan->mutex);
+    const size_t slot = svod::plan_slot(*plan, name);
+    svod::hand_out(svod::buffer_handle(plan->loaded.plan.buffer(slot)), out);
+  });
+}
+
+svod_status* svod_plan_bind(svod_plan* plan, const char* name, svod_buffer* buffer) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(buffer, "buffer");
+    std::lock_guard lock(plan->mutex);
+    plan->loaded.plan.rebind(svod::plan_slot(*plan, name), buffer->buffer);
+  });
+}
+
+svod_status* svod_plan_execute(svod_plan* plan) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    std::lock_guard lock(plan->mutex);
+    if (plan->pending.empty()) {
+      plan->loaded.execute();
+      return;
+    }
+    // Once set, the values stay: later runs take the usual path again.
+    plan->loaded.plan.execute_with_vars(plan->pending);
+    plan->pending.clear();
+  });
+}
+
+svod_status* svod_plan_release(svod_plan* plan) { return svod::release(__func__, plan, "plan"); }
+
+}  // extern "C"

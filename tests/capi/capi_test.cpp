@@ -1,0 +1,529 @@
+// The C API (svod.h) driven from C++: kernels, buffers and plans through the
+// C functions, and every error kind a C caller can reach, with the message
+// saying what failed.
+#include <svod/svod.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "svod/base/error.h"
+#include "svod/base/npy.h"
+#include "svod/custom/custom_function.h"
+#include "tests/planfile/temp_dir.h"
+
+namespace {
+
+using svod::test::TempDir;
+
+// Owns a status and prints it when an expectation fails.
+struct Status {
+  explicit Status(svod_status* s) : status(s) {}
+  ~Status() { svod_status_free(status); }
+  Status(const Status&) = delete;
+  Status& operator=(const Status&) = delete;
+
+  svod_error_kind kind() const { return svod_status_kind(status); }
+  std::string message() const { return svod_status_message(status); }
+
+  svod_status* status;
+};
+
+std::ostream& operator<<(std::ostream& os, const Status& s) {
+  return os << svod_error_kind_name(s.kind()) << ": " << s.message();
+}
+
+#define EXPECT_OK(call)                      \
+  do {                                       \
+    Status status_(call);                    \
+    EXPECT_EQ(status_.kind(), SVOD_OK) << status_; \
+  } while (0)
+#define ASSERT_OK(call)                      \
+  do {                                       \
+    Status status_(call);                    \
+    ASSERT_EQ(status_.kind(), SVOD_OK) << status_; \
+  } while (0)
+
+// Expects `call` to fail with `kind` and a message containing `text`.
+void expect_error(svod_status* call, svod_error_kind kind, const std::string& text) {
+  Status status(call);
+  ASSERT_NE(status.status, nullptr) << "expected a " << svod_error_kind_name(kind) << " status";
+  EXPECT_EQ(status.kind(), kind) << status;
+  EXPECT_NE(status.message().find(text), std::string::npos) << status << "\n(expected to contain: " << text << ")";
+}
+
+// Handles released at the end of a test.
+struct Device {
+  Device() {
+    Status status(svod_device_get("CPU", &handle));
+    if (status.status) throw std::runtime_error(status.message());
+  }
+  ~Device() { svod_status_free(svod_device_release(handle)); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  svod_device* handle = nullptr;
+};
+
+template <typename Handle, svod_status* (*Release)(Handle*)>
+struct Owned {
+  Owned() = default;
+  ~Owned() {
+    if (handle) svod_status_free(Release(handle));
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  Handle* handle = nullptr;
+};
+using Buffer = Owned<svod_buffer, svod_buffer_release>;
+using Program = Owned<svod_program, svod_program_release>;
+using Plan = Owned<svod_plan, svod_plan_release>;
+
+// y = k * x over n elements; n bounded by the spec so out-of-range values are refused.
+constexpr const char* kScaleSpec = R"({
+  "language": "c",
+  "source": "void scale(float* restrict y, const float* restrict x, long n, int k) { for (long i = 0; i < n; i++) y[i] = k * x[i]; }",
+  "entry": "scale",
+  "buffers": [ { "name": "y", "access": "write", "dtype": "f32" }, { "name": "x", "dtype": "f32" } ],
+  "scalars": [ { "name": "n", "type": "i64", "min": 0, "max": 1024 }, { "name": "k", "type": "i32" } ]
+})";
+
+TEST(CApi, VersionMatchesTheHeader) {
+  EXPECT_EQ(svod_api_version(), SVOD_API_VERSION);
+  EXPECT_EQ(svod_api_version() / 1000, SVOD_API_VERSION_MAJOR);
+}
+
+TEST(CApi, ErrorKindsMirrorErrorKind) {
+  EXPECT_EQ(svod_status_kind(nullptr), SVOD_OK);
+  EXPECT_STREQ(svod_status_message(nullptr), "");
+  svod_status_free(nullptr);
+  EXPECT_STREQ(svod_error_kind_name(SVOD_OK), "ok");
+  // SVOD_ERROR_* values follow svod::ErrorKind's order, one past it.
+  for (int k = 0; k <= static_cast<int>(svod::ErrorKind::Internal); ++k) {
+    EXPECT_EQ(svod_error_kind_name(static_cast<svod_error_kind>(k + 1)),
+              svod::to_string(static_cast<svod::ErrorKind>(k)));
+  }
+  EXPECT_EQ(SVOD_ERROR_INTERNAL, static_cast<int>(svod::ErrorKind::Internal) + 1);
+}
+
+TEST(CApi, Devices) {
+  svod_device* cpu = nullptr;
+  ASSERT_OK(svod_device_get("cpu", &cpu));
+  EXPECT_STREQ(svod_device_name(cpu), "CPU");
+  EXPECT_OK(svod_device_release(cpu));
+  EXPECT_EQ(svod_device_name(nullptr), nullptr);
+
+  svod_device* none = nullptr;
+  expect_error(svod_device_get("TPU", &none), SVOD_ERROR_VALIDATION, "TPU");
+  expect_error(svod_device_get("CL:99", &none), SVOD_ERROR_DEVICE_UNAVAILABLE, "CL");
+  EXPECT_EQ(none, nullptr);  // out-parameters are written only on success
+}
+
+TEST(CApi, CompileWrapHostAndLaunch) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kScaleSpec, &program.handle));
+
+  std::vector<float> x(1000), y(1000, -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  Buffer bx, by;
+  ASSERT_OK(svod_buffer_wrap_host(x.data(), "f32", x.size(), &bx.handle));
+  ASSERT_OK(svod_buffer_wrap_host(y.data(), "float32", y.size(), &by.handle));
+  EXPECT_EQ(svod_buffer_count(bx.handle), 1000u);
+  EXPECT_EQ(svod_buffer_bytes(bx.handle), 4000u);
+  EXPECT_STREQ(svod_buffer_dtype(by.handle), "f32");
+  void* data = nullptr;
+  ASSERT_OK(svod_buffer_data(by.handle, &data));
+  EXPECT_EQ(data, y.data());  // zero-copy
+
+  svod_buffer* buffers[] = {by.handle, bx.handle};
+  const int64_t scalars[] = {1000, 3};
+  ASSERT_OK(svod_program_launch(program.handle, buffers, 2, scalars, 2));
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], 3.0f * i) << i;
+}
+
+TEST(CApi, AllocatedBuffersCopyToAndFromHost) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kScaleSpec, &program.handle));
+  Buffer x, y;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 4, &x.handle));
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 4, &y.handle));
+  const float in[4] = {1, 2, 3, 4};
+  ASSERT_OK(svod_buffer_copy_from_host(x.handle, in, sizeof in));
+  svod_buffer* buffers[] = {y.handle, x.handle};
+  const int64_t scalars[] = {4, -2};
+  ASSERT_OK(svod_program_launch(program.handle, buffers, 2, scalars, 2));
+  float out[4] = {};
+  ASSERT_OK(svod_buffer_copy_to_host(y.handle, out, sizeof out));
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{-2, -4, -6, -8}));
+
+  expect_error(svod_buffer_copy_to_host(y.handle, out, 8), SVOD_ERROR_VALIDATION, "8 bytes given, the buffer holds 16");
+  expect_error(svod_buffer_allocate(cpu.handle, "f31", 4, &x.handle), SVOD_ERROR_VALIDATION, "f31");
+  expect_error(svod_buffer_allocate(cpu.handle, "f32", 0, &x.handle), SVOD_ERROR_VALIDATION, "at least one element");
+  expect_error(svod_buffer_allocate(cpu.handle, "f64", SIZE_MAX / 4, &x.handle), SVOD_ERROR_VALIDATION,
+               "do not fit");
+  alignas(8) char bytes[16];
+  expect_error(svod_buffer_wrap_host(bytes + 1, "f32", 2, &x.handle), SVOD_ERROR_VALIDATION, "not aligned");
+}
+
+TEST(CApi, LaunchChecksCountsHandlesAndScalars) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kScaleSpec, &program.handle));
+  Buffer x, y;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 16, &x.handle));
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 16, &y.handle));
+  svod_buffer* buffers[] = {y.handle, x.handle};
+  const int64_t scalars[] = {16, 2};
+
+  expect_error(svod_program_launch(program.handle, buffers, 1, scalars, 2), SVOD_ERROR_VALIDATION,
+               "takes 2 buffers, got 1");
+  expect_error(svod_program_launch(program.handle, buffers, 2, scalars, 1), SVOD_ERROR_VALIDATION, "scalar");
+  svod_buffer* with_null[] = {y.handle, nullptr};
+  expect_error(svod_program_launch(program.handle, with_null, 2, scalars, 2), SVOD_ERROR_VALIDATION,
+               "buffers[1] is NULL");
+  expect_error(svod_program_launch(program.handle, nullptr, 2, scalars, 2), SVOD_ERROR_VALIDATION, "buffers is NULL");
+  expect_error(svod_program_launch(program.handle, buffers, 2, nullptr, 2), SVOD_ERROR_VALIDATION, "scalars is NULL");
+  // n is declared in [0, 1024]; k is an i32.
+  const int64_t too_many[] = {2000, 2};
+  expect_error(svod_program_launch(program.handle, buffers, 2, too_many, 2), SVOD_ERROR_VALIDATION, "2000");
+  const int64_t too_wide[] = {16, int64_t{1} << 40};
+  expect_error(svod_program_launch(program.handle, buffers, 2, too_wide, 2), SVOD_ERROR_VALIDATION,
+               std::to_string(int64_t{1} << 40));
+  // The error names the function it came from.
+  expect_error(svod_program_launch(program.handle, buffers, 1, scalars, 2), SVOD_ERROR_VALIDATION,
+               "svod_program_launch: ");
+}
+
+TEST(CApi, LaunchFromManyThreads) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kScaleSpec, &program.handle));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> x(64, 1.0f), y(64);
+      Buffer bx, by;
+      if (svod_buffer_wrap_host(x.data(), "f32", 64, &bx.handle) ||
+          svod_buffer_wrap_host(y.data(), "f32", 64, &by.handle)) {
+        ++failures;
+        return;
+      }
+      svod_buffer* buffers[] = {by.handle, bx.handle};
+      for (int i = 0; i < 200; ++i) {
+        const int64_t scalars[] = {64, t + i};
+        svod_status* s = svod_program_launch(program.handle, buffers, 2, scalars, 2);
+        if (s || y[63] != static_cast<float>(t + i)) ++failures;
+        svod_status_free(s);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(CApi, BadSpecsNameTheField) {
+  Device cpu;
+  svod_program* program = nullptr;
+  expect_error(svod_program_compile(cpu.handle, "{ \"language\": ", &program), SVOD_ERROR_VALIDATION,
+               "not valid JSON");
+  expect_error(svod_program_compile(cpu.handle, "[]", &program), SVOD_ERROR_VALIDATION, "expected an object");
+  expect_error(svod_program_compile(cpu.handle, R"({"language": "c", "source": "void k(void) {}", "buffers": []})",
+                                    &program),
+               SVOD_ERROR_VALIDATION, "missing field \"entry\"");
+  expect_error(svod_program_compile(cpu.handle,
+                                    R"({"language": "c", "source": "void k(float* a) {}", "entry": "k",
+                                        "buffers": [{"name": "a", "access": "rw"}]})",
+                                    &program),
+               SVOD_ERROR_VALIDATION, "buffers[0].access");
+  expect_error(svod_program_compile(cpu.handle,
+                                    R"({"language": "c", "source": "void k(void) {}", "entry": "k", "buffers": [],
+                                        "global_size": ["N"]})",
+                                    &program),
+               SVOD_ERROR_VALIDATION, "unknown variable \"N\"");
+  expect_error(svod_program_compile(cpu.handle,
+                                    R"({"language": "c", "source": "void k(void) {}", "entry": "k", "buffers": [],
+                                        "device": "CL:0"})",
+                                    &program),
+               SVOD_ERROR_VALIDATION, "compiling for CPU");
+  expect_error(svod_program_compile(cpu.handle,
+                                    R"({"language": "c", "source_file": "/nonexistent/k.c", "entry": "k",
+                                        "buffers": []})",
+                                    &program),
+               SVOD_ERROR_IO, "/nonexistent/k.c");
+  EXPECT_EQ(program, nullptr);
+}
+
+TEST(CApi, CompileErrorsCarryTheCompilerLog) {
+  Device cpu;
+  svod_program* program = nullptr;
+  expect_error(svod_program_compile(cpu.handle,
+                                    R"({"language": "c", "entry": "k", "buffers": [{"name": "a", "access": "write"}],
+                                        "source": "void k(float* a) { a[0] = not_declared_anywhere; }"})",
+                                    &program),
+               SVOD_ERROR_COMPILE, "undeclared identifier 'not_declared_anywhere'");
+  expect_error(svod_program_compile(cpu.handle,
+                                    R"({"language": "c", "entry": "missing", "buffers": [],
+                                        "source": "void present(void) {}"})",
+                                    &program),
+               SVOD_ERROR_UNDEFINED_SYMBOL, "missing");
+}
+
+TEST(CApi, NullPointersGiveStatuses) {
+  Device cpu;
+  svod_device* device = nullptr;
+  svod_buffer* buffer = nullptr;
+  svod_program* program = nullptr;
+  svod_plan* plan = nullptr;
+  void* data = nullptr;
+  float host[4] = {};
+  expect_error(svod_device_get(nullptr, &device), SVOD_ERROR_VALIDATION, "svod_device_get: name is NULL");
+  expect_error(svod_device_get("CPU", nullptr), SVOD_ERROR_VALIDATION, "out is NULL");
+  expect_error(svod_device_release(nullptr), SVOD_ERROR_VALIDATION, "device is NULL");
+  expect_error(svod_buffer_allocate(nullptr, "f32", 1, &buffer), SVOD_ERROR_VALIDATION, "device is NULL");
+  expect_error(svod_buffer_allocate(cpu.handle, nullptr, 1, &buffer), SVOD_ERROR_VALIDATION, "dtype is NULL");
+  expect_error(svod_buffer_allocate(cpu.handle, "f32", 1, nullptr), SVOD_ERROR_VALIDATION, "out is NULL");
+  expect_error(svod_buffer_wrap_host(nullptr, "f32", 1, &buffer), SVOD_ERROR_VALIDATION, "data is NULL");
+  expect_error(svod_buffer_copy_from_host(nullptr, host, 16), SVOD_ERROR_VALIDATION, "buffer is NULL");
+  expect_error(svod_buffer_copy_to_host(nullptr, host, 16), SVOD_ERROR_VALIDATION, "buffer is NULL");
+  expect_error(svod_buffer_data(nullptr, &data), SVOD_ERROR_VALIDATION, "buffer is NULL");
+  expect_error(svod_buffer_release(nullptr), SVOD_ERROR_VALIDATION, "buffer is NULL");
+  EXPECT_EQ(svod_buffer_count(nullptr), 0u);
+  EXPECT_EQ(svod_buffer_dtype(nullptr), nullptr);
+  expect_error(svod_program_compile(nullptr, kScaleSpec, &program), SVOD_ERROR_VALIDATION, "device is NULL");
+  expect_error(svod_program_compile(cpu.handle, nullptr, &program), SVOD_ERROR_VALIDATION, "spec_json is NULL");
+  expect_error(svod_program_launch(nullptr, nullptr, 0, nullptr, 0), SVOD_ERROR_VALIDATION, "program is NULL");
+  expect_error(svod_program_release(nullptr), SVOD_ERROR_VALIDATION, "program is NULL");
+  expect_error(svod_plan_load(nullptr, nullptr, &plan), SVOD_ERROR_VALIDATION, "path is NULL");
+  expect_error(svod_plan_set_var(nullptr, "N", 1), SVOD_ERROR_VALIDATION, "plan is NULL");
+  expect_error(svod_plan_buffer(nullptr, "x", &buffer), SVOD_ERROR_VALIDATION, "plan is NULL");
+  expect_error(svod_plan_bind(nullptr, "x", nullptr), SVOD_ERROR_VALIDATION, "plan is NULL");
+  expect_error(svod_plan_execute(nullptr), SVOD_ERROR_VALIDATION, "plan is NULL");
+  expect_error(svod_plan_release(nullptr), SVOD_ERROR_VALIDATION, "plan is NULL");
+
+  Buffer real;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 4, &real.handle));
+  expect_error(svod_buffer_copy_from_host(real.handle, nullptr, 16), SVOD_ERROR_VALIDATION, "src is NULL");
+  expect_error(svod_buffer_copy_to_host(real.handle, nullptr, 16), SVOD_ERROR_VALIDATION, "dst is NULL");
+  expect_error(svod_buffer_data(real.handle, nullptr), SVOD_ERROR_VALIDATION, "out is NULL");
+}
+
+TEST(CApi, DoubleReleaseIsDetected) {
+  svod_device* device = nullptr;
+  ASSERT_OK(svod_device_get("CPU", &device));
+  svod_buffer* buffer = nullptr;
+  ASSERT_OK(svod_buffer_allocate(device, "i32", 8, &buffer));
+  svod_program* program = nullptr;
+  ASSERT_OK(svod_program_compile(device, kScaleSpec, &program));
+
+  EXPECT_OK(svod_buffer_release(buffer));
+  expect_error(svod_buffer_release(buffer), SVOD_ERROR_VALIDATION, "not a live handle");
+  EXPECT_OK(svod_program_release(program));
+  expect_error(svod_program_release(program), SVOD_ERROR_VALIDATION, "not a live handle");
+  EXPECT_OK(svod_device_release(device));
+  expect_error(svod_device_release(device), SVOD_ERROR_VALIDATION, "not a live handle");
+  // A pointer svod never handed out, or one of another handle type.
+  int not_a_handle = 0;
+  expect_error(svod_plan_release(reinterpret_cast<svod_plan*>(&not_a_handle)), SVOD_ERROR_VALIDATION,
+               "not a live handle");
+  svod_device* live = nullptr;
+  ASSERT_OK(svod_device_get("CPU", &live));
+  expect_error(svod_buffer_release(reinterpret_cast<svod_buffer*>(live)), SVOD_ERROR_VALIDATION, "not a live handle");
+  EXPECT_OK(svod_device_release(live));
+}
+
+TEST(CApi, DeviceBuffersCopyButHaveNoHostAddress) {
+  svod_device* cl = nullptr;
+  Status opened(svod_device_get("CL:0", &cl));
+  if (opened.status) GTEST_SKIP() << opened;
+  Buffer buffer;
+  ASSERT_OK(svod_buffer_allocate(cl, "i32", 4, &buffer.handle));
+  const int32_t in[4] = {1, -2, 3, -4};
+  int32_t out[4] = {};
+  ASSERT_OK(svod_buffer_copy_from_host(buffer.handle, in, sizeof in));
+  ASSERT_OK(svod_buffer_copy_to_host(buffer.handle, out, sizeof out));
+  EXPECT_EQ(std::vector<int32_t>(out, out + 4), std::vector<int32_t>(in, in + 4));
+  void* data = nullptr;
+  expect_error(svod_buffer_data(buffer.handle, &data), SVOD_ERROR_UNSUPPORTED, "");
+  EXPECT_OK(svod_device_release(cl));
+}
+
+// The MLP example plan, run through the C API, matches its expected output.
+TEST(CApi, MlpPlan) {
+  const std::string dir = SVOD_SOURCE_DIR "/examples/mlp/";
+  Plan plan;
+  ASSERT_OK(svod_plan_load((dir + "plan.json").c_str(), nullptr, &plan.handle));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  Buffer probs;
+  ASSERT_OK(svod_plan_buffer(plan.handle, "probs", &probs.handle));
+  ASSERT_EQ(svod_buffer_count(probs.handle), 640u);
+  std::vector<float> got(640);
+  ASSERT_OK(svod_buffer_copy_to_host(probs.handle, got.data(), got.size() * sizeof(float)));
+  const svod::NpyArray expected = svod::read_npy(dir + "expected_probs.npy");
+  ASSERT_EQ(expected.count(), got.size());
+  const size_t size = svod::size_of(expected.dtype);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = svod::load_as_double(expected.dtype, expected.data.data() + i * size);
+    ASSERT_NEAR(got[i], want, 1e-6 + 1e-4 * std::fabs(want)) << i;
+  }
+}
+
+// A plan with a variable: y = 2 * x over the first N elements.
+constexpr const char* kScalePlan = R"({
+  "svod_plan": 1,
+  "variables": { "N": { "min": 1, "max": 8, "value": 8 } },
+  "buffers": {
+    "x": { "dtype": "f32", "count": 8, "init": { "arange": { "start": 1, "step": 1 } } },
+    "y": { "dtype": "f32", "count": 8 }
+  },
+  "programs": {
+    "scale": { "language": "c", "entry": "scale",
+               "source": "void scale(float* y, const float* x, long n) { for (long i = 0; i < n; i++) y[i] = 2 * x[i]; }",
+               "buffers": [ { "name": "y", "access": "write" }, { "name": "x" } ],
+               "scalars": [ { "name": "n", "type": "i64" } ] }
+  },
+  "ops": [ { "run": "scale", "buffers": ["y", "x"], "scalars": { "n": "N" } } ]
+})";
+
+std::vector<float> plan_values(svod_plan* plan, const char* name) {
+  Buffer buffer;
+  EXPECT_OK(svod_plan_buffer(plan, name, &buffer.handle));
+  void* data = nullptr;
+  EXPECT_OK(svod_buffer_data(buffer.handle, &data));
+  const auto* p = static_cast<const float*>(data);
+  return {p, p + svod_buffer_count(buffer.handle)};
+}
+
+TEST(CApi, PlanVariablesAndBinding) {
+  TempDir dir;
+  const std::string path = dir.write("plan.json", kScalePlan).string();
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path.c_str(), R"({"N": 2})", &plan.handle));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{2, 4, 0, 0, 0, 0, 0, 0}));
+
+  ASSERT_OK(svod_plan_set_var(plan.handle, "N", 3));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{2, 4, 6, 0, 0, 0, 0, 0}));
+
+  // Caller memory bound in place of x: the plan reads it directly.
+  std::vector<float> x = {10, 20, 30, 40, 50, 60, 70, 80};
+  Buffer wrapped;
+  ASSERT_OK(svod_buffer_wrap_host(x.data(), "f32", x.size(), &wrapped.handle));
+  ASSERT_OK(svod_plan_bind(plan.handle, "x", wrapped.handle));
+  ASSERT_OK(svod_plan_set_var(plan.handle, "N", 8));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{20, 40, 60, 80, 100, 120, 140, 160}));
+  EXPECT_EQ(plan_values(plan.handle, "x"), x);
+
+  // A buffer handle taken from the plan outlives it.
+  Buffer y;
+  ASSERT_OK(svod_plan_buffer(plan.handle, "y", &y.handle));
+  EXPECT_OK(svod_plan_release(plan.handle));
+  plan.handle = nullptr;
+  float out[8];
+  ASSERT_OK(svod_buffer_copy_to_host(y.handle, out, sizeof out));
+  EXPECT_EQ(out[7], 160.0f);
+}
+
+TEST(CApi, PlanErrors) {
+  TempDir dir;
+  const std::string path = dir.write("plan.json", kScalePlan).string();
+  svod_plan* none = nullptr;
+  expect_error(svod_plan_load((dir / "missing.json").c_str(), nullptr, &none), SVOD_ERROR_IO, "missing.json");
+  const std::string broken = dir.write("broken.json", R"({"svod_plan": 1, "buffers": {}, "ops": []})").string();
+  expect_error(svod_plan_load(broken.c_str(), nullptr, &none), SVOD_ERROR_VALIDATION, "at least one buffer");
+  expect_error(svod_plan_load(path.c_str(), "{\"N\": ", &none), SVOD_ERROR_VALIDATION, "vars_json is not valid JSON");
+  expect_error(svod_plan_load(path.c_str(), "[1]", &none), SVOD_ERROR_VALIDATION, "expected an object");
+  expect_error(svod_plan_load(path.c_str(), R"({"N": 1.5})", &none), SVOD_ERROR_VALIDATION, "vars_json.N");
+  expect_error(svod_plan_load(path.c_str(), R"({"M": 1})", &none), SVOD_ERROR_VALIDATION, "no variable named \"M\"");
+  expect_error(svod_plan_load(path.c_str(), R"({"N": 9})", &none), SVOD_ERROR_VALIDATION, "N");
+  EXPECT_EQ(none, nullptr);
+
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path.c_str(), nullptr, &plan.handle));
+  expect_error(svod_plan_set_var(plan.handle, "M", 1), SVOD_ERROR_VALIDATION, "(it has: N)");
+  expect_error(svod_plan_set_var(plan.handle, "N", 0), SVOD_ERROR_VALIDATION, "N");
+  svod_buffer* buffer = nullptr;
+  expect_error(svod_plan_buffer(plan.handle, "z", &buffer), SVOD_ERROR_VALIDATION, "no buffer named \"z\"");
+  float small[4];
+  Buffer wrong_size;
+  ASSERT_OK(svod_buffer_wrap_host(small, "f32", 4, &wrong_size.handle));
+  expect_error(svod_plan_bind(plan.handle, "x", wrong_size.handle), SVOD_ERROR_VALIDATION, "");
+  ASSERT_OK(svod_plan_execute(plan.handle));  // the failed calls changed nothing
+  EXPECT_EQ(plan_values(plan.handle, "y")[7], 16.0f);
+}
+
+float plan_value(svod_plan* plan, const char* name, size_t index) { return plan_values(plan, name).at(index); }
+
+// A plan spanning the CPU and CL:0 runs through svod's executor; its
+// variables are set when it is loaded.
+TEST(CApi, CrossDevicePlan) {
+  svod_device* cl = nullptr;
+  Status opened(svod_device_get("CL:0", &cl));
+  if (opened.status) GTEST_SKIP() << opened;
+  EXPECT_OK(svod_device_release(cl));
+  const char* path = SVOD_SOURCE_DIR "/examples/cross_device/plan.json";
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path, nullptr, &plan.handle));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_value(plan.handle, "total", 0), 11119616.0f);  // the sum of 2 i^2 + 1 for i < 256
+  expect_error(svod_plan_set_var(plan.handle, "N", 64), SVOD_ERROR_UNSUPPORTED, "vars_json");
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_value(plan.handle, "total", 0), 11119616.0f);
+
+  Plan small;
+  ASSERT_OK(svod_plan_load(path, R"({"N": 64})", &small.handle));
+  ASSERT_OK(svod_plan_execute(small.handle));
+  EXPECT_EQ(plan_value(small.handle, "total", 0), 170752.0f);  // for i < 64
+  Buffer d_out;
+  ASSERT_OK(svod_plan_buffer(small.handle, "d_out", &d_out.handle));
+  void* data = nullptr;
+  expect_error(svod_buffer_data(d_out.handle, &data), SVOD_ERROR_UNSUPPORTED, "CL:0");
+  float out[256];
+  ASSERT_OK(svod_buffer_copy_to_host(d_out.handle, out, sizeof out));
+  EXPECT_EQ(out[63], 2.0f * 63 * 63 + 1);
+}
+
+// A run that fails while executing returns EXECUTION; the plan is then
+// poisoned and refuses to run again.
+TEST(CApi, FailedRunsPoisonThePlan) {
+  svod::register_custom_function(
+      "capi_test_fail",
+      {[](std::span<const svod::Buffer>, const svod::Attrs&, const svod::VariableValues&) {
+         throw std::runtime_error("the host function gave up");
+       },
+       [](std::span<const svod::Buffer> buffers, const svod::Attrs&) {
+         return std::vector<svod::Access>(buffers.size(), svod::Access::ReadWrite);
+       }});
+  TempDir dir;
+  const std::string path = dir.write("plan.json", R"({
+    "svod_plan": 1,
+    "buffers": { "a": { "dtype": "i32", "count": 4 } },
+    "ops": [ { "custom": "capi_test_fail", "buffers": ["a"] } ]
+  })").string();
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path.c_str(), nullptr, &plan.handle));
+  expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_EXECUTION, "the host function gave up");
+  expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_PLAN_POISONED, "");
+  svod::unregister_custom_function("capi_test_fail");
+}
+
+TEST(CApi, PlanDoubleRelease) {
+  TempDir dir;
+  const std::string path = dir.write("plan.json", kScalePlan).string();
+  svod_plan* plan = nullptr;
+  ASSERT_OK(svod_plan_load(path.c_str(), nullptr, &plan));
+  EXPECT_OK(svod_plan_release(plan));
+  expect_error(svod_plan_release(plan), SVOD_ERROR_VALIDATION, "not a live handle");
+}
+
+}  // namespace

@@ -8,7 +8,8 @@
 
 namespace svod {
 
-std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs) {
+std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs,
+                                        const CompileCallback& on_compiled) {
   // Duplicates are folded here rather than left to the kernel cache's
   // single-flight, so no pool thread sits blocked waiting on a sibling.
   std::vector<size_t> unique;           // index of the first spec of each group
@@ -20,6 +21,8 @@ std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramS
     group[i] = it->second;
   }
 
+  std::vector<std::vector<size_t>> members(unique.size());  // the positions of each group
+  for (size_t i = 0; i < specs.size(); ++i) members[group[i]].push_back(i);
   std::vector<CompileResult> compiled(unique.size());
   parallel_for(unique.size(), [&](size_t u) {
     try {
@@ -28,6 +31,9 @@ std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramS
       compiled[u] = e;
     } catch (const std::exception& e) {
       compiled[u] = make_error(ErrorKind::Internal, "compiling \"{}\": {}", specs[unique[u]].display_name(), e.what());
+    }
+    if (on_compiled) {
+      for (const size_t position : members[u]) on_compiled(position);
     }
   });
 

@@ -7,6 +7,7 @@
 // the result holds the Program or the Error for the spec at that position.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <variant>
@@ -19,6 +20,11 @@ namespace svod {
 
 using CompileResult = std::variant<std::shared_ptr<const Program>, Error>;
 
-std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs);
+// Called on a pool thread once for every position of `specs` as soon as its
+// result is known, with that position; calls may come concurrently.
+using CompileCallback = std::function<void(size_t position)>;
+
+std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs,
+                                        const CompileCallback& on_compiled = {});
 
 }  // namespace svod

@@ -29,9 +29,19 @@ struct CompilerIdentity {
 
 enum class ArtifactKind { ElfObject, SharedLibrary, Ptx, Cubin, OpenClSource };
 
+// Where one compile's time went (CPU time of the compiling thread), for
+// benchmarks and SVOD_DEBUG logs. Zero for the phases a compiler does not
+// measure (a clang process is one opaque step).
+struct CompilePhases {
+  double front_end_ms = 0;  // parsing and IR generation
+  double optimise_ms = 0;   // the IR pass pipeline
+  double codegen_ms = 0;    // instruction selection to object bytes
+};
+
 struct Artifact {
   ArtifactKind kind = ArtifactKind::ElfObject;
   std::vector<std::byte> bytes;
+  CompilePhases phases;  // not part of the artifact's content or cache entry
 };
 
 class Compiler {

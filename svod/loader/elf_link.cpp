@@ -46,7 +46,7 @@ bool reserve(std::uint64_t& cursor, std::uint64_t alignment, std::uint64_t size,
 
 ObjectLinker::ObjectLinker(std::span<const std::byte> object, Machine machine,
                            const LinkOptions& options)
-    : object_(object), machine_(machine), options_(options) {
+    : object_(object), machine_(machine), arch_(arch_traits(machine)), options_(options) {
   if (!is_power_of_two(options_.page_size)) {
     throw make_error(ErrorKind::Validation, "page size {} is not a power of two",
                      options_.page_size);
@@ -313,11 +313,11 @@ void ObjectLinker::parse_symbols() {
 }
 
 void ObjectLinker::parse_relocations() {
-  // Slots are shared by every relocation with the same (symbol, key): x86-64
-  // GOT slots hold S, AArch64 ones S+A, stubs jump to S+A(+4 on x86-64).
+  // Slots are shared by every relocation with the same (symbol, key): GOT
+  // slots hold S or S+A (ArchTraits::got_slot_holds_addend), stubs jump to
+  // S+A+bias.
   std::map<std::pair<std::uint32_t, std::int64_t>, std::uint32_t> got_slots;
   std::map<std::pair<std::uint32_t, std::int64_t>, std::uint32_t> stub_slots;
-  const bool x86 = machine_ == Machine::X86_64;
 
   for (std::uint32_t i = 1; i < shnum_; ++i) {
     const std::uint32_t type = sections_[i].type;
@@ -368,7 +368,7 @@ void ObjectLinker::parse_relocations() {
       relocation.symbol = static_cast<std::uint32_t>(ELF64_R_SYM(raw.r_info));
       relocation.type = static_cast<std::uint32_t>(ELF64_R_TYPE(raw.r_info));
       relocation.slot = kNoSlot;
-      const RelocationInfo info = relocation_info(machine_, relocation.type);
+      const RelocationInfo info = arch_.info(relocation.type);
       if (info.kind == RelocationClass::Unsupported) {
         throw make_error(ErrorKind::Load,
                          "unsupported {} relocation {} at {}+{:#x} (entry {} of '{}')",
@@ -398,12 +398,13 @@ void ObjectLinker::parse_relocations() {
                          describe_site(relocation), describe_symbol(relocation.symbol),
                          section_name(symbol.section));
       }
-      if (x86 && (relocation.type == R_X86_64_32 || relocation.type == R_X86_64_32S) &&
+      if (info.low_address &&
           (symbol.state == SymbolState::InImage || symbol.state == SymbolState::Common)) {
         needs_low_address_ = true;
       }
       if (info.kind == RelocationClass::Got) {
-        const auto key = std::make_pair(relocation.symbol, x86 ? 0 : relocation.addend);
+        const auto key = std::make_pair(relocation.symbol,
+                                        arch_.got_slot_holds_addend ? relocation.addend : 0);
         auto [it, inserted] = got_slots.try_emplace(key, static_cast<std::uint32_t>(got_slots.size()));
         relocation.slot = it->second;
       } else if (info.kind == RelocationClass::Branch &&
@@ -533,15 +534,14 @@ std::string ObjectLinker::describe_site(const Relocation& relocation) const {
 
 LinkResult ObjectLinker::link(std::byte* memory, std::uint64_t base_address,
                               const SymbolResolver& resolver) const {
-  const bool x86 = machine_ == Machine::X86_64;
   for (const Section& section : sections_) {
     if (section.loaded && !section.nobits && section.size != 0) {
       std::memcpy(memory + section.image_offset, object_.data() + section.file_offset,
                   section.size);
     }
   }
-  if (x86 && stub_count_ != 0) {
-    std::memset(memory + stubs_offset_, 0xCC, stub_count_ * kStubSize);  // int3 until written
+  if (stub_count_ != 0) {
+    std::memset(memory + stubs_offset_, arch_.stub_fill, stub_count_ * kStubSize);
   }
 
   // External symbols are resolved on first use and remembered for the rest of
@@ -582,38 +582,34 @@ LinkResult ObjectLinker::link(std::byte* memory, std::uint64_t base_address,
     const std::uint64_t offset = section.image_offset + relocation.offset;
     std::byte* location = memory + offset;
     const std::uint64_t place = base_address + offset;
-    const RelocationInfo info = relocation_info(machine_, relocation.type);
+    const RelocationInfo info = arch_.info(relocation.type);
     const std::uint64_t symbol = symbol_address(relocation);
     auto patch = [&](std::uint64_t s, std::int64_t a) {
-      return x86 ? patch_x86_64(relocation.type, location, place, s, a)
-                 : patch_aarch64(relocation.type, location, place, s, a);
+      return arch_.patch(relocation.type, location, place, s, a);
     };
 
     PatchStatus status = PatchStatus::Ok;
     if (info.kind == RelocationClass::Got) {
       const std::uint64_t slot_offset = got_offset_ + relocation.slot * kGotSlotSize;
-      const std::uint64_t value = x86 ? symbol : symbol + static_cast<std::uint64_t>(relocation.addend);
+      const bool with_addend = arch_.got_slot_holds_addend;
+      const std::uint64_t value =
+          with_addend ? symbol + static_cast<std::uint64_t>(relocation.addend) : symbol;
       std::memcpy(memory + slot_offset, &value, sizeof(value));
-      status = patch(base_address + slot_offset, x86 ? relocation.addend : 0);
+      status = patch(base_address + slot_offset, with_addend ? 0 : relocation.addend);
     } else if (info.kind == RelocationClass::Branch && relocation.slot != kNoSlot) {
       if (!options_.force_stubs) status = patch(symbol, relocation.addend);
       if (options_.force_stubs || status != PatchStatus::Ok) {
         const std::uint64_t stub_offset = stubs_offset_ + relocation.slot * kStubSize;
-        // x86-64 rel32 counts from the end of the 4-byte field (A is -4 for a
-        // plain call), so the stub's target is S + A + 4 and the call reaches
-        // the stub with A = -4; AArch64 branches count from the instruction.
-        const std::uint64_t target =
-            symbol + static_cast<std::uint64_t>(relocation.addend) + (x86 ? 4 : 0);
+        // The branch bias is part of A (see ArchTraits::branch_bias): the stub
+        // jumps to the real target and the branch reaches the stub with A = -bias.
+        const std::uint64_t target = symbol + static_cast<std::uint64_t>(relocation.addend) +
+                                     static_cast<std::uint64_t>(arch_.branch_bias);
         if (stub_written[relocation.slot] == 0) {
-          if (x86) {
-            write_stub_x86_64(memory + stub_offset, target);
-          } else {
-            write_stub_aarch64(memory + stub_offset, target);
-          }
+          arch_.write_stub(memory + stub_offset, target);
           stub_written[relocation.slot] = 1;
           ++result.stubs_used;
         }
-        status = patch(base_address + stub_offset, x86 ? -4 : 0);
+        status = patch(base_address + stub_offset, -arch_.branch_bias);
       }
     } else {
       status = patch(symbol, relocation.addend);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "svod/loader/elf_format.h"
+#include "svod/loader/relocate.h"
 
 namespace svod::detail {
 
@@ -75,7 +76,7 @@ class ObjectLinker {
   std::uint64_t stubs_offset() const noexcept { return stubs_offset_; }
   std::uint64_t got_offset() const noexcept { return got_offset_; }
   // True when code refers to its own image through 32-bit absolute addresses
-  // (x86-64 non-PIC small code model: R_X86_64_32/32S), so the image must be
+  // (RelocationInfo::low_address, e.g. x86-64 R_X86_64_32/32S), so the image must be
   // placed in the low 2 GiB of the address space.
   bool needs_low_address() const noexcept { return needs_low_address_; }
 
@@ -145,6 +146,7 @@ class ObjectLinker {
 
   std::span<const std::byte> object_;
   Machine machine_;
+  const ArchTraits& arch_;
   LinkOptions options_;
   std::vector<Section> sections_;
   std::vector<Symbol> symbols_;

@@ -1,4 +1,6 @@
-// Dispatch from a Machine to its relocation tables, and the names in messages.
+// The table from a Machine to its traits, and the names in messages.
+#include <array>
+
 #include <fmt/format.h>
 
 #include "svod/loader/relocate.h"
@@ -23,16 +25,23 @@ std::string machine_name(std::uint16_t e_machine) {
   }
 }
 
-RelocationInfo relocation_info(Machine machine, std::uint32_t type) noexcept {
-  return machine == Machine::X86_64 ? relocation_info_x86_64(type) : relocation_info_aarch64(type);
-}
+namespace {
 
-std::string_view relocation_name(Machine machine, std::uint32_t type) noexcept {
-  return machine == Machine::X86_64 ? relocation_name_x86_64(type) : relocation_name_aarch64(type);
+// One line per machine the loader links for.
+constexpr std::array<const ArchTraits*, 2> kArchitectures = {&kX86_64Traits, &kAArch64Traits};
+
+}  // namespace
+
+const ArchTraits& arch_traits(Machine machine) noexcept {
+  for (const ArchTraits* traits : kArchitectures) {
+    if (traits->machine == machine) return *traits;
+  }
+  // Unreachable: Machine has exactly the enumerators listed above.
+  __builtin_trap();
 }
 
 std::string describe_relocation(Machine machine, std::uint32_t type) {
-  const std::string_view name = relocation_name(machine, type);
+  const std::string_view name = arch_traits(machine).name(type);
   if (name.empty()) return fmt::format("type {}", type);
   return fmt::format("{} (type {})", name, type);
 }

@@ -59,9 +59,7 @@ PatchStatus patch_branch(std::byte* location, std::int64_t delta, int bits, int 
   return PatchStatus::Ok;
 }
 
-}  // namespace
-
-RelocationInfo relocation_info_aarch64(std::uint32_t type) noexcept {
+RelocationInfo relocation_info(std::uint32_t type) noexcept {
   switch (type) {
     case R_AARCH64_NONE:
     case 256:  // R_AARCH64_NONE in the ELF64 numbering (withdrawn R_AARCH64_NULL)
@@ -91,7 +89,7 @@ RelocationInfo relocation_info_aarch64(std::uint32_t type) noexcept {
   }
 }
 
-std::string_view relocation_name_aarch64(std::uint32_t type) noexcept {
+std::string_view relocation_name(std::uint32_t type) noexcept {
   switch (type) {
     case R_AARCH64_NONE: return "R_AARCH64_NONE";
     case 256: return "R_AARCH64_NONE";
@@ -132,8 +130,8 @@ std::string_view relocation_name_aarch64(std::uint32_t type) noexcept {
   }
 }
 
-PatchStatus patch_aarch64(std::uint32_t type, std::byte* location, std::uint64_t place,
-                          std::uint64_t symbol, std::int64_t addend) noexcept {
+PatchStatus patch(std::uint32_t type, std::byte* location, std::uint64_t place,
+                  std::uint64_t symbol, std::int64_t addend) noexcept {
   const std::uint64_t absolute = symbol + static_cast<std::uint64_t>(addend);
   const auto relative = static_cast<std::int64_t>(absolute - place);
   switch (type) {
@@ -189,12 +187,25 @@ PatchStatus patch_aarch64(std::uint32_t type, std::byte* location, std::uint64_t
   }
 }
 
-void write_stub_aarch64(std::byte* location, std::uint64_t target) noexcept {
+void write_stub(std::byte* location, std::uint64_t target) noexcept {
   // x16 (IP0) is the intra-procedure-call scratch register the ABI reserves
   // for exactly this kind of veneer.
   store32(location, 0x58000050u);      // ldr x16, #8
   store32(location + 4, 0xD61F0200u);  // br x16
   std::memcpy(location + 8, &target, sizeof(target));
 }
+
+}  // namespace
+
+const ArchTraits kAArch64Traits = {
+    .machine = Machine::AArch64,
+    .info = relocation_info,
+    .name = relocation_name,
+    .patch = patch,
+    .write_stub = write_stub,
+    .stub_fill = 0x00,  // udf #0: an unwritten slot traps
+    .got_slot_holds_addend = true,
+    .branch_bias = 0,
+};
 
 }  // namespace svod::detail

@@ -8,6 +8,8 @@
 namespace svod::detail {
 namespace {
 
+constexpr std::uint8_t kInt3 = 0xCC;
+
 template <typename T>
 void store(std::byte* location, T value) noexcept {
   std::memcpy(location, &value, sizeof(T));
@@ -46,16 +48,14 @@ constexpr std::array<std::string_view, 43> kNames = {
     "R_X86_64_REX_GOTPCRELX",
 };
 
-}  // namespace
-
-RelocationInfo relocation_info_x86_64(std::uint32_t type) noexcept {
+RelocationInfo relocation_info(std::uint32_t type) noexcept {
   switch (type) {
     case R_X86_64_NONE: return {RelocationClass::None, 0};
     case R_X86_64_64:
     case R_X86_64_PC64: return {RelocationClass::Plain, 8};
-    case R_X86_64_PC32:
+    case R_X86_64_PC32: return {RelocationClass::Plain, 4};
     case R_X86_64_32:
-    case R_X86_64_32S: return {RelocationClass::Plain, 4};
+    case R_X86_64_32S: return {RelocationClass::Plain, 4, /*low_address=*/true};
     case R_X86_64_16:
     case R_X86_64_PC16: return {RelocationClass::Plain, 2};
     case R_X86_64_8:
@@ -68,12 +68,12 @@ RelocationInfo relocation_info_x86_64(std::uint32_t type) noexcept {
   }
 }
 
-std::string_view relocation_name_x86_64(std::uint32_t type) noexcept {
+std::string_view relocation_name(std::uint32_t type) noexcept {
   return type < kNames.size() ? kNames[type] : std::string_view{};
 }
 
-PatchStatus patch_x86_64(std::uint32_t type, std::byte* location, std::uint64_t place,
-                         std::uint64_t symbol, std::int64_t addend) noexcept {
+PatchStatus patch(std::uint32_t type, std::byte* location, std::uint64_t place,
+                  std::uint64_t symbol, std::int64_t addend) noexcept {
   // Unsigned arithmetic wraps instead of overflowing on hostile addends.
   const std::uint64_t absolute = symbol + static_cast<std::uint64_t>(addend);
   const std::uint64_t relative = absolute - place;
@@ -118,14 +118,27 @@ PatchStatus patch_x86_64(std::uint32_t type, std::byte* location, std::uint64_t 
   }
 }
 
-void write_stub_x86_64(std::byte* location, std::uint64_t target) noexcept {
+void write_stub(std::byte* location, std::uint64_t target) noexcept {
   // jmp *[rip+0] reads the absolute target stored right after it; no register
   // is clobbered, so the stub is transparent to any calling convention.
   const std::uint8_t jump[6] = {0xFF, 0x25, 0x00, 0x00, 0x00, 0x00};
   std::memcpy(location, jump, sizeof(jump));
   std::memcpy(location + sizeof(jump), &target, sizeof(target));
   // Pad with int3 so a stray jump into the padding traps.
-  std::memset(location + sizeof(jump) + sizeof(target), 0xCC, kStubSize - sizeof(jump) - sizeof(target));
+  std::memset(location + sizeof(jump) + sizeof(target), kInt3, kStubSize - sizeof(jump) - sizeof(target));
 }
+
+}  // namespace
+
+const ArchTraits kX86_64Traits = {
+    .machine = Machine::X86_64,
+    .info = relocation_info,
+    .name = relocation_name,
+    .patch = patch,
+    .write_stub = write_stub,
+    .stub_fill = kInt3,
+    .got_slot_holds_addend = false,
+    .branch_bias = 4,
+};
 
 }  // namespace svod::detail

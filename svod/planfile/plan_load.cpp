@@ -1,14 +1,19 @@
 // PlanFile → buffers, programs and an ExecutionPlan; output checks.
-#include <tbb/parallel_for.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
 #include <numbers>
+#include <optional>
 
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
+#include "svod/base/thread_pool.h"
+#include "svod/cache/compile_many.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/registry.h"
 #include "svod/executor/plan_execution.h"
@@ -19,6 +24,39 @@ namespace svod {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Shows "compiling programs: 3/11 (name)" on a terminal once a load has been
+// compiling for about a second, so a long cold start is visibly working;
+// silent when stderr is not a terminal or the compiles finish sooner.
+class CompileProgress {
+ public:
+  explicit CompileProgress(size_t total) : total_(total), tty_(isatty(STDERR_FILENO) != 0) {}
+
+  // One more program compiled (from any thread).
+  void done(const std::string& name) {
+    const std::lock_guard lock(mutex_);
+    ++done_;
+    if (!tty_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+    std::fprintf(stderr, "\rcompiling programs: %zu/%zu (%s)\x1b[K", done_, total_, name.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  // Ends the line if one was shown.
+  void finish() {
+    if (!shown_) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "\rcompiled %zu programs in %.1f s\x1b[K\n", total_, seconds);
+  }
+
+ private:
+  const size_t total_;
+  const bool tty_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::mutex mutex_;
+  size_t done_ = 0;
+  bool shown_ = false;
+};
 
 // Runs `fn`, moving any svod::Error it raises under the plan file and `path`
 // while keeping its kind.
@@ -202,12 +240,11 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     });
   }
 
-  // Compiling is the slow part (a clang process per program), so programs
-  // compile in parallel; errors are reported for the first failing program in
-  // file order, so the message does not depend on scheduling.
-  std::vector<std::shared_ptr<const Program>> programs(file.programs.size());
+  // Compiling is the slow part, so the programs of each device compile in
+  // parallel (compile_many), and the devices' batches in parallel too; errors
+  // are reported for the first failing program in file order, so the message
+  // does not depend on scheduling.
   std::vector<Device*> program_devices;
-  std::vector<std::exception_ptr> failures(file.programs.size());
   for (const auto& p : file.programs) {
     const std::string path = "programs." + p.name;
     Device& device = devices.get(p.device, path + ".device");
@@ -218,15 +255,34 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     }
     program_devices.push_back(&device);
   }
-  tbb::parallel_for(size_t{0}, file.programs.size(), [&](size_t i) {
-    try {
-      programs[i] = program_devices[i]->compile(file.programs[i].spec);
-    } catch (...) {
-      failures[i] = std::current_exception();
+  std::vector<Device*> batch_devices;
+  std::vector<std::vector<size_t>> batches;  // program indices per device
+  for (size_t i = 0; i < program_devices.size(); ++i) {
+    const auto it = std::find(batch_devices.begin(), batch_devices.end(), program_devices[i]);
+    if (it == batch_devices.end()) {
+      batch_devices.push_back(program_devices[i]);
+      batches.push_back({i});
+    } else {
+      batches[static_cast<size_t>(it - batch_devices.begin())].push_back(i);
     }
+  }
+  CompileProgress progress(file.programs.size());
+  std::vector<std::optional<CompileResult>> compiled(file.programs.size());
+  parallel_for(batches.size(), [&](size_t b) {
+    std::vector<ProgramSpec> specs;
+    for (const size_t i : batches[b]) specs.push_back(file.programs[i].spec);
+    std::vector<CompileResult> results = compile_many(*batch_devices[b], specs, [&](size_t position) {
+      progress.done(file.programs[batches[b][position]].name);
+    });
+    for (size_t k = 0; k < results.size(); ++k) compiled[batches[b][k]] = std::move(results[k]);
   });
-  for (size_t i = 0; i < failures.size(); ++i) {
-    if (failures[i]) at(file, "programs." + file.programs[i].name, [&] { std::rethrow_exception(failures[i]); });
+  progress.finish();
+  std::vector<std::shared_ptr<const Program>> programs(file.programs.size());
+  for (size_t i = 0; i < compiled.size(); ++i) {
+    if (const Error* error = std::get_if<Error>(&*compiled[i])) {
+      at(file, "programs." + file.programs[i].name, [&] { throw *error; });
+    }
+    programs[i] = std::get<std::shared_ptr<const Program>>(*compiled[i]);
   }
 
   std::vector<std::string> labels;

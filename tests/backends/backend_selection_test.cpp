@@ -174,6 +174,36 @@ TEST(LlvmBackend, EightThreadsCompileAtOnce) {
   EXPECT_EQ(correct.load(), kThreads * kPerThread);
 }
 
+// The disk cache keys objects by their input, so the same input must give the
+// same bytes whichever pooled target machine, thread or language path compiles
+// it; the front end, optimisation and code generation are each timed.
+TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
+  SVOD_REQUIRE_LLVM_PLUGIN();
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  const Compiler& compiler = cpu->compiler();
+  ProgramSpec c = c_kernel("dot8",
+                           "void dot8(float* restrict o, const float* restrict a, int n) {\n"
+                           "  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;\n"
+                           "  for (int i = 0; i < n; i += 4) { s0 += a[i] * a[i]; s1 += a[i + 1] * a[i + 1];\n"
+                           "    s2 += a[i + 2] * a[i + 2]; s3 += a[i + 3] * a[i + 3]; }\n"
+                           "  o[0] = (s0 + s1) + (s2 + s3);\n}\n",
+                           {{"o", Access::Write}, {"a"}}, {{"n"}});
+  ProgramSpec ir = c_kernel("seven", "define void @seven(ptr %o) {\n  store float 7.0, ptr %o\n  ret void\n}\n",
+                            {{"o", Access::Write}});
+  ir.language = Language::LlvmIr;
+  for (const ProgramSpec& spec : {c, ir}) {
+    SCOPED_TRACE(spec.entry);
+    const Artifact first = compiler.compile(spec);
+    EXPECT_GT(first.phases.front_end_ms + first.phases.optimise_ms, 0.0);
+    EXPECT_GT(first.phases.codegen_ms, 0.0);
+    std::vector<Artifact> again(4);
+    std::vector<std::thread> threads;
+    for (auto& artifact : again) threads.emplace_back([&] { artifact = compiler.compile(spec); });
+    for (auto& thread : threads) thread.join();
+    for (const Artifact& artifact : again) EXPECT_TRUE(artifact.bytes == first.bytes);
+  }
+}
+
 // Only the llvm backend checks IR: Debian's release clang compiles IR input
 // without the verifier, so the clang and dlopen backends accept this module.
 TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {

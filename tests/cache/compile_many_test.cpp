@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include "tests/cache/cache_test_support.h"
 
 namespace svod {
@@ -53,6 +55,20 @@ TEST_F(CompileManyTest, ResultsInOrderWithDuplicatesCompiledOnce) {
   std::vector<CompileResult> again = compile_many(*device, std::span(specs).first(6));
   EXPECT_EQ(compiler->compiles(), 7);
   EXPECT_EQ(std::get<std::shared_ptr<const Program>>(again[3]), program(3));
+}
+
+TEST_F(CompileManyTest, CallbackReportsEveryPositionOnce) {
+  std::vector<ProgramSpec> specs = {add_kernel(11), add_kernel(12), add_kernel(11),
+                                    test::c_kernel("broken", "void broken(void) { nope }")};
+  std::mutex mutex;
+  std::vector<int> calls(specs.size(), 0);
+  std::vector<CompileResult> results = compile_many(*device, specs, [&](size_t position) {
+    const std::lock_guard lock(mutex);
+    ASSERT_LT(position, specs.size());
+    ++calls[position];
+  });
+  EXPECT_EQ(calls, (std::vector<int>{1, 1, 1, 1}));  // the duplicate and the failure too
+  EXPECT_TRUE(std::holds_alternative<Error>(results[3]));
 }
 
 TEST_F(CompileManyTest, EmptyBatch) { EXPECT_TRUE(compile_many(*device, {}).empty()); }

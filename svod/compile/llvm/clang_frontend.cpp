@@ -1,6 +1,6 @@
-// C through libclang-cpp: the driver once (for the cc1 line), then one
-// CompilerInstance per compile with the source as a memory buffer and the
-// object written to a vector.
+// C through libclang-cpp: the driver once (for the cc1 line, parsed once into
+// an invocation), then one CompilerInstance per compile with the source as a
+// memory buffer, stopping at unoptimised IR.
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/Basic/Version.h>
@@ -12,6 +12,7 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
@@ -31,11 +32,6 @@ std::vector<const char*> pointers(const std::vector<std::string>& args) {
   out.reserve(args.size());
   for (const auto& a : args) out.push_back(a.c_str());
   return out;
-}
-
-std::vector<std::byte> to_bytes(const llvm::SmallVectorImpl<char>& data) {
-  const auto* p = reinterpret_cast<const std::byte*>(data.data());
-  return std::vector<std::byte>(p, p + data.size());
 }
 
 }  // namespace
@@ -64,42 +60,46 @@ ClangFrontend::ClangFrontend() {
   if (job == nullptr || job->getArguments().empty() || std::strcmp(job->getArguments()[0], "-cc1") != 0)
     throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver did not produce a cc1 job");
 
+  std::vector<std::string> cc1_args;
   for (const char* arg : llvm::ArrayRef<const char*>(job->getArguments()).drop_front()) {
     // -disable-free lets a one-shot clang process skip freeing the AST and
     // module; in a long-lived process that would leak every compile.
-    if (std::strcmp(arg, "-disable-free") != 0) cc1_args_.emplace_back(arg);
+    if (std::strcmp(arg, "-disable-free") != 0) cc1_args.emplace_back(arg);
   }
-  for (size_t i = 0; i + 1 < cc1_args_.size(); ++i) {
-    if (cc1_args_[i] == "-triple") target_.triple = cc1_args_[i + 1];
-    if (cc1_args_[i] == "-target-cpu") target_.cpu = cc1_args_[i + 1];
-    if (cc1_args_[i] == "-target-feature") target_.features.push_back(cc1_args_[i + 1]);
+  for (size_t i = 0; i + 1 < cc1_args.size(); ++i) {
+    if (cc1_args[i] == "-triple") target_.triple = cc1_args[i + 1];
+    if (cc1_args[i] == "-target-cpu") target_.cpu = cc1_args[i + 1];
+    if (cc1_args[i] == "-target-feature") target_.features.push_back(cc1_args[i + 1]);
   }
   if (target_.triple.empty() || target_.cpu.empty())
     throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver resolved no target triple or CPU");
+
+  auto invocation = std::make_shared<clang::CompilerInvocation>();
+  const bool parsed = clang::CompilerInvocation::CreateFromArgs(*invocation, pointers(cc1_args), diags,
+                                                                SVOD_CLANG_DRIVER_PATH);
+  os.flush();
+  if (!parsed) throw make_error(ErrorKind::Internal, "clang rejected svod's own cc1 command line:\n{}", text);
+  // Clang hands over the IR as its code generator made it, with the function
+  // attributes of -O2; svod's own pipeline optimises it (optimise_and_emit).
+  invocation->getCodeGenOpts().DisableLLVMPasses = true;
+  invocation->getFrontendOpts().Inputs.clear();
+  invocation->getFrontendOpts().OutputFile.clear();
+  invocation_ = std::move(invocation);
 }
+
+ClangFrontend::~ClangFrontend() = default;
 
 std::string ClangFrontend::version() { return clang::getClangFullVersion(); }
 
-std::vector<std::byte> ClangFrontend::compile(const ProgramSpec& spec) const {
+std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context) const {
   std::string text;
   llvm::raw_string_ostream os(text);
-  auto invocation = std::make_shared<clang::CompilerInvocation>();
-  {
-    auto options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
-    clang::TextDiagnosticPrinter printer(os, options.get());
-    clang::DiagnosticsEngine diags(llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), options, &printer,
-                                   /*ShouldOwnClient=*/false);
-    const bool parsed = clang::CompilerInvocation::CreateFromArgs(*invocation, pointers(cc1_args_), diags,
-                                                                  SVOD_CLANG_DRIVER_PATH);
-    os.flush();
-    if (!parsed) throw make_error(ErrorKind::Internal, "clang rejected svod's own cc1 command line:\n{}", text);
-  }
+  auto invocation = std::make_shared<clang::CompilerInvocation>(*invocation_);
   for (const auto& [name, value] : spec.defines) invocation->getPreprocessorOpts().addMacroDef(name + "=" + value);
-  clang::FrontendOptions& frontend = invocation->getFrontendOpts();
-  frontend.Inputs.clear();
   // The file name only labels diagnostics ("add.c:3:5: error: ...").
   const std::string file_name = spec.display_name() + ".c";
-  frontend.Inputs.emplace_back(llvm::MemoryBufferRef(spec.source, file_name), clang::InputKind(clang::Language::C));
+  invocation->getFrontendOpts().Inputs.emplace_back(llvm::MemoryBufferRef(spec.source, file_name),
+                                                    clang::InputKind(clang::Language::C));
 
   clang::TextDiagnosticPrinter printer(os, &invocation->getDiagnosticOpts());
   clang::CompilerInstance instance;
@@ -107,17 +107,14 @@ std::vector<std::byte> ClangFrontend::compile(const ProgramSpec& spec) const {
   instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
   // "1 error generated." goes to the verbose stream, stderr unless redirected.
   instance.setVerboseOutputStream(os);
-  llvm::SmallVector<char, 0> object;
-  instance.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
-  clang::EmitObjAction action;
+  clang::EmitLLVMOnlyAction action(&context);
   const bool ok = instance.ExecuteAction(action);
   os.flush();
-  if (!ok || instance.getDiagnostics().hasErrorOccurred())
+  std::unique_ptr<llvm::Module> module = ok ? action.takeModule() : nullptr;
+  if (!ok || !module || instance.getDiagnostics().hasErrorOccurred())
     throw make_error(ErrorKind::Compile, "clang (in-process) failed to compile \"{}\" (c):\n{}", spec.display_name(),
                      text);
-  if (object.empty())
-    throw make_error(ErrorKind::Compile, "clang (in-process) produced no object for \"{}\"", spec.display_name());
-  return to_bytes(object);
+  return module;
 }
 
 }  // namespace svod::detail

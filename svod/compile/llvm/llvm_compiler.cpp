@@ -1,8 +1,10 @@
-// LLVM IR through LLVM's own pipeline, the Compiler that libsvod_llvm.so hands
-// to the runtime, and the plugin's exported factory.
+// LLVM IR parsing, the optimisation and code generation path shared by C and
+// LLVM IR, the target machine pool, the Compiler that libsvod_llvm.so hands to
+// the runtime, and the plugin's exported factory.
 #include "svod/compile/llvm/llvm_compiler.h"
 
 #include <dlfcn.h>
+#include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/DiagnosticInfo.h>
@@ -20,8 +22,10 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
+#include <llvm/Transforms/Utils/LoopUtils.h>
 
 #include <chrono>
+#include <ctime>
 #include <mutex>
 #include <type_traits>
 
@@ -33,8 +37,42 @@
 namespace svod::detail {
 namespace {
 
-// Part of the identity: what the IR path does beyond the C flags.
-constexpr char kIrPipeline[] = "ir:default<O2>+unroll+loop-vectorize+slp-vectorize,no-builtins,pic,got-calls";
+// Part of the identity: what the in-process path does beyond the C flags.
+constexpr char kPipeline[] =
+    "c:disable-llvm-passes;default<O2>+unroll+loop-vectorize(innermost<128)+slp-vectorize,no-builtins,pic,got-calls";
+
+double ms_between(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end) {
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+// CPU time of the calling thread: phases are timed with it so that a busy
+// machine does not inflate them.
+double thread_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return double(now.tv_sec) * 1e3 + double(now.tv_nsec) / 1e6;
+}
+
+// Generated kernels arrive unrolled and register-tiled: an innermost loop
+// whose body is already this long is not worth the loop vectoriser's time
+// (the SLP vectoriser still vectorises across its statements), and on such
+// loops the loop vectoriser's cost modelling is the most expensive pass of
+// the pipeline. Short loops, as people write them, are vectorised as before.
+constexpr size_t kLongLoopInstructions = 128;
+
+struct SkipLoopVectorizeOnLongLoops : llvm::PassInfoMixin<SkipLoopVectorizeOnLongLoops> {
+  llvm::PreservedAnalyses run(llvm::Function& function, llvm::FunctionAnalysisManager& analyses) {
+    for (llvm::Loop* loop : analyses.getResult<llvm::LoopAnalysis>(function).getLoopsInPreorder()) {
+      // Loops the source says how to vectorise keep their hints.
+      if (!loop->isInnermost() || llvm::findStringMetadataForLoop(loop, "llvm.loop.vectorize.enable")) continue;
+      size_t instructions = 0;
+      for (const llvm::BasicBlock* block : loop->blocks()) instructions += block->size();
+      if (instructions >= kLongLoopInstructions) llvm::addStringMetadataToLoop(loop, "llvm.loop.vectorize.enable", 0);
+    }
+    // Only loop metadata changed: every analysis still holds.
+    return llvm::PreservedAnalyses::all();
+  }
+};
 
 // Collects error diagnostics from LLVM (which is built without exceptions, so
 // nothing may be thrown from inside it); the caller throws afterwards.
@@ -74,12 +112,32 @@ void initialise_native_target() {
   });
 }
 
-std::vector<std::byte> compile_llvm_ir(const ProgramSpec& spec, const LlvmTarget& target) {
-  const std::string& who = spec.display_name();
-  llvm::LLVMContext context;
-  std::string backend_errors;
-  context.setDiagnosticHandlerCallBack(collect_errors, &backend_errors);
+TargetMachinePool::TargetMachinePool(LlvmTarget target) : target_(std::move(target)) {}
 
+TargetMachinePool::~TargetMachinePool() = default;
+
+TargetMachinePool::Lease::Lease(TargetMachinePool& pool, std::unique_ptr<llvm::TargetMachine> machine)
+    : pool_(pool), machine_(std::move(machine)) {}
+
+TargetMachinePool::Lease::~Lease() {
+  const std::lock_guard lock(pool_.mutex_);
+  pool_.idle_.push_back(std::move(machine_));
+}
+
+TargetMachinePool::Lease TargetMachinePool::acquire() {
+  {
+    const std::lock_guard lock(mutex_);
+    if (!idle_.empty()) {
+      std::unique_ptr<llvm::TargetMachine> machine = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(*this, std::move(machine));
+    }
+  }
+  return Lease(*this, host_target_machine(target_));
+}
+
+std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMContext& context) {
+  const std::string& who = spec.display_name();
   llvm::SMDiagnostic parse_error;
   std::unique_ptr<llvm::Module> module =
       llvm::parseIR(llvm::MemoryBufferRef(spec.source, who + ".ll"), parse_error, context);
@@ -89,20 +147,23 @@ std::vector<std::byte> compile_llvm_ir(const ProgramSpec& spec, const LlvmTarget
     parse_error.print("", os, /*ShowColors=*/false);
     throw make_error(ErrorKind::Compile, "LLVM (in-process) cannot parse the IR of \"{}\":\n{}", who, text);
   }
-  {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    if (llvm::verifyModule(*module, &os))
-      throw make_error(ErrorKind::Compile, "LLVM (in-process): the IR of \"{}\" is invalid:\n{}", who, text);
-  }
-
-  std::unique_ptr<llvm::TargetMachine> machine = host_target_machine(target);
-  module->setTargetTriple(target.triple);
-  module->setDataLayout(machine->createDataLayout());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (llvm::verifyModule(*module, &os))
+    throw make_error(ErrorKind::Compile, "LLVM (in-process): the IR of \"{}\" is invalid:\n{}", who, text);
   // As the clang process: position-independent code (-fPIC) whose runtime
-  // library calls go through the GOT (-fno-plt).
+  // library calls go through the GOT (-fno-plt). Clang's IR says so itself.
   module->setPICLevel(llvm::PICLevel::BigPIC);
   module->setRtLibUseGOT();
+  return module;
+}
+
+std::vector<std::byte> optimise_and_emit(llvm::Module& module, llvm::TargetMachine& machine,
+                                         const LlvmTarget& target, const std::string& backend_errors,
+                                         const std::string& who, CompilePhases& phases) {
+  const double start = thread_cpu_ms();
+  module.setTargetTriple(target.triple);
+  module.setDataLayout(machine.createDataLayout());
 
   llvm::PipelineTuningOptions tuning;
   tuning.LoopUnrolling = true;
@@ -113,7 +174,7 @@ std::vector<std::byte> compile_llvm_ir(const ProgramSpec& spec, const LlvmTarget
   llvm::FunctionAnalysisManager functions;
   llvm::CGSCCAnalysisManager sccs;
   llvm::ModuleAnalysisManager modules;
-  llvm::PassBuilder builder(machine.get(), tuning);
+  llvm::PassBuilder builder(&machine, tuning);
   // -ffreestanding: no library function is assumed to exist or behave as in
   // the C standard (the first registration of an analysis wins).
   functions.registerPass([&] {
@@ -121,21 +182,26 @@ std::vector<std::byte> compile_llvm_ir(const ProgramSpec& spec, const LlvmTarget
     library.disableAllFunctions();
     return llvm::TargetLibraryAnalysis(std::move(library));
   });
+  builder.registerVectorizerStartEPCallback(
+      [](llvm::FunctionPassManager& passes, llvm::OptimizationLevel) { passes.addPass(SkipLoopVectorizeOnLongLoops()); });
   builder.registerModuleAnalyses(modules);
   builder.registerCGSCCAnalyses(sccs);
   builder.registerFunctionAnalyses(functions);
   builder.registerLoopAnalyses(loops);
   builder.crossRegisterProxies(loops, functions, sccs, modules);
-  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(*module, modules);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(module, modules);
+  const double optimised = thread_cpu_ms();
 
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream out(object);
   llvm::legacy::PassManager codegen;
-  if (machine->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+  if (machine.addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
     throw make_error(ErrorKind::Unsupported, "LLVM cannot emit objects for {}", target.triple);
-  codegen.run(*module);
+  codegen.run(module);
   if (!backend_errors.empty())
     throw make_error(ErrorKind::Compile, "LLVM (in-process) failed to compile \"{}\":\n{}", who, backend_errors);
+  phases.optimise_ms += optimised - start;
+  phases.codegen_ms += thread_cpu_ms() - optimised;
   const auto* p = reinterpret_cast<const std::byte*>(object.data());
   return std::vector<std::byte>(p, p + object.size());
 }
@@ -144,7 +210,7 @@ namespace {
 
 class LlvmCompiler final : public Compiler {
  public:
-  explicit LlvmCompiler(std::string plugin_path) {
+  explicit LlvmCompiler(std::string plugin_path) : machines_(frontend_.target()) {
     identity_.backend = "llvm";
     identity_.path = std::move(plugin_path);
     identity_.version = "LLVM " LLVM_VERSION_STRING " in-process; " + ClangFrontend::version();
@@ -152,7 +218,7 @@ class LlvmCompiler final : public Compiler {
     identity_.target_cpu = frontend_.target().cpu;
     identity_.target_features = frontend_.target().features;
     identity_.flags = ClangCompiler::object_flags();
-    identity_.flags.emplace_back(kIrPipeline);
+    identity_.flags.emplace_back(kPipeline);
   }
 
   const CompilerIdentity& identity() const override { return identity_; }
@@ -163,12 +229,26 @@ class LlvmCompiler final : public Compiler {
       throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm backend compiles C and LLVM IR, not {}",
                        spec.display_name(), to_string(spec.language));
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = thread_cpu_ms();
     Artifact artifact;
     artifact.kind = ArtifactKind::ElfObject;
-    artifact.bytes = spec.language == Language::C ? frontend_.compile(spec) : compile_llvm_ir(spec, frontend_.target());
+    {
+      llvm::LLVMContext context;
+      std::unique_ptr<llvm::Module> module =
+          spec.language == Language::C ? frontend_.emit_ir(spec, context) : parse_llvm_ir(spec, context);
+      artifact.phases.front_end_ms = thread_cpu_ms() - cpu_start;
+      // Set after the front end, which installs and removes its own handler.
+      std::string backend_errors;
+      context.setDiagnosticHandlerCallBack(collect_errors, &backend_errors);
+      const TargetMachinePool::Lease machine = machines_.acquire();
+      artifact.bytes = optimise_and_emit(*module, *machine, frontend_.target(), backend_errors, spec.display_name(),
+                                         artifact.phases);
+    }
     if (debug_level() >= 1) {
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      logger().info("compile {} backend=llvm {:.1f} ms, {} bytes", spec.display_name(), ms, artifact.bytes.size());
+      const CompilePhases& p = artifact.phases;
+      logger().info("compile {} backend=llvm {:.1f} ms (front end {:.1f}, optimise {:.1f}, codegen {:.1f}), {} bytes",
+                    spec.display_name(), ms_between(start, std::chrono::steady_clock::now()), p.front_end_ms,
+                    p.optimise_ms, p.codegen_ms, artifact.bytes.size());
     }
     if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
     return artifact;
@@ -176,6 +256,7 @@ class LlvmCompiler final : public Compiler {
 
  private:
   ClangFrontend frontend_;
+  mutable TargetMachinePool machines_;
   CompilerIdentity identity_;
 };
 

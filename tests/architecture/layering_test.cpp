@@ -1,0 +1,175 @@
+// The module order of docs/ARCHITECTURE.md, checked: every #include of a svod
+// header in svod/, python/ and tools/ must name a module in the including
+// file's own layer or a lower one. The layer table below is the one place the
+// order is defined; the document quotes it and a test keeps the two equal.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Lowest first. A module may include modules of its own layer and of the
+// layers before it. The device core (the files directly in svod/device/) and
+// the device backends are separate layers because the caches sit between
+// them: backends compile through the caches, the caches know only the core.
+const std::vector<std::vector<std::string_view>> kLayers = {
+    {"base"},
+    {"program"},
+    {"loader"},
+    {"compile"},
+    {"device"},
+    {"cache"},
+    {"device/cpu", "device/opencl", "device/cuda", "device/registry"},
+    {"custom", "comm"},
+    {"plan"},
+    {"executor"},
+    {"planfile", "package"},
+    {"profile", "tune"},
+    {"capi"},
+    {"python", "tools"},
+};
+
+std::optional<std::size_t> layer_of(std::string_view module) {
+  for (std::size_t i = 0; i < kLayers.size(); ++i) {
+    if (std::find(kLayers[i].begin(), kLayers[i].end(), module) != kLayers[i].end()) return i;
+  }
+  return std::nullopt;
+}
+
+// The module of a path relative to the source root ("svod/device/cpu/x.h" ->
+// "device/cpu", "svod/device/registry.h" -> "device/registry",
+// "svod/compile/llvm/x.cpp" -> "compile", "python/..." -> "python").
+std::string module_of(std::string_view path) {
+  std::vector<std::string> parts;
+  std::stringstream stream{std::string(path)};
+  for (std::string part; std::getline(stream, part, '/');) parts.push_back(part);
+  if (parts.size() < 2) return {};
+  if (parts[0] != "svod") return parts[0];
+  if (parts.size() < 3) return {};
+  if (parts[1] != "device") return parts[1];
+  if (parts.size() > 3) return "device/" + parts[2];
+  return fs::path(parts[2]).stem() == "registry" ? "device/registry" : "device";
+}
+
+struct Violation {
+  std::string file;
+  std::string include;
+  std::string why;
+};
+
+// Checks the svod includes of one file's text.
+std::vector<Violation> check_file(const std::string& path, const std::string& text) {
+  static const std::regex kInclude(R"(^\s*#\s*include\s*[<"](svod/[^>"]+)[>"])");
+  std::vector<Violation> found;
+  const std::string module = module_of(path);
+  const auto own = layer_of(module);
+  if (!own) {
+    found.push_back({path, "", "module '" + module + "' is not in the layer table"});
+    return found;
+  }
+  std::stringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (!std::regex_search(line, match, kInclude)) continue;
+    const std::string included = match[1];
+    const std::string target = module_of(included);
+    const auto layer = layer_of(target);
+    if (!layer) {
+      found.push_back({path, included, "module '" + target + "' is not in the layer table"});
+    } else if (*layer > *own) {
+      found.push_back({path, included,
+                       "'" + module + "' (layer " + std::to_string(*own) + ") includes '" +
+                           target + "' (layer " + std::to_string(*layer) + ")"});
+    }
+  }
+  return found;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// The order as docs/ARCHITECTURE.md writes it: one line per layer.
+std::string layer_listing() {
+  std::string listing;
+  for (std::size_t i = 0; i < kLayers.size(); ++i) {
+    listing += std::to_string(i) + ".";
+    for (std::size_t j = 0; j < kLayers[i].size(); ++j) {
+      listing += (j == 0 ? " " : ", ");
+      listing += kLayers[i][j];
+    }
+    listing += "\n";
+  }
+  return listing;
+}
+
+TEST(Layering, NoFileIncludesAModuleAboveItsOwn) {
+  const fs::path root = SVOD_SOURCE_DIR;
+  std::size_t scanned = 0;
+  std::vector<Violation> violations;
+  for (const char* top : {"svod", "python", "tools"}) {
+    if (!fs::exists(root / top)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      const std::string extension = entry.path().extension().string();
+      if (!entry.is_regular_file() ||
+          (extension != ".h" && extension != ".cpp" && extension != ".hpp" && extension != ".c")) {
+        continue;
+      }
+      const std::string relative = entry.path().lexically_relative(root).generic_string();
+      auto found = check_file(relative, read_text(entry.path()));
+      violations.insert(violations.end(), found.begin(), found.end());
+      ++scanned;
+    }
+  }
+  EXPECT_GT(scanned, 100u) << "the scan found almost no sources under " << root;
+  for (const Violation& v : violations) {
+    ADD_FAILURE() << v.file << (v.include.empty() ? "" : ": #include \"" + v.include + "\"")
+                  << ": " << v.why;
+  }
+}
+
+TEST(Layering, DocumentStatesTheSameOrder) {
+  const std::string doc = read_text(fs::path(SVOD_SOURCE_DIR) / "docs" / "ARCHITECTURE.md");
+  ASSERT_FALSE(doc.empty()) << "docs/ARCHITECTURE.md is missing";
+  EXPECT_NE(doc.find(layer_listing()), std::string::npos)
+      << "docs/ARCHITECTURE.md must list the layers exactly as the test does:\n"
+      << layer_listing();
+}
+
+TEST(Layering, ModulesAreNamedByTheirFolders) {
+  EXPECT_EQ(module_of("svod/base/error.h"), "base");
+  EXPECT_EQ(module_of("svod/compile/llvm/llvm_compiler.cpp"), "compile");
+  EXPECT_EQ(module_of("svod/device/buffer.h"), "device");
+  EXPECT_EQ(module_of("svod/device/registry.cpp"), "device/registry");
+  EXPECT_EQ(module_of("svod/device/cuda/cuda_device.h"), "device/cuda");
+  EXPECT_EQ(module_of("tools/svod/main.cpp"), "tools");
+}
+
+TEST(Layering, AnUpwardIncludeIsReported) {
+  const auto upward = check_file("svod/cache/kernel_cache.cpp",
+                                 "#include <vector>\n#include \"svod/device/cpu/cpu_device.h\"\n");
+  ASSERT_EQ(upward.size(), 1u);
+  EXPECT_EQ(upward[0].include, "svod/device/cpu/cpu_device.h");
+
+  EXPECT_TRUE(check_file("svod/device/cpu/cpu_device.cpp",
+                         "#include \"svod/cache/kernel_cache.h\"\n#include \"svod/device/device.h\"\n")
+                  .empty());
+  EXPECT_EQ(check_file("svod/base/log.cpp", "  #  include <svod/plan/dag.h>\n").size(), 1u);
+  EXPECT_EQ(check_file("svod/newmodule/x.h", "").size(), 1u);  // every folder needs a layer
+  EXPECT_EQ(check_file("svod/base/x.h", "#include \"svod/nowhere/y.h\"\n").size(), 1u);
+}
+
+}  // namespace

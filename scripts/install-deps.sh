@@ -10,6 +10,7 @@ packages=(
   libtbb-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
+  libopenmpi-dev openmpi-bin
   python3-numpy
 )
 

@@ -176,34 +176,21 @@ class LocalCommunicator final : public Communicator {
  protected:
   void run_barrier(const CallDesc& desc) override { agree(desc, nullptr, nullptr); }
 
+  // Rank r owns chunk r: it combines that chunk of every rank's buffer and
+  // writes the result into every rank's buffer. No other rank touches chunk r
+  // meanwhile, so one rendezvous before and one after suffice.
   void run_all_reduce(const CallDesc& desc, void* data) override {
     if (!agree(desc, data, data) || size() == 1) return;
     const size_t element = size_of(desc.dtype);
-    auto* mine = static_cast<unsigned char*>(data);
-    std::vector<const void*> inputs(size());
-    if (desc.count * element <= detail::kWholeReduceBytes) {
-      std::vector<unsigned char> result(desc.count * element);
-      for (int k = 0; k < size(); ++k) inputs[k] = peer(desc, k).dst;
-      detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, result.data(), desc.count);
-      group_->rendezvous(rank(), desc);  // everyone has read every buffer
-      std::memcpy(mine, result.data(), result.size());
-      return;
-    }
-    // Rank r owns chunk r: it combines that chunk of every rank's buffer into
-    // its own, then every rank copies each chunk from its owner.
     const detail::ChunkRange own = detail::chunk_range(desc.count, size(), rank());
-    for (int k = 0; k < size(); ++k) inputs[k] = static_cast<const unsigned char*>(peer(desc, k).dst) + own.offset * element;
-    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, mine + own.offset * element, own.count);
-    group_->rendezvous(rank(), desc);
+    std::vector<const void*> inputs(size());
+    std::vector<void*> outputs(size());
     for (int k = 0; k < size(); ++k) {
-      if (k == rank()) continue;
-      const detail::ChunkRange chunk = detail::chunk_range(desc.count, size(), k);
-      if (chunk.count > 0)
-        std::memcpy(mine + chunk.offset * element,
-                    static_cast<const unsigned char*>(peer(desc, k).dst) + chunk.offset * element,
-                    chunk.count * element);
+      outputs[k] = static_cast<unsigned char*>(peer(desc, k).dst) + own.offset * element;
+      inputs[k] = outputs[k];
     }
-    group_->rendezvous(rank(), desc);  // owners keep their chunks until all have copied
+    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, outputs, own.count);
+    group_->rendezvous(rank(), desc);  // every chunk is in every buffer
   }
 
   void run_all_gather(const CallDesc& desc, const void* src, void* dst) override {
@@ -219,7 +206,8 @@ class LocalCommunicator final : public Communicator {
     const size_t bytes = desc.count * size_of(desc.dtype);
     std::vector<const void*> inputs(size());
     for (int k = 0; k < size(); ++k) inputs[k] = static_cast<const unsigned char*>(peer(desc, k).src) + rank() * bytes;
-    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, dst, desc.count);
+    void* const outputs[] = {dst};
+    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, outputs, desc.count);
     group_->rendezvous(rank(), desc);
   }
 

@@ -93,14 +93,14 @@ A combine(ReduceOp op, A a, A b) {
 // One pass per op so that the inner loop has no switch (and vectorises for
 // the plain types).
 template <typename T, ReduceOp Op>
-void reduce_typed(std::span<const void* const> inputs, void* out, size_t count) {
+void reduce_typed(std::span<const void* const> inputs, std::span<void* const> outputs, size_t count) {
   using Acc = Accumulator<T>;
   using A = typename Acc::type;
-  // Blocks small enough for L1: every element of `out` is written after all
-  // inputs' elements at that index were read, so `out` may alias an input.
+  // Blocks small enough for L1: every element of an output is written after
+  // all inputs' elements at that index were read, so outputs may alias inputs.
   constexpr size_t kBlock = 512;
   A acc[kBlock];
-  T* o = static_cast<T*>(out);
+  T* o = static_cast<T*>(outputs[0]);
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t n = count - start < kBlock ? count - start : kBlock;
     const T* first = static_cast<const T*>(inputs[0]) + start;
@@ -110,11 +110,12 @@ void reduce_typed(std::span<const void* const> inputs, void* out, size_t count) 
       for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(Op, acc[i], Acc::load(in[i]));
     }
     for (size_t i = 0; i < n; ++i) o[start + i] = Acc::store(acc[i]);
+    for (size_t k = 1; k < outputs.size(); ++k) std::memcpy(static_cast<T*>(outputs[k]) + start, o + start, n * sizeof(T));
   }
 }
 
 template <typename T>
-void reduce_op(ReduceOp op, std::span<const void* const> inputs, void* out, size_t count) {
+void reduce_op(ReduceOp op, std::span<const void* const> inputs, std::span<void* const> out, size_t count) {
   switch (op) {
     case ReduceOp::Sum:
       return reduce_typed<T, ReduceOp::Sum>(inputs, out, count);
@@ -129,10 +130,12 @@ void reduce_op(ReduceOp op, std::span<const void* const> inputs, void* out, size
 
 }  // namespace
 
-void reduce_in_rank_order(DType dtype, ReduceOp op, std::span<const void* const> inputs, void* out, size_t count) {
-  if (inputs.empty()) throw make_error(ErrorKind::Internal, "reduce_in_rank_order: no inputs");
+void reduce_in_rank_order(DType dtype, ReduceOp op, std::span<const void* const> inputs,
+                          std::span<void* const> out, size_t count) {
+  if (inputs.empty() || out.empty()) throw make_error(ErrorKind::Internal, "reduce_in_rank_order: no inputs or outputs");
   if (inputs.size() == 1) {
-    if (out != inputs[0] && count > 0) std::memmove(out, inputs[0], count * size_of(dtype));
+    for (void* o : out)
+      if (o != inputs[0] && count > 0) std::memmove(o, inputs[0], count * size_of(dtype));
     return;
   }
   switch (dtype) {

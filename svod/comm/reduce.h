@@ -17,18 +17,15 @@ struct ChunkRange {
   size_t count = 0;
 };
 
-// Up to this many bytes an all_reduce sends every rank the whole buffer and
-// each rank combines all of it (one exchange); above it each rank combines
-// only its own chunk and the chunks are then gathered (two exchanges, but
-// 2(N-1)/N of the buffer moved per rank instead of N-1 buffers).
-inline constexpr size_t kWholeReduceBytes = 4096;
-
 // Rank `rank`'s chunk of `count` elements split over `ranks`: the first
 // count % ranks chunks hold one element more.
 ChunkRange chunk_range(size_t count, int ranks, int rank) noexcept;
 
 // out[i] = inputs[0][i] op inputs[1][i] op ... for i < count, combining left to
-// right, f16/bf16 in f32 rounded once. `out` may be one of the inputs.
-void reduce_in_rank_order(DType dtype, ReduceOp op, std::span<const void* const> inputs, void* out, size_t count);
+// right, f16/bf16 in f32 rounded once, written to every one of `outputs`.
+// The outputs may be inputs: each block of elements is written only after
+// every input's elements there were read.
+void reduce_in_rank_order(DType dtype, ReduceOp op, std::span<const void* const> inputs,
+                          std::span<void* const> outputs, size_t count);
 
 }  // namespace svod::detail

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include "svod/base/dtype.h"
 #include "svod/comm/communicator.h"
@@ -24,6 +25,12 @@ CommOptions with_timeout(std::chrono::milliseconds timeout) {
   CommOptions options;
   options.timeout = timeout;
   return options;
+}
+
+// The reduction into one output.
+void reduce_into(DType dtype, ReduceOp op, std::span<const void* const> inputs, void* out, size_t count) {
+  void* const outputs[] = {out};
+  detail::reduce_in_rank_order(dtype, op, inputs, outputs, count);
 }
 
 TEST(ChunkRange, CoversEveryElementOnceInRankOrder) {
@@ -47,10 +54,10 @@ TEST(ReduceInRankOrder, CombinesLeftToRight) {
   const float a[] = {1e8f}, b[] = {1.0f}, c[] = {-1e8f};
   float out = -1;
   const void* inputs[] = {a, b, c};
-  detail::reduce_in_rank_order(DType::F32, ReduceOp::Sum, inputs, &out, 1);
+  reduce_into(DType::F32, ReduceOp::Sum, inputs, &out, 1);
   EXPECT_EQ(out, 0.0f);
   const void* reordered[] = {a, c, b};
-  detail::reduce_in_rank_order(DType::F32, ReduceOp::Sum, reordered, &out, 1);
+  reduce_into(DType::F32, ReduceOp::Sum, reordered, &out, 1);
   EXPECT_EQ(out, 1.0f);
 }
 
@@ -60,11 +67,11 @@ TEST(ReduceInRankOrder, HalfPrecisionAccumulatesInF32) {
   const uint16_t big[] = {float_to_f16(2048.0f)}, one[] = {float_to_f16(1.0f)};
   uint16_t out = 0;
   const void* inputs[] = {big, one, one};
-  detail::reduce_in_rank_order(DType::F16, ReduceOp::Sum, inputs, &out, 1);
+  reduce_into(DType::F16, ReduceOp::Sum, inputs, &out, 1);
   EXPECT_EQ(f16_to_float(out), 2050.0f);
   const uint16_t bbig[] = {float_to_bf16(256.0f)}, bone[] = {float_to_bf16(1.0f)};
   const void* binputs[] = {bbig, bone, bone};
-  detail::reduce_in_rank_order(DType::BF16, ReduceOp::Sum, binputs, &out, 1);
+  reduce_into(DType::BF16, ReduceOp::Sum, binputs, &out, 1);
   EXPECT_EQ(bf16_to_float(out), 258.0f);
 }
 
@@ -72,31 +79,46 @@ TEST(ReduceInRankOrder, IntegersWrapBoolsAreLogicalNanWins) {
   const int8_t a[] = {100, -128}, b[] = {100, -1};
   int8_t out8[2];
   const void* ints[] = {a, b};
-  detail::reduce_in_rank_order(DType::I8, ReduceOp::Sum, ints, out8, 2);
+  reduce_into(DType::I8, ReduceOp::Sum, ints, out8, 2);
   EXPECT_EQ(out8[0], -56);
   EXPECT_EQ(out8[1], 127);
   const uint16_t u[] = {300}, v[] = {300};
   uint16_t out16 = 0;
   const void* shorts[] = {u, v};
-  detail::reduce_in_rank_order(DType::U16, ReduceOp::Prod, shorts, &out16, 1);
+  reduce_into(DType::U16, ReduceOp::Prod, shorts, &out16, 1);
   EXPECT_EQ(out16, static_cast<uint16_t>(90000));
 
   const uint8_t t[] = {2, 0}, f[] = {0, 0};
   uint8_t bools[2];
   const void* logical[] = {t, f};
-  detail::reduce_in_rank_order(DType::Bool, ReduceOp::Sum, logical, bools, 2);
+  reduce_into(DType::Bool, ReduceOp::Sum, logical, bools, 2);
   EXPECT_EQ(bools[0], 1);
   EXPECT_EQ(bools[1], 0);
-  detail::reduce_in_rank_order(DType::Bool, ReduceOp::Min, logical, bools, 2);
+  reduce_into(DType::Bool, ReduceOp::Min, logical, bools, 2);
   EXPECT_EQ(bools[0], 0);
 
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float x[] = {1.0f, nan}, y[] = {nan, 2.0f};
   float out[2];
   const void* floats[] = {x, y};
-  detail::reduce_in_rank_order(DType::F32, ReduceOp::Max, floats, out, 2);
+  reduce_into(DType::F32, ReduceOp::Max, floats, out, 2);
   EXPECT_TRUE(std::isnan(out[0]));
   EXPECT_TRUE(std::isnan(out[1]));
+}
+
+// The local backend writes each chunk's result straight into every rank's
+// buffer, the inputs themselves: blocks past the first must still see the
+// original inputs.
+TEST(ReduceInRankOrder, WritesEveryOutputEvenWhenTheyAreTheInputs) {
+  std::vector<double> a(5000), b(5000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i), b[i] = 0.5;
+  const void* inputs[] = {a.data(), b.data()};
+  void* const outputs[] = {a.data(), b.data()};
+  detail::reduce_in_rank_order(DType::F64, ReduceOp::Sum, inputs, outputs, a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i], static_cast<double>(i) + 0.5) << i;
+    ASSERT_EQ(b[i], a[i]) << i;
+  }
 }
 
 class LocalRanks : public ::testing::TestWithParam<int> {};

@@ -46,6 +46,12 @@ struct Wire {
   unsigned char inline_data[kInlineBytes];
 };
 
+// Up to this many bytes an all_reduce sends every rank the whole buffer and
+// each rank combines all of it (one exchange); above it each rank combines
+// only its own chunk and the chunks are then gathered (two exchanges, but
+// 2(N-1)/N of the buffer moved per rank instead of N-1 buffers).
+constexpr size_t kWholeReduceBytes = 4096;
+
 constexpr int kHeaderTag = 1;
 constexpr int kPayloadTag = 2;
 
@@ -107,14 +113,15 @@ class MpiCommunicator final : public Communicator {
     auto* mine = static_cast<unsigned char*>(data);
     std::vector<PeerIo> io = all_peers();
     std::vector<const void*> inputs(size());
-    if (desc.invalid || desc.count * element <= detail::kWholeReduceBytes) {
+    if (desc.invalid || desc.count * element <= kWholeReduceBytes) {
       // Everyone sends everyone the whole buffer and combines all of it.
       const size_t bytes = desc.invalid ? 0 : desc.count * element;
       unsigned char* scratch = reserve(bytes * size());
       for (PeerIo& p : io) p = {p.peer, mine, bytes, scratch + p.peer * bytes, bytes};
       if (!exchange(desc, io)) return;
       for (int k = 0; k < size(); ++k) inputs[k] = k == rank() ? mine : scratch + k * bytes;
-      detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, mine, desc.count);
+      void* const outputs[] = {mine};
+      detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, outputs, desc.count);
       return;
     }
     // Rank r owns chunk r: it receives that chunk from every rank, combines
@@ -128,7 +135,8 @@ class MpiCommunicator final : public Communicator {
     }
     exchange(desc, io);
     for (int k = 0; k < size(); ++k) inputs[k] = k == rank() ? mine + own.offset * element : scratch + k * own_bytes;
-    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, mine + own.offset * element, own.count);
+    void* const outputs[] = {mine + own.offset * element};
+    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, outputs, own.count);
     for (PeerIo& p : io) {
       const detail::ChunkRange theirs = detail::chunk_range(desc.count, size(), p.peer);
       p = {p.peer, mine + own.offset * element, own_bytes, mine + theirs.offset * element, theirs.count * element};
@@ -153,7 +161,8 @@ class MpiCommunicator final : public Communicator {
     if (!exchange(desc, io)) return;
     std::vector<const void*> inputs(size());
     for (int k = 0; k < size(); ++k) inputs[k] = k == rank() ? in + rank() * bytes : scratch + k * bytes;
-    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, dst, desc.count);
+    void* const outputs[] = {dst};
+    detail::reduce_in_rank_order(desc.dtype, desc.op, inputs, outputs, desc.count);
   }
 
   void run_broadcast(const CallDesc& desc, void* data) override {
@@ -259,14 +268,19 @@ class MpiCommunicator final : public Communicator {
   // (false; the unfinished requests are left non-null).
   static bool poll(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
     std::vector<int> done(requests.size());
-    for (unsigned spins = 0;; ++spins) {
+    // Busy polling at first, as MPI's own blocking calls do (a yield on a
+    // loaded machine costs far more than a small message's latency); then
+    // yielding, so that oversubscribed ranks (more ranks than cores) let the
+    // rank they wait for run.
+    const auto spin_end = Clock::now() + std::chrono::microseconds(200);
+    for (;;) {
       int count = 0;
       check(MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, done.data(), MPI_STATUSES_IGNORE),
             "MPI_Testsome");
       if (count == MPI_UNDEFINED) return true;
-      if (Clock::now() > deadline) return false;
-      // Oversubscribed ranks (more ranks than cores) must let the others run.
-      if (spins > 64) std::this_thread::yield();
+      const auto now = Clock::now();
+      if (now > deadline) return false;
+      if (now > spin_end) std::this_thread::yield();
     }
   }
 

@@ -60,6 +60,8 @@ constexpr int kPayloadTag = 2;
 // the process aborts the job at exit instead.
 bool abandoned_requests = false;
 bool initialised_here = false;
+// OpenMPI's launcher says whether it placed more ranks than cores.
+bool oversubscribed = false;
 
 void finalise_at_exit() {
   int finalised = 0;
@@ -268,10 +270,10 @@ class MpiCommunicator final : public Communicator {
   // (false; the unfinished requests are left non-null).
   static bool poll(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
     std::vector<int> done(requests.size());
-    // Busy polling at first, as MPI's own blocking calls do (a yield on a
-    // loaded machine costs far more than a small message's latency); then
-    // yielding, so that oversubscribed ranks (more ranks than cores) let the
-    // rank they wait for run.
+    // Busy polling, as MPI's own blocking calls do: a yield on a loaded
+    // machine costs far more than a small message's latency. Only when the
+    // launcher placed more ranks than cores, waiting ranks yield after a
+    // while so that the rank they wait for can run.
     const auto spin_end = Clock::now() + std::chrono::microseconds(200);
     for (;;) {
       int count = 0;
@@ -280,7 +282,7 @@ class MpiCommunicator final : public Communicator {
       if (count == MPI_UNDEFINED) return true;
       const auto now = Clock::now();
       if (now > deadline) return false;
-      if (now > spin_end) std::this_thread::yield();
+      if (oversubscribed && now > spin_end) std::this_thread::yield();
     }
   }
 
@@ -404,6 +406,8 @@ Communicator* create(const CommOptions& options) {
   if (provided < MPI_THREAD_SERIALIZED)
     throw make_error(ErrorKind::Unsupported,
                      "the MPI library provides thread level {}, below MPI_THREAD_SERIALIZED which svod needs", provided);
+  const char* placement = std::getenv("OMPI_MCA_mpi_oversubscribe");
+  oversubscribed = placement != nullptr && std::string_view(placement) == "1";
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -190,7 +190,7 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Isend(&wire, static_cast<int>(sizeof(Header) + (inline_payload ? bytes : 0)), MPI_BYTE, dest, desc.peer,
                     messages_, &requests[0]),
           "MPI_Isend");
-    if (!inline_payload) isend_large(data, bytes, dest, desc.peer, message_data_, &requests[1]);
+    if (!inline_payload) isend_bytes(data, bytes, dest, desc.peer, message_data_, &requests[1]);
     wait(requests, desc, [&](size_t) { return dest; }, "to receive");
   }
 
@@ -211,7 +211,7 @@ class MpiCommunicator final : public Communicator {
     if (header.payload_bytes <= kInlineBytes) {
       if (header.payload_bytes > 0) std::memcpy(target, wire.inline_data, header.payload_bytes);
     } else {
-      irecv_large(target, header.payload_bytes, source, desc.peer, message_data_, &requests[0]);
+      irecv_bytes(target, header.payload_bytes, source, desc.peer, message_data_, &requests[0]);
       wait(requests, desc, [&](size_t) { return source; }, "to send");
     }
     if (!match)
@@ -259,17 +259,18 @@ class MpiCommunicator final : public Communicator {
                        rank(), bytes);
     return static_cast<int>(bytes);
   }
-  void isend_large(const void* data, size_t bytes, int peer, int tag, MPI_Comm comm, MPI_Request* request) {
+  void isend_bytes(const void* data, size_t bytes, int peer, int tag, MPI_Comm comm, MPI_Request* request) {
     check(MPI_Isend(data, message_count(bytes), MPI_BYTE, peer, tag, comm, request), "MPI_Isend");
   }
-  void irecv_large(void* data, size_t bytes, int peer, int tag, MPI_Comm comm, MPI_Request* request) {
+  void irecv_bytes(void* data, size_t bytes, int peer, int tag, MPI_Comm comm, MPI_Request* request) {
     check(MPI_Irecv(data, message_count(bytes), MPI_BYTE, peer, tag, comm, request), "MPI_Irecv");
   }
 
   // Polls until every request completes (true) or the deadline passes
   // (false; the unfinished requests are left non-null).
-  static bool poll(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
-    std::vector<int> done(requests.size());
+  bool poll(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
+    std::vector<int>& done = done_;
+    done.resize(requests.size());
     // Busy polling, as MPI's own blocking calls do: a yield on a loaded
     // machine costs far more than a small message's latency. Only when the
     // launcher placed more ranks than cores, waiting ranks yield after a
@@ -313,9 +314,15 @@ class MpiCommunicator final : public Communicator {
   // mismatch, Execution when a peer aborted, Timeout when one is missing.
   bool exchange(const CallDesc& desc, const std::vector<PeerIo>& io) {
     const size_t n = io.size();
-    std::vector<Wire> out(n), in(n);
-    std::vector<MPI_Request> headers(2 * n, MPI_REQUEST_NULL);
-    std::vector<MPI_Request> payloads(2 * n, MPI_REQUEST_NULL);
+    // Kept across calls: small collectives should not pay for allocations.
+    std::vector<Wire>& out = out_;
+    std::vector<Wire>& in = in_;
+    out.resize(n);
+    in.resize(n);
+    std::vector<MPI_Request>& headers = headers_;
+    std::vector<MPI_Request>& payloads = payloads_;
+    headers.assign(2 * n, MPI_REQUEST_NULL);
+    payloads.assign(2 * n, MPI_REQUEST_NULL);
     for (size_t i = 0; i < n; ++i)
       check(MPI_Irecv(&in[i], sizeof(Wire), MPI_BYTE, io[i].peer, kHeaderTag, collectives_, &headers[i]), "MPI_Irecv");
     for (size_t i = 0; i < n; ++i) {
@@ -326,7 +333,7 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Isend(&out[i], static_cast<int>(sizeof(Header) + (inline_payload ? p.send_bytes : 0)), MPI_BYTE, p.peer,
                       kHeaderTag, collectives_, &headers[n + i]),
             "MPI_Isend");
-      if (!inline_payload) isend_large(p.send, p.send_bytes, p.peer, kPayloadTag, collectives_, &payloads[n + i]);
+      if (!inline_payload) isend_bytes(p.send, p.send_bytes, p.peer, kPayloadTag, collectives_, &payloads[n + i]);
     }
     auto peer_of = [&](size_t i) { return io[i % n].peer; };
     try {
@@ -337,7 +344,8 @@ class MpiCommunicator final : public Communicator {
     }
 
     // Every header is here: compare before any payload lands in user memory.
-    std::vector<CallDesc> descs(size(), desc);
+    std::vector<CallDesc>& descs = descs_;
+    descs.assign(size(), desc);
     std::string failure;
     for (size_t i = 0; i < n; ++i) {
       const Header& h = in[i].header;
@@ -349,7 +357,7 @@ class MpiCommunicator final : public Communicator {
     std::optional<std::string> mismatch = detail::find_mismatch(descs);
     if (mismatch && desc.invalid && descs == std::vector(size(), desc)) mismatch.reset();
     const bool usable = failure.empty() && !mismatch;
-    std::vector<std::vector<unsigned char>> drains(n);
+    std::vector<std::vector<unsigned char>> drains(usable ? 0 : n);
     for (size_t i = 0; i < n; ++i) {
       const Header& h = in[i].header;
       if (h.failed) continue;
@@ -364,7 +372,7 @@ class MpiCommunicator final : public Communicator {
       if (h.payload_bytes <= kInlineBytes) {
         if (h.payload_bytes > 0) std::memcpy(target, in[i].inline_data, h.payload_bytes);
       } else {
-        irecv_large(target, h.payload_bytes, io[i].peer, kPayloadTag, collectives_, &payloads[i]);
+        irecv_bytes(target, h.payload_bytes, io[i].peer, kPayloadTag, collectives_, &payloads[i]);
       }
     }
     if (!failure.empty()) {
@@ -387,6 +395,11 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm messages_ = MPI_COMM_NULL;       // send/recv headers, by the caller's tag
   MPI_Comm message_data_ = MPI_COMM_NULL;   // send/recv payloads
   std::vector<unsigned char> scratch_;
+  // exchange()'s working storage.
+  std::vector<Wire> out_, in_;
+  std::vector<MPI_Request> headers_, payloads_;
+  std::vector<CallDesc> descs_;
+  std::vector<int> done_;
 };
 
 Communicator* create(const CommOptions& options) {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
 #include "svod/base/env.h"
@@ -107,9 +108,10 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   // them, and the numbers must stay in step for the collectives.
   if (desc.kind != CollectiveKind::Send) desc.seq = seq_++;
   desc.invalid = !local_error.empty();
-  try {
-    std::array<HostOperand, 2> host;  // no call has more operands
-    if (!desc.invalid) {
+  std::array<HostOperand, 2> host;  // no call has more operands
+  std::exception_ptr staging_error;
+  if (!desc.invalid) {
+    try {
       size_t i = 0;
       for (const Operand& operand : operands) {
         const Buffer& buffer = *operand.buffer;
@@ -122,12 +124,21 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
         }
         ++i;
       }
+    } catch (...) {
+      // Still take part, as a rank whose arguments were rejected, so that
+      // the others fail now instead of timing out.
+      staging_error = std::current_exception();
+      desc.invalid = true;
+      host = {};
     }
+  }
+  try {
     body(desc, host);
     if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
     size_t i = 0;
     for (const Operand& operand : operands) {
-      if (host[i].staged.valid() && operand.staging != Staging::In) operand.buffer->device().copy(*operand.buffer, host[i].staged);
+      if (host[i].staged.valid() && operand.staging != Staging::In)
+        operand.buffer->device().copy(*operand.buffer, host[i].staged);
       ++i;
     }
   } catch (const Error& error) {
@@ -135,6 +146,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
     // before any data moved, so the ranks stay in step and the communicator
     // usable. Anything else may have left them out of step.
     if (error.kind() != ErrorKind::Validation) broken_ = error.what();
+    if (staging_error) std::rethrow_exception(staging_error);
     if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
     throw;
   } catch (const std::exception& error) {
@@ -241,7 +253,8 @@ void Communicator::recv(const Buffer& buffer, int source, int tag) {
 
 void Communicator::abort(std::string_view reason) {
   std::lock_guard lock(mutex_);
-  if (!broken_.empty()) return;
+  if (aborted_) return;
+  aborted_ = true;
   broken_ = fmt::format("this rank aborted: {}", reason);
   run_abort(std::string(reason));
 }

@@ -121,8 +121,10 @@ class Communicator {
   void send(const Buffer& buffer, int dest, int tag = 0);
   void recv(const Buffer& buffer, int source, int tag = 0);
 
-  // Declares this rank failed: the other ranks' current and next calls throw
-  // an Error naming this rank and `reason`. This communicator is broken after.
+  // Declares this rank failed: the other ranks' current and next collective
+  // calls throw an Error naming this rank and `reason` (with mpi, a recv
+  // waiting for this rank times out instead). This communicator is broken
+  // after.
   void abort(std::string_view reason);
 
  protected:
@@ -161,6 +163,7 @@ class Communicator {
   int size_;
   uint64_t seq_ = 0;
   std::string broken_;  // why the communicator is broken; empty while usable
+  bool aborted_ = false;
 };
 
 // True when this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE,

@@ -181,7 +181,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void run_send(const CallDesc& desc, const void* data, int dest) override {
-    const size_t bytes = desc.count * size_of(desc.dtype);
+    const size_t bytes = desc.invalid ? 0 : desc.count * size_of(desc.dtype);
     Wire wire{};
     wire.header = {desc, bytes, 0, 0};
     const bool inline_payload = bytes <= kInlineBytes;

@@ -24,8 +24,10 @@ int report(Communicator& comm, const std::string& what) {
   return 0;
 }
 
-// Lets the other ranks report before this one's exit tears the job down.
-void linger() { std::this_thread::sleep_for(std::chrono::seconds(1)); }
+// Lets the other ranks report before this one's exit tears the job down
+// (a rank that gave up on requests aborts the job at exit). Generous: CI
+// runs 4 ranks on 2 shared cores.
+void linger() { std::this_thread::sleep_for(std::chrono::seconds(3)); }
 
 int run(const std::string& which) {
   Communicator& comm = world_communicator("mpi");

@@ -1,12 +1,10 @@
 // The "mpi" backend (libsvod_comm_mpi.so, the only file that includes mpi.h).
 //
 // Every call is an exchange among the ranks over MPI point-to-point messages:
-// each message is a header (the sender's call descriptor, and small payloads
-// inline) followed, for larger payloads, by the payload itself. A rank first
-// collects every header it expects and compares the descriptors, so a
-// mismatch is found on every rank before any data lands in a user buffer;
-// payloads that will not be used are still received (drained) so that the
-// senders finish. Requests are polled with MPI_Testsome against a deadline,
+// each rank sends every other a header (its call descriptor, and small
+// payloads inline), then, once all headers are in and agree, the larger
+// payloads. A mismatch or a failed rank is thus found on every rank before
+// any data lands in a user buffer, and no payload is left in flight. Requests are polled with MPI_Testsome against a deadline,
 // so a missing rank becomes Error(Timeout) naming it instead of a hang.
 // svod combines the data itself, in rank order: MPI only moves bytes.
 #include <mpi.h>
@@ -287,10 +285,17 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Gives up on unfinished requests. A receive nothing matched yet cancels
+  // cleanly; anything else may still complete into memory the caller owns
+  // again, and the job must then be aborted at exit.
   static void abandon(std::vector<MPI_Request>& requests) {
     for (MPI_Request& request : requests) {
       if (request == MPI_REQUEST_NULL) continue;
       MPI_Cancel(&request);
+      const auto deadline = Clock::now() + std::chrono::milliseconds(100);
+      int done = 0;
+      while (!done && Clock::now() < deadline) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) continue;
       MPI_Request_free(&request);
       abandoned_requests = true;
     }
@@ -333,17 +338,14 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Isend(&out[i], static_cast<int>(sizeof(Header) + (inline_payload ? p.send_bytes : 0)), MPI_BYTE, p.peer,
                       kHeaderTag, collectives_, &headers[n + i]),
             "MPI_Isend");
-      if (!inline_payload) isend_bytes(p.send, p.send_bytes, p.peer, kPayloadTag, collectives_, &payloads[n + i]);
     }
     auto peer_of = [&](size_t i) { return io[i % n].peer; };
-    try {
-      wait(headers, desc, peer_of, "to arrive");
-    } catch (...) {
-      abandon(payloads);
-      throw;
-    }
+    wait(headers, desc, peer_of, "to arrive");
 
-    // Every header is here: compare before any payload lands in user memory.
+    // Every header is here. Every rank has every rank's descriptor (this
+    // exchange is all-to-all), so all reach the same verdict: either all
+    // send their payloads or none does, and nothing is left in flight to a
+    // failed rank.
     std::vector<CallDesc>& descs = descs_;
     descs.assign(size(), desc);
     std::string failure;
@@ -354,40 +356,24 @@ class MpiCommunicator final : public Communicator {
                               std::string_view(reinterpret_cast<const char*>(in[i].inline_data), h.reason_bytes));
       descs[io[i].peer] = h.desc;
     }
-    std::optional<std::string> mismatch = detail::find_mismatch(descs);
-    if (mismatch && desc.invalid && descs == std::vector(size(), desc)) mismatch.reset();
-    const bool usable = failure.empty() && !mismatch;
-    std::vector<std::vector<unsigned char>> drains(usable ? 0 : n);
-    for (size_t i = 0; i < n; ++i) {
-      const Header& h = in[i].header;
-      if (h.failed) continue;
-      if (usable && h.payload_bytes != io[i].recv_bytes)
-        throw make_error(ErrorKind::Internal, "mpi rank {}: rank {} sent {} bytes for {}, expected {}", rank(),
-                         io[i].peer, h.payload_bytes, detail::describe(desc), io[i].recv_bytes);
-      void* target = io[i].recv;
-      if (!usable) {
-        drains[i].resize(h.payload_bytes);
-        target = drains[i].data();
-      }
-      if (h.payload_bytes <= kInlineBytes) {
-        if (h.payload_bytes > 0) std::memcpy(target, in[i].inline_data, h.payload_bytes);
-      } else {
-        irecv_bytes(target, h.payload_bytes, io[i].peer, kPayloadTag, collectives_, &payloads[i]);
-      }
-    }
-    if (!failure.empty()) {
-      // The failed rank receives nothing more: do not wait for it.
-      for (size_t i = 0; i < n; ++i)
-        if (in[i].header.failed) {
-          std::vector<MPI_Request> lost{payloads[n + i]};
-          payloads[n + i] = MPI_REQUEST_NULL;
-          abandon(lost);
-        }
-    }
-    wait(payloads, desc, peer_of, "to finish sending");
     if (!failure.empty())
       throw make_error(ErrorKind::Execution, "mpi rank {}: {} failed because {}", rank(), detail::describe(desc), failure);
-    if (mismatch) throw make_error(ErrorKind::Validation, "mpi rank {}: {}", rank(), *mismatch);
+    if (auto mismatch = detail::find_mismatch(descs); mismatch && !(desc.invalid && descs == std::vector(size(), desc)))
+      throw make_error(ErrorKind::Validation, "mpi rank {}: {}", rank(), *mismatch);
+    for (size_t i = 0; i < n; ++i) {
+      const Header& h = in[i].header;
+      if (h.payload_bytes != io[i].recv_bytes)
+        throw make_error(ErrorKind::Internal, "mpi rank {}: rank {} sent {} bytes for {}, expected {}", rank(),
+                         io[i].peer, h.payload_bytes, detail::describe(desc), io[i].recv_bytes);
+      if (h.payload_bytes <= kInlineBytes) {
+        if (h.payload_bytes > 0) std::memcpy(io[i].recv, in[i].inline_data, h.payload_bytes);
+      } else {
+        irecv_bytes(io[i].recv, h.payload_bytes, io[i].peer, kPayloadTag, collectives_, &payloads[i]);
+      }
+      if (io[i].send_bytes > kInlineBytes)
+        isend_bytes(io[i].send, io[i].send_bytes, io[i].peer, kPayloadTag, collectives_, &payloads[n + i]);
+    }
+    wait(payloads, desc, peer_of, "to finish sending");
     return !desc.invalid;
   }
 

@@ -49,7 +49,7 @@ class LocalGroup {
   // a slot a slower rank still reads.
   Slot& slot(uint64_t seq, int rank) { return slots_[seq & 1][rank]; }
 
-  // Returns once every rank has arrived; `what` names the call for errors.
+  // Returns once every rank has arrived; `desc` names the call in errors.
   void rendezvous(int rank, const CallDesc& desc) {
     const uint64_t generation = generation_.load(std::memory_order_acquire);
     {

@@ -10,6 +10,7 @@
 
 #include "svod/base/dtype.h"
 #include "svod/comm/communicator.h"
+#include "svod/comm/mpi_plugin.h"
 #include "svod/comm/reduce.h"
 #include "svod/device/device.h"
 #include "svod/device/registry.h"
@@ -263,6 +264,13 @@ TEST(WorldCommunicator, IsOneLocalRankWithoutALauncher) {
   EXPECT_EQ(buffer.span<int32_t>()[1], 41);
   EXPECT_EQ(test::expect_error([] { world_communicator("nccl"); }).kind(), ErrorKind::Validation);
   EXPECT_EQ(test::expect_error([] { world_communicator("mpi"); }).kind(), ErrorKind::Validation);
+}
+
+TEST(MpiPlugin, MissingPluginIsDeviceUnavailableNamingIt) {
+  test::ScopedEnv env("SVOD_COMM_MPI_PLUGIN", "/nonexistent/libsvod_comm_mpi.so");
+  Error error = test::expect_error([] { open_mpi_communicator(CommOptions{}); });
+  EXPECT_EQ(error.kind(), ErrorKind::DeviceUnavailable);
+  EXPECT_NE(std::string(error.what()).find("/nonexistent/libsvod_comm_mpi.so"), std::string::npos) << error.what();
 }
 
 TEST(CommOptions, TimeoutComesFromTheEnvironment) {

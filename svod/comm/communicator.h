@@ -16,8 +16,8 @@
 // integers wrap on overflow; bool sum/max is "or" and prod/min is "and"; a
 // NaN in a float min or max wins.
 //
-// Every call is collective: all ranks make the same calls in the same order,
-// with the same dtype, element count, op and root. The ranks compare these as
+// Every call but send/recv is collective: all ranks make the same calls in
+// the same order, with the same dtype, element count, op and root. The ranks compare these as
 // part of the call, so a mismatch (or a bad argument on one rank) is an
 // Error(Validation) on every rank instead of a hang. A rank that fails
 // (abort(), or a local rank's thread throwing) makes the others fail with an
@@ -26,9 +26,10 @@
 // communicator is broken: every later call throws.
 //
 // Buffers on a device (OpenCL, CUDA) are staged through host memory with
-// Device::copy. A communicator is used by one thread at a time; calls from
-// several threads are serialised, but their order must still match across
-// ranks.
+// Device::copy. With mpi, what one rank sends one peer in one call is at most
+// 2 GiB (MPI's int counts); more is Error(Unsupported). A communicator is
+// used by one thread at a time; calls from several threads are serialised,
+// but their order must still match across ranks.
 #pragma once
 
 #include <chrono>

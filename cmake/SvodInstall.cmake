@@ -30,8 +30,11 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/svodConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/svodConfig.cmake ${PROJECT_BINARY_DIR}/svodConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/svod)
 
-# The llvm backend's plugin goes beside libsvod_runtime, where the runtime
-# looks for it.
+# The llvm backend's and the mpi communicator's plugins go beside
+# libsvod_runtime, where the runtime looks for them.
 if(TARGET svod_llvm)
   install(TARGETS svod_llvm LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+if(TARGET svod_comm_mpi)
+  install(TARGETS svod_comm_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
   python3-numpy python3-dev python3-pytest pybind11-dev libdlpack-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -1,0 +1,283 @@
+#include "svod/comm/communicator.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdlib>
+#include <exception>
+#include <vector>
+
+#include "svod/base/env.h"
+#include "svod/base/error.h"
+#include "svod/comm/mpi_plugin.h"
+#include "svod/device/device.h"
+#include "svod/device/registry.h"
+
+namespace svod {
+
+std::string_view to_string(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Prod:
+      return "prod";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Max:
+      return "max";
+  }
+  return "?";
+}
+
+ReduceOp parse_reduce_op(std::string_view text) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+    if (text == to_string(op)) return op;
+  throw make_error(ErrorKind::Validation, "unknown reduction \"{}\" (expected sum, prod, min or max)", text);
+}
+
+CommOptions default_comm_options() {
+  CommOptions options;
+  const int64_t seconds = env_int("SVOD_COMM_TIMEOUT", 60);
+  if (seconds <= 0) throw make_error(ErrorKind::Validation, "SVOD_COMM_TIMEOUT={} must be a positive number of seconds", seconds);
+  options.timeout = std::chrono::seconds(seconds);
+  return options;
+}
+
+namespace detail {
+
+std::string describe(const CallDesc& desc) {
+  const std::string_view dtype = to_string(desc.dtype);
+  switch (desc.kind) {
+    case CollectiveKind::Barrier:
+      return "barrier()";
+    case CollectiveKind::AllReduce:
+      return fmt::format("all_reduce({} x {}, {})", dtype, desc.count, to_string(desc.op));
+    case CollectiveKind::AllGather:
+      return fmt::format("all_gather({} x {} per rank)", dtype, desc.count);
+    case CollectiveKind::ReduceScatter:
+      return fmt::format("reduce_scatter({} x {} per rank, {})", dtype, desc.count, to_string(desc.op));
+    case CollectiveKind::Broadcast:
+      return fmt::format("broadcast({} x {}, root {})", dtype, desc.count, desc.peer);
+    case CollectiveKind::Send:
+      return fmt::format("send/recv({} x {}, tag {})", dtype, desc.count, desc.peer);
+  }
+  return "?";
+}
+
+std::optional<std::string> find_mismatch(std::span<const CallDesc> descs) {
+  for (size_t k = 0; k < descs.size(); ++k) {
+    if (descs[k].invalid)
+      return fmt::format("rank {} rejected its own arguments to call #{} ({})", k, descs[k].seq, describe(descs[k]));
+  }
+  for (size_t k = 1; k < descs.size(); ++k) {
+    if (descs[k] != descs[0])
+      return fmt::format("ranks disagree on call #{}: rank 0 called {} but rank {} called {} (call #{})", descs[0].seq,
+                         describe(descs[0]), k, describe(descs[k]), descs[k].seq);
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+using detail::CallDesc;
+using detail::CollectiveKind;
+
+Communicator::Communicator(int rank, int size, CommOptions options)
+    : options_(options), rank_(rank), size_(size) {}
+
+Communicator::~Communicator() = default;
+
+namespace {
+
+// A host view of an operand: the buffer itself when it is host memory, else
+// a host copy filled from and/or written back to the device.
+struct HostOperand {
+  Buffer staged;
+  void* data = nullptr;
+};
+
+}  // namespace
+
+template <typename Body>
+void Communicator::call(CallDesc desc, std::string local_error, std::initializer_list<Operand> operands, Body&& body) {
+  std::lock_guard lock(mutex_);
+  if (!broken_.empty())
+    throw make_error(ErrorKind::Execution, "{} communicator rank {} of {}: unusable after an earlier failure: {}",
+                     backend(), rank_, size_, broken_);
+  // Point-to-point calls take no number: ranks make different numbers of
+  // them, and the numbers must stay in step for the collectives.
+  if (desc.kind != CollectiveKind::Send) desc.seq = seq_++;
+  desc.invalid = !local_error.empty();
+  std::array<HostOperand, 2> host;  // no call has more operands
+  std::exception_ptr staging_error;
+  if (!desc.invalid) {
+    try {
+      size_t i = 0;
+      for (const Operand& operand : operands) {
+        const Buffer& buffer = *operand.buffer;
+        if (buffer.is_host()) {
+          host[i].data = buffer.data();
+        } else {
+          host[i].staged = open_device("CPU")->allocate(buffer.dtype(), buffer.count());
+          host[i].data = host[i].staged.data();
+          if (operand.staging != Staging::Out) buffer.device().copy(host[i].staged, buffer);
+        }
+        ++i;
+      }
+    } catch (...) {
+      // Still take part, as a rank whose arguments were rejected, so that
+      // the others fail now instead of timing out.
+      staging_error = std::current_exception();
+      desc.invalid = true;
+      host = {};
+    }
+  }
+  try {
+    body(desc, host);
+    if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
+    size_t i = 0;
+    for (const Operand& operand : operands) {
+      if (host[i].staged.valid() && operand.staging != Staging::In)
+        operand.buffer->device().copy(*operand.buffer, host[i].staged);
+      ++i;
+    }
+  } catch (const Error& error) {
+    // Backends raise Validation only when every rank saw the same mismatch
+    // before any data moved, so the ranks stay in step and the communicator
+    // usable. Anything else may have left them out of step.
+    if (error.kind() != ErrorKind::Validation) broken_ = error.what();
+    if (staging_error) std::rethrow_exception(staging_error);
+    if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
+    throw;
+  } catch (const std::exception& error) {
+    broken_ = error.what();
+    throw;
+  }
+}
+
+namespace {
+
+std::string check_buffer(const Buffer& buffer, std::string_view what) {
+  if (!buffer.valid()) return fmt::format("{}: the buffer is empty", what);
+  return {};
+}
+
+}  // namespace
+
+void Communicator::barrier() {
+  call({.kind = CollectiveKind::Barrier}, {}, {}, [&](const CallDesc& desc, auto&) { run_barrier(desc); });
+}
+
+void Communicator::all_reduce(const Buffer& buffer, ReduceOp op) {
+  CallDesc desc{.count = buffer.valid() ? buffer.count() : 0, .kind = CollectiveKind::AllReduce,
+                .dtype = buffer.dtype(), .op = op};
+  call(desc, check_buffer(buffer, "all_reduce"), {{&buffer, Staging::InOut}},
+       [&](const CallDesc& d, auto& host) { run_all_reduce(d, host[0].data); });
+}
+
+namespace {
+
+// The checks all_gather and reduce_scatter share: `part` is one rank's share
+// of `whole`.
+std::string check_parts(std::string_view what, const Buffer& part, const Buffer& whole, int ranks) {
+  if (!part.valid() || !whole.valid()) return fmt::format("{}: a buffer is empty", what);
+  if (part.dtype() != whole.dtype())
+    return fmt::format("{}: the buffers' dtypes differ ({} and {})", what, to_string(part.dtype()),
+                       to_string(whole.dtype()));
+  if (whole.count() != part.count() * static_cast<size_t>(ranks))
+    return fmt::format("{}: the whole buffer must hold {} ranks x {} elements = {}, not {}", what, ranks, part.count(),
+                       part.count() * static_cast<size_t>(ranks), whole.count());
+  if (part.overlaps(whole)) return fmt::format("{}: the source and destination overlap", what);
+  return {};
+}
+
+}  // namespace
+
+void Communicator::all_gather(const Buffer& src, const Buffer& dst) {
+  CallDesc desc{.count = src.valid() ? src.count() : 0, .kind = CollectiveKind::AllGather, .dtype = src.dtype()};
+  call(desc, check_parts("all_gather", src, dst, size_), {{&src, Staging::In}, {&dst, Staging::Out}},
+       [&](const CallDesc& d, auto& host) {
+         run_all_gather(d, host[0].data, host[1].data);
+       });
+}
+
+void Communicator::reduce_scatter(const Buffer& src, const Buffer& dst, ReduceOp op) {
+  CallDesc desc{.count = dst.valid() ? dst.count() : 0, .kind = CollectiveKind::ReduceScatter, .dtype = dst.dtype(),
+                .op = op};
+  call(desc, check_parts("reduce_scatter", dst, src, size_), {{&src, Staging::In}, {&dst, Staging::Out}},
+       [&](const CallDesc& d, auto& host) {
+         run_reduce_scatter(d, host[0].data, host[1].data);
+       });
+}
+
+void Communicator::broadcast(const Buffer& buffer, int root) {
+  CallDesc desc{.count = buffer.valid() ? buffer.count() : 0, .peer = root, .kind = CollectiveKind::Broadcast,
+                .dtype = buffer.dtype()};
+  std::string error = check_buffer(buffer, "broadcast");
+  if (error.empty() && (root < 0 || root >= size_))
+    error = fmt::format("broadcast: root {} is out of range (the job has ranks 0 to {})", root, size_ - 1);
+  call(desc, error, {{&buffer, Staging::InOut}},
+       [&](const CallDesc& d, auto& host) { run_broadcast(d, host[0].data); });
+}
+
+namespace {
+
+// Tags fit every MPI implementation (MPI_TAG_UB is at least 32767).
+constexpr int kMaxTag = 32767;
+
+std::string check_point_to_point(std::string_view what, const Buffer& buffer, int peer, int tag, int rank, int size) {
+  if (!buffer.valid()) return fmt::format("{}: the buffer is empty", what);
+  if (peer < 0 || peer >= size || peer == rank)
+    return fmt::format("{}: peer {} is not another rank (this is rank {} of ranks 0 to {})", what, peer, rank, size - 1);
+  if (tag < 0 || tag > kMaxTag) return fmt::format("{}: tag {} is outside 0 to {}", what, tag, kMaxTag);
+  return {};
+}
+
+}  // namespace
+
+void Communicator::send(const Buffer& buffer, int dest, int tag) {
+  std::string error = check_point_to_point("send", buffer, dest, tag, rank_, size_);
+  // A point-to-point argument error involves one peer, which may not even be
+  // a rank: fail here alone.
+  if (!error.empty()) throw Error(ErrorKind::Validation, error);
+  CallDesc desc{.count = buffer.count(), .peer = tag, .kind = CollectiveKind::Send, .dtype = buffer.dtype()};
+  call(desc, {}, {{&buffer, Staging::In}}, [&](const CallDesc& d, auto& host) { run_send(d, host[0].data, dest); });
+}
+
+void Communicator::recv(const Buffer& buffer, int source, int tag) {
+  std::string error = check_point_to_point("recv", buffer, source, tag, rank_, size_);
+  if (!error.empty()) throw Error(ErrorKind::Validation, error);
+  CallDesc desc{.count = buffer.count(), .peer = tag, .kind = CollectiveKind::Send, .dtype = buffer.dtype()};
+  call(desc, {}, {{&buffer, Staging::Out}}, [&](const CallDesc& d, auto& host) { run_recv(d, host[0].data, source); });
+}
+
+void Communicator::abort(std::string_view reason) {
+  std::lock_guard lock(mutex_);
+  if (aborted_) return;
+  aborted_ = true;
+  broken_ = fmt::format("this rank aborted: {}", reason);
+  run_abort(std::string(reason));
+}
+
+bool launched_by_mpi() {
+  return env_string("OMPI_COMM_WORLD_SIZE") || env_string("PMI_SIZE") || env_string("PMIX_RANK");
+}
+
+Communicator& world_communicator(std::string_view backend, CommOptions options) {
+  if (backend != "auto" && backend != "mpi" && backend != "local")
+    throw make_error(ErrorKind::Validation, "unknown communicator backend \"{}\" (expected auto, mpi or local)",
+                     backend);
+  const bool use_mpi = backend == "mpi" || (backend == "auto" && launched_by_mpi());
+  static std::mutex mutex;
+  static std::unique_ptr<Communicator> world;
+  std::lock_guard lock(mutex);
+  if (!world) {
+    world = use_mpi ? open_mpi_communicator(options) : std::move(create_local_communicators(1, options).front());
+  } else if (backend != "auto" && world->backend() != backend) {
+    throw make_error(ErrorKind::Validation, "the world communicator of this process is already \"{}\", not \"{}\"",
+                     world->backend(), backend);
+  }
+  return *world;
+}
+
+}  // namespace svod

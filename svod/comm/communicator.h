@@ -1,0 +1,192 @@
+// svod::Communicator — collective operations among the ranks of a job.
+//
+// A job is N ranks, numbered 0..N-1, each holding its own svod buffers. The
+// Communicator moves and combines those buffers: barrier, all_reduce,
+// all_gather, reduce_scatter, broadcast, and point-to-point send/recv. Two
+// backends provide the transport:
+//   - "mpi": one rank per process, started by a launcher (mpirun, srun);
+//     OpenMPI is loaded on demand from the libsvod_comm_mpi plugin, so
+//     processes that never communicate do not load it.
+//   - "local": N ranks as threads of one process, sharing memory.
+//
+// Reductions are deterministic: the element at index i is combined in rank
+// order, x0 op x1 op ... op x(N-1), by one rank and copied to the others, so
+// every rank ends with the same bits and every run gives the same bits,
+// whatever the backend. f16 and bf16 are combined in f32 and rounded once;
+// integers wrap on overflow; bool sum/max is "or" and prod/min is "and"; a
+// NaN in a float min or max wins.
+//
+// Every call but send/recv is collective: all ranks make the same calls in
+// the same order, with the same dtype, element count, op and root. The ranks compare these as
+// part of the call, so a mismatch (or a bad argument on one rank) is an
+// Error(Validation) on every rank instead of a hang. A rank that fails
+// (abort(), or a local rank's thread throwing) makes the others fail with an
+// Error naming it; a rank that never arrives makes the others fail with
+// Error(Timeout) naming it after `timeout`. After such an error the
+// communicator is broken: every later call throws.
+//
+// Buffers on a device (OpenCL, CUDA) are staged through host memory with
+// Device::copy. With mpi, what one rank sends one peer in one call is at most
+// 2 GiB (MPI's int counts); more is Error(Unsupported). A communicator is
+// used by one thread at a time; calls from several threads are serialised,
+// but their order must still match across ranks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "svod/device/buffer.h"
+
+namespace svod {
+
+enum class ReduceOp { Sum, Prod, Min, Max };
+
+std::string_view to_string(ReduceOp op) noexcept;
+// "sum", "prod", "min", "max"; anything else throws Error(Validation).
+ReduceOp parse_reduce_op(std::string_view text);
+
+struct CommOptions {
+  // How long a rank waits for the others in one call before it fails.
+  // SVOD_COMM_TIMEOUT (seconds) overrides the default.
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+};
+
+// The options with SVOD_COMM_TIMEOUT applied; Error(Validation) when it is
+// not a positive integer.
+CommOptions default_comm_options();
+
+namespace detail {
+
+enum class CollectiveKind : uint8_t { Barrier, AllReduce, AllGather, ReduceScatter, Broadcast, Send };
+
+// What one rank asked for in one call; the ranks compare these. `count` is the
+// element count of the buffer the kinds share across ranks: the all_reduce
+// and broadcast buffer, the all_gather source, the reduce_scatter destination,
+// the message of send/recv. `peer` is the root of a broadcast and the tag of a
+// send. `invalid` marks a rank whose own arguments were rejected: it still
+// takes part so that the others fail at once rather than time out.
+struct CallDesc {
+  uint64_t seq = 0;  // the communicator's call number
+  uint64_t count = 0;
+  int32_t peer = 0;
+  CollectiveKind kind = CollectiveKind::Barrier;
+  DType dtype = DType::U8;
+  ReduceOp op = ReduceOp::Sum;
+  bool invalid = false;
+
+  bool operator==(const CallDesc&) const = default;
+};
+
+// "all_reduce(f32 x 16, sum)", for messages.
+std::string describe(const CallDesc& desc);
+
+// Given every rank's descriptor of one call (index = rank), the message that
+// every rank raises, or nullopt when they agree. The same on every rank.
+std::optional<std::string> find_mismatch(std::span<const CallDesc> descs);
+
+}  // namespace detail
+
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  virtual std::string_view backend() const noexcept = 0;  // "mpi", "local"
+
+  // Returns when every rank has called it.
+  void barrier();
+  // In place: every rank's `buffer` becomes the elementwise combination of
+  // all ranks' buffers.
+  void all_reduce(const Buffer& buffer, ReduceOp op);
+  // dst (size() × src elements, same dtype) holds rank k's src at element k × src.count().
+  void all_gather(const Buffer& src, const Buffer& dst);
+  // src holds size() × dst elements; rank k's dst becomes the combination of
+  // every rank's k-th part of src.
+  void reduce_scatter(const Buffer& src, const Buffer& dst, ReduceOp op);
+  // Every rank's buffer becomes rank `root`'s.
+  void broadcast(const Buffer& buffer, int root);
+  // Point to point: `send` completes once the message is handed over, `recv`
+  // once it has arrived; dtype, count and tag must match. With mpi a
+  // mismatch fails the receiver only (the sender does not wait for a reply).
+  void send(const Buffer& buffer, int dest, int tag = 0);
+  void recv(const Buffer& buffer, int source, int tag = 0);
+
+  // Declares this rank failed: the other ranks' current and next collective
+  // calls throw an Error naming this rank and `reason` (with mpi, a recv
+  // waiting for this rank times out instead). This communicator is broken
+  // after.
+  void abort(std::string_view reason);
+
+ protected:
+  Communicator(int rank, int size, CommOptions options);
+  const CommOptions& options() const noexcept { return options_; }
+
+  // The transport, on host memory. The descriptor tells what every rank
+  // should have asked for; a backend compares it across ranks and throws
+  // Error(Validation) on every rank when they differ, before touching data.
+  // With desc.invalid the pointers are null: take part in the comparison
+  // only. Counts are in elements of desc.dtype.
+  virtual void run_barrier(const detail::CallDesc& desc) = 0;
+  virtual void run_all_reduce(const detail::CallDesc& desc, void* data) = 0;
+  virtual void run_all_gather(const detail::CallDesc& desc, const void* src, void* dst) = 0;
+  virtual void run_reduce_scatter(const detail::CallDesc& desc, const void* src, void* dst) = 0;
+  virtual void run_broadcast(const detail::CallDesc& desc, void* data) = 0;
+  virtual void run_send(const detail::CallDesc& desc, const void* data, int dest) = 0;
+  virtual void run_recv(const detail::CallDesc& desc, void* data, int source) = 0;
+  virtual void run_abort(const std::string& reason) = 0;
+
+ private:
+  enum class Staging { In, Out, InOut };
+  struct Operand {
+    const Buffer* buffer;
+    Staging staging;
+  };
+  // Checks, stages device buffers through the host, runs `body` on host
+  // pointers and marks the communicator broken when anything throws.
+  // `local_error` (when not empty) is this rank's own argument error.
+  template <typename Body>
+  void call(detail::CallDesc desc, std::string local_error, std::initializer_list<Operand> operands, Body&& body);
+
+  std::mutex mutex_;
+  CommOptions options_;
+  int rank_;
+  int size_;
+  uint64_t seq_ = 0;
+  std::string broken_;  // why the communicator is broken; empty while usable
+  bool aborted_ = false;
+};
+
+// True when this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE or PMIX_RANK in the environment).
+bool launched_by_mpi();
+
+// The world communicator of this process: "mpi" when `backend` is "mpi", or
+// "auto" and launched_by_mpi(); otherwise a one-rank "local" communicator.
+// MPI is initialised on first use, once per process, and finalised at exit.
+// Error(DeviceUnavailable) when the mpi plugin is missing or MPI fails to start;
+// Error(Validation) for an unknown backend name.
+Communicator& world_communicator(std::string_view backend = "auto", CommOptions options = default_comm_options());
+
+// `ranks` communicators of one local group, rank i at index i, each to be
+// used from its own thread.
+std::vector<std::unique_ptr<Communicator>> create_local_communicators(int ranks,
+                                                                      CommOptions options = default_comm_options());
+
+// Runs body(comm) on `ranks` threads of one local group and waits for all. A
+// rank whose body throws is aborted (the others' calls fail naming it); the
+// first rank to fail has its exception rethrown here.
+void run_local_ranks(int ranks, const std::function<void(Communicator&)>& body,
+                     CommOptions options = default_comm_options());
+
+}  // namespace svod

@@ -1,0 +1,288 @@
+// The local communicator (ranks as threads) on 1, 2 and 4 ranks, the rank-order
+// reduction, and the failure paths: mismatches, a failed rank, a missing rank.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "svod/base/dtype.h"
+#include "svod/comm/communicator.h"
+#include "svod/comm/mpi_plugin.h"
+#include "svod/comm/reduce.h"
+#include "svod/device/device.h"
+#include "svod/device/registry.h"
+#include "tests/support/comm_checks.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using namespace std::chrono_literals;
+
+CommOptions with_timeout(std::chrono::milliseconds timeout) {
+  CommOptions options;
+  options.timeout = timeout;
+  return options;
+}
+
+// The reduction into one output.
+void reduce_into(DType dtype, ReduceOp op, std::span<const void* const> inputs, void* out, size_t count) {
+  void* const outputs[] = {out};
+  detail::reduce_in_rank_order(dtype, op, inputs, outputs, count);
+}
+
+TEST(ChunkRange, CoversEveryElementOnceInRankOrder) {
+  for (size_t count : {0, 1, 3, 4, 1001}) {
+    for (int ranks : {1, 2, 3, 4}) {
+      size_t next = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const detail::ChunkRange chunk = detail::chunk_range(count, ranks, r);
+        EXPECT_EQ(chunk.offset, next);
+        EXPECT_LE(chunk.count, count / ranks + 1);
+        next += chunk.count;
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+// The combination is left to right in rank order: (1e8 + 1) - 1e8 is 0 in
+// f32 (1e8 + 1 rounds to 1e8), while (1e8 - 1e8) + 1 is 1.
+TEST(ReduceInRankOrder, CombinesLeftToRight) {
+  const float a[] = {1e8f}, b[] = {1.0f}, c[] = {-1e8f};
+  float out = -1;
+  const void* inputs[] = {a, b, c};
+  reduce_into(DType::F32, ReduceOp::Sum, inputs, &out, 1);
+  EXPECT_EQ(out, 0.0f);
+  const void* reordered[] = {a, c, b};
+  reduce_into(DType::F32, ReduceOp::Sum, reordered, &out, 1);
+  EXPECT_EQ(out, 1.0f);
+}
+
+// 2048 + 1 + 1 in f16 arithmetic stays 2048 (2049 rounds to even); combined in
+// f32 and rounded once it is 2050.
+TEST(ReduceInRankOrder, HalfPrecisionAccumulatesInF32) {
+  const uint16_t big[] = {float_to_f16(2048.0f)}, one[] = {float_to_f16(1.0f)};
+  uint16_t out = 0;
+  const void* inputs[] = {big, one, one};
+  reduce_into(DType::F16, ReduceOp::Sum, inputs, &out, 1);
+  EXPECT_EQ(f16_to_float(out), 2050.0f);
+  const uint16_t bbig[] = {float_to_bf16(256.0f)}, bone[] = {float_to_bf16(1.0f)};
+  const void* binputs[] = {bbig, bone, bone};
+  reduce_into(DType::BF16, ReduceOp::Sum, binputs, &out, 1);
+  EXPECT_EQ(bf16_to_float(out), 258.0f);
+}
+
+TEST(ReduceInRankOrder, IntegersWrapBoolsAreLogicalNanWins) {
+  const int8_t a[] = {100, -128}, b[] = {100, -1};
+  int8_t out8[2];
+  const void* ints[] = {a, b};
+  reduce_into(DType::I8, ReduceOp::Sum, ints, out8, 2);
+  EXPECT_EQ(out8[0], -56);
+  EXPECT_EQ(out8[1], 127);
+  const uint16_t u[] = {300}, v[] = {300};
+  uint16_t out16 = 0;
+  const void* shorts[] = {u, v};
+  reduce_into(DType::U16, ReduceOp::Prod, shorts, &out16, 1);
+  EXPECT_EQ(out16, static_cast<uint16_t>(90000));
+
+  const uint8_t t[] = {2, 0}, f[] = {0, 0};
+  uint8_t bools[2];
+  const void* logical[] = {t, f};
+  reduce_into(DType::Bool, ReduceOp::Sum, logical, bools, 2);
+  EXPECT_EQ(bools[0], 1);
+  EXPECT_EQ(bools[1], 0);
+  reduce_into(DType::Bool, ReduceOp::Min, logical, bools, 2);
+  EXPECT_EQ(bools[0], 0);
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float x[] = {1.0f, nan}, y[] = {nan, 2.0f};
+  float out[2];
+  const void* floats[] = {x, y};
+  reduce_into(DType::F32, ReduceOp::Max, floats, out, 2);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[1]));
+}
+
+// The local backend writes each chunk's result straight into every rank's
+// buffer, the inputs themselves: blocks past the first must still see the
+// original inputs.
+TEST(ReduceInRankOrder, WritesEveryOutputEvenWhenTheyAreTheInputs) {
+  std::vector<double> a(5000), b(5000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i), b[i] = 0.5;
+  const void* inputs[] = {a.data(), b.data()};
+  void* const outputs[] = {a.data(), b.data()};
+  detail::reduce_in_rank_order(DType::F64, ReduceOp::Sum, inputs, outputs, a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i], static_cast<double>(i) + 0.5) << i;
+    ASSERT_EQ(b[i], a[i]) << i;
+  }
+}
+
+class LocalRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalRanks, AllReduceIsExactForEveryDTypeAndOp) {
+  std::atomic<int> checked{0};
+  run_local_ranks(GetParam(), [&](Communicator& comm) {
+    EXPECT_EQ(comm.backend(), "local");
+    checked += test::check_all_reduce_exact(comm);
+  });
+  EXPECT_EQ(checked.load(), GetParam() * 13 * 4 * 4);
+}
+
+TEST_P(LocalRanks, AllReduceIsBitwiseTheSameOnEveryRankAndRun) {
+  for (int run = 0; run < 3; ++run)
+    run_local_ranks(GetParam(), [&](Communicator& comm) {
+      test::check_all_reduce_bitwise(comm, 7);
+      test::check_all_reduce_bitwise(comm, 20011);
+    });
+}
+
+TEST_P(LocalRanks, MovesData) {
+  run_local_ranks(GetParam(), [&](Communicator& comm) { test::check_movement(comm); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalRanks, ::testing::Values(1, 2, 4));
+
+TEST(LocalCommunicator, MismatchesFailOnEveryRank) {
+  for (int ranks : {2, 4}) {
+    std::atomic<int> ranks_done{0};
+    run_local_ranks(ranks, [&](Communicator& comm) {
+      test::check_mismatches(comm);
+      ++ranks_done;
+    });
+    EXPECT_EQ(ranks_done.load(), ranks);
+  }
+}
+
+TEST(LocalCommunicator, SendRecvMismatchFailsBothSides) {
+  std::atomic<int> failures{0};
+  run_local_ranks(2, [&](Communicator& comm) {
+    Buffer buffer = open_device("CPU")->allocate(DType::F32, comm.rank() == 0 ? 4 : 5);
+    Error error = test::expect_error([&] {
+      if (comm.rank() == 0)
+        comm.send(buffer, 1, 3);
+      else
+        comm.recv(buffer, 0, 3);
+    });
+    EXPECT_EQ(error.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string(error.what()).find("local rank 0 sent send/recv(f32 x 4, tag 3) to rank 1, which expected"),
+              std::string::npos)
+        << error.what();
+    ++failures;
+  });
+  EXPECT_EQ(failures.load(), 2);
+}
+
+TEST(LocalCommunicator, PointToPointArgumentsAreChecked) {
+  auto comms = create_local_communicators(2);
+  Buffer buffer = open_device("CPU")->allocate(DType::F32, 4);
+  EXPECT_EQ(test::expect_error([&] { comms[0]->send(buffer, 0); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(test::expect_error([&] { comms[0]->recv(buffer, 2); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(test::expect_error([&] { comms[0]->send(buffer, 1, -1); }).kind(), ErrorKind::Validation);
+  // A collective with a bad argument still meets the other ranks (so that
+  // they fail too): alone in its group, it fails at once.
+  auto alone = create_local_communicators(1);
+  EXPECT_EQ(test::expect_error([&] { alone[0]->all_reduce(Buffer(), ReduceOp::Sum); }).kind(), ErrorKind::Validation);
+}
+
+// A rank whose body throws is aborted; the others fail naming it, well before
+// the (long) timeout, and the first failure is what run_local_ranks rethrows.
+TEST(LocalCommunicator, FailedRankFailsTheOthers) {
+  std::atomic<int> named{0};
+  Error error = test::expect_error([&] {
+    run_local_ranks(4, [&](Communicator& comm) {
+      if (comm.rank() == 2) throw Error(ErrorKind::Io, "rank 2 could not read its shard");
+      Buffer buffer = open_device("CPU")->allocate(DType::F32, 10000);
+      try {
+        comm.all_reduce(buffer, ReduceOp::Sum);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::Execution &&
+            std::string(e.what()).find("because rank 2 failed: rank 2 could not read its shard") != std::string::npos)
+          ++named;
+        throw;
+      }
+    }, with_timeout(600s));
+  });
+  EXPECT_EQ(error.kind(), ErrorKind::Io);
+  EXPECT_EQ(named.load(), 3);
+}
+
+TEST(LocalCommunicator, MissingRankTimesOutNamingIt) {
+  std::atomic<int> timeouts{0};
+  auto comms = create_local_communicators(3, with_timeout(200ms));
+  // Rank 2 never arrives; ranks 0 and 1 wait for it.
+  std::thread one([&] {
+    Error e = test::expect_error([&] { comms[1]->barrier(); });
+    if (e.kind() == ErrorKind::Timeout && std::string(e.what()).find("waiting for rank(s) 2") != std::string::npos)
+      ++timeouts;
+  });
+  Error e = test::expect_error([&] { comms[0]->barrier(); });
+  one.join();
+  // Whichever saw the timeout first, both report it naming rank 2.
+  EXPECT_EQ(timeouts.load(), 1);
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+  EXPECT_NE(std::string(e.what()).find("waiting for rank(s) 2"), std::string::npos) << e.what();
+  // The communicator is broken afterwards.
+  Error again = test::expect_error([&] { comms[0]->barrier(); });
+  EXPECT_EQ(again.kind(), ErrorKind::Execution);
+  EXPECT_NE(std::string(again.what()).find("unusable after an earlier failure"), std::string::npos) << again.what();
+}
+
+// Device buffers are staged through the host.
+TEST(LocalCommunicator, StagesOpenClBuffers) {
+  std::shared_ptr<Device> device;
+  try {
+    device = open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  run_local_ranks(2, [&](Communicator& comm) {
+    Buffer host = open_device("CPU")->allocate(DType::F32, 3000);
+    for (size_t i = 0; i < 3000; ++i) host.span<float>()[i] = static_cast<float>(comm.rank() + i);
+    Buffer on_device = device->allocate(DType::F32, 3000);
+    device->copy(on_device, host);
+    comm.all_reduce(on_device, ReduceOp::Sum);
+    Buffer back = open_device("CPU")->allocate(DType::F32, 3000);
+    device->copy(back, on_device);
+    for (size_t i = 0; i < 3000; ++i) ASSERT_EQ(back.span<float>()[i], static_cast<float>(1 + 2 * i)) << i;
+  });
+}
+
+TEST(WorldCommunicator, IsOneLocalRankWithoutALauncher) {
+  if (launched_by_mpi()) GTEST_SKIP() << "started by an MPI launcher";
+  Communicator& world = world_communicator();
+  EXPECT_EQ(world.backend(), "local");
+  EXPECT_EQ(world.rank(), 0);
+  EXPECT_EQ(world.size(), 1);
+  Buffer buffer = open_device("CPU")->allocate(DType::I32, 3);
+  buffer.span<int32_t>()[1] = 41;
+  world.all_reduce(buffer, ReduceOp::Max);
+  EXPECT_EQ(buffer.span<int32_t>()[1], 41);
+  EXPECT_EQ(test::expect_error([] { world_communicator("nccl"); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(test::expect_error([] { world_communicator("mpi"); }).kind(), ErrorKind::Validation);
+}
+
+TEST(MpiPlugin, MissingPluginIsDeviceUnavailableNamingIt) {
+  test::ScopedEnv env("SVOD_COMM_MPI_PLUGIN", "/nonexistent/libsvod_comm_mpi.so");
+  Error error = test::expect_error([] { open_mpi_communicator(CommOptions{}); });
+  EXPECT_EQ(error.kind(), ErrorKind::DeviceUnavailable);
+  EXPECT_NE(std::string(error.what()).find("/nonexistent/libsvod_comm_mpi.so"), std::string::npos) << error.what();
+}
+
+TEST(CommOptions, TimeoutComesFromTheEnvironment) {
+  {
+    test::ScopedEnv env("SVOD_COMM_TIMEOUT", "5");
+    EXPECT_EQ(default_comm_options().timeout, 5s);
+  }
+  test::ScopedEnv env("SVOD_COMM_TIMEOUT", "0");
+  EXPECT_EQ(test::expect_error([] { default_comm_options(); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(test::expect_error([] { parse_reduce_op("avg"); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(parse_reduce_op("prod"), ReduceOp::Prod);
+}
+
+}  // namespace
+}  // namespace svod

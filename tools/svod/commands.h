@@ -11,7 +11,7 @@ int demo();
 int cache_stats();  // `svod cache stats`: the object cache's directory, entries, bytes
 int cache_clear();  // `svod cache clear`: removes every entry
 
-// `svod run PLAN.json …` (format: PLAN_FORMAT.md): exit 0 when the plan ran
+// `svod run PLAN.json …` (format: docs/PLAN_FORMAT.md): exit 0 when the plan ran
 // and every expectation held, 1 when an expectation failed, 2 when the plan
 // could not be loaded or run.
 struct RunOptions {

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
                         "library loads, else clang)");
   };
   auto add_plan = [&](CLI::App* command, std::string& plan, std::vector<std::string>& vars, std::string& backend) {
-    command->add_option("plan", plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
+    command->add_option("plan", plan, "the plan file (JSON, see docs/PLAN_FORMAT.md)")->required();
     command->add_option("--var", vars, "set a plan variable: NAME=VALUE (repeatable)")
         ->type_size(1)
         ->allow_extra_args(false);

@@ -47,6 +47,7 @@ int bench(const BenchOptions& options);
 struct TuneOptions {
   std::string tune_file;
   std::string json;     // write every candidate here
+  std::string plot;     // draw the candidates' times by round here (SVG)
   std::string backend;  // as for run
 };
 int tune(const TuneOptions& options);

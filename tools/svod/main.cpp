@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
   tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)");
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
+  tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_backend(tune, tune_options.backend);
   tune->add_flag("--worker", tune_worker, "run one job of the tuner's worker (internal)")->group("");
 

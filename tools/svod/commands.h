@@ -39,6 +39,7 @@ struct BenchOptions {
   std::string backend;
   std::string json;     // every sample, for scripts
   std::string profile;  // Chrome trace of every timed call
+  std::string plot;     // roofline SVG
 };
 int bench(const BenchOptions& options);
 

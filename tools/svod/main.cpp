@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--flush", bench_options.flush, "write 16 MiB between timed runs to evict the caches");
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
   bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
+  bench->add_option("--plot", bench_options.plot, "draw a roofline of this CPU with every op (SVG)");
 
   svod::cli::TuneOptions tune_options;
   bool tune_worker = false;

@@ -24,6 +24,7 @@
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
 #include "tools/svod/roofline.h"
+#include "tools/svod/svg.h"
 
 namespace svod::cli {
 namespace {

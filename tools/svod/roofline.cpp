@@ -14,17 +14,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/object_cache.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "tools/svod/svg.h"
 
 namespace svod::cli {
 namespace {
@@ -106,19 +104,6 @@ MachinePeaks measure_peaks() {
   return peaks;
 }
 
-std::string escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -129,9 +114,11 @@ MachinePeaks machine_peaks() {
   if (!file.empty()) {
     std::ifstream in(file);
     const auto cached = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (cached.is_object() && cached.value("machine", "") == key && cached["gflops"].is_number() &&
-        cached["gbps"].is_number() && cached["gflops"].get<double>() > 0 && cached["gbps"].get<double>() > 0) {
-      return MachinePeaks{cached["gflops"].get<double>(), cached["gbps"].get<double>()};
+    if (cached.is_object() && cached.contains("gflops") && cached.contains("gbps") &&
+        cached.at("gflops").is_number() && cached.at("gbps").is_number() &&
+        cached.value("machine", std::string()) == key) {
+      const MachinePeaks peaks{cached.at("gflops").get<double>(), cached.at("gbps").get<double>()};
+      if (peaks.gflops > 0 && peaks.gbps > 0) return peaks;
     }
   }
   const MachinePeaks peaks = measure_peaks();
@@ -167,7 +154,7 @@ std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePo
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" font-size=\"15\">{3}</text>\n",
-      kWidth, kHeight, kLeft, escape(title));
+      kWidth, kHeight, kLeft, svg_escape(title));
   for (double d = x0; d <= x1; ++d) {
     const double x = x_of(std::pow(10.0, d));
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
@@ -201,17 +188,10 @@ std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePo
     svg += fmt::format(
         "<g class=\"op\"><circle cx=\"{0:.1f}\" cy=\"{1:.1f}\" r=\"5\" fill=\"#69c\" stroke=\"#234\"/>"
         "<text x=\"{2:.1f}\" y=\"{3:.1f}\">{4}</text><title>{4}: {5:.3g} flop/byte, {6:.3g} GFLOP/s</title></g>\n",
-        x, y, x + 8, y + 4, escape(p.label), p.intensity, p.gflops);
+        x, y, x + 8, y + 4, svg_escape(p.label), p.intensity, p.gflops);
   }
   svg += "</svg>\n";
   return svg;
-}
-
-void write_svg(const std::string& svg, const std::filesystem::path& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << svg;
-  out.close();
-  if (!out) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
 }
 
 }  // namespace svod::cli

@@ -1,7 +1,6 @@
 // The roofline `svod bench --plot FILE.svg` draws (roofline.cpp).
 #pragma once
 
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +25,5 @@ struct RooflinePoint {
 
 // A log-log roofline with every point labelled.
 std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePoint>& points, std::string_view title);
-
-// Writes an SVG text to `path`; Error(Io) when it cannot.
-void write_svg(const std::string& svg, const std::filesystem::path& path);
 
 }  // namespace svod::cli

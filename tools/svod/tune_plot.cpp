@@ -7,35 +7,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 
-#include "svod/base/error.h"
+#include "tools/svod/svg.h"
 
 namespace svod::cli {
 namespace {
 
 constexpr double kWidth = 820, kHeight = 480;
 constexpr double kLeft = 80, kRight = 20, kTop = 40, kBottom = 60;
-
-// Text for SVG character data and attributes.
-std::string escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -69,7 +51,7 @@ std::string tune_svg(const TuneFile& file, const TuneReport& report) {
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" font-size=\"15\">{3}</text>\n",
       kWidth, kHeight, kLeft,
-      escape(fmt::format("svod tune {}: program \"{}\", {} candidates", file.source_name, file.program().name,
+      svg_escape(fmt::format("svod tune {}: program \"{}\", {} candidates", file.source_name, file.program().name,
                          candidates.size())));
   // Axes: decades on the left, rounds below.
   for (double d = log_lo; d <= log_hi; ++d) {
@@ -126,7 +108,7 @@ std::string tune_svg(const TuneFile& file, const TuneReport& report) {
       svg += fmt::format(
           "<circle class=\"candidate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" stroke=\"#234\">"
           "<title>{}: {:.2f} us{}</title></circle>\n",
-          x, y, is_best ? 7 : 4, is_best ? "#2a7" : "#69c", escape(params), c.median_ns / 1e3,
+          x, y, is_best ? 7 : 4, is_best ? "#2a7" : "#69c", svg_escape(params), c.median_ns / 1e3,
           is_best ? " (best)" : "");
     } else {
       // Failed candidates have no time: a cross along the top of their round.
@@ -134,7 +116,7 @@ std::string tune_svg(const TuneFile& file, const TuneReport& report) {
       svg += fmt::format(
           "<path class=\"candidate\" d=\"M{0:.1f},{1:.1f} l6,6 m0,-6 l-6,6\" transform=\"translate(-3 -3)\" "
           "stroke=\"#c33\" stroke-width=\"2\"><title>{2}: {3}</title></path>\n",
-          x, y, escape(params), to_string(c.status));
+          x, y, svg_escape(params), to_string(c.status));
     }
   }
   svg += "</svg>\n";
@@ -142,10 +124,7 @@ std::string tune_svg(const TuneFile& file, const TuneReport& report) {
 }
 
 void write_tune_svg(const TuneFile& file, const TuneReport& report, const std::filesystem::path& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << tune_svg(file, report);
-  out.close();
-  if (!out) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
+  write_svg(tune_svg(file, report), path);
 }
 
 }  // namespace svod::cli

@@ -9,6 +9,21 @@
 
 namespace svod::test {
 
+// Whether AddressSanitizer is on: it keeps freed memory in its quarantine
+// (256 MiB by default) and maps shadow memory, so RSS there says little
+// about the runtime.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // VmRSS in bytes; 0 when /proc is not there.
 inline uint64_t resident_bytes() {
   std::ifstream in("/proc/self/status");

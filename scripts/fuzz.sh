@@ -6,7 +6,7 @@
 # TARGET is one of: plan_file, tune_file, npy, expr, object_cache (fuzz/fuzz_TARGET.cpp),
 # or elf_loader (scripts/fuzz-loader.sh). The target is built with clang++-19
 # (-fsanitize=fuzzer,address,undefined) from the sources it needs, seeded from
-# the examples, fuzz/corpus/TARGET and the kept crashing inputs in
+# the examples, fuzz/seeds/TARGET and the kept crashing inputs in
 # fuzz/regressions/TARGET, and the script exits non-zero on any crash, leak,
 # hang or sanitizer report, leaving the input that caused it in the work
 # folder. Keep such an input: fix the bug, then add the input under
@@ -79,7 +79,7 @@ case "$target" in
                cp "$f" "$work/seeds/$(echo "${f#"$root"/}" | tr / _)"; done ;;
   npy) seed "$root"/examples/mlp/*.npy ;;
 esac
-[[ -d "$root/fuzz/corpus/$target" ]] && seed "$root/fuzz/corpus/$target"/*
+[[ -d "$root/fuzz/seeds/$target" ]] && seed "$root/fuzz/seeds/$target"/*
 [[ -d "$root/fuzz/regressions/$target" ]] && seed "$root/fuzz/regressions/$target"/*
 echo "$(ls "$work/seeds" | wc -l) seeds"
 

@@ -8,9 +8,23 @@
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
+#include "svod/cache/object_cache.h"
 #include "svod/device/device.h"
 
 namespace svod {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// With SVOD_DEBUG >= 1 every request is reported as one line: a memory hit,
+// a disk-cache hit (the build loaded a stored object, as load_or_compile
+// tells through detail::take_build_source) or a compile, each with the time
+// it took.
 
 // A build in progress. Waiters copy the shared_future under the cache mutex
 // and block on it outside, so a slow compile never holds the mutex.
@@ -24,17 +38,25 @@ KernelCache::KernelCache(size_t capacity) : capacity_(capacity) { stats_.capacit
 KernelCache::~KernelCache() = default;
 
 std::shared_ptr<const Program> KernelCache::lookup(const Hash128& key) {
-  std::lock_guard lock(mutex_);
-  auto it = slots_.find(key);
-  if (it == slots_.end() || !it->second.program) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
-  ++stats_.hits;
-  if (debug_level() >= 1) [[unlikely]]
-    logger().info("kernel cache hit {}", key.to_hex());
-  return it->second.program;
+  const bool logged = debug_level() >= 1;
+  const auto start = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  std::shared_ptr<const Program> program;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = slots_.find(key);
+    if (it == slots_.end() || !it->second.program) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    ++stats_.hits;
+    program = it->second.program;
+  }
+  if (logged) [[unlikely]]
+    logger().info("kernel cache: memory hit {} ({}) in {:.3f} ms", key.to_hex(), program->spec().display_name(),
+                  ms_since(start));
+  return program;
 }
 
 std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, BuildFn fn, void* build) {
+  const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Flight> flight;
   {
     std::unique_lock lock(mutex_);
@@ -45,17 +67,22 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       if (slot.program) {
         lru_.splice(lru_.begin(), lru_, slot.lru);
         ++stats_.hits;
+        std::shared_ptr<const Program> program = slot.program;
+        lock.unlock();
         if (debug_level() >= 1) [[unlikely]]
-          logger().info("kernel cache hit {}", key.to_hex());
-        return slot.program;
+          logger().info("kernel cache: memory hit {} ({}) in {:.3f} ms", key.to_hex(), program->spec().display_name(),
+                        ms_since(start));
+        return program;
       }
       ++stats_.coalesced;
       auto result = slot.flight->result;
       lock.unlock();
-      if (debug_level() >= 1) [[unlikely]]
-        logger().info("kernel cache hit {} (waiting for the build in progress)", key.to_hex());
       try {
-        return result.get();
+        std::shared_ptr<const Program> program = result.get();
+        if (debug_level() >= 1) [[unlikely]]
+          logger().info("kernel cache: memory hit {} ({}) in {:.1f} ms, waiting for another thread's build",
+                        key.to_hex(), program->spec().display_name(), ms_since(start));
+        return program;
       } catch (const Error& e) {
         // A copy of its own for each waiter (see the builder's catch below).
         throw Error(e.kind(), e.what());
@@ -66,8 +93,9 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
     ++stats_.misses;
   }
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto build_start = std::chrono::steady_clock::now();
   std::shared_ptr<const Program> program;
+  detail::take_build_source();  // start over: a build that does not say otherwise compiled
   try {
     program = fn(build);
     if (!program) throw make_error(ErrorKind::Internal, "kernel cache: a build returned no program");
@@ -76,7 +104,7 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       std::lock_guard lock(mutex_);
       slots_.erase(key);
       ++stats_.failures;
-      stats_.build_time += std::chrono::steady_clock::now() - start;
+      stats_.build_time += std::chrono::steady_clock::now() - build_start;
     }
     // Waiters get a separate exception object from the one this thread
     // rethrows, and copy it again before throwing: no two threads then share
@@ -103,7 +131,7 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
     slot.flight.reset();
     lru_.push_front(key);
     slot.lru = lru_.begin();
-    stats_.build_time += std::chrono::steady_clock::now() - start;
+    stats_.build_time += std::chrono::steady_clock::now() - build_start;
     while (lru_.size() > capacity_) {
       auto victim = slots_.find(lru_.back());
       evicted.push_back(std::move(victim->second.program));
@@ -112,9 +140,11 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       ++stats_.evictions;
     }
   }
-  if (debug_level() >= 1) [[unlikely]]
-    logger().info("kernel cache miss {} ({}): built in {:.1f} ms", key.to_hex(), program->spec().display_name(),
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  if (debug_level() >= 1) [[unlikely]] {
+    const bool from_disk = detail::take_build_source() == detail::BuildSource::DiskCache;
+    logger().info("kernel cache: {} {} ({}) in {:.1f} ms", from_disk ? "disk hit, loaded" : "compiled", key.to_hex(),
+                  program->spec().display_name(), ms_since(build_start));
+  }
   flight->promise.set_value(program);
   return program;
 }

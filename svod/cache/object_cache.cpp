@@ -1,6 +1,7 @@
 #include "svod/cache/object_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "svod/base/env.h"
@@ -116,14 +118,30 @@ bool read_all(int fd, iovec* iov, int count) {
   return true;
 }
 
+// Whether the process that named temporary file `p` (".<key>.<pid>.<n>.tmp")
+// is gone. A pid that is alive, or that another process reuses, keeps the
+// file until it is stale by age.
+bool writer_gone(const fs::path& p) {
+  const std::string name = p.filename().string();
+  const size_t key_end = name.find('.', 1);
+  const size_t pid_end = key_end == std::string::npos ? key_end : name.find('.', key_end + 1);
+  if (pid_end == std::string::npos) return false;
+  const std::string digits = name.substr(key_end + 1, pid_end - key_end - 1);
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), is_digit)) return false;
+  const auto pid = static_cast<pid_t>(std::stol(digits));
+  if (pid <= 0 || pid == ::getpid()) return false;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 struct ScannedEntry {
   fs::path path;
   uint64_t size;
   fs::file_time_type mtime;
 };
 
-// Entries in `dir`; removes stale temporaries on the way. Errors end the
-// scan early: eviction is best effort.
+// Entries in `dir`; removes temporaries of dead or long-gone writers on the
+// way. Errors end the scan early: eviction is best effort.
 std::vector<ScannedEntry> scan(const fs::path& dir) {
   std::vector<ScannedEntry> entries;
   std::error_code ec;
@@ -137,7 +155,7 @@ std::vector<ScannedEntry> scan(const fs::path& dir) {
       if (!entry_ec) entries.push_back({p, size, mtime});
     } else if (is_temp(p)) {
       auto mtime = it->last_write_time(entry_ec);
-      if (!entry_ec && now - mtime > kStaleTemp) fs::remove(p, entry_ec);
+      if (writer_gone(p) || (!entry_ec && now - mtime > kStaleTemp)) fs::remove(p, entry_ec);
     }
   }
   return entries;
@@ -273,6 +291,9 @@ void ObjectCache::put(const Hash128& key, const Artifact& artifact) {
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temp_path.c_str());
+    // ENOENT: a process that could not see this one alive (another pid
+    // namespace) took the file for a dead writer's. Only this entry is lost.
+    if (error == ENOENT) return;
     return disable_writes("publish an entry", error);
   }
   writes_.fetch_add(1, std::memory_order_relaxed);
@@ -384,6 +405,15 @@ void set_object_cache(std::shared_ptr<ObjectCache> cache) {
   g.chosen = true;
 }
 
+namespace {
+// How the builds on this thread since the last take_build_source() got their Program.
+thread_local detail::BuildSource build_source = detail::BuildSource::Compiled;
+}  // namespace
+
+detail::BuildSource detail::take_build_source() noexcept {
+  return std::exchange(build_source, BuildSource::Compiled);
+}
+
 std::shared_ptr<const Program> load_or_compile(
     ObjectCache* objects, const Compiler& compiler, const ProgramSpec& spec,
     const std::function<std::shared_ptr<const Program>(const Artifact&)>& load) {
@@ -391,7 +421,9 @@ std::shared_ptr<const Program> load_or_compile(
   const Hash128 key = object_key(spec, compiler.identity());
   if (auto stored = objects->get(key)) {
     try {
-      return load(*stored);
+      auto program = load(*stored);
+      build_source = detail::BuildSource::DiskCache;
+      return program;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Load && e.kind() != ErrorKind::UndefinedSymbol) throw;
       // The bytes passed the digest, so they are what some compiler wrote;

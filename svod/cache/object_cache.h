@@ -12,6 +12,12 @@
 // exceeded the least recently used entries go first, down to 90% of the budget
 // so that a full cache does not rescan the directory on every write.
 //
+// A writer killed mid-write leaves only its temporary file
+// (`.<key>.<pid>.<n>.tmp`), never a partial entry. Every scan of the
+// directory (a process's first write, eviction, usage(), clear()) removes
+// temporary files whose writing process no longer exists, and any older than
+// an hour (a writer in another pid namespace or on another machine).
+//
 // Failing to create or write the directory (read-only or full disk) turns
 // writing off for the rest of the process with a single warning; compiles
 // keep working, uncached.
@@ -114,5 +120,14 @@ void set_object_cache(std::shared_ptr<ObjectCache> cache);
 std::shared_ptr<const Program> load_or_compile(
     ObjectCache* objects, const Compiler& compiler, const ProgramSpec& spec,
     const std::function<std::shared_ptr<const Program>(const Artifact&)>& load);
+
+namespace detail {
+// Where the builds on the calling thread got their Program: DiskCache once
+// load_or_compile has loaded a stored object, else Compiled. The kernel
+// cache takes it (which starts it over) around each build, to report disk
+// hits and compiles apart under SVOD_DEBUG.
+enum class BuildSource { Compiled, DiskCache };
+BuildSource take_build_source() noexcept;
+}  // namespace detail
 
 }  // namespace svod

@@ -1,9 +1,17 @@
 #include "svod/device/buffer.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <new>
+#include <string>
+#include <string_view>
 
 #include "svod/base/error.h"
 #include "svod/device/device.h"
@@ -17,19 +25,76 @@ Storage::Storage(Device& device, size_t bytes, void* host_data)
     : host_data_(host_data), device_(&device), bytes_(bytes), id_(next_storage_id++) {}
 Storage::~Storage() = default;
 
+namespace {
+
+// A "<key>: <n> kB" line of /proc/meminfo, in bytes; 0 when absent.
+uint64_t meminfo_bytes(const std::string& text, std::string_view key) {
+  const std::string line = "\n" + std::string(key) + ":";
+  const size_t at = ("\n" + text).find(line);  // at is then the line's start in text
+  if (at == std::string::npos) return 0;
+  return std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
+}
+
+std::string read_small_file(const char* path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string size_text(uint64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
+
+}  // namespace
+
+uint64_t host_memory_limit() noexcept {
+  static const uint64_t limit = [] {
+    try {
+      const std::string meminfo = read_small_file("/proc/meminfo");
+      uint64_t total = meminfo_bytes(meminfo, "MemTotal") + meminfo_bytes(meminfo, "SwapTotal");
+      if (total == 0) total = UINT64_MAX;  // no /proc: leave the decision to the allocator
+      // cgroup v2: "max" or a byte count.
+      const std::string cgroup = read_small_file("/sys/fs/cgroup/memory.max");
+      if (!cgroup.empty() && cgroup[0] >= '0' && cgroup[0] <= '9') {
+        total = std::min<uint64_t>(total, std::strtoull(cgroup.c_str(), nullptr, 10));
+      }
+      return total;
+    } catch (...) {
+      return UINT64_MAX;
+    }
+  }();
+  return limit;
+}
+
 HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) {
+  const uint64_t limit = host_memory_limit();
+  if (bytes > limit) {
+    throw make_error(ErrorKind::Unsupported,
+                     "a host buffer of {} bytes ({}) is more than this machine can give: {} bytes ({}) available "
+                     "(RAM plus swap, or the cgroup memory limit when lower)",
+                     bytes, size_text(bytes), limit, size_text(limit));
+  }
+  if (bytes >= kMapThreshold) {
+    // Page-aligned, so 64-byte aligned; zero pages appear on first touch.
+    void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED)
+      throw make_error(ErrorKind::Execution, "out of host memory allocating {} bytes ({}) on {}: {}", bytes,
+                       size_text(bytes), device.name(), std::strerror(errno));
+    mapped_bytes_ = bytes;
+    set_host_data(data);
+    return;
+  }
   // aligned_alloc needs a size that is a multiple of the alignment; a zero-byte
   // buffer still gets a distinct address.
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded < bytes) throw make_error(ErrorKind::Validation, "host buffer of {} bytes is too large", bytes);
-  void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr)
     throw make_error(ErrorKind::Execution, "out of host memory allocating {} bytes on {}", bytes, device.name());
-  std::memset(data, 0, rounded == 0 ? kAlignment : rounded);
+  std::memset(data, 0, rounded);
   set_host_data(data);
 }
 
-HostStorage::~HostStorage() { std::free(host_data()); }
+HostStorage::~HostStorage() {
+  if (mapped_bytes_ != 0) ::munmap(host_data(), mapped_bytes_);
+  else std::free(host_data());
+}
 
 Buffer::Buffer(std::shared_ptr<Storage> storage, DType dtype, size_t byte_offset, size_t bytes)
     : storage_(std::move(storage)), dtype_(dtype), offset_(byte_offset), bytes_(bytes) {

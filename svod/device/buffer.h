@@ -39,13 +39,28 @@ class Storage {
   uint64_t id_;
 };
 
-// Host memory: 64-byte aligned, zero-filled.
+// Host memory: 64-byte aligned, zero-filled. Allocations from
+// kMapThreshold bytes up are anonymous mappings, which the kernel zeroes a
+// page at a time on first touch: a large buffer of which a kernel uses a
+// little costs only the pages it uses, and making it writes nothing. A
+// request above host_memory_limit() is refused up front (Error Unsupported,
+// with the size asked for and the memory available) instead of failing
+// later, page by page, in the OOM killer.
 class HostStorage final : public Storage {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kMapThreshold = size_t{1} << 20;
   HostStorage(Device& device, size_t bytes);
   ~HostStorage() override;
+
+ private:
+  size_t mapped_bytes_ = 0;  // nonzero when the memory is a mapping of this size
 };
+
+// The most memory the machine can give to one host buffer: physical RAM plus
+// swap, lowered to this process's cgroup memory limit when it has one. Read
+// once per process.
+uint64_t host_memory_limit() noexcept;
 
 class Buffer {
  public:

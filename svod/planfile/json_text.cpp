@@ -1,6 +1,12 @@
 #include "svod/planfile/json_text.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "svod/base/error.h"
 
 namespace svod::detail {
 
@@ -23,6 +29,28 @@ bool is_variable_name(std::string_view s) {
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
   if (s.empty() || !alpha(s[0]) || s == "min" || s == "max") return false;
   return std::all_of(s.begin(), s.end(), [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
+}
+
+std::string read_format_file(const std::filesystem::path& path, std::string_view what, uintmax_t max_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!ec && fs::exists(status)) {
+    if (!fs::is_regular_file(status)) {
+      throw make_error(ErrorKind::Validation, "{}: the {} is not a regular file", path.string(), what);
+    }
+    const uintmax_t size = fs::file_size(path, ec);
+    if (!ec && size > max_bytes) {
+      throw make_error(ErrorKind::Validation, "{}: the {} has {} bytes, more than the {} MiB a {} may have",
+                       path.string(), what, size, max_bytes >> 20, what);
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw make_error(ErrorKind::Io, "{}: cannot open the {}: {}", path.string(), what, std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) throw make_error(ErrorKind::Io, "{}: cannot read the {}", path.string(), what);
+  return text.str();
 }
 
 }  // namespace svod::detail

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace svod::detail {
@@ -14,5 +17,12 @@ std::string_view json_type_name(const nlohmann::ordered_json& j);
 // Whether `s` can name a variable in launch expressions (see expr.h):
 // [A-Za-z_][A-Za-z0-9_]*, and not the function names min or max.
 bool is_variable_name(std::string_view s);
+
+// The contents of a file the format names (`what`: "plan file", "tune file",
+// "source file"), refusing what is not a regular file (a fifo or /dev/zero
+// would never end) or is larger than `max_bytes`: Error(Validation) with
+// `path` in the message. Error(Io) when it cannot be opened or read.
+std::string read_format_file(const std::filesystem::path& path, std::string_view what,
+                             uintmax_t max_bytes = uintmax_t{64} << 20);
 
 }  // namespace svod::detail

@@ -1,4 +1,4 @@
-// Plan files (PLAN_FORMAT.md, version 1): buffers, programs and the
+// Plan files (docs/PLAN_FORMAT.md, version 1): buffers, programs and the
 // operations over them as JSON, so kernels can be run, checked, timed and
 // profiled without writing C++.
 //

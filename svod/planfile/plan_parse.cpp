@@ -2,12 +2,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "svod/base/error.h"
 #include "svod/planfile/json_text.h"
@@ -366,14 +363,11 @@ class Parser {
       spec.source = str(*source, child(path, "source"));
     } else {
       const fs::path file = file_path(*source_file, child(path, "source_file"));
-      std::ifstream in(file, std::ios::binary);
-      std::stringstream text;
-      text << in.rdbuf();
-      if (!in) {
-        throw make_error(ErrorKind::Io, "{}: {}: cannot read \"{}\"", file_.source_name,
-                         child(path, "source_file"), file.string());
+      try {
+        spec.source = detail::read_format_file(file, "source file");
+      } catch (const Error& e) {
+        throw make_error(e.kind(), "{}: {}: {}", file_.source_name, child(path, "source_file"), e.what());
       }
-      spec.source = text.str();
     }
     spec.entry = name(need(p, path, "entry"), child(path, "entry"));
 
@@ -661,14 +655,10 @@ PlanFileProgram parse_program_text(std::string_view json_text, const std::filesy
 }
 
 PlanFile parse_plan_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw make_error(ErrorKind::Io, "{}: cannot open the plan file: {}", path.string(), std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw make_error(ErrorKind::Io, "{}: cannot read the plan file", path.string());
+  const std::string text = detail::read_format_file(path, "plan file");
   fs::path folder = path.parent_path();
   if (folder.empty()) folder = ".";
-  return parse_plan_text(text.str(), folder, path.string());
+  return parse_plan_text(text, folder, path.string());
 }
 
 }  // namespace svod

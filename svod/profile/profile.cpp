@@ -99,6 +99,14 @@ std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKer
   }
 }
 
+void merge(DurationSummary& into, const DurationSummary& from) {
+  if (from.count == 0) return;
+  into.min_ns = into.count == 0 ? from.min_ns : std::min(into.min_ns, from.min_ns);
+  into.max_ns = into.count == 0 ? from.max_ns : std::max(into.max_ns, from.max_ns);
+  into.count += from.count;
+  into.total_ns += from.total_ns;
+}
+
 double median_of(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -120,23 +128,31 @@ std::vector<KernelProfile> rows_for(const PlanProfile& profile, const std::vecto
     std::vector<double> times;
     double flops = 0, bytes = 0;
     bool have_flops = true, have_bytes = true;
+    DurationSummary all;  // the folded runs and the kept ones
     for (size_t op : group) {
       const OpDescription& d = profile.ops[op];
       have_flops = have_flops && d.flops.has_value();
       have_bytes = have_bytes && d.bytes.has_value();
+      if (op < profile.earlier_ops.size()) {
+        const DurationSummary& earlier = profile.earlier_ops[op];
+        merge(all, earlier);
+        if (d.flops) flops += *d.flops * static_cast<double>(earlier.count);
+        if (d.bytes) bytes += *d.bytes * static_cast<double>(earlier.count);
+      }
       for (const auto& run : profile.runs) {
         const OpSpan& span = run.ops[op];
         if (!span.ran()) continue;
+        all.add(span.end_ns - span.start_ns);
         times.push_back(static_cast<double>(span.end_ns - span.start_ns) / 1e3);
         if (d.flops) flops += *d.flops;
         if (d.bytes) bytes += *d.bytes;
       }
     }
-    row.calls = times.size();
-    for (double t : times) row.total_us += t;
-    if (!times.empty()) {
-      row.min_us = *std::min_element(times.begin(), times.end());
-      row.max_us = *std::max_element(times.begin(), times.end());
+    row.calls = all.count;
+    row.total_us = static_cast<double>(all.total_ns) / 1e3;
+    if (all.count > 0) {
+      row.min_us = static_cast<double>(all.min_ns) / 1e3;
+      row.max_us = static_cast<double>(all.max_ns) / 1e3;
       row.median_us = median_of(times);
     }
     if (row.total_us > 0 && row.calls > 0) {
@@ -201,9 +217,28 @@ std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
   return ops;
 }
 
-Profiler::Profiler(const ExecutionPlan& plan) : Profiler(describe_ops(plan)) {}
+void DurationSummary::add(int64_t ns) noexcept {
+  min_ns = count == 0 ? ns : std::min(min_ns, ns);
+  max_ns = count == 0 ? ns : std::max(max_ns, ns);
+  ++count;
+  total_ns += ns;
+}
 
-Profiler::Profiler(std::vector<OpDescription> ops) {
+RunTimes run_times(const PlanProfile& profile) {
+  DurationSummary all = profile.earlier_run_times;
+  std::vector<double> kept;
+  kept.reserve(profile.runs.size());
+  for (const auto& run : profile.runs) {
+    all.add(run.end_ns - run.start_ns);
+    kept.push_back(static_cast<double>(run.end_ns - run.start_ns) / 1e3);
+  }
+  return RunTimes{all.count, static_cast<double>(all.min_ns) / 1e3, median_of(std::move(kept)),
+                  static_cast<double>(all.max_ns) / 1e3};
+}
+
+Profiler::Profiler(const ExecutionPlan& plan, size_t keep_runs) : Profiler(describe_ops(plan), keep_runs) {}
+
+Profiler::Profiler(std::vector<OpDescription> ops, size_t keep_runs) : keep_runs_(std::max<size_t>(keep_runs, 1)) {
   const std::optional<double> rate = tsc_ns_per_tick();
   use_tsc_ = rate.has_value();
   ns_per_tick_ = rate.value_or(1.0);
@@ -233,6 +268,23 @@ void Profiler::end_run() {
   run.ops.reserve(current_.ops.size());
   for (const OpSpan& span : current_.ops) run.ops.push_back(OpSpan{to_ns(span.start_ns), to_ns(span.end_ns), span.thread});
   profile_.runs.push_back(std::move(run));
+  if (profile_.runs.size() >= 2 * keep_runs_) fold_oldest_runs();
+}
+
+// Folds keep_runs_ runs at a time, so the cost per run stays constant and the
+// vector's capacity is reused.
+void Profiler::fold_oldest_runs() {
+  PlanProfile& p = profile_;
+  p.earlier_ops.resize(p.ops.size());
+  for (size_t r = 0; r < keep_runs_; ++r) {
+    const RunProfile& run = p.runs[r];
+    p.earlier_run_times.add(run.end_ns - run.start_ns);
+    for (size_t op = 0; op < run.ops.size(); ++op) {
+      if (run.ops[op].ran()) p.earlier_ops[op].add(run.ops[op].end_ns - run.ops[op].start_ns);
+    }
+  }
+  p.runs.erase(p.runs.begin(), p.runs.begin() + static_cast<std::ptrdiff_t>(keep_runs_));
+  p.earlier_runs += keep_runs_;
 }
 
 void Profiler::execute(ExecutionPlan& plan, ExecuteOptions options) {
@@ -306,8 +358,9 @@ std::string chrome_trace(const PlanProfile& profile) {
 
   auto us = [](int64_t ns) { return static_cast<double>(ns) / 1e3; };
   Json events = Json::array();
-  for (size_t r = 0; r < profile.runs.size(); ++r) {
-    const RunProfile& run = profile.runs[r];
+  for (size_t kept = 0; kept < profile.runs.size(); ++kept) {
+    const RunProfile& run = profile.runs[kept];
+    const uint64_t r = profile.earlier_runs + kept;
     events.push_back({{"name", fmt::format("execute #{}", r)}, {"cat", "plan"}, {"ph", "X"}, {"pid", 1}, {"tid", 0},
                       {"ts", us(run.start_ns)}, {"dur", us(run.end_ns - run.start_ns)}, {"args", {{"run", r}}}});
     for (size_t op = 0; op < run.ops.size(); ++op) {
@@ -349,13 +402,10 @@ void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path&
 }
 
 std::string profile_json(const PlanProfile& profile) {
-  std::vector<double> runs;
-  for (const auto& run : profile.runs) runs.push_back(static_cast<double>(run.end_ns - run.start_ns) / 1e3);
+  const RunTimes times = run_times(profile);
   Json j;
-  j["runs"] = runs.size();
-  j["run_us"] = {{"min", runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end())},
-                 {"median", median_of(runs)},
-                 {"max", runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end())}};
+  j["runs"] = times.runs;
+  j["run_us"] = {{"min", times.min_us}, {"median", times.median_us}, {"max", times.max_us}};
   Json kernels = Json::array();
   for (const auto& row : aggregate(profile)) kernels.push_back(row_json(row));
   j["kernels"] = std::move(kernels);

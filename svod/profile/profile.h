@@ -55,10 +55,39 @@ struct RunProfile {
   std::vector<OpSpan> ops;
 };
 
+// Count, sum and extremes of some durations, in nanoseconds.
+struct DurationSummary {
+  uint64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  void add(int64_t ns) noexcept;
+};
+
+// What a Profiler recorded. `runs` holds the most recent runs in full, oldest
+// first; a Profiler keeps at most 2 × its keep_runs of them, so a plan run a
+// million times uses bounded memory. Runs it let go of are folded into the
+// `earlier_*` summaries: calls, totals, minimums and maximums cover every run,
+// medians and traces the runs kept.
 struct PlanProfile {
   std::vector<OpDescription> ops;
   std::vector<RunProfile> runs;
+  uint64_t earlier_runs = 0;                 // runs folded into the summaries below
+  DurationSummary earlier_run_times;         // their whole-run times
+  std::vector<DurationSummary> earlier_ops;  // per op: its spans in those runs that ran (empty: none)
+
+  uint64_t run_count() const noexcept { return earlier_runs + runs.size(); }
 };
+
+// Whole-run times over every run, in microseconds; the median is over the
+// runs kept.
+struct RunTimes {
+  uint64_t runs = 0;
+  double min_us = 0;
+  double median_us = 0;
+  double max_us = 0;
+};
+RunTimes run_times(const PlanProfile& profile);
 
 // Every call of one kernel (ops that share name, kind and device) over all
 // runs. Times are microseconds per call; the rates divide the work of all
@@ -86,11 +115,14 @@ std::vector<OpDescription> describe_ops(const ExecutionPlan& plan);
 // Collects RunProfiles. Between begin_run() and end_run() exactly one
 // execution of the described plan may report to it (each op then has one
 // writer: its own slot); end_run() keeps that run. Observing costs two
-// clock reads and two stores per op.
+// clock reads and two stores per op. Once 2 × keep_runs runs are kept, the
+// oldest keep_runs are folded into the profile's summaries (PlanProfile).
 class Profiler final : public PlanObserver {
  public:
-  explicit Profiler(const ExecutionPlan& plan);
-  explicit Profiler(std::vector<OpDescription> ops);
+  static constexpr size_t kDefaultKeepRuns = 10000;
+
+  explicit Profiler(const ExecutionPlan& plan, size_t keep_runs = kDefaultKeepRuns);
+  explicit Profiler(std::vector<OpDescription> ops, size_t keep_runs = kDefaultKeepRuns);
 
   void begin_run();
   void end_run();
@@ -106,15 +138,18 @@ class Profiler final : public PlanObserver {
 
  private:
   int64_t ticks() const noexcept;
+  void fold_oldest_runs();
 
   PlanProfile profile_;
+  size_t keep_runs_;
   RunProfile current_;  // in ticks until end_run() converts it
   bool use_tsc_;
   double ns_per_tick_;
   int64_t origin_ticks_;
 };
 
-// Per kernel over every run, sorted by total time (largest first).
+// Per kernel over every run, sorted by total time (largest first); medians
+// over the runs kept.
 std::vector<KernelProfile> aggregate(const PlanProfile& profile);
 // Per op (in op order) over every run: each op is its own row, named by label.
 std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile);
@@ -126,12 +161,13 @@ std::string render_table(const std::vector<KernelProfile>& rows, std::string_vie
 // The Chrome trace event format: "X" events per op per run (named by the
 // kernel, args: run, op, id, label, kind, device, buffers, flops, bytes) and
 // per run (category "plan"), on one process per device with one track per
-// thread, named through "M" metadata events.
+// thread, named through "M" metadata events. Only the runs kept are traced;
+// "run" numbers count the runs folded away too.
 std::string chrome_trace(const PlanProfile& profile);
 // Writes chrome_trace() to `path`; throws Error(Io) when it cannot.
 void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path& path);
 
-// JSON for scripts: {"runs": N, "run_us": {min, median, max}, "kernels":
+// JSON for scripts: {"runs": N (every run), "run_us": {min, median, max}, "kernels":
 // [aggregate() rows], "ops": [aggregate_ops() rows with op index and id]}.
 std::string profile_json(const PlanProfile& profile);
 

@@ -4,11 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "svod/base/error.h"
 #include "svod/planfile/json_text.h"
@@ -292,18 +289,14 @@ std::string TuneFile::describe(const TunePoint& point) const {
 }
 
 TuneFile parse_tune_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw make_error(ErrorKind::Io, "{}: cannot open the tune file: {}", path.string(), std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw make_error(ErrorKind::Io, "{}: cannot read the tune file", path.string());
+  const std::string text = detail::read_format_file(path, "tune file");
   TuneFile file;
   file.source_name = path.string();
   file.path = fs::absolute(path);
   file.benchmark.min_total = std::chrono::milliseconds(20);
   file.benchmark.max_runs = 50;
   file.search.min_gain = 0.02;
-  Parser(file).parse(text.str());
+  Parser(file).parse(text);
   return file;
 }
 

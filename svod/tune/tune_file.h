@@ -1,4 +1,4 @@
-// Tune files (`svod tune TUNE.json`): which op of a plan file to tune, and
+// Tune files (`svod tune TUNE.json`, docs/TUNE_FORMAT.md): which op of a plan file to tune, and
 // the parameters to try, each with its candidate values.
 //
 //   {

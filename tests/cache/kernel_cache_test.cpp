@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "svod/base/error.h"
+#include "svod/base/subprocess.h"
 #include "svod/cache/cache_key.h"
 #include "tests/cache/cache_test_support.h"
 
@@ -172,6 +174,37 @@ TEST_F(KernelCacheTest, DevicesDoNotShareProgramsButEachReusesItsOwn) {
   EXPECT_EQ(&mine->device(), device.get());
   EXPECT_EQ(&theirs->device(), other.get());
   EXPECT_EQ(other->compile(spec), theirs);
+}
+
+// Compiles one spec twice; the second request is a memory hit. Run alone with
+// SVOD_DEBUG=1 by the next test, which reads what it logs.
+TEST_F(KernelCacheTest, ASecondRequestIsAMemoryHit) {
+  const ProgramSpec spec = add_kernel(5, "memory-hit");
+  const uint64_t hits = kernel_cache().stats().hits;
+  auto first = device->compile(spec);
+  EXPECT_EQ(device->compile(spec), first);
+  EXPECT_EQ(kernel_cache().stats().hits, hits + 1);
+  EXPECT_EQ(compiler->compiles(), 1);
+}
+
+TEST(KernelCacheDebug, ReportsACompileThenAMemoryHitWithTheirTimes) {
+  // SVOD_DEBUG is read once per process: run the test above in a fresh one.
+  std::error_code no_link;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", no_link);
+  ASSERT_FALSE(no_link);
+  test::ScopedEnv debug("SVOD_DEBUG", "1");
+  const ProcessResult r = run_process(
+      {self.string(), "--gtest_filter=KernelCacheTest.ASecondRequestIsAMemoryHit"}, "", std::chrono::seconds(60));
+  ASSERT_TRUE(r.ok()) << r.out << r.err;
+  const size_t compiled = r.err.find("svod: kernel cache: compiled ");
+  const size_t hit = r.err.find("svod: kernel cache: memory hit ");
+  ASSERT_NE(compiled, std::string::npos) << r.err;
+  ASSERT_NE(hit, std::string::npos) << r.err;
+  EXPECT_LT(compiled, hit) << r.err;
+  const std::string hit_line = r.err.substr(hit, r.err.find('\n', hit) - hit);
+  EXPECT_NE(hit_line.find("(add_step) in "), std::string::npos) << hit_line;
+  EXPECT_NE(hit_line.find(" ms"), std::string::npos) << hit_line;
+  EXPECT_EQ(r.err.find("disk hit"), std::string::npos) << r.err;  // the object cache is off
 }
 
 TEST(KernelKeyTest, EveryFieldOfTheSpecCounts) {

@@ -12,6 +12,7 @@
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "tests/planfile/temp_dir.h"
+#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
@@ -370,7 +371,9 @@ TEST(PlanFile, InvalidPlansNameTheField) {
       {"two sources", [](Json& j) { j["programs"]["add"]["source_file"] = "add.c"; }, K::Validation,
        "programs.add: give either \"source\" or \"source_file\""},
       {"source file", [](Json& j) { j["programs"]["add"].erase("source"); j["programs"]["add"]["source_file"] = "none.c"; },
-       K::Io, "programs.add.source_file: cannot read"},
+       K::Io, "none.c: cannot open the source file"},
+      {"source device", [](Json& j) { j["programs"]["add"].erase("source"); j["programs"]["add"]["source_file"] = "/dev/zero"; },
+       K::Validation, "programs.add.source_file: /dev/zero: the source file is not a regular file"},
       {"no entry", [](Json& j) { j["programs"]["add"].erase("entry"); }, K::Validation,
        "programs.add: missing field \"entry\""},
       {"access", [](Json& j) { j["programs"]["add"]["buffers"][0]["access"] = "rw"; }, K::Validation,
@@ -513,6 +516,10 @@ TEST(PlanFile, BadJsonAndMissingFiles) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);
     EXPECT_NE(std::string(e.what()).find("absent.json: cannot open the plan file"), std::string::npos) << e.what();
   }
+  // A device would never end: refused before reading.
+  const Error e = test::expect_error([] { parse_plan_file("/dev/zero"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("/dev/zero: the plan file is not a regular file"), std::string::npos) << e.what();
 }
 
 }  // namespace

@@ -106,6 +106,41 @@ TEST(Profile, ProfilerRecordsEveryOpOfEveryRun) {
   }
 }
 
+TEST(Profile, LongRunsKeepBoundedRecordsButCountEveryRun) {
+  constexpr size_t kKeep = 3;
+  Profiler profiler({op("a", 1, 1), op("b", 1, 1)}, kKeep);
+  constexpr int kRuns = 20;
+  for (int r = 0; r < kRuns; ++r) {
+    profiler.begin_run();
+    profiler.op_started(0);
+    profiler.op_finished(0);
+    if (r % 2 == 0) {  // b runs in every other run
+      profiler.op_started(1);
+      profiler.op_finished(1);
+    }
+    profiler.end_run();
+    EXPECT_LT(profiler.profile().runs.size(), 2 * kKeep);
+  }
+  const PlanProfile& p = profiler.profile();
+  EXPECT_EQ(p.run_count(), uint64_t{kRuns});
+  EXPECT_GE(p.runs.size(), kKeep);
+  const auto rows = aggregate_ops(p);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].calls, size_t{kRuns});
+  EXPECT_EQ(rows[1].calls, size_t{kRuns / 2});
+  EXPECT_LE(rows[0].min_us, rows[0].median_us);
+  EXPECT_LE(rows[0].median_us, rows[0].max_us);
+  const RunTimes times = run_times(p);
+  EXPECT_EQ(times.runs, uint64_t{kRuns});
+  EXPECT_LE(times.min_us, times.median_us);
+  EXPECT_LE(times.median_us, times.max_us);
+  EXPECT_EQ(nlohmann::json::parse(profile_json(p))["runs"], kRuns);
+  // The trace numbers the kept runs as the whole sequence does.
+  const std::string trace = chrome_trace(p);
+  EXPECT_NE(trace.find(fmt::format("execute #{}", kRuns - 1)), std::string::npos);
+  EXPECT_EQ(trace.find("execute #0\""), std::string::npos);
+}
+
 // out[0] after `iters` dependent multiply-adds: about 2 ms at 1.5M iterations.
 std::shared_ptr<const Program> busy_kernel() {
   ProgramSpec spec = test::c_kernel("busy",
@@ -241,9 +276,11 @@ class SvodDebug : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // stderr of `svod run` with SVOD_DEBUG=level and a fresh object cache.
-  std::string run_at(int level) {
-    const auto cache = dir_ / fmt::format("cache-{}", level);
+  // stderr of `svod run` with SVOD_DEBUG=level and the object cache in `cache_name`
+  // (by default a fresh one per level).
+  std::string run_at(int level, std::string cache_name = {}) {
+    if (cache_name.empty()) cache_name = fmt::format("cache-{}", level);
+    const auto cache = dir_ / cache_name;
     const auto err = dir_ / "stderr.txt";
     const std::string command = fmt::format(
         "SVOD_DEBUG={} SVOD_CPU_BACKEND=clang SVOD_CACHE_DIR='{}' '{}' run --repeat 2 '{}' > /dev/null 2> '{}'", level,
@@ -262,10 +299,37 @@ TEST_F(SvodDebug, LevelZeroPrintsNothing) { EXPECT_EQ(run_at(0), ""); }
 TEST_F(SvodDebug, LevelOnePrintsCompilesAndCacheLookups) {
   const std::string err = run_at(1);
   EXPECT_NE(err.find("svod: compile twice backend=clang"), std::string::npos) << err;
-  EXPECT_NE(err.find("kernel cache miss"), std::string::npos) << err;
-  EXPECT_NE(err.find("(twice): built in"), std::string::npos) << err;
+  EXPECT_NE(err.find("kernel cache: compiled "), std::string::npos) << err;
+  EXPECT_NE(err.find("(twice) in "), std::string::npos) << err;
   EXPECT_EQ(err.find("launch twice"), std::string::npos) << err;
   EXPECT_EQ(err.find("source of twice"), std::string::npos) << err;
+}
+
+// The lines for program `twice` that say how the kernel cache served it.
+std::vector<std::string> cache_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (size_t at = err.find("svod: kernel cache: "); at != std::string::npos;
+       at = err.find("svod: kernel cache: ", at + 1)) {
+    lines.push_back(err.substr(at, err.find('\n', at) - at));
+  }
+  return lines;
+}
+
+TEST_F(SvodDebug, TheSecondProcessReportsADiskCacheHitNotACompile) {
+  const std::vector<std::string> first = cache_lines(run_at(1, "shared-cache"));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_NE(first[0].find("kernel cache: compiled "), std::string::npos) << first[0];
+  EXPECT_NE(first[0].find("(twice) in "), std::string::npos) << first[0];
+  EXPECT_NE(first[0].find(" ms"), std::string::npos) << first[0];
+
+  const std::string err = run_at(1, "shared-cache");
+  const std::vector<std::string> second = cache_lines(err);
+  ASSERT_EQ(second.size(), 1u) << err;
+  EXPECT_NE(second[0].find("kernel cache: disk hit, loaded "), std::string::npos) << second[0];
+  EXPECT_NE(second[0].find("(twice) in "), std::string::npos) << second[0];
+  EXPECT_NE(second[0].find(" ms"), std::string::npos) << second[0];
+  // Nothing was compiled: the clang backend logs every compile it runs.
+  EXPECT_EQ(err.find("svod: compile twice"), std::string::npos) << err;
 }
 
 TEST_F(SvodDebug, LevelTwoAddsEveryLaunchWithItsRate) {

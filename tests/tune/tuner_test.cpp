@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "svod/base/subprocess.h"
 #include "tests/planfile/temp_dir.h"
@@ -187,8 +188,10 @@ TEST_F(TunerTest, AFailingStartIsAnError) {
 TEST_F(TunerTest, CommandTunesTheExampleAndWritesJson) {
   if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
   const fs::path out = dir / "tune.json.out";
+  const fs::path plot = dir / "tune.svg";
   const ProcessResult r =
-      run_process({kSvod.string(), "tune", SVOD_SOURCE_DIR "/examples/tune_matmul/tune_small.json", "--json", out.string()},
+      run_process({kSvod.string(), "tune", SVOD_SOURCE_DIR "/examples/tune_matmul/tune_small.json", "--json", out.string(),
+                   "--plot", plot.string()},
                   "", std::chrono::minutes(5));
   ASSERT_TRUE(r.ok()) << r.out << r.err;
   EXPECT_NE(r.out.find("best: ORDER="), std::string::npos) << r.out;
@@ -197,6 +200,33 @@ TEST_F(TunerTest, CommandTunesTheExampleAndWritesJson) {
   EXPECT_EQ(json["parameters"], (nlohmann::json{"ORDER", "TJ", "SPLIT"}));
   ASSERT_GE(json["candidates"].size(), 4u);
   for (const auto& c : json["candidates"]) EXPECT_EQ(c["status"], "ok") << c.dump();
+
+  // The picture: well-formed XML with one mark per candidate, titled by its
+  // parameters, and the best path.
+  std::ifstream svg_in(plot);
+  const std::string svg{std::istreambuf_iterator<char>(svg_in), {}};
+  if (fs::exists("/usr/bin/python3")) {
+    const ProcessResult xml = run_process(
+        {"/usr/bin/python3", "-c", "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])", plot.string()}, "",
+        std::chrono::seconds(60));
+    EXPECT_TRUE(xml.ok()) << xml.err;
+  }
+  size_t marks = 0;
+  for (size_t at = svg.find("class=\"candidate\""); at != std::string::npos; at = svg.find("class=\"candidate\"", at + 1)) {
+    ++marks;
+  }
+  EXPECT_EQ(marks, json["candidates"].size());
+  for (const auto& c : json["candidates"]) {
+    std::string params;
+    for (const auto& name : json["parameters"]) {
+      const auto& value = c["params"][name.get<std::string>()];
+      params += (params.empty() ? "" : " ") + name.get<std::string>() + "=" +
+                (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    EXPECT_NE(svg.find("<title>" + params + ":"), std::string::npos) << params;
+  }
+  EXPECT_NE(svg.find("class=\"best-path\""), std::string::npos);
+  EXPECT_NE(svg.find("(best)</title>"), std::string::npos);
 }
 
 TEST_F(TunerTest, CommandRejectsABadTuneFileWithStatus2) {

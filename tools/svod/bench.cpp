@@ -8,11 +8,13 @@
 // warm-up, run counts, minimum total, optional cache flushes. Views do no
 // work and are listed only. Rates use the median: GFLOP/s and GB/s from the
 // program's flops and bytes expressions. --profile writes a Chrome trace with
-// every call of every op (one "run" per call).
+// every call of every op (one "run" per call). --plot draws a roofline of
+// this CPU (roofline.h) with every op that has flops and bytes.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -21,6 +23,8 @@
 #include "svod/tune/benchmark.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
+#include "tools/svod/roofline.h"
+#include "tools/svod/svg.h"
 
 namespace svod::cli {
 namespace {
@@ -150,7 +154,8 @@ int bench(const BenchOptions& options) {
   for (size_t i = 0; i < ops.size(); ++i) ops[i].label = loaded->op_labels[i];
 
   std::optional<Profiler> profiler;
-  if (!options.profile.empty()) profiler.emplace(ops);
+  // The trace shows every call: the runs are bounded by --max-runs per op.
+  if (!options.profile.empty()) profiler.emplace(ops, std::numeric_limits<size_t>::max() / 2);
   std::vector<OpTiming> rows;
   try {
     loaded->execute();
@@ -168,6 +173,21 @@ int bench(const BenchOptions& options) {
   print_table(rows);
   try {
     if (!options.json.empty()) write_json(options.json, rows);
+    if (!options.plot.empty()) {
+      std::vector<RooflinePoint> points;
+      std::vector<std::string> left_out;
+      for (const OpTiming& r : rows) {
+        const bool rated = r.result && r.result->stats.median > 0 && r.op->flops && r.op->bytes && *r.op->flops > 0 &&
+                           *r.op->bytes > 0;
+        if (rated) points.push_back({r.op->label, *r.op->flops / *r.op->bytes, *r.op->flops / r.result->stats.median});
+        else left_out.push_back(r.op->label);
+      }
+      const MachinePeaks peaks = machine_peaks();
+      write_svg(roofline_svg(peaks, points, fmt::format("svod bench {}: roofline of this CPU", file.source_name)),
+                options.plot);
+      fmt::print("wrote {} (peak {:.1f} GFLOP/s, {:.1f} GB/s; {} op{} without flops and bytes left out)\n", options.plot,
+                 peaks.gflops, peaks.gbps, left_out.size(), left_out.size() == 1 ? "" : "s");
+    }
     if (profiler) write_chrome_trace(profiler->profile(), options.profile);
   } catch (const Error& e) {
     return fail("bench", e);

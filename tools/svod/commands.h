@@ -11,7 +11,7 @@ int demo();
 int cache_stats();  // `svod cache stats`: the object cache's directory, entries, bytes
 int cache_clear();  // `svod cache clear`: removes every entry
 
-// `svod run PLAN.json …` (format: PLAN_FORMAT.md): exit 0 when the plan ran
+// `svod run PLAN.json …` (format: docs/PLAN_FORMAT.md): exit 0 when the plan ran
 // and every expectation held, 1 when an expectation failed, 2 when the plan
 // could not be loaded or run.
 struct RunOptions {
@@ -39,6 +39,7 @@ struct BenchOptions {
   std::string backend;
   std::string json;     // every sample, for scripts
   std::string profile;  // Chrome trace of every timed call
+  std::string plot;     // roofline SVG
 };
 int bench(const BenchOptions& options);
 
@@ -47,6 +48,7 @@ int bench(const BenchOptions& options);
 struct TuneOptions {
   std::string tune_file;
   std::string json;     // write every candidate here
+  std::string plot;     // draw the candidates' times by round here (SVG)
   std::string backend;  // as for run
 };
 int tune(const TuneOptions& options);

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
                         "library loads, else clang)");
   };
   auto add_plan = [&](CLI::App* command, std::string& plan, std::vector<std::string>& vars, std::string& backend) {
-    command->add_option("plan", plan, "the plan file (JSON, see PLAN_FORMAT.md)")->required();
+    command->add_option("plan", plan, "the plan file (JSON, see docs/PLAN_FORMAT.md)")->required();
     command->add_option("--var", vars, "set a plan variable: NAME=VALUE (repeatable)")
         ->type_size(1)
         ->allow_extra_args(false);
@@ -49,12 +49,14 @@ int main(int argc, char** argv) {
   bench->add_flag("--flush", bench_options.flush, "write 16 MiB between timed runs to evict the caches");
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
   bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
+  bench->add_option("--plot", bench_options.plot, "draw a roofline of this CPU with every op (SVG)");
 
   svod::cli::TuneOptions tune_options;
   bool tune_worker = false;
   auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
   tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)");
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
+  tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_backend(tune, tune_options.backend);
   tune->add_flag("--worker", tune_worker, "run one job of the tuner's worker (internal)")->group("");
 

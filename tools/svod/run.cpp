@@ -3,9 +3,10 @@
 //
 // Timing: a Profiler (svod/profile) observes every execution, stamping each
 // op's start and end on the thread that runs it; each execution is timed as
-// a whole by the same profiler. The tables report medians and minimums over
-// the executions; in parallel mode ops overlap, so their times do not add up
-// to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
+// a whole by the same profiler. The tables report minimums over every
+// execution and medians over the most recent ones the profiler keeps (so
+// --repeat 1000000 runs in bounded memory); in parallel mode ops overlap, so
+// their times do not add up to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
 // total time, with shares). Outputs are captured after the first execution,
 // so plans that update state in place report what one run does.
 #include <fmt/format.h>
@@ -130,12 +131,11 @@ int run(const RunOptions& options) {
 
   // Times.
   const PlanProfile& profile = profiler.profile();
-  std::vector<double> totals;
-  for (const auto& run : profile.runs) totals.push_back(static_cast<double>(run.end_ns - run.start_ns) / 1e3);
-  std::sort(totals.begin(), totals.end());
-  fmt::print("\nexecute ({}, {} run{}): median {:.1f} us, min {:.1f} us\n",
-             options.sequential ? "sequential" : "parallel", totals.size(), totals.size() == 1 ? "" : "s",
-             totals[totals.size() / 2], totals.front());
+  const RunTimes times = run_times(profile);
+  fmt::print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
+             options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
+             profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
+             times.min_us);
   if (plan.op_count() > 0) {
     fmt::print("per op (each op's own start to end, from the plan's observer hook):\n{}",
                render_table(aggregate_ops(profile), "op"));

@@ -2,6 +2,7 @@
 // (svod/tune/tune_file.h, svod/tune/tuner.h). Candidates run in worker
 // processes, which are this same binary started as `svod tune --worker`.
 //
+// --plot FILE.svg draws every candidate's time by round (tune_plot.h).
 // --json FILE writes every candidate:
 //   {"tune_file", "plan", "op", "program", "parameters": [names], "beam",
 //    "rounds", "seconds", "best": index,
@@ -24,6 +25,7 @@
 #include "svod/tune/tuner.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
+#include "tools/svod/tune_plot.h"
 
 namespace svod::cli {
 namespace {
@@ -70,6 +72,10 @@ int tune(const TuneOptions& options) {
     if (!options.json.empty()) {
       write_tune_json(file, report, options.json);
       fmt::print("wrote {}\n", options.json);
+    }
+    if (!options.plot.empty()) {
+      write_tune_svg(file, report, options.plot);
+      fmt::print("wrote {}\n", options.plot);
     }
   } catch (const Error& e) {
     return fail("tune", e);

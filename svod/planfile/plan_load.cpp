@@ -188,8 +188,13 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     if (b.view_of) continue;
     const std::string path = "buffers." + b.name;
     Device& device = devices.get(b.device, path + ".device");
-    Buffer buffer = at(file, path, [&] { return device.allocate(b.dtype, b.count); });
-    initialise(file, b, buffer);
+    Buffer buffer;
+    if (options.npy_buffer && b.init.kind == BufferInit::Kind::Npy) {
+      buffer = at(file, path + ".init.npy", [&] { return options.npy_buffer(b, device); });
+    } else {
+      buffer = at(file, path, [&] { return device.allocate(b.dtype, b.count); });
+      initialise(file, b, buffer);
+    }
     made[b.name] = buffer;
     slots[b.name] = builder.add_buffer(std::move(buffer), b.name);
   }
@@ -220,7 +225,8 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   }
   tbb::parallel_for(size_t{0}, file.programs.size(), [&](size_t i) {
     try {
-      programs[i] = program_devices[i]->compile(file.programs[i].spec);
+      programs[i] = options.build_program ? options.build_program(file.programs[i], *program_devices[i])
+                                          : program_devices[i]->compile(file.programs[i].spec);
     } catch (...) {
       failures[i] = std::current_exception();
     }
@@ -280,7 +286,11 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     }
     loaded.shape = buf.shape;
     loaded.expect = out.expect;
-    if (out.expect) loaded.expected = expected_values(file, out, buf);
+    if (out.expect && out.expect->npy && options.npy_expected) {
+      loaded.expected = at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options.npy_expected(out); });
+    } else if (out.expect) {
+      loaded.expected = expected_values(file, out, buf);
+    }
     builder.add_output(loaded.slot);
     outputs.push_back(std::move(loaded));
   }

@@ -1,4 +1,4 @@
-// `svod run PLAN.json`: load a plan file, execute it, print and check its
+// `svod run PLAN.json` (or MODEL.svodpkg): load a plan file or package, execute it, print and check its
 // outputs, time its ops and optionally write a Chrome trace.
 //
 // Timing: a Profiler (svod/profile) observes every execution, stamping each
@@ -17,6 +17,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
+#include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
 #include "tools/svod/commands.h"
@@ -51,8 +52,14 @@ int run(const RunOptions& options) {
   PlanFile file;
   try {
     select_cpu_backend(options.backend);
-    file = parse_plan_file(options.plan);
-    loaded.emplace(load_plan(file, LoadOptions{parse_vars(options.vars)}));
+    if (is_package_file(options.plan)) {
+      LoadedPackage package = load_package(options.plan, PackageLoadOptions{parse_vars(options.vars)});
+      file = std::move(package.file);
+      loaded.emplace(std::move(package.loaded));
+    } else {
+      file = parse_plan_file(options.plan);
+      loaded.emplace(load_plan(file, LoadOptions{parse_vars(options.vars)}));
+    }
   } catch (const Error& e) {
     return fail("run", e);
   }

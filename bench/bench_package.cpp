@@ -1,0 +1,73 @@
+// Ahead-of-time packages (svod/package) against plan files.
+//
+//  * ColdStart/plan and ColdStart/package: one `svod run` process of the MLP
+//    example (examples/mlp), from process start to checked output (exit 0
+//    means every expectation held). The plan gets an empty object-cache
+//    directory each time, so it compiles every program; the package runs
+//    with SVOD_CACHE=0 (nothing to compile). The ratio of the two medians is
+//    the cold-start speedup.
+//  * LoadFromMemory: load_package() of the MLP package from bytes in memory
+//    (parse, checks, digests, loading four objects, the buffers), in-process.
+// Run: build/release/bench_package --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "svod/base/subprocess.h"
+#include "svod/package/package.h"
+
+namespace svod {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kPlan = fs::path(SVOD_SOURCE_DIR) / "examples/mlp/plan.json";
+const std::string kCli = std::string(SVOD_BINARY_DIR) + "/svod";
+
+const fs::path& packaged() {
+  static const fs::path path = [] {
+    fs::path p = fs::temp_directory_path() / fmt::format("svod_bench_mlp_{}.svodpkg", ::getpid());
+    write_package(p, pack_plan(kPlan));
+    return p;
+  }();
+  return path;
+}
+
+void run_cli(benchmark::State& state, std::vector<std::string> argv) {
+  const ProcessResult r = run_process(argv, "", std::chrono::seconds(120));
+  if (!r.ok()) state.SkipWithError(("svod run failed: " + r.err).c_str());
+}
+
+void BM_ColdStartPlan(benchmark::State& state) {
+  static std::atomic<int> counter{0};
+  for (auto _ : state) {
+    state.PauseTiming();
+    const fs::path cache = fs::temp_directory_path() / fmt::format("svod_bench_cache_{}_{}", ::getpid(), counter++);
+    state.ResumeTiming();
+    run_cli(state, {"env", "SVOD_CACHE_DIR=" + cache.string(), kCli, "run", kPlan.string()});
+    state.PauseTiming();
+    fs::remove_all(cache);
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_ColdStartPlan)->Name("ColdStart/plan")->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_ColdStartPackage(benchmark::State& state) {
+  const std::string package = packaged().string();
+  for (auto _ : state) run_cli(state, {"env", "SVOD_CACHE=0", kCli, "run", package});
+}
+BENCHMARK(BM_ColdStartPackage)->Name("ColdStart/package")->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime();
+
+void BM_LoadFromMemory(benchmark::State& state) {
+  const std::vector<std::byte> bytes = pack_plan(kPlan);
+  for (auto _ : state) {
+    LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+    benchmark::DoNotOptimize(package);
+  }
+  state.counters["package_bytes"] = static_cast<double>(bytes.size());
+}
+BENCHMARK(BM_LoadFromMemory)->Name("LoadFromMemory/mlp")->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace svod

@@ -10,6 +10,8 @@
 //    (parse, checks, digests, loading four objects, the buffers), in-process.
 // Run: build/release/bench_package --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>

@@ -8,7 +8,8 @@
 //    the cold-start speedup.
 //  * LoadFromMemory: load_package() of the MLP package from bytes in memory
 //    (parse, checks, digests, loading four objects, the buffers), in-process.
-// Run: build/release/bench_package --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// Each repetition is one run (one process, one load), so the reported medians
+// are medians of single runs. Run: build/release/bench/bench_package
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -27,13 +28,19 @@ namespace fs = std::filesystem;
 const fs::path kPlan = fs::path(SVOD_SOURCE_DIR) / "examples/mlp/plan.json";
 const std::string kCli = std::string(SVOD_BINARY_DIR) + "/svod";
 
+// The MLP package in a temporary file, removed at exit.
+struct PackageFile {
+  fs::path path = fs::temp_directory_path() / fmt::format("svod_bench_mlp_{}.svodpkg", ::getpid());
+  PackageFile() { write_package(path, pack_plan(kPlan)); }
+  ~PackageFile() {
+    std::error_code ignored;
+    fs::remove(path, ignored);
+  }
+};
+
 const fs::path& packaged() {
-  static const fs::path path = [] {
-    fs::path p = fs::temp_directory_path() / fmt::format("svod_bench_mlp_{}.svodpkg", ::getpid());
-    write_package(p, pack_plan(kPlan));
-    return p;
-  }();
-  return path;
+  static const PackageFile file;
+  return file.path;
 }
 
 void run_cli(benchmark::State& state, std::vector<std::string> argv) {
@@ -53,23 +60,42 @@ void BM_ColdStartPlan(benchmark::State& state) {
     state.ResumeTiming();
   }
 }
-BENCHMARK(BM_ColdStartPlan)->Name("ColdStart/plan")->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+// One run per repetition: the medians over repetitions are the figures.
+BENCHMARK(BM_ColdStartPlan)
+    ->Name("ColdStart/plan")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->UseRealTime();
 
 void BM_ColdStartPackage(benchmark::State& state) {
   const std::string package = packaged().string();
   for (auto _ : state) run_cli(state, {"env", "SVOD_CACHE=0", kCli, "run", package});
 }
-BENCHMARK(BM_ColdStartPackage)->Name("ColdStart/package")->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime();
+BENCHMARK(BM_ColdStartPackage)
+    ->Name("ColdStart/package")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(15)
+    ->ReportAggregatesOnly(true)
+    ->UseRealTime();
 
 void BM_LoadFromMemory(benchmark::State& state) {
-  const std::vector<std::byte> bytes = pack_plan(kPlan);
+  static const std::vector<std::byte> bytes = pack_plan(kPlan);
   for (auto _ : state) {
     LoadedPackage package = load_package(std::span<const std::byte>(bytes));
     benchmark::DoNotOptimize(package);
   }
   state.counters["package_bytes"] = static_cast<double>(bytes.size());
 }
-BENCHMARK(BM_LoadFromMemory)->Name("LoadFromMemory/mlp")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LoadFromMemory)
+    ->Name("LoadFromMemory/mlp")
+    ->Unit(benchmark::kMicrosecond)
+    ->Iterations(1)
+    ->Repetitions(300)
+    ->ReportAggregatesOnly(true)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace svod

@@ -44,6 +44,13 @@ TEST(SvodPack, PackageRunsWithCompilingOffAndThePlanDoesNot) {
   ASSERT_TRUE(run.ok()) << run.err;
   EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
 
+  // No toolchain at all: no clang (SVOD_CLANG names none) and no llvm plugin.
+  const std::vector<std::string> no_toolchain = {"SVOD_CLANG=/nonexistent/clang", "SVOD_LLVM_PLUGIN=/nonexistent.so",
+                                                 "SVOD_CACHE=0"};
+  const ProcessResult bare = svod(no_toolchain, {"run", package});
+  ASSERT_TRUE(bare.ok()) << bare.err;
+  EXPECT_EQ(count(bare.out, "expect: ok"), 2u) << bare.out;
+
   const ProcessResult plan = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", kMlp});
   EXPECT_EQ(plan.exit_code, 2);
   EXPECT_NE(plan.err.find("error (unsupported)"), std::string::npos) << plan.err;

@@ -125,6 +125,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   PackageManifest manifest = read_manifest(reader.text(kManifestSection), reader.source());
   PlanFile file = parse_plan_text(reader.text(kPlanSection), folder, reader.source());
   const std::string mismatch = manifest.cpu ? cpu_mismatch(*manifest.cpu) : std::string();
+  const bool may_compile = compile_allowed();  // also checks SVOD_COMPILE's value up front
   std::atomic<size_t> compiled{0};
 
   LoadOptions load;
@@ -170,7 +171,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
       throw make_error(ErrorKind::Load, "{}: program \"{}\" is packaged as a CPU object but the plan runs it on {}",
                        reader.source(), program.name, device.name());
     if (!mismatch.empty()) {
-      if (!compile_allowed())
+      if (!may_compile)
         throw make_error(ErrorKind::Unsupported,
                          "{}: program \"{}\": the package's CPU objects cannot run here ({}), and compiling is off "
                          "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",

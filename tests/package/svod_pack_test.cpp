@@ -51,6 +51,10 @@ TEST(SvodPack, PackageRunsWithCompilingOffAndThePlanDoesNot) {
   ASSERT_TRUE(bare.ok()) << bare.err;
   EXPECT_EQ(count(bare.out, "expect: ok"), 2u) << bare.out;
 
+  const ProcessResult malformed = svod({"SVOD_COMPILE=no"}, {"run", package});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.err.find("error (validation): SVOD_COMPILE=\"no\""), std::string::npos) << malformed.err;
+
   const ProcessResult plan = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", kMlp});
   EXPECT_EQ(plan.exit_code, 2);
   EXPECT_NE(plan.err.find("error (unsupported)"), std::string::npos) << plan.err;

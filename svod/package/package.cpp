@@ -48,11 +48,19 @@ std::string self_contained_plan(const fs::path& path, const PlanFile& file) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
-  auto json = nlohmann::ordered_json::parse(text.str());  // parse_plan_file accepted it
-  for (auto& [name, program] : json["programs"].items()) {
-    if (!program.contains("source_file")) continue;
-    program.erase("source_file");
-    program["source"] = file.find_program(name)->spec.source;
+  // parse_plan_file accepted this text a moment ago; failing now means the file changed meanwhile.
+  auto json = nlohmann::ordered_json::parse(text.str(), nullptr, false);
+  if (json.is_discarded() || !json.is_object())
+    throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
+  if (auto programs = json.find("programs"); programs != json.end()) {
+    for (auto& [name, program] : programs->items()) {
+      const PlanFileProgram* parsed = file.find_program(name);
+      if (parsed == nullptr || !program.is_object())
+        throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
+      if (!program.contains("source_file")) continue;
+      program.erase("source_file");
+      program["source"] = parsed->spec.source;
+    }
   }
   return json.dump(1);
 }
@@ -134,8 +142,8 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   load.npy_buffer = [&](const PlanFileBuffer& desc, Device& device) {
     const auto data = reader.get(init_section(desc.name)).bytes;
     if (data.size() != desc.bytes())
-      throw make_error(ErrorKind::Load, "{}: section \"{}\" holds {} bytes, the buffer has {}", reader.source(),
-                       init_section(desc.name), data.size(), desc.bytes());
+      throw make_error(ErrorKind::Load, "section \"{}\" holds {} bytes, the buffer has {}", init_section(desc.name),
+                       data.size(), desc.bytes());
     if (mapping && dynamic_cast<CpuDevice*>(&device) != nullptr)
       return Buffer(std::make_shared<PackageStorage>(device, data, mapping), desc.dtype);
     Buffer buffer = device.allocate(desc.dtype, desc.count);
@@ -149,8 +157,8 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   load.npy_expected = [&](const PlanFileOutput& output) {
     const auto data = reader.get(expect_section(output.buffer)).bytes;
     if (data.size() % sizeof(double) != 0)
-      throw make_error(ErrorKind::Load, "{}: section \"{}\" holds {} bytes, not a whole number of f64 values",
-                       reader.source(), expect_section(output.buffer), data.size());
+      throw make_error(ErrorKind::Load, "section \"{}\" holds {} bytes, not a whole number of f64 values",
+                       expect_section(output.buffer), data.size());
     std::vector<double> values(data.size() / sizeof(double));
     if (!data.empty()) std::memcpy(values.data(), data.data(), data.size());
     return values;
@@ -160,22 +168,21 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     for (const auto& p : manifest.programs)
       if (p.name == program.name) entry = &p;
     if (entry == nullptr)
-      throw make_error(ErrorKind::Load, "{}: section \"manifest\": programs: no entry for program \"{}\"",
-                       reader.source(), program.name);
+      throw make_error(ErrorKind::Load, "section \"manifest\": programs: no entry for program \"{}\"", program.name);
     if (entry->artifact == PackageProgram::Artifact::Source) {
       compiled.fetch_add(1);
       return device.compile(program.spec);
     }
     auto* cpu = dynamic_cast<CpuDevice*>(&device);
     if (cpu == nullptr)
-      throw make_error(ErrorKind::Load, "{}: program \"{}\" is packaged as a CPU object but the plan runs it on {}",
-                       reader.source(), program.name, device.name());
+      throw make_error(ErrorKind::Load, "program \"{}\" is packaged as a CPU object but the plan runs it on {}",
+                       program.name, device.name());
     if (!mismatch.empty()) {
       if (!may_compile)
         throw make_error(ErrorKind::Unsupported,
-                         "{}: program \"{}\": the package's CPU objects cannot run here ({}), and compiling is off "
+                         "program \"{}\": the package's CPU objects cannot run here ({}), and compiling is off "
                          "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
-                         reader.source(), program.name, mismatch);
+                         program.name, mismatch);
       if (debug_level() >= 1)
         logger().info("{}: program \"{}\": compiling from the packaged source because the CPU objects cannot run "
                       "here: {}",

@@ -187,6 +187,20 @@ TEST(Package, NpyDataUnderViewsAndExpectations) {
   EXPECT_EQ(package.loaded.outputs[0].expected.size(), 32u);
 }
 
+TEST(Package, PlanWithoutPrograms) {
+  TempDir dir;
+  const auto plan = dir.write("plan.json", R"({"svod_plan": 1,
+    "buffers": {"x": {"dtype": "f32", "count": 4}},
+    "ops": [{"custom": "fill", "buffers": ["x"], "attrs": {"value": 0.5}}],
+    "outputs": {"x": {"expect": {"values": [0.5, 0.5, 0.5, 0.5]}}}})");
+  const auto bytes = pack_plan(plan);
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_TRUE(package.manifest.programs.empty());
+  EXPECT_FALSE(package.manifest.cpu.has_value());
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(plan));
+  expect_checks_pass(package.loaded);
+}
+
 TEST(Package, OpenClProgramsTravelAsSource) {
   try {
     open_device("CL:0");

@@ -104,8 +104,8 @@ PackageReader::PackageReader(std::span<const std::byte> bytes, std::string sourc
     return make_error(ErrorKind::Load, "{}: {}: {}", source_, part, what);
   };
   if (bytes.size() < sizeof kPackageMagic || std::memcmp(bytes.data(), kPackageMagic, sizeof kPackageMagic) != 0)
-    throw make_error(ErrorKind::Validation, "{}: header: not an svod package (the file does not start with \"SVODPKG\")",
-                     source_);
+    throw make_error(ErrorKind::Validation,
+                     "{}: header: not an svod package (the file does not start with \"SVODPKG\")", source_);
   if (bytes.size() < kHeaderSize)
     throw fail("header", fmt::format("truncated: {} bytes, the header alone has {}", bytes.size(), kHeaderSize));
   if (get_digest(bytes, kHeaderDigested) != hash_bytes(bytes.first(kHeaderDigested)))
@@ -135,8 +135,8 @@ PackageReader::PackageReader(std::span<const std::byte> bytes, std::string sourc
     const auto* raw = reinterpret_cast<const char*>(entry.data());
     const std::string name(raw, strnlen(raw, kNameField));
     const std::string part = fmt::format("section {} (\"{}\")", i, name);
-    if (name.empty() || name.size() > kPackageSectionNameMax || !all_zero(entry.subspan(name.size(), kNameField - name.size())))
-      throw fail(part, "malformed name");
+    const bool padded = all_zero(entry.subspan(name.size(), kNameField - name.size()));
+    if (name.empty() || name.size() > kPackageSectionNameMax || !padded) throw fail(part, "malformed name");
     const auto offset = get_le<uint64_t>(entry, kNameField);
     const auto size = get_le<uint64_t>(entry, kNameField + 8);
     if (offset != align_up(end) || offset > bytes.size() || size > bytes.size() - offset)
@@ -144,7 +144,8 @@ PackageReader::PackageReader(std::span<const std::byte> bytes, std::string sourc
                                    size, bytes.size()));
     if (!all_zero(bytes.subspan(end, offset - end))) throw fail(part, "padding before the section is not zero");
     const auto data = bytes.subspan(offset, size);
-    if (get_digest(entry, kNameField + 16) != hash_bytes(data)) throw fail(part, "digest mismatch (the section is corrupt)");
+    if (get_digest(entry, kNameField + 16) != hash_bytes(data))
+      throw fail(part, "digest mismatch (the section is corrupt)");
     sections_.push_back(PackageSection{name, offset, data});
     if (!names.insert(sections_.back().name).second) throw fail(part, "a second section of that name");
     end = offset + size;

@@ -287,7 +287,8 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     loaded.shape = buf.shape;
     loaded.expect = out.expect;
     if (out.expect && out.expect->npy && options.npy_expected) {
-      loaded.expected = at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options.npy_expected(out); });
+      loaded.expected =
+          at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options.npy_expected(out); });
     } else if (out.expect) {
       loaded.expected = expected_values(file, out, buf);
     }

@@ -63,7 +63,8 @@ std::map<std::string, std::vector<std::byte>> plan_outputs(const std::filesystem
 }
 
 // Rebuilds `bytes` with the manifest changed by `edit` (every other section kept).
-std::vector<std::byte> with_manifest(std::span<const std::byte> bytes, const std::function<void(nlohmann::json&)>& edit) {
+std::vector<std::byte> with_manifest(std::span<const std::byte> bytes,
+                                     const std::function<void(nlohmann::json&)>& edit) {
   const PackageReader reader(bytes, "original");
   PackageWriter writer;
   for (const auto& s : reader.sections()) {

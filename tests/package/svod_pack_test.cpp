@@ -62,6 +62,17 @@ TEST(SvodPack, PackageRunsWithCompilingOffAndThePlanDoesNot) {
   EXPECT_NE(plan.err.find("compiling is off"), std::string::npos) << plan.err;
 }
 
+TEST(SvodPack, InfoShowsThePolicyAndTheCheckedFeatures) {
+  const ProcessResult on = svod({}, {"info"});
+  ASSERT_TRUE(on.ok()) << on.err;
+  EXPECT_NE(on.out.find("compiling: allowed"), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find(fmt::format("cpu features: {} checked", known_cpu_features().size())), std::string::npos)
+      << on.out;
+  const ProcessResult off = svod({"SVOD_COMPILE=0"}, {"info"});
+  ASSERT_TRUE(off.ok()) << off.err;
+  EXPECT_NE(off.out.find("compiling: off (SVOD_COMPILE=0)"), std::string::npos) << off.out;
+}
+
 TEST(SvodPack, DamagedPackagesAndBadPlansExitTwo) {
   TempDir dir;
   const auto package = dir / "mlp.svodpkg";

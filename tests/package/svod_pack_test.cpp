@@ -1,5 +1,6 @@
 // `svod pack` and `svod run MODEL.svodpkg` as a user runs them: the real
 // binary, SVOD_COMPILE=0 and SVOD_DEBUG set in the child's environment.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

@@ -17,6 +17,7 @@
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
+#include "svod/compile/compile_policy.h"
 
 namespace svod {
 namespace {
@@ -417,7 +418,10 @@ detail::BuildSource detail::take_build_source() noexcept {
 std::shared_ptr<const Program> load_or_compile(
     ObjectCache* objects, const Compiler& compiler, const ProgramSpec& spec,
     const std::function<std::shared_ptr<const Program>(const Artifact&)>& load) {
-  if (objects == nullptr || !objects->enabled()) return load(compiler.compile(spec));
+  if (objects == nullptr || !objects->enabled()) {
+    begin_compile(spec, {});
+    return load(compiler.compile(spec));
+  }
   const Hash128 key = object_key(spec, compiler.identity());
   if (auto stored = objects->get(key)) {
     try {
@@ -433,6 +437,7 @@ std::shared_ptr<const Program> load_or_compile(
       objects->remove(key);
     }
   }
+  begin_compile(spec, {});
   Artifact artifact = compiler.compile(spec);
   // Load before publishing, so an object that cannot load is never stored.
   auto program = load(artifact);

@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -46,6 +47,7 @@
 #include <vector>
 
 #include "svod/custom/custom_function.h"
+#include "svod/device/device.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/program/program_spec.h"
 
@@ -150,6 +152,17 @@ struct LoadOptions {
   // Overrides of variable values (svod run --var); each must name a plan
   // variable and lie within its bounds.
   std::map<std::string, int64_t> vars;
+
+  // Hooks for packages (svod/package), which carry a plan's data and compiled
+  // programs in place of .npy files and source to compile. Each one unset
+  // leaves load_plan to do its own work. build_program runs on several
+  // threads at once.
+  //   npy_buffer: creates base buffer `desc` (an npy init) on `device`, filled.
+  //   npy_expected: the expected values of `output` (an npy expect).
+  //   build_program: `program` ready on `device`, instead of device.compile().
+  std::function<Buffer(const PlanFileBuffer& desc, Device& device)> npy_buffer = {};
+  std::function<std::vector<double>(const PlanFileOutput& output)> npy_expected = {};
+  std::function<std::shared_ptr<const Program>(const PlanFileProgram& program, Device& device)> build_program = {};
 };
 
 struct LoadedOutput {

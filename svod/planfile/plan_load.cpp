@@ -226,8 +226,13 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     if (b.view_of) continue;
     const std::string path = "buffers." + b.name;
     Device& device = devices.get(b.device, path + ".device");
-    Buffer buffer = at(file, path, [&] { return device.allocate(b.dtype, b.count); });
-    initialise(file, b, buffer);
+    Buffer buffer;
+    if (options.npy_buffer && b.init.kind == BufferInit::Kind::Npy) {
+      buffer = at(file, path + ".init.npy", [&] { return options.npy_buffer(b, device); });
+    } else {
+      buffer = at(file, path, [&] { return device.allocate(b.dtype, b.count); });
+      initialise(file, b, buffer);
+    }
     made[b.name] = buffer;
     slots[b.name] = builder.add_buffer(std::move(buffer), b.name);
   }
@@ -255,27 +260,39 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     }
     program_devices.push_back(&device);
   }
-  std::vector<Device*> batch_devices;
-  std::vector<std::vector<size_t>> batches;  // program indices per device
-  for (size_t i = 0; i < program_devices.size(); ++i) {
-    const auto it = std::find(batch_devices.begin(), batch_devices.end(), program_devices[i]);
-    if (it == batch_devices.end()) {
-      batch_devices.push_back(program_devices[i]);
-      batches.push_back({i});
-    } else {
-      batches[static_cast<size_t>(it - batch_devices.begin())].push_back(i);
-    }
-  }
   CompileProgress progress(file.programs.size());
   std::vector<std::optional<CompileResult>> compiled(file.programs.size());
-  parallel_for(batches.size(), [&](size_t b) {
-    std::vector<ProgramSpec> specs;
-    for (const size_t i : batches[b]) specs.push_back(file.programs[i].spec);
-    std::vector<CompileResult> results = compile_many(*batch_devices[b], specs, [&](size_t position) {
-      progress.done(file.programs[batches[b][position]].name);
+  if (options.build_program) {
+    // The caller brings its programs (a package's objects): each is built alone.
+    parallel_for(file.programs.size(), [&](size_t i) {
+      try {
+        compiled[i] = options.build_program(file.programs[i], *program_devices[i]);
+      } catch (const Error& e) {
+        compiled[i] = e;
+      }
+      progress.done(file.programs[i].name);
     });
-    for (size_t k = 0; k < results.size(); ++k) compiled[batches[b][k]] = std::move(results[k]);
-  });
+  } else {
+    std::vector<Device*> batch_devices;
+    std::vector<std::vector<size_t>> batches;  // program indices per device
+    for (size_t i = 0; i < program_devices.size(); ++i) {
+      const auto it = std::find(batch_devices.begin(), batch_devices.end(), program_devices[i]);
+      if (it == batch_devices.end()) {
+        batch_devices.push_back(program_devices[i]);
+        batches.push_back({i});
+      } else {
+        batches[static_cast<size_t>(it - batch_devices.begin())].push_back(i);
+      }
+    }
+    parallel_for(batches.size(), [&](size_t b) {
+      std::vector<ProgramSpec> specs;
+      for (const size_t i : batches[b]) specs.push_back(file.programs[i].spec);
+      std::vector<CompileResult> results = compile_many(*batch_devices[b], specs, [&](size_t position) {
+        progress.done(file.programs[batches[b][position]].name);
+      });
+      for (size_t k = 0; k < results.size(); ++k) compiled[batches[b][k]] = std::move(results[k]);
+    });
+  }
   progress.finish();
   std::vector<std::shared_ptr<const Program>> programs(file.programs.size());
   for (size_t i = 0; i < compiled.size(); ++i) {
@@ -336,7 +353,12 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     }
     loaded.shape = buf.shape;
     loaded.expect = out.expect;
-    if (out.expect) loaded.expected = expected_values(file, out, buf);
+    if (out.expect && out.expect->npy && options.npy_expected) {
+      loaded.expected =
+          at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options.npy_expected(out); });
+    } else if (out.expect) {
+      loaded.expected = expected_values(file, out, buf);
+    }
     builder.add_output(loaded.slot);
     outputs.push_back(std::move(loaded));
   }

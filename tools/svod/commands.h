@@ -11,7 +11,8 @@ int demo();
 int cache_stats();  // `svod cache stats`: the object cache's directory, entries, bytes
 int cache_clear();  // `svod cache clear`: removes every entry
 
-// `svod run PLAN.json …` (format: docs/PLAN_FORMAT.md): exit 0 when the plan ran
+// `svod run PLAN.json …` (format: docs/PLAN_FORMAT.md), or a package made by
+// `svod pack` (format: docs/PACKAGE_FORMAT.md; same flags): exit 0 when the plan ran
 // and every expectation held, 1 when an expectation failed, 2 when the plan
 // could not be loaded or run.
 struct RunOptions {
@@ -24,6 +25,16 @@ struct RunOptions {
   bool sequential = false;
 };
 int run(const RunOptions& options);
+
+// `svod pack PLAN.json -o MODEL.svodpkg`: exit 0 when the package was
+// written, 2 when the plan could not be loaded or the file written.
+struct PackOptions {
+  std::string plan;
+  std::string out;
+  std::vector<std::string> vars;  // NAME=VALUE, the package's defaults
+  std::string backend;            // as for run
+};
+int pack(const PackOptions& options);
 
 // `svod bench PLAN.json …`: runs the plan once, then times each op alone and
 // prints time, GFLOP/s, GB/s and share per op. Exit 0, or 2 when the plan

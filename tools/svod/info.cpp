@@ -1,12 +1,15 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
 #include "svod/compile/clang_compiler.h"
+#include "svod/compile/compile_policy.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/device/cpu/cpu_backend.h"
 #include "svod/device/cuda/cuda_api.h"
 #include "svod/device/registry.h"
+#include "svod/package/cpu_features.h"
 #include "tools/svod/commands.h"
 
 namespace svod::cli {
@@ -30,6 +33,17 @@ int info() {
   } catch (const Error& e) {
     fmt::print("cpu backend: none ({})\n", e.what());
   }
+  try {
+    fmt::print("compiling: {}\n", compile_allowed() ? "allowed" : "off (SVOD_COMPILE=0): only stored objects and packages run");
+  } catch (const Error& e) {
+    fmt::print("compiling: {}\n", e.what());
+  }
+  // What a package's recorded CPU features are checked against.
+  std::vector<std::string> lacking;
+  for (const auto& f : known_cpu_features())
+    if (!f.present) lacking.push_back(f.name);
+  fmt::print("cpu features: {} checked for packages ({}), lacking: {}\n", known_cpu_features().size(), host_arch(),
+             lacking.empty() ? "none" : fmt::format("{}", fmt::join(lacking, ", ")));
   // CUDA C compiles without a GPU; the CUDA devices below need the driver.
   try {
     const auto& nvrtc = detail::nvrtc_api();

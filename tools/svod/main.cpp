@@ -30,13 +30,18 @@ int main(int argc, char** argv) {
   };
 
   svod::cli::RunOptions run_options;
-  auto* run = app.add_subcommand("run", "run a plan file: print and check its outputs, time its ops");
+  auto* run = app.add_subcommand("run", "run a plan file or package: print and check its outputs, time its ops");
   add_plan(run, run_options.plan, run_options.vars, run_options.backend);
   run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
       ->check(CLI::PositiveNumber);
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
+
+  svod::cli::PackOptions pack_options;
+  auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");
+  add_plan(pack, pack_options.plan, pack_options.vars, pack_options.backend);
+  pack->add_option("-o,--out", pack_options.out, "the package file to write")->required();
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
     if (cache_stats->parsed()) return svod::cli::cache_stats();
     if (cache_clear->parsed()) return svod::cli::cache_clear();
     if (run->parsed()) return svod::cli::run(run_options);
+    if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
     if (tune->parsed() && tune_worker) return svod::cli::tune_worker();
     if (tune->parsed() && tune_options.tune_file.empty()) {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
+#include <functional>
+#include <mutex>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
@@ -10,6 +13,37 @@
 #include "svod/compile/llvm_plugin.h"
 
 namespace svod {
+namespace {
+
+// A compiler made on first use, so that the CPU device exists, and runs
+// stored objects (the object cache, packages), on machines without the
+// toolchain; a missing clang is reported by the first compile instead.
+class DeferredCompiler final : public Compiler {
+ public:
+  explicit DeferredCompiler(std::function<std::shared_ptr<const Compiler>()> make) : make_(std::move(make)) {}
+  const CompilerIdentity& identity() const override { return get().identity(); }
+  Artifact compile(const ProgramSpec& spec) const override { return get().compile(spec); }
+
+ private:
+  const Compiler& get() const {
+    std::call_once(once_, [this] {
+      try {
+        compiler_ = make_();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    });
+    if (error_) std::rethrow_exception(error_);
+    return *compiler_;
+  }
+
+  std::function<std::shared_ptr<const Compiler>()> make_;
+  mutable std::once_flag once_;
+  mutable std::shared_ptr<const Compiler> compiler_;
+  mutable std::exception_ptr error_;
+};
+
+}  // namespace
 
 std::string_view to_string(CpuBackend backend) noexcept {
   switch (backend) {
@@ -44,7 +78,8 @@ CpuBackendChoice default_cpu_backend() {
 std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend) {
   switch (backend) {
     case CpuBackend::Clang: {
-      static const std::shared_ptr<const Compiler> clang = std::make_shared<ClangCompiler>();
+      static const std::shared_ptr<const Compiler> clang =
+          std::make_shared<DeferredCompiler>([] { return std::make_shared<ClangCompiler>(); });
       return clang;
     }
     case CpuBackend::Llvm: {
@@ -53,7 +88,8 @@ std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend) {
       return llvm.compiler;
     }
     case CpuBackend::Dlopen: {
-      static const std::shared_ptr<const Compiler> dlopen = std::make_shared<DlopenCompiler>();
+      static const std::shared_ptr<const Compiler> dlopen =
+          std::make_shared<DeferredCompiler>([] { return std::make_shared<DlopenCompiler>(); });
       return dlopen;
     }
   }

@@ -36,8 +36,10 @@ struct CpuBackendChoice {
 CpuBackendChoice default_cpu_backend();
 
 // The process's compiler for `backend`, created on first use. Throws
-// Error(DeviceUnavailable) saying why when the backend cannot work here
-// (no clang, or the llvm library missing).
+// Error(DeviceUnavailable) saying why when the llvm library is missing; the
+// clang and dlopen compilers look for clang at their first use instead
+// (DeviceUnavailable then), so a CPU device without a toolchain still runs
+// stored objects.
 std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend);
 
 }  // namespace svod

@@ -8,6 +8,7 @@
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
 #include "svod/cache/kernel_cache.h"
+#include "svod/compile/compile_policy.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/opencl/opencl_api.h"
 
@@ -364,6 +365,7 @@ std::shared_ptr<const Program> OpenClDevice::compile(const ProgramSpec& spec) {
                      "get_local_id() instead",
                      spec.display_name());
   return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&]() -> std::shared_ptr<const Program> {
+    begin_compile(spec, name());
     const auto& cl = opencl_api();
     std::string options;
     for (const auto& [define, value] : spec.defines) {

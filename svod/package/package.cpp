@@ -1,0 +1,308 @@
+#include "svod/package/package.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/cache/object_cache.h"
+#include "svod/compile/compile_policy.h"
+#include "svod/device/cpu/cpu_device.h"
+#include "svod/package/cpu_features.h"
+
+namespace svod {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::span<const std::byte> as_bytes(const Buffer& buffer) {
+  return {static_cast<const std::byte*>(buffer.data()), buffer.bytes()};
+}
+
+// A buffer's contents in host memory (copied off its device when it has one).
+std::vector<std::byte> host_copy(const Buffer& buffer) {
+  if (buffer.is_host()) {
+    const auto bytes = as_bytes(buffer);
+    return {bytes.begin(), bytes.end()};
+  }
+  const Buffer staging = create_cpu_device()->allocate(buffer.dtype(), buffer.count());
+  buffer.device().copy(staging, buffer);
+  const auto bytes = as_bytes(staging);
+  return {bytes.begin(), bytes.end()};
+}
+
+// The plan's JSON with every source_file replaced by its text, so that the
+// packaged plan reads no other file.
+std::string self_contained_plan(const fs::path& path, const PlanFile& file) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  // parse_plan_file accepted this text a moment ago; failing now means the file changed meanwhile.
+  auto json = nlohmann::ordered_json::parse(text.str(), nullptr, false);
+  if (json.is_discarded() || !json.is_object())
+    throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
+  if (auto programs = json.find("programs"); programs != json.end()) {
+    for (auto& [name, program] : programs->items()) {
+      const PlanFileProgram* parsed = file.find_program(name);
+      if (parsed == nullptr || !program.is_object())
+        throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
+      if (!program.contains("source_file")) continue;
+      program.erase("source_file");
+      program["source"] = parsed->spec.source;
+    }
+  }
+  return json.dump(1);
+}
+
+// Host memory inside a mapped package: the buffer's data where it lies. The
+// mapping is private and writable, so kernels that write the buffer change
+// their own copy of the page, never the file.
+class PackageStorage final : public Storage {
+ public:
+  PackageStorage(Device& device, std::span<const std::byte> bytes, std::shared_ptr<const void> owner)
+      : Storage(device, bytes.size(), const_cast<std::byte*>(bytes.data())), owner_(std::move(owner)) {}
+
+ private:
+  std::shared_ptr<const void> owner_;
+};
+
+// A package file mapped copy-on-write.
+class FileMapping {
+ public:
+  explicit FileMapping(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw make_error(ErrorKind::Io, "{}: cannot open: {}", path.string(), std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw make_error(ErrorKind::Io, "{}: cannot stat: {}", path.string(), std::strerror(error));
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        const int error = errno;
+        ::close(fd);
+        throw make_error(ErrorKind::Io, "{}: cannot map {} bytes: {}", path.string(), size_, std::strerror(error));
+      }
+      data_ = static_cast<std::byte*>(p);
+    }
+    ::close(fd);
+  }
+  ~FileMapping() {
+    if (data_) ::munmap(data_, size_);
+  }
+  FileMapping(const FileMapping&) = delete;
+  FileMapping& operator=(const FileMapping&) = delete;
+
+  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Why the package's CPU objects cannot run here; empty when they can.
+std::string cpu_mismatch(const CompilerIdentity& id) {
+  const std::string arch = id.target_triple.substr(0, id.target_triple.find('-'));
+  if (arch != host_arch()) return fmt::format("they are for {}, this machine is {}", id.target_triple, host_arch());
+  if (id.abi_version != CompilerIdentity{}.abi_version)
+    return fmt::format("they use svod object ABI {}, this svod loads ABI {}", id.abi_version,
+                       CompilerIdentity{}.abi_version);
+  const auto missing = missing_cpu_features(id.target_features);
+  if (missing.empty()) return {};
+  std::string names;
+  for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+  return fmt::format("they were compiled for a {} CPU with features this CPU lacks: {}", id.target_cpu, names);
+}
+
+LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> mapping, const fs::path& folder,
+                        const PackageLoadOptions& options) {
+  PackageManifest manifest = read_manifest(reader.text(kManifestSection), reader.source());
+  PlanFile file = parse_plan_text(reader.text(kPlanSection), folder, reader.source());
+  const std::string mismatch = manifest.cpu ? cpu_mismatch(*manifest.cpu) : std::string();
+  const bool may_compile = compile_allowed();  // also checks SVOD_COMPILE's value up front
+  std::atomic<size_t> compiled{0};
+
+  LoadOptions load;
+  load.vars = manifest.variables;
+  for (const auto& [name, value] : options.vars) load.vars[name] = value;
+  load.npy_buffer = [&](const PlanFileBuffer& desc, Device& device) {
+    const auto data = reader.get(init_section(desc.name)).bytes;
+    if (data.size() != desc.bytes())
+      throw make_error(ErrorKind::Load, "section \"{}\" holds {} bytes, the buffer has {}", init_section(desc.name),
+                       data.size(), desc.bytes());
+    if (mapping && dynamic_cast<CpuDevice*>(&device) != nullptr)
+      return Buffer(std::make_shared<PackageStorage>(device, data, mapping), desc.dtype);
+    Buffer buffer = device.allocate(desc.dtype, desc.count);
+    if (buffer.is_host()) {
+      if (!data.empty()) std::memcpy(buffer.data(), data.data(), data.size());
+    } else {
+      device.copy(buffer, Buffer(std::make_shared<PackageStorage>(*create_cpu_device(), data, nullptr), desc.dtype));
+    }
+    return buffer;
+  };
+  load.npy_expected = [&](const PlanFileOutput& output) {
+    const auto data = reader.get(expect_section(output.buffer)).bytes;
+    if (data.size() % sizeof(double) != 0)
+      throw make_error(ErrorKind::Load, "section \"{}\" holds {} bytes, not a whole number of f64 values",
+                       expect_section(output.buffer), data.size());
+    std::vector<double> values(data.size() / sizeof(double));
+    if (!data.empty()) std::memcpy(values.data(), data.data(), data.size());
+    return values;
+  };
+  load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
+    const PackageProgram* entry = nullptr;
+    for (const auto& p : manifest.programs)
+      if (p.name == program.name) entry = &p;
+    if (entry == nullptr)
+      throw make_error(ErrorKind::Load, "section \"manifest\": programs: no entry for program \"{}\"", program.name);
+    if (entry->artifact == PackageProgram::Artifact::Source) {
+      compiled.fetch_add(1);
+      return device.compile(program.spec);
+    }
+    auto* cpu = dynamic_cast<CpuDevice*>(&device);
+    if (cpu == nullptr)
+      throw make_error(ErrorKind::Load, "program \"{}\" is packaged as a CPU object but the plan runs it on {}",
+                       program.name, device.name());
+    if (!mismatch.empty()) {
+      if (!may_compile)
+        throw make_error(ErrorKind::Unsupported,
+                         "program \"{}\": the package's CPU objects cannot run here ({}), and compiling is off "
+                         "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
+                         program.name, mismatch);
+      if (debug_level() >= 1)
+        logger().info("{}: program \"{}\": compiling from the packaged source because the CPU objects cannot run "
+                      "here: {}",
+                      reader.source(), program.name, mismatch);
+      compiled.fetch_add(1);
+      return cpu->compile(program.spec);
+    }
+    const auto object = reader.get(program_section(program.name)).bytes;
+    Artifact artifact;
+    artifact.kind = entry->artifact == PackageProgram::Artifact::ElfObject ? ArtifactKind::ElfObject
+                                                                           : ArtifactKind::SharedLibrary;
+    artifact.bytes.assign(object.begin(), object.end());
+    return cpu->load(program.spec, artifact);
+  };
+  LoadedPlan loaded = load_plan(file, load);
+  return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load()};
+}
+
+}  // namespace
+
+std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& options) {
+  PlanFile file = parse_plan_file(plan);
+
+  // Load the plan once, keeping what the CPU compiler produced for each
+  // program (through the object cache, so a warm cache compiles nothing).
+  std::mutex mutex;
+  std::map<std::string, Artifact> objects;
+  std::optional<CompilerIdentity> cpu_identity;
+  LoadOptions load;
+  load.vars = options.vars;
+  load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
+    auto* cpu = dynamic_cast<CpuDevice*>(&device);
+    if (cpu == nullptr) return device.compile(program.spec);
+    const std::shared_ptr<ObjectCache> cache = object_cache();
+    return load_or_compile(cache.get(), cpu->compiler(), program.spec, [&](const Artifact& artifact) {
+      auto loaded = cpu->load(program.spec, artifact);
+      std::lock_guard lock(mutex);
+      objects[program.name] = artifact;
+      if (!cpu_identity) cpu_identity = cpu->compiler().identity();
+      return loaded;
+    });
+  };
+  LoadedPlan loaded = load_plan(file, load);
+
+  PackageManifest manifest;
+  manifest.svod_version = SVOD_VERSION;
+  manifest.plan_name = plan.string();
+  manifest.variables = options.vars;
+  manifest.cpu = cpu_identity;
+  PackageWriter writer;
+  for (const auto& p : file.programs) {
+    PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, PackageProgram::Artifact::Source};
+    if (auto it = objects.find(p.name); it != objects.end()) {
+      entry.artifact = it->second.kind == ArtifactKind::SharedLibrary ? PackageProgram::Artifact::SharedLibrary
+                                                                       : PackageProgram::Artifact::ElfObject;
+      writer.add(program_section(p.name), std::move(it->second.bytes));
+    }
+    manifest.programs.push_back(std::move(entry));
+  }
+  for (const auto& b : file.buffers) {
+    if (b.view_of || b.init.kind != BufferInit::Kind::Npy) continue;
+    writer.add(init_section(b.name), host_copy(loaded.plan.buffer(*loaded.plan.find_buffer(b.name))));
+    manifest.buffers.push_back(b.name);
+  }
+  for (size_t i = 0; i < file.outputs.size(); ++i) {
+    const PlanFileOutput& out = file.outputs[i];
+    if (!out.expect || !out.expect->npy) continue;
+    const auto& values = loaded.outputs[i].expected;
+    const auto* p = reinterpret_cast<const std::byte*>(values.data());
+    writer.add(expect_section(out.buffer), std::vector<std::byte>(p, p + values.size() * sizeof(double)));
+    manifest.expected.push_back(out.buffer);
+  }
+  writer.add(std::string(kPlanSection), self_contained_plan(plan, file));
+  writer.add(std::string(kManifestSection), write_manifest(manifest));
+  return writer.finish();
+}
+
+void write_package(const fs::path& path, std::span<const std::byte> bytes) {
+  static std::atomic<uint64_t> counter{0};
+  fs::path temp = path;
+  temp += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw make_error(ErrorKind::Io, "cannot create {}: {}", temp.string(), std::strerror(errno));
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      const std::string why = std::strerror(errno);
+      std::error_code ignored;
+      fs::remove(temp, ignored);
+      throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), why);
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    throw make_error(ErrorKind::Io, "cannot rename {} into place: {}", path.string(), ec.message());
+  }
+}
+
+LoadedPackage load_package(const fs::path& path, const PackageLoadOptions& options) {
+  auto mapping = std::make_shared<const FileMapping>(path);
+  const PackageReader reader(mapping->bytes(), path.string());
+  fs::path folder = path.parent_path();
+  if (folder.empty()) folder = ".";
+  return load_from(reader, mapping, folder, options);
+}
+
+LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options) {
+  const PackageReader reader(bytes, "package in memory");
+  return load_from(reader, nullptr, ".", options);
+}
+
+bool is_package_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == sizeof magic && std::memcmp(magic, kPackageMagic, sizeof magic) == 0;
+}
+
+}  // namespace svod

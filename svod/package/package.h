@@ -1,0 +1,69 @@
+// Ahead-of-time packages (docs/PACKAGE_FORMAT.md): a plan file with
+// everything it needs in one file — the plan (program sources inline), every
+// CPU program's compiled object, the buffers' npy initial data and the
+// expected outputs — so that a machine can run it without reading other
+// files or compiling anything.
+//
+// Packing loads the plan once (compiling through the object cache) and keeps
+// what the compiler produced. Loading parses the embedded plan and builds it
+// with load_plan(), whose hooks take buffers, expected values and programs
+// from the package:
+//  - CPU objects load with svod's ELF loader straight from the package bytes
+//    when they suit this machine (architecture, svod's object ABI, and every
+//    CPU feature they were compiled for; see cpu_features.h). When they do
+//    not, the program is compiled from its embedded source if compiling is
+//    allowed (noted at SVOD_DEBUG=1), else refused with Error(Unsupported)
+//    naming the missing features.
+//  - Programs for other devices (OpenCL) are kept as source and compiled when
+//    the package loads, so they need compiling to be allowed.
+//  - A package loaded from a path is mapped copy-on-write and CPU buffers
+//    with npy data use it where it lies (it is 64-byte aligned); from memory,
+//    the data is copied, so the caller's bytes are only read during the call.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "svod/package/package_format.h"
+#include "svod/planfile/plan_file.h"
+
+namespace svod {
+
+struct PackOptions {
+  // Variable values (svod pack --var) that become the package's defaults.
+  std::map<std::string, int64_t> vars;
+};
+
+// The package for a plan file, in memory. Plan errors keep their kind and
+// message (as load_plan reports them).
+std::vector<std::byte> pack_plan(const std::filesystem::path& plan, const PackOptions& options = {});
+// Writes a package's bytes to `out` through a temporary file renamed into
+// place, so no reader sees half a package. Error(Io) on failure.
+void write_package(const std::filesystem::path& out, std::span<const std::byte> bytes);
+
+struct PackageLoadOptions {
+  // Overrides of variable values, on top of the values the package was made with.
+  std::map<std::string, int64_t> vars;
+};
+
+struct LoadedPackage {
+  PackageManifest manifest;
+  PlanFile file;       // the packaged plan (its npy names are kept for reference only)
+  LoadedPlan loaded;   // ready to execute
+  size_t compiled = 0;  // programs compiled while loading (foreign CPU objects, OpenCL source)
+};
+
+// Errors: Io when the file cannot be read; Validation or Load (see
+// package_format.h) for a damaged package; Unsupported for objects this
+// machine cannot run while compiling is off; plan errors as load_plan's.
+LoadedPackage load_package(const std::filesystem::path& path, const PackageLoadOptions& options = {});
+LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options = {});
+
+// True when `path` starts with the package magic (svod run takes either).
+bool is_package_file(const std::filesystem::path& path);
+
+}  // namespace svod

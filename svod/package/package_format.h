@@ -1,0 +1,101 @@
+// The svod package container (docs/PACKAGE_FORMAT.md): named sections in one
+// file, each 64-byte aligned so that data can be used where it lies in a
+// mapped file, behind a header and a section table that carry XXH3-128
+// digests of themselves and of every section.
+//
+// PackageReader checks everything before anything is used: magic, format
+// version, sizes, section order and bounds, zero padding and every digest,
+// so a truncated file or any flipped byte is refused. Errors name the
+// package and the part at fault: Error(Validation) when the bytes are not a
+// package at all (wrong magic), Error(Load) for everything else (truncated,
+// corrupt, another format version, a malformed manifest).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "svod/compile/compiler.h"
+
+namespace svod {
+
+inline constexpr char kPackageMagic[8] = {'S', 'V', 'O', 'D', 'P', 'K', 'G', '\0'};
+inline constexpr uint32_t kPackageFormatVersion = 1;
+inline constexpr size_t kPackageAlignment = 64;
+inline constexpr size_t kPackageSectionNameMax = 95;  // bytes; the table keeps a terminating NUL
+
+struct PackageSection {
+  std::string name;
+  size_t offset = 0;                 // from the start of the package, a multiple of kPackageAlignment
+  std::span<const std::byte> bytes;  // inside the bytes the reader was given
+};
+
+// Builds a package in memory. Sections keep the order they were added in.
+class PackageWriter {
+ public:
+  // Error(Validation) for an empty, too long or repeated name.
+  void add(std::string name, std::vector<std::byte> bytes);
+  void add(std::string name, std::string_view text);
+  std::vector<std::byte> finish() const;
+
+ private:
+  std::vector<std::pair<std::string, std::vector<std::byte>>> sections_;
+};
+
+// The checked sections of a package; views into `bytes`, which must outlive
+// the reader. `source` names the package in error messages.
+class PackageReader {
+ public:
+  PackageReader(std::span<const std::byte> bytes, std::string source);
+
+  const std::string& source() const noexcept { return source_; }
+  const std::vector<PackageSection>& sections() const noexcept { return sections_; }
+  const PackageSection* find(std::string_view name) const noexcept;
+  // Error(Load) naming the section when the package lacks it.
+  const PackageSection& get(std::string_view name) const;
+  std::string_view text(std::string_view name) const;
+
+ private:
+  std::string source_;
+  std::vector<PackageSection> sections_;
+};
+
+// One program of the packaged plan and what the package holds for it.
+struct PackageProgram {
+  enum class Artifact { ElfObject, SharedLibrary, Source };
+  std::string name;
+  std::string device;  // as the plan names it ("CPU", "CL:0")
+  Artifact artifact = Artifact::Source;
+};
+
+// The "manifest" section: what the package was built from and for.
+struct PackageManifest {
+  uint32_t format = kPackageFormatVersion;
+  std::string svod_version;
+  std::string plan_name;                      // the plan file it was packed from
+  std::map<std::string, int64_t> variables;   // --var values given to svod pack
+  std::optional<CompilerIdentity> cpu;        // the compiler of the CPU objects
+  std::vector<PackageProgram> programs;       // in plan order
+  std::vector<std::string> buffers;           // buffers with an "init/<name>" section
+  std::vector<std::string> expected;          // outputs with an "expect/<name>" section
+};
+
+std::string write_manifest(const PackageManifest& manifest);
+// Error(Load) naming `source` and the field at fault.
+PackageManifest read_manifest(std::string_view json, std::string_view source);
+
+std::string_view to_string(PackageProgram::Artifact artifact) noexcept;
+
+// Section names.
+inline constexpr std::string_view kManifestSection = "manifest";
+inline constexpr std::string_view kPlanSection = "plan";
+std::string program_section(std::string_view program);
+std::string init_section(std::string_view buffer);
+std::string expect_section(std::string_view output);
+
+}  // namespace svod

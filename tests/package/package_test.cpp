@@ -1,0 +1,370 @@
+// Packages: pack a plan, load it back from memory and from a file, and get
+// byte-identical outputs without compiling; damaged packages are refused.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <typeinfo>
+
+#include "svod/base/npy.h"
+#include "svod/cache/kernel_cache.h"
+#include "svod/compile/compile_policy.h"
+#include "svod/device/registry.h"
+#include "svod/package/cpu_features.h"
+#include "svod/package/package.h"
+#include "tests/planfile/temp_dir.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using test::expect_error;
+using test::TempDir;
+
+const std::filesystem::path kMlp = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/mlp/plan.json";
+const std::filesystem::path kFeatures = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/features/plan.json";
+const std::filesystem::path kCrossDevice = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/cross_device/plan.json";
+
+// Forbids compiling for one test (the process-wide C++ option).
+class NoCompiling {
+ public:
+  NoCompiling() { set_compile_allowed(false); }
+  ~NoCompiling() { set_compile_allowed(true); }
+};
+
+// Every output of one execution, by name.
+std::map<std::string, std::vector<std::byte>> run_outputs(LoadedPlan& loaded) {
+  loaded.execute();
+  std::map<std::string, std::vector<std::byte>> out;
+  for (const auto& o : loaded.outputs) {
+    const Buffer& b = loaded.plan.buffer(o.slot);
+    const auto* p = static_cast<const std::byte*>(b.data());
+    out[o.name].assign(p, p + b.bytes());
+  }
+  return out;
+}
+
+void expect_checks_pass(const LoadedPlan& loaded) {
+  for (const auto& o : loaded.outputs) {
+    const Buffer& b = loaded.plan.buffer(o.slot);
+    const OutputCheck check =
+        check_output(o, b.dtype(), {static_cast<const std::byte*>(b.data()), b.bytes()});
+    EXPECT_TRUE(check.passed()) << o.name << ": " << check.mismatches << " mismatches";
+    if (o.expect) EXPECT_GT(check.compared, 0u) << o.name;
+  }
+}
+
+std::map<std::string, std::vector<std::byte>> plan_outputs(const std::filesystem::path& plan,
+                                                           std::map<std::string, int64_t> vars = {}) {
+  PlanFile file = parse_plan_file(plan);
+  LoadedPlan loaded = load_plan(file, LoadOptions{std::move(vars)});
+  return run_outputs(loaded);
+}
+
+// Rebuilds `bytes` with the manifest changed by `edit` (every other section kept).
+std::vector<std::byte> with_manifest(std::span<const std::byte> bytes,
+                                     const std::function<void(nlohmann::json&)>& edit) {
+  const PackageReader reader(bytes, "original");
+  PackageWriter writer;
+  for (const auto& s : reader.sections()) {
+    if (s.name == kManifestSection) {
+      auto manifest = nlohmann::json::parse(reader.text(kManifestSection));
+      edit(manifest);
+      writer.add(s.name, manifest.dump());
+    } else {
+      writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
+    }
+  }
+  return writer.finish();
+}
+
+TEST(Package, MlpFromMemoryMatchesThePlanWithoutCompiling) {
+  const auto expected = plan_outputs(kMlp);
+  const std::vector<std::byte> bytes = pack_plan(kMlp);
+
+  const uint64_t before = compile_count();
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(compile_count(), before);
+  EXPECT_EQ(package.compiled, 0u);
+  ASSERT_EQ(package.manifest.programs.size(), 4u);
+  for (const auto& p : package.manifest.programs) EXPECT_EQ(p.artifact, PackageProgram::Artifact::ElfObject) << p.name;
+  EXPECT_EQ(package.manifest.buffers.size(), 7u);  // x, w1, b1, w2, b2, w3, b3
+  EXPECT_EQ(package.manifest.expected.size(), 2u);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  expect_checks_pass(package.loaded);
+  EXPECT_EQ(compile_count(), before);
+}
+
+TEST(Package, RunsWithCompilingForbidden) {
+  const std::vector<std::byte> bytes = pack_plan(kMlp);
+  const auto expected = plan_outputs(kMlp);
+  NoCompiling off;
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+
+  // The same kernel as source is refused, naming the program (a fresh source,
+  // so that no cache holds it).
+  TempDir dir;
+  const auto plan = dir.write("plan.json", fmt::format(R"({{"svod_plan": 1,
+    "buffers": {{"o": {{"dtype": "f32", "count": 4}}}},
+    "programs": {{"fresh": {{"language": "c", "entry": "k",
+      "source": "/* {} */ void k(float* o) {{ o[0] = 1; }}", "buffers": [{{"name": "o", "access": "write"}}]}}}},
+    "ops": [{{"run": "fresh", "buffers": ["o"]}}]}})",
+                                                      std::chrono::steady_clock::now().time_since_epoch().count()));
+  const Error e = expect_error([&] { load_plan(parse_plan_file(plan)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  EXPECT_NE(std::string(e.what()).find("programs.fresh"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("compiling is off"), std::string::npos) << e.what();
+}
+
+TEST(Package, FromAFileUsesTheDataInPlaceCopyOnWrite) {
+  TempDir dir;
+  const auto path = dir / "mlp.svodpkg";
+  write_package(path, pack_plan(kMlp));
+  const auto on_disk = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = on_disk();
+
+  LoadedPackage package = load_package(path);
+  const Buffer& w1 = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("w1"));
+  const Buffer& h1 = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("h1"));
+  EXPECT_NE(typeid(w1.storage()), typeid(h1.storage())) << "npy data should stay in the mapped file";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w1.data()) % 64, 0u);
+  // Writing a mapped buffer changes this process's copy, never the file.
+  w1.span<float>()[0] = 12345.0f;
+  EXPECT_EQ(on_disk(), before);
+  LoadedPackage again = load_package(path);
+  const auto expected = plan_outputs(kMlp);
+  EXPECT_EQ(run_outputs(again.loaded), expected);
+}
+
+TEST(Package, ViewsVariablesAndVarOverrides) {
+  // examples/features: views of one arena, a variable in scalars and launch sizes, custom functions.
+  const auto expected = plan_outputs(kFeatures, {{"N", 96}});
+  const auto bytes = pack_plan(kFeatures, PackOptions{{{"N", 96}}});
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(package.manifest.variables.at("N"), 96);
+  EXPECT_EQ(package.loaded.plan.variable("N"), 96);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  // A load-time override wins over the packaged value.
+  LoadedPackage other = load_package(std::span<const std::byte>(bytes), PackageLoadOptions{{{"N", 200}}});
+  EXPECT_EQ(other.loaded.plan.variable("N"), 200);
+  EXPECT_EQ(run_outputs(other.loaded), plan_outputs(kFeatures, {{"N", 200}}));
+}
+
+TEST(Package, NpyDataUnderViewsAndExpectations) {
+  TempDir dir;
+  std::vector<float> arena(64), expect(32);
+  for (size_t i = 0; i < arena.size(); ++i) arena[i] = 0.25f * static_cast<float>(i) - 3.0f;
+  for (size_t i = 0; i < expect.size(); ++i) expect[i] = arena[i] * 2.0f + arena[32 + i];
+  const size_t shape_arena[] = {64}, shape_expect[] = {32};
+  write_npy(dir / "arena.npy", DType::F32, shape_arena, std::as_bytes(std::span(arena)));
+  write_npy(dir / "expect.npy", DType::F32, shape_expect, std::as_bytes(std::span(expect)));
+  dir.write("k.c", "void axpy(float* restrict o, const float* a, const float* b, int n) {"
+                   " for (int i = 0; i < n; i++) o[i] = 2.0f * a[i] + b[i]; }");
+  const auto plan = dir.write("plan.json", R"({"svod_plan": 1,
+    "variables": {"N": {"min": 1, "max": 32, "value": 32}},
+    "buffers": {
+      "arena": {"dtype": "f32", "count": 64, "init": {"npy": "arena.npy"}},
+      "a": {"view": "arena", "offset": 0, "count": 32},
+      "b": {"view": "arena", "offset": 32, "count": 32},
+      "o": {"dtype": "f32", "count": 32}},
+    "programs": {"axpy": {"language": "c", "source_file": "k.c", "entry": "axpy",
+      "buffers": [{"name": "o", "access": "write"}, {"name": "a"}, {"name": "b"}],
+      "scalars": [{"name": "n", "type": "i32"}]}},
+    "ops": [{"run": "axpy", "buffers": ["o", "a", "b"], "scalars": {"n": "N"}}],
+    "outputs": {"o": {"expect": {"npy": "expect.npy"}}}})");
+  const auto expected = plan_outputs(plan);
+  const auto bytes = pack_plan(plan);
+  // Nothing of the plan's folder is needed any more.
+  std::filesystem::remove_all(dir.path());
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  expect_checks_pass(package.loaded);
+  ASSERT_EQ(package.loaded.outputs.size(), 1u);
+  EXPECT_EQ(package.loaded.outputs[0].expected.size(), 32u);
+}
+
+TEST(Package, PlanWithoutPrograms) {
+  TempDir dir;
+  const auto plan = dir.write("plan.json", R"({"svod_plan": 1,
+    "buffers": {"x": {"dtype": "f32", "count": 4}},
+    "ops": [{"custom": "fill", "buffers": ["x"], "attrs": {"value": 0.5}}],
+    "outputs": {"x": {"expect": {"values": [0.5, 0.5, 0.5, 0.5]}}}})");
+  const auto bytes = pack_plan(plan);
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_TRUE(package.manifest.programs.empty());
+  EXPECT_FALSE(package.manifest.cpu.has_value());
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(plan));
+  expect_checks_pass(package.loaded);
+}
+
+TEST(Package, OpenClProgramsTravelAsSource) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  const auto expected = plan_outputs(kCrossDevice);
+  const auto bytes = pack_plan(kCrossDevice);
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  size_t sources = 0;
+  for (const auto& p : package.manifest.programs) {
+    sources += p.artifact == PackageProgram::Artifact::Source;
+    EXPECT_EQ(p.artifact == PackageProgram::Artifact::Source, p.device == "CL:0") << p.name;
+  }
+  EXPECT_EQ(sources, 2u);
+  EXPECT_EQ(package.compiled, 2u);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  expect_checks_pass(package.loaded);
+
+  // Built OpenCL programs stay in the in-memory kernel cache; without them, loading needs the builder.
+  kernel_cache().clear();
+  NoCompiling off;
+  const Error e = expect_error([&] { load_package(std::span<const std::byte>(bytes)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  EXPECT_NE(std::string(e.what()).find("program \"axpb\" would be compiled for CL:0"), std::string::npos) << e.what();
+}
+
+TEST(Package, ForeignCpuIsRefusedOrRecompiled) {
+  std::string lacking;
+  for (const auto& f : known_cpu_features())
+    if (!f.present) lacking = f.name;
+  if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature the check knows";
+  const auto bytes = pack_plan(kMlp);
+  const auto foreign = with_manifest(bytes, [&](nlohmann::json& m) {
+    m["cpu"]["target_cpu"] = "futurecpu";
+    m["cpu"]["target_features"].push_back("+" + lacking);
+  });
+  {
+    NoCompiling off;
+    const Error e = expect_error([&] { load_package(std::span<const std::byte>(foreign)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("features this CPU lacks: " + lacking), std::string::npos) << e.what();
+  }
+  const uint64_t before = compile_count();
+  LoadedPackage package = load_package(std::span<const std::byte>(foreign));
+  EXPECT_EQ(package.compiled, 4u);
+  EXPECT_LE(compile_count() - before, 4u);  // the object cache may still hold some
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(kMlp));
+
+  const auto other_arch = with_manifest(bytes, [](nlohmann::json& m) {
+    m["cpu"]["target_triple"] = host_arch() == "x86_64" ? "aarch64-unknown-linux-gnu" : "x86_64-pc-linux-gnu";
+  });
+  NoCompiling off;
+  const Error e = expect_error([&] { load_package(std::span<const std::byte>(other_arch)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  EXPECT_NE(std::string(e.what()).find("this machine is " + host_arch()), std::string::npos) << e.what();
+}
+
+// A small package of three sections for the damage tests.
+std::vector<std::byte> small_package() {
+  PackageWriter writer;
+  writer.add("a", std::string_view("first section"));
+  writer.add("b", std::vector<std::byte>{});
+  writer.add("c", std::string(100, 'x'));
+  return writer.finish();
+}
+
+TEST(PackageFormat, RoundTripsSectionsAligned) {
+  const auto bytes = small_package();
+  const PackageReader reader(bytes, "small");
+  ASSERT_EQ(reader.sections().size(), 3u);
+  EXPECT_EQ(reader.text("a"), "first section");
+  EXPECT_TRUE(reader.get("b").bytes.empty());
+  EXPECT_EQ(reader.text("c"), std::string(100, 'x'));
+  for (const auto& s : reader.sections()) EXPECT_EQ(s.offset % kPackageAlignment, 0u) << s.name;
+  const Error e = expect_error([&] { reader.get("d"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_EQ(expect_error([] { PackageWriter w; w.add("a", "x"); w.add("a", "y"); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(expect_error([] { PackageWriter().add(std::string(200, 'n'), "x"); }).kind(), ErrorKind::Validation);
+}
+
+TEST(PackageFormat, EveryTruncationIsRefused) {
+  const auto bytes = small_package();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    const Error e = expect_error([&] { PackageReader(std::span(bytes).first(n), "cut"); });
+    EXPECT_TRUE(e.kind() == ErrorKind::Load || (n < 8 && e.kind() == ErrorKind::Validation)) << n << ": " << e.what();
+  }
+}
+
+TEST(PackageFormat, EveryFlippedByteIsRefusedNamingThePart) {
+  const auto bytes = small_package();
+  const PackageReader good(bytes, "good");
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] ^= std::byte{0x20};
+    const Error e = expect_error([&] { PackageReader(bad, "bad"); });
+    const std::string message = e.what();
+    if (i < 8) {
+      EXPECT_EQ(e.kind(), ErrorKind::Validation) << i;
+      continue;
+    }
+    EXPECT_EQ(e.kind(), ErrorKind::Load) << i << ": " << message;
+    // The message names the part at fault: the header, the table or the section holding the byte.
+    std::string part = i < 64 ? "header" : i < 64 + 128 * good.sections().size() ? "section table" : "";
+    for (size_t s = 0; s < good.sections().size() && part.empty(); ++s) {
+      const auto& sec = good.sections()[s];
+      if (i < sec.offset + sec.bytes.size()) part = fmt::format("section {} (\"{}\")", s, sec.name);
+    }
+    EXPECT_NE(message.find(part), std::string::npos) << i << ": " << message;
+  }
+}
+
+TEST(PackageFormat, WrongVersionAndMagic) {
+  auto bytes = small_package();
+  // Another format version, with a header digest that matches it: refused for the version.
+  const uint32_t version = 2;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  const Hash128 digest = hash_bytes(std::span(bytes).first(48));
+  std::memcpy(bytes.data() + 48, &digest.low, 8);
+  std::memcpy(bytes.data() + 56, &digest.high, 8);
+  Error e = expect_error([&] { PackageReader(bytes, "v2"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("format version 2"), std::string::npos) << e.what();
+
+  const std::string json = R"({"svod_plan": 1})";
+  e = expect_error([&] { PackageReader(std::as_bytes(std::span(json)), "plan.json"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("not an svod package"), std::string::npos) << e.what();
+}
+
+TEST(PackageFormat, DamagedMlpPackagesNameTheSection) {
+  const auto bytes = pack_plan(kMlp);
+  const PackageReader reader(bytes, "mlp");
+  for (size_t s = 0; s < reader.sections().size(); ++s) {
+    const auto& sec = reader.sections()[s];
+    if (sec.bytes.empty()) continue;
+    auto bad = bytes;
+    bad[sec.offset + sec.bytes.size() / 2] ^= std::byte{1};
+    const Error e = expect_error([&] { load_package(std::span<const std::byte>(bad)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Load);
+    EXPECT_NE(std::string(e.what()).find(fmt::format("\"{}\"", sec.name)), std::string::npos) << e.what();
+  }
+  const Error cut = expect_error([&] { load_package(std::span(bytes).first(bytes.size() - 1)); });
+  EXPECT_EQ(cut.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(cut.what()).find("truncated"), std::string::npos) << cut.what();
+}
+
+TEST(PackageFormat, MalformedManifestsAreLoadErrors) {
+  const auto bytes = pack_plan(kMlp);
+  const auto no_programs = with_manifest(bytes, [](nlohmann::json& m) { m.erase("programs"); });
+  Error e = expect_error([&] { load_package(std::span<const std::byte>(no_programs)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("programs: missing"), std::string::npos) << e.what();
+  const auto bad_kind = with_manifest(bytes, [](nlohmann::json& m) { m["programs"][0]["artifact"] = "wasm"; });
+  e = expect_error([&] { load_package(std::span<const std::byte>(bad_kind)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("programs[0].artifact"), std::string::npos) << e.what();
+}
+
+TEST(PackageFormat, MissingFileIsAnIoError) {
+  const Error e = expect_error([] { load_package(std::filesystem::path("/nonexistent/model.svodpkg")); });
+  EXPECT_EQ(e.kind(), ErrorKind::Io);
+}
+
+}  // namespace
+}  // namespace svod

@@ -1,0 +1,132 @@
+// `svod pack` and `svod run MODEL.svodpkg` as a user runs them: the real
+// binary, SVOD_COMPILE=0 and SVOD_DEBUG set in the child's environment.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "svod/base/subprocess.h"
+#include "svod/package/cpu_features.h"
+#include "svod/package/package.h"
+#include "tests/planfile/temp_dir.h"
+
+namespace svod {
+namespace {
+
+using test::TempDir;
+
+const std::string kCli = SVOD_BINARY_DIR "/svod";
+const std::string kMlp = SVOD_SOURCE_DIR "/examples/mlp/plan.json";
+
+// Runs the svod binary with `env` (NAME=VALUE entries) added to its environment.
+ProcessResult svod(std::vector<std::string> env, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.push_back(kCli);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, "", std::chrono::seconds(300));
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(SvodPack, PackageRunsWithCompilingOffAndThePlanDoesNot) {
+  TempDir dir;
+  const std::string package = (dir / "mlp.svodpkg").string();
+  const ProcessResult packed = svod({}, {"pack", kMlp, "-o", package});
+  ASSERT_TRUE(packed.ok()) << packed.err;
+  EXPECT_NE(packed.out.find("4 as CPU objects"), std::string::npos) << packed.out;
+
+  const ProcessResult run = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", package});
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
+
+  // No toolchain at all: no clang (SVOD_CLANG names none) and no llvm plugin.
+  const std::vector<std::string> no_toolchain = {"SVOD_CLANG=/nonexistent/clang", "SVOD_LLVM_PLUGIN=/nonexistent.so",
+                                                 "SVOD_CACHE=0"};
+  const ProcessResult bare = svod(no_toolchain, {"run", package});
+  ASSERT_TRUE(bare.ok()) << bare.err;
+  EXPECT_EQ(count(bare.out, "expect: ok"), 2u) << bare.out;
+
+  const ProcessResult malformed = svod({"SVOD_COMPILE=no"}, {"run", package});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.err.find("error (validation): SVOD_COMPILE=\"no\""), std::string::npos) << malformed.err;
+
+  const ProcessResult plan = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", kMlp});
+  EXPECT_EQ(plan.exit_code, 2);
+  EXPECT_NE(plan.err.find("error (unsupported)"), std::string::npos) << plan.err;
+  EXPECT_NE(plan.err.find("programs.layer1"), std::string::npos) << plan.err;
+  EXPECT_NE(plan.err.find("compiling is off"), std::string::npos) << plan.err;
+}
+
+TEST(SvodPack, InfoShowsThePolicyAndTheCheckedFeatures) {
+  const ProcessResult on = svod({}, {"info"});
+  ASSERT_TRUE(on.ok()) << on.err;
+  EXPECT_NE(on.out.find("compiling: allowed"), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find(fmt::format("cpu features: {} checked", known_cpu_features().size())), std::string::npos)
+      << on.out;
+  const ProcessResult off = svod({"SVOD_COMPILE=0"}, {"info"});
+  ASSERT_TRUE(off.ok()) << off.err;
+  EXPECT_NE(off.out.find("compiling: off (SVOD_COMPILE=0)"), std::string::npos) << off.out;
+}
+
+TEST(SvodPack, DamagedPackagesAndBadPlansExitTwo) {
+  TempDir dir;
+  const auto package = dir / "mlp.svodpkg";
+  ASSERT_TRUE(svod({}, {"pack", kMlp, "-o", package.string()}).ok());
+  std::string bytes;
+  {
+    std::ifstream in(package, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() / 2] ^= 0x40;
+  std::ofstream(package, std::ios::binary | std::ios::trunc) << bytes;
+  const ProcessResult run = svod({}, {"run", package.string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("error (load)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("digest mismatch"), std::string::npos) << run.err;
+
+  const auto plan = dir.write("bad.json", R"({"svod_plan": 1, "buffers": {"x": {"dtype": "f99", "count": 1}}})");
+  const ProcessResult bad = svod({}, {"pack", plan.string(), "-o", (dir / "bad.svodpkg").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("svod pack: error (validation)"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.svodpkg"));
+}
+
+TEST(SvodPack, ForeignCpuPackageIsRecompiledWithANote) {
+  std::string lacking;
+  for (const auto& f : known_cpu_features())
+    if (!f.present) lacking = f.name;
+  if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature the check knows";
+  TempDir dir;
+  const auto bytes = pack_plan(kMlp);
+  const PackageReader reader(bytes, "mlp");
+  PackageWriter writer;
+  for (const auto& s : reader.sections()) {
+    if (s.name != kManifestSection) {
+      writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
+      continue;
+    }
+    auto manifest = nlohmann::json::parse(reader.text(s.name));
+    manifest["cpu"]["target_features"].push_back("+" + lacking);
+    writer.add(s.name, manifest.dump());
+  }
+  const auto package = dir / "foreign.svodpkg";
+  write_package(package, writer.finish());
+
+  const ProcessResult refused = svod({"SVOD_COMPILE=0"}, {"run", package.string()});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("lacks: " + lacking), std::string::npos) << refused.err;
+
+  const ProcessResult run = svod({"SVOD_DEBUG=1", "SVOD_CACHE=0"}, {"run", package.string()});
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
+  EXPECT_NE(run.err.find("compiling from the packaged source"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace svod

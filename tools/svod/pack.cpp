@@ -1,0 +1,37 @@
+// `svod pack PLAN.json -o MODEL.svodpkg`: compile a plan's programs once and
+// write the plan with its objects, data and expectations as one package
+// (svod/package, docs/PACKAGE_FORMAT.md).
+#include <fmt/format.h>
+
+#include "svod/package/package.h"
+#include "tools/svod/commands.h"
+#include "tools/svod/common.h"
+
+namespace svod::cli {
+
+int pack(const PackOptions& options) {
+  try {
+    select_cpu_backend(options.backend);
+    svod::PackOptions pack_options;
+    pack_options.vars = parse_vars(options.vars);
+    const std::vector<std::byte> bytes = pack_plan(options.plan, pack_options);
+    // Read back what was written, as a loader will: the summary comes from the package itself.
+    const PackageReader reader(bytes, options.out);
+    const PackageManifest manifest = read_manifest(reader.text(kManifestSection), options.out);
+    size_t objects = 0;
+    for (const auto& p : manifest.programs) objects += p.artifact != PackageProgram::Artifact::Source;
+    write_package(options.out, bytes);
+    fmt::print("packed {} -> {}: {} bytes, {} sections\n", options.plan, options.out, bytes.size(),
+               reader.sections().size());
+    fmt::print("  programs: {} ({} as CPU objects{}, {} as source)\n", manifest.programs.size(), objects,
+               manifest.cpu ? fmt::format(" for {} {}", manifest.cpu->target_triple, manifest.cpu->target_cpu) : "",
+               manifest.programs.size() - objects);
+    fmt::print("  initial data: {} buffer{}; expected outputs: {}\n", manifest.buffers.size(),
+               manifest.buffers.size() == 1 ? "" : "s", manifest.expected.size());
+  } catch (const Error& e) {
+    return fail("pack", e);
+  }
+  return 0;
+}
+
+}  // namespace svod::cli

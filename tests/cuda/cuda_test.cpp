@@ -478,13 +478,13 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], i < count ? k * x[i] + x[i] : 0.0f) << i;
   };
   const CudaGraphStats before = gpu().graph_stats();
-  execute_plan_on(global_executor(), plan);
+  plan.execute();
   check(z, 2, n);
   CudaGraphStats now = gpu().graph_stats();
   EXPECT_EQ(now.instantiations, before.instantiations + 1);
   EXPECT_EQ(now.launches, before.launches + 1);
 
-  execute_plan_on(global_executor(), plan);  // replay, nothing changed
+  plan.execute();  // replay, nothing changed
   CudaGraphStats replay = gpu().graph_stats();
   EXPECT_EQ(replay.instantiations, now.instantiations);
   EXPECT_EQ(replay.launches, now.launches + 1);
@@ -492,24 +492,25 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
 
   Buffer z2 = gpu().allocate(DType::F32, n);
   plan.rebind(sz, z2);
-  execute_plan_on(global_executor(), plan);
+  plan.execute();
   check(z2, 2, n);
   CudaGraphStats rebound = gpu().graph_stats();
   EXPECT_EQ(rebound.instantiations, now.instantiations);
   EXPECT_EQ(rebound.node_updates, replay.node_updates + 1);  // only the add node's output moved
 
-  // New variable values (applied by a plan run), then a graph replay with
-  // the new scalars and grid.
+  // New variable values: a replay with the new scalars and grids (both
+  // nodes change), then rebound buffers (both nodes change again).
   plan.execute_with_vars({{"N", 300}, {"K", 5}});
+  EXPECT_EQ(gpu().graph_stats().node_updates, rebound.node_updates + 2);
   Buffer z3 = gpu().allocate(DType::F32, n);
   plan.rebind(sz, z3);
   Buffer y3 = gpu().allocate(DType::F32, n);
   plan.rebind(sy, y3);
-  execute_plan_on(global_executor(), plan);
+  plan.execute();
   check(z3, 5, 300);
   CudaGraphStats changed = gpu().graph_stats();
   EXPECT_EQ(changed.instantiations, now.instantiations);
-  EXPECT_EQ(changed.node_updates, rebound.node_updates + 2);
+  EXPECT_EQ(changed.node_updates, rebound.node_updates + 4);
 
   // With an observer the plan runs op by op (per-op timing), same results.
   struct Count : PlanObserver {
@@ -517,7 +518,7 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
     void op_started(size_t) noexcept override { ++started; }
     void op_finished(size_t) noexcept override {}
   } observer;
-  execute_plan_on(global_executor(), plan, ExecuteOptions{.observer = &observer});
+  plan.execute(ExecuteOptions{.observer = &observer});
   EXPECT_EQ(observer.started.load(), 2);
   EXPECT_EQ(gpu().graph_stats().launches, changed.launches);
   check(z3, 5, 300);

@@ -181,7 +181,7 @@ TEST_F(OpenCl, GlobalSizeCountsWorkGroups) {
   LaunchDims dims;
   dims.global = {1, 1, 1};
   dims.local = {2, 1, 1};
-  static_cast<const OpenClProgram&>(*program).enqueue(small_args, {}, {}, &dims).wait();
+  program->launch(small_args, {}, &dims);
   const auto two = download<int32_t>(small);
   EXPECT_EQ(two[2], 0);
   EXPECT_EQ(two[6], 1);
@@ -307,14 +307,15 @@ TEST_F(OpenCl, EventsTimeLaunchesAndOrderWork) {
   EXPECT_GE(took.count(), 0);
   // A chain of launches, each waiting on the previous event; the in-order
   // queue would order them anyway, the wait lists must be accepted.
-  OpenClEvent last;
+  EventPtr last;
   for (int i = 0; i < 10; ++i) {
-    const OpenClEvent waits[] = {last};
-    last = program->enqueue(args, {}, waits);
+    const EventPtr waits[] = {last};
+    last = cl().queue().launch(*program, args, {}, nullptr, waits);
   }
   std::atomic<bool> called{false};
-  last.on_complete([&](bool ok) { called = ok; });
-  last.wait();
+  const auto& event = dynamic_cast<const OpenClEvent&>(*last);
+  event.on_complete([&](bool ok) { called = ok; });
+  last->wait();
   cl().synchronize();
   EXPECT_EQ(download<int32_t>(counter), std::vector<int32_t>(256, 11));
   for (int i = 0; i < 1000 && !called; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -115,14 +115,6 @@ cl_context platform_context(cl_platform_id platform) {
   return context;
 }
 
-std::vector<cl_event> handles(std::span<const OpenClEvent> events) {
-  std::vector<cl_event> out;
-  out.reserve(events.size());
-  for (const auto& e : events)
-    if (e.valid()) out.push_back(e.handle());
-  return out;
-}
-
 int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& program) {
   int64_t out = 0;
   if (a < 1 || b < 1 || __builtin_mul_overflow(a, b, &out))
@@ -137,7 +129,7 @@ int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& pro
 
 // ---- OpenClEvent -------------------------------------------------------------
 
-OpenClEvent::OpenClEvent(const OpenClEvent& other) : event_(other.event_) {
+OpenClEvent::OpenClEvent(const OpenClEvent& other) : Event(), event_(other.event_), context_(other.context_) {
   if (event_) opencl_api().clRetainEvent(event_);
 }
 
@@ -153,6 +145,7 @@ OpenClEvent& OpenClEvent::operator=(OpenClEvent&& other) noexcept {
   if (this != &other) {
     if (event_) opencl_api().clReleaseEvent(event_);
     event_ = other.event_;
+    context_ = other.context_;
     other.event_ = nullptr;
   }
   return *this;
@@ -248,7 +241,7 @@ OpenClProgram::~OpenClProgram() {
 Device& OpenClProgram::device() const noexcept { return *device_; }
 
 OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                   std::span<const OpenClEvent> waits, const LaunchDims* dims) const {
+                                   std::span<cl_event const> waits, const LaunchDims* dims) const {
   const std::string& program = spec().display_name();
   const size_t nbuf = layout_.buffer_count();
   if (buffers.size() != nbuf)
@@ -267,7 +260,6 @@ OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<co
     global[d] = static_cast<size_t>(checked_product(sizes.global[d], sizes.local[d], d, program));
     local[d] = static_cast<size_t>(sizes.local[d]);
   }
-  const std::vector<cl_event> wait_list = handles(waits);
   const auto& cl = opencl_api();
   cl_event event = nullptr;
   {
@@ -288,28 +280,77 @@ OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<co
       check_cl(status, fmt::format("program \"{}\": setting scalar \"{}\"", program, spec().scalars[s].name),
                ErrorKind::Validation);
     }
-    check_cl(cl.clEnqueueNDRangeKernel(device_->queue(), kernel_, 3, nullptr, global, local,
-                                       static_cast<cl_uint>(wait_list.size()),
-                                       wait_list.empty() ? nullptr : wait_list.data(), &event),
+    check_cl(cl.clEnqueueNDRangeKernel(device_->command_queue(), kernel_, 3, nullptr, global, local,
+                                       static_cast<cl_uint>(waits.size()), waits.empty() ? nullptr : waits.data(),
+                                       &event),
              fmt::format("program \"{}\": launching {}x{}x{} work-groups of {}x{}x{} on {}", program, sizes.global[0],
                          sizes.global[1], sizes.global[2], sizes.local[0], sizes.local[1], sizes.local[2],
                          device_->name()));
   }
   // Without a flush an implementation may hold the command back until the
   // queue fills, and nothing waiting on its event would make progress.
-  cl.clFlush(device_->queue());
+  cl.clFlush(device_->command_queue());
   if (debug_level() >= 2) logger().debug("launch {} on {}", program, device_->name());
-  return OpenClEvent(event);
+  return OpenClEvent(event, device_->context());
 }
 
-void OpenClProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
-  enqueue(buffers, scalars).wait();
+void OpenClProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                           const LaunchDims* dims) const {
+  enqueue(buffers, scalars, {}, dims).wait();
 }
 
-std::chrono::nanoseconds OpenClProgram::time_launch(std::span<const Buffer> buffers,
-                                                    std::span<const int64_t> scalars) const {
-  return enqueue(buffers, scalars).duration();
+std::chrono::nanoseconds OpenClProgram::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                                    const LaunchDims* dims) const {
+  return enqueue(buffers, scalars, {}, dims).duration();
 }
+
+// ---- OpenClQueue ---------------------------------------------------------------
+
+Device& OpenClQueue::device() const noexcept { return *device_; }
+
+bool OpenClQueue::can_wait_on(const Queue& other) const noexcept {
+  const auto* queue = dynamic_cast<const OpenClQueue*>(&other);
+  return queue && queue->device_->shares_context(*device_);
+}
+
+std::vector<cl_event> OpenClQueue::device_waits(std::span<const EventPtr> waits) const {
+  std::vector<cl_event> out;
+  out.reserve(waits.size());
+  for (const EventPtr& e : waits) {
+    if (!e) continue;
+    const auto* cl = dynamic_cast<const OpenClEvent*>(e.get());
+    if (cl && cl->valid() && cl->context() == device_->context())
+      out.push_back(cl->handle());
+    else
+      e->wait();
+  }
+  return out;
+}
+
+EventPtr OpenClQueue::launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                             const LaunchDims* dims, std::span<const EventPtr> waits) {
+  if (&program.device() != device_)
+    throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to the queue of {}",
+                     program.spec().display_name(), program.device().name(), device_->name());
+  const std::vector<cl_event> list = device_waits(waits);
+  return std::make_shared<OpenClEvent>(static_cast<const OpenClProgram&>(program).enqueue(buffers, scalars, list, dims));
+}
+
+EventPtr OpenClQueue::copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) {
+  if (!device_->direct_copy(dst, src)) {
+    // Staged through host memory, synchronously; its device legs are
+    // commands of the in-order queues involved, so they follow earlier work.
+    wait_all(waits);
+    device_->copy(dst, src);
+    return nullptr;
+  }
+  const std::vector<cl_event> list = device_waits(waits);
+  return std::make_shared<OpenClEvent>(device_->enqueue_copy(dst, src, list));
+}
+
+void OpenClQueue::flush() { check_cl(opencl_api().clFlush(device_->command_queue()), "clFlush"); }
+
+void OpenClQueue::finish() { device_->synchronize(); }
 
 // ---- OpenClDevice --------------------------------------------------------------
 
@@ -432,7 +473,7 @@ bool OpenClDevice::direct_copy(const Buffer& dst, const Buffer& src) const noexc
   return (dst_here && src.is_host()) || (src_here && dst.is_host());
 }
 
-OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std::span<const OpenClEvent> waits) {
+OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std::span<cl_event const> waits) {
   if (dst.bytes() != src.bytes())
     throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
                      src.bytes(), dst.bytes());
@@ -440,9 +481,8 @@ OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std
     throw make_error(ErrorKind::Unsupported, "{} cannot copy {} -> {} in one command; use copy(), which stages it",
                      name(), src.device().name(), dst.device().name());
   const auto& cl = opencl_api();
-  const std::vector<cl_event> wait_list = handles(waits);
-  const auto count = static_cast<cl_uint>(wait_list.size());
-  const cl_event* list = wait_list.empty() ? nullptr : wait_list.data();
+  const auto count = static_cast<cl_uint>(waits.size());
+  const cl_event* list = waits.empty() ? nullptr : waits.data();
   cl_event event = nullptr;
   const size_t bytes = src.bytes();
   if (bytes == 0) {
@@ -466,7 +506,7 @@ OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std
              fmt::format("{}: copying {} bytes {} -> {}", name(), bytes, src.device().name(), dst.device().name()));
   }
   cl.clFlush(queue_);
-  return OpenClEvent(event);
+  return OpenClEvent(event, context_);
 }
 
 void OpenClDevice::copy(const Buffer& dst, const Buffer& src) {

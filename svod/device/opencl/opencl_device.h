@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "svod/device/device.h"
+#include "svod/device/queue.h"
 #include "svod/device/registry.h"
 #include "svod/program/launch_layout.h"
 
@@ -47,25 +48,32 @@ namespace svod {
 
 class OpenClDevice;
 
-// A shared reference to one enqueued command (clRetainEvent/clReleaseEvent).
-class OpenClEvent {
+// A shared reference to one enqueued command (clRetainEvent/clReleaseEvent),
+// with the context it belongs to (queues of that context wait on it on the
+// device).
+class OpenClEvent final : public Event {
  public:
   OpenClEvent() = default;
-  explicit OpenClEvent(_cl_event* owned) noexcept : event_(owned) {}  // takes the reference
+  // Takes the reference.
+  explicit OpenClEvent(_cl_event* owned, _cl_context* context = nullptr) noexcept
+      : event_(owned), context_(context) {}
   OpenClEvent(const OpenClEvent& other);
   OpenClEvent& operator=(const OpenClEvent& other);
-  OpenClEvent(OpenClEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  OpenClEvent(OpenClEvent&& other) noexcept : event_(other.event_), context_(other.context_) {
+    other.event_ = nullptr;
+  }
   OpenClEvent& operator=(OpenClEvent&& other) noexcept;
-  ~OpenClEvent();
+  ~OpenClEvent() override;
 
   bool valid() const noexcept { return event_ != nullptr; }
   _cl_event* handle() const noexcept { return event_; }
+  _cl_context* context() const noexcept { return context_; }
 
   // Blocks until the command finished; Error(Execution) when it failed.
-  void wait() const;
+  void wait() const override;
   // Device time from the command's start to its end, read from the queue's
   // profiling counters; waits first.
-  std::chrono::nanoseconds duration() const;
+  std::chrono::nanoseconds duration() const override;
   // Calls fn(ok) once, when the command finished (ok false when it failed),
   // on a thread of the OpenCL runtime: fn must return quickly and call no
   // blocking OpenCL function.
@@ -73,6 +81,7 @@ class OpenClEvent {
 
  private:
   _cl_event* event_ = nullptr;
+  _cl_context* context_ = nullptr;
 };
 
 // Device memory; host_data() is null. Views at nonzero offsets use
@@ -99,18 +108,18 @@ class OpenClProgram final : public Program {
 
   Device& device() const noexcept override;
   // Enqueues the kernel and waits for it.
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+              const LaunchDims* dims = nullptr) const override;
 
-  // Enqueues the kernel after `waits` (events of this device's context) and
-  // returns its event without waiting. `dims`, when given, replaces the
-  // spec's launch sizes (for callers, like plans, whose sizes name variables
-  // that are not scalars of the kernel). Arguments are checked first
+  // Enqueues the kernel on the device's queue after `waits` (events of this
+  // device's context) and returns its event without waiting; what
+  // OpenClQueue::launch does. Arguments are checked first
   // (Error(Validation)); nothing is enqueued when a check fails.
   OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                      std::span<const OpenClEvent> waits = {}, const LaunchDims* dims = nullptr) const;
+                      std::span<_cl_event* const> waits = {}, const LaunchDims* dims = nullptr) const;
   // Runs the kernel once and returns its device time (profiling counters).
-  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
-                                       std::span<const int64_t> scalars) const override;
+  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                       const LaunchDims* dims = nullptr) const override;
 
   // The launch sizes the spec gives for these caller scalars.
   LaunchDims dims(std::span<const int64_t> scalars) const { return layout_.dims(scalars); }
@@ -137,6 +146,27 @@ struct OpenClDeviceDetails {
   uint64_t global_memory = 0;
 };
 
+// The device's in-order command queue as a svod Queue. It waits on the
+// device for events of its own context and on the host for any other.
+class OpenClQueue final : public Queue {
+ public:
+  explicit OpenClQueue(OpenClDevice& device) : device_(&device) {}
+  Device& device() const noexcept override;
+  bool can_wait_on(const Queue& other) const noexcept override;
+  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                  const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
+  EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
+  void flush() override;
+  void finish() override;
+
+ private:
+  // The handles of `waits` this queue can wait on, after waiting on the host
+  // for the others.
+  std::vector<_cl_event*> device_waits(std::span<const EventPtr> waits) const;
+
+  OpenClDevice* device_;
+};
+
 class OpenClDevice final : public Device {
  public:
   // Opens device `index` of the enumeration; use open_device("CL:i"), which
@@ -157,13 +187,16 @@ class OpenClDevice final : public Device {
   void copy(const Buffer& dst, const Buffer& src) override;
   void synchronize() override;
 
+  Queue& queue() override { return queue_object_; }
+
   // True when one command on this device's queue performs dst <- src: host
   // to this device, this device to host, or between storages of this
   // device's context that do not overlap.
-  bool direct_copy(const Buffer& dst, const Buffer& src) const noexcept;
-  // Enqueues a direct copy after `waits` and returns its event. Host memory
-  // involved must stay untouched until the event completes.
-  OpenClEvent enqueue_copy(const Buffer& dst, const Buffer& src, std::span<const OpenClEvent> waits = {});
+  bool direct_copy(const Buffer& dst, const Buffer& src) const noexcept override;
+  // Enqueues a direct copy after `waits` and returns its event; what
+  // OpenClQueue::copy does. Host memory involved must stay untouched until
+  // the event completes.
+  OpenClEvent enqueue_copy(const Buffer& dst, const Buffer& src, std::span<_cl_event* const> waits = {});
 
   // True when this device's queue can wait on events of `other` (one context).
   bool shares_context(const OpenClDevice& other) const noexcept { return context_ == other.context_; }
@@ -171,7 +204,7 @@ class OpenClDevice final : public Device {
   size_t index() const noexcept { return index_; }
 
   _cl_context* context() const noexcept { return context_; }
-  _cl_command_queue* queue() const noexcept { return queue_; }
+  _cl_command_queue* command_queue() const noexcept { return queue_; }
   _cl_device_id* id() const noexcept { return id_; }
   // The cl_mem of a buffer of this context at the buffer's offset;
   // Error(Validation) when the buffer is elsewhere.
@@ -186,6 +219,7 @@ class OpenClDevice final : public Device {
   _cl_command_queue* queue_ = nullptr;
   OpenClDeviceDetails details_;
   const uint64_t cache_scope_;
+  OpenClQueue queue_object_{*this};
 };
 
 // The devices present (name "CL:i" and a description); Error(DeviceUnavailable)

@@ -144,6 +144,7 @@ struct PlanState {
   void prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values);
   void run_op(size_t i, const ExecuteOptions& options);
   void run_inline(size_t i);
+  void run_host_work(size_t i);
   void submit(size_t i, const ExecuteOptions& options);
   bool run_as_graph();
   void wait_for_devices(std::optional<DagFailure>& failure);
@@ -554,6 +555,10 @@ void PlanState::run_inline(size_t i) {
   // Host work waits for the device work it depends on.
   for (const auto& [p, on_device] : cross_waits[i])
     if (events[p]) events[p]->wait();
+  run_host_work(i);
+}
+
+void PlanState::run_host_work(size_t i) {
   OpRun& r = runs[i];
   if (auto* k = std::get_if<KernelRun>(&r)) {
     if (k->bound)
@@ -682,7 +687,7 @@ void PlanState::run(const ExecuteOptions& options) {
       auto node = [this, &options](size_t i) { run_op(i, options); };
       failure = runner.run(options.sequential, node);
     } else {
-      auto node = [this](size_t i) { run_inline(i); };
+      auto node = [this](size_t i) { run_host_work(i); };
       failure = runner.run(options.sequential, node);
     }
   } else {

@@ -8,11 +8,15 @@
 #include <numeric>
 #include <thread>
 
+#include <unistd.h>
+
 #include "svod/base/error.h"
+#include "svod/cache/object_cache.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/opencl/opencl_device.h"
 #include "svod/device/registry.h"
+#include "tests/cache/cache_test_support.h"
 
 namespace svod {
 namespace {
@@ -358,6 +362,45 @@ TEST_F(OpenCl, ProgramsAreCachedPerSpec) {
   EXPECT_EQ(download(out)[0], 2.5f);
   spec.defines = {{"VALUE", "bad value"}};
   EXPECT_EQ(kind_of([&] { cl().compile(spec); }), ErrorKind::Validation);
+}
+
+// Programs go through the compiler path: the first compile builds from
+// source and stores the device binary; another device object (a fresh kernel
+// cache scope) loads that binary from disk without building from source, and
+// bytes the device refuses are a Load error (which the cache path answers by
+// compiling afresh).
+TEST_F(OpenCl, BinariesGoThroughTheObjectCache) {
+  test::CacheTempDir dir;
+  test::ScopedObjectCache scoped(test::object_cache_in(dir.path()));
+  ProgramSpec spec = opencl_spec(
+      "__kernel void twice(__global float* o, __global const float* a) { int i = get_global_id(0); o[i] = 2 * a[i]; }",
+      "twice");
+  spec.buffers = {{"o", Access::Write}, {"a"}};
+  spec.global_size[0] = Expr::constant(4);
+  spec.local_size[0] = Expr::constant(8);
+  spec.defines = {{"BINARY_CACHE_TEST", std::to_string(::getpid())}};  // unique per process: a cold entry
+  cl().compile(spec);
+  ObjectCacheStats stats = object_cache()->stats();
+  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.writes, 1u);
+  EXPECT_EQ(cl().compiler().identity().backend, "opencl");
+
+  OpenClDevice second(cl().index());
+  auto program = second.compile(spec);
+  stats = object_cache()->stats();
+  EXPECT_EQ(stats.hits, 1u);
+  EXPECT_EQ(stats.writes, 1u);  // loaded, not rebuilt and stored again
+  std::vector<float> values(32);
+  std::iota(values.begin(), values.end(), 1.0f);
+  Buffer a = upload(values);
+  Buffer o = cl().allocate(DType::F32, 32);
+  const Buffer args[] = {o, a};
+  program->launch(args, {});
+  EXPECT_EQ(download(o)[31], 64.0f);
+
+  Artifact junk{ArtifactKind::OpenClBinary, std::vector<std::byte>(64, std::byte{7})};
+  EXPECT_EQ(kind_of([&] { second.load(spec, junk); }), ErrorKind::Load);
+  EXPECT_EQ(kind_of([&] { second.load(spec, Artifact{ArtifactKind::ElfObject, {}}); }), ErrorKind::Load);
 }
 
 }  // namespace

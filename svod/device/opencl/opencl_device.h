@@ -1,5 +1,6 @@
 // The OpenCL device ("CL:0", "CL:1", ...): buffers in device memory (cl_mem),
-// programs in OpenCL C built from source, launches and copies on one
+// programs in OpenCL C compiled to device binaries by OpenClCompiler (through
+// the kernel cache and the object cache on disk), launches and copies on one
 // in-order, profiling-enabled command queue per device, and events that let
 // other work wait for them or time them. Devices are numbered across all
 // platforms in the order the ICD loader lists them; the devices of one
@@ -29,7 +30,10 @@
 #include <string>
 #include <vector>
 
+#include "svod/compile/compiler.h"
 #include "svod/device/device.h"
+#include "svod/device/opencl/cl_handle.h"
+#include "svod/device/opencl/opencl_compiler.h"
 #include "svod/device/queue.h"
 #include "svod/device/registry.h"
 #include "svod/program/launch_layout.h"
@@ -88,23 +92,23 @@ class OpenClEvent final : public Event {
 // sub-buffers, created once per offset and kept with the storage.
 class OpenClStorage final : public Storage {
  public:
-  OpenClStorage(OpenClDevice& device, size_t bytes, _cl_mem* memory);
-  ~OpenClStorage() override;
+  OpenClStorage(OpenClDevice& device, size_t bytes, detail::ClHandle<_cl_mem*> memory);
 
-  _cl_mem* memory() const noexcept { return memory_; }
+  _cl_mem* memory() const noexcept { return memory_.get(); }
   // The cl_mem that starts at byte `offset` (the storage itself for 0).
   _cl_mem* memory_at(size_t offset);
 
  private:
-  _cl_mem* memory_;
+  detail::ClHandle<_cl_mem*> memory_;
   std::mutex mutex_;
-  std::map<size_t, _cl_mem*> sub_buffers_;
+  // Released before memory_ (declared after it).
+  std::map<size_t, detail::ClHandle<_cl_mem*>> sub_buffers_;
 };
 
 class OpenClProgram final : public Program {
  public:
-  OpenClProgram(OpenClDevice& device, ProgramSpec spec, _cl_program* program, _cl_kernel* kernel);
-  ~OpenClProgram() override;
+  OpenClProgram(OpenClDevice& device, ProgramSpec spec, detail::ClHandle<_cl_program*> program,
+                detail::ClHandle<_cl_kernel*> kernel);
 
   Device& device() const noexcept override;
   // Enqueues the kernel and waits for it.
@@ -127,8 +131,8 @@ class OpenClProgram final : public Program {
 
  private:
   OpenClDevice* device_;
-  _cl_program* program_;
-  _cl_kernel* kernel_;
+  detail::ClHandle<_cl_program*> program_;
+  detail::ClHandle<_cl_kernel*> kernel_;
   LaunchLayout layout_;
   // clSetKernelArg changes the kernel object, so setting arguments and
   // enqueueing is one critical section per program.
@@ -177,10 +181,15 @@ class OpenClDevice final : public Device {
   std::string name() const override;
   // Zero-filled device memory.
   Buffer allocate(DType dtype, size_t count) override;
-  // Builds OpenCL C (spec.language OpenCl) for this device; defines become
-  // -D options. Build failures are Error(Compile) carrying the build log; a
-  // missing entry is Error(UndefinedSymbol). Programs are cached per device.
+  // Compiles OpenCL C (spec.language OpenCl) to a binary with this device's
+  // OpenClCompiler and loads it. Build failures are Error(Compile) carrying
+  // the build log; a missing entry is Error(UndefinedSymbol). Programs are
+  // cached per device in memory and, as binaries, by the object cache.
   std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
+  // Loads a binary made by this device's compiler (ArtifactKind::
+  // OpenClBinary); Error(Load) when the device refuses it.
+  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact);
+  const OpenClCompiler& compiler() const noexcept { return *compiler_; }
   // Synchronous copy; see enqueue_copy for the direct cases, everything else
   // (another context, another device kind, overlapping bytes of one storage)
   // is staged through host memory.
@@ -204,7 +213,7 @@ class OpenClDevice final : public Device {
   size_t index() const noexcept { return index_; }
 
   _cl_context* context() const noexcept { return context_; }
-  _cl_command_queue* command_queue() const noexcept { return queue_; }
+  _cl_command_queue* command_queue() const noexcept { return queue_.get(); }
   _cl_device_id* id() const noexcept { return id_; }
   // The cl_mem of a buffer of this context at the buffer's offset;
   // Error(Validation) when the buffer is elsewhere.
@@ -216,9 +225,10 @@ class OpenClDevice final : public Device {
   size_t index_;
   _cl_device_id* id_ = nullptr;
   _cl_context* context_ = nullptr;
-  _cl_command_queue* queue_ = nullptr;
+  detail::ClHandle<_cl_command_queue*> queue_;
   OpenClDeviceDetails details_;
   const uint64_t cache_scope_;
+  std::unique_ptr<OpenClCompiler> compiler_;
   OpenClQueue queue_object_{*this};
 };
 

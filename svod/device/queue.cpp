@@ -43,4 +43,9 @@ EventPtr HostQueue::copy(const Buffer& dst, const Buffer& src, std::span<const E
   return nullptr;
 }
 
+EventPtr HostQueue::record(std::span<const EventPtr> waits) {
+  wait_all(waits);
+  return nullptr;
+}
+
 }  // namespace svod

@@ -73,6 +73,9 @@ class Queue {
   // dst <- src (equal byte sizes) after `waits`. Host memory involved must
   // stay untouched until the returned event completes.
   virtual EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) = 0;
+  // An event that completes once everything submitted before it and
+  // `waits` completed; work submitted after it also waits for `waits`.
+  virtual EventPtr record(std::span<const EventPtr> waits = {}) = 0;
   // Makes submitted work start without waiting for more submissions.
   virtual void flush() {}
   // Waits for everything submitted so far.
@@ -89,6 +92,7 @@ class HostQueue final : public Queue {
   EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                   const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
+  EventPtr record(std::span<const EventPtr> waits = {}) override;
   void finish() override {}
 
  private:

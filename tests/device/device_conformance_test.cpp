@@ -275,9 +275,12 @@ TEST_P(DeviceConformance, QueuesOrderWorkAndEventsTimeIt) {
   const EventPtr ran = queue.launch(*axpb(), args, n, nullptr, waits_in);
   const EventPtr waits_ran[] = {ran};
   const EventPtr out = queue.copy(back, o, waits_ran);
-  if (out) out->wait();
-  queue.finish();
+  const EventPtr waits_out[] = {out};
+  const EventPtr all = queue.record(waits_out);  // after everything so far
+  EXPECT_EQ(all == nullptr, queue.runs_inline());
+  if (all) all->wait();
   for (size_t i = 0; i < kN; i += 97) ASSERT_EQ(back.span<float>()[i], 3.0f * a[i]) << i;
+  queue.finish();
   // Devices with events time the command on the device; inline queues
   // finish before returning and give no event.
   EXPECT_EQ(ran == nullptr, queue.runs_inline());

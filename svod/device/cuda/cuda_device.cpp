@@ -239,6 +239,15 @@ EventPtr CudaQueue::copy(const Buffer& dst, const Buffer& src, std::span<const E
   return event;
 }
 
+EventPtr CudaQueue::record(std::span<const EventPtr> waits) {
+  auto event = std::make_shared<CudaEvent>(*device_);
+  // cuStreamWaitEvent holds back everything submitted to the stream later.
+  wait_for(waits);
+  check_cu(device_->api().cuEventRecord(event->start(), device_->stream()), "cuEventRecord");
+  check_cu(device_->api().cuEventRecord(event->end(), device_->stream()), "cuEventRecord");
+  return event;
+}
+
 void CudaQueue::finish() { device_->synchronize(); }
 
 // ---- graphs ----------------------------------------------------------------------

@@ -132,6 +132,7 @@ class CudaQueue final : public Queue {
   EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                   const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
+  EventPtr record(std::span<const EventPtr> waits = {}) override;
   void finish() override;
 
  private:

@@ -341,6 +341,17 @@ EventPtr OpenClQueue::copy(const Buffer& dst, const Buffer& src, std::span<const
   return std::make_shared<OpenClEvent>(device_->enqueue_copy(dst, src, list));
 }
 
+EventPtr OpenClQueue::record(std::span<const EventPtr> waits) {
+  const std::vector<cl_event> list = device_waits(waits);
+  cl_event marker = nullptr;
+  // On an in-order queue a marker also holds back everything after it.
+  check_cl(opencl_api().clEnqueueMarkerWithWaitList(device_->command_queue(), static_cast<cl_uint>(list.size()),
+                                                    list.empty() ? nullptr : list.data(), &marker),
+           fmt::format("{}: clEnqueueMarkerWithWaitList", device_->name()));
+  flush();
+  return std::make_shared<OpenClEvent>(marker, device_->context());
+}
+
 void OpenClQueue::flush() { check_cl(opencl_api().clFlush(device_->command_queue()), "clFlush"); }
 
 void OpenClQueue::finish() { device_->synchronize(); }

@@ -115,12 +115,6 @@ class OpenClProgram final : public Program {
   void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
               const LaunchDims* dims = nullptr) const override;
 
-  // Enqueues the kernel on the device's queue after `waits` (events of this
-  // device's context) and returns its event without waiting; what
-  // OpenClQueue::launch does. Arguments are checked first
-  // (Error(Validation)); nothing is enqueued when a check fails.
-  OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                      std::span<_cl_event* const> waits = {}, const LaunchDims* dims = nullptr) const;
   // Runs the kernel once and returns its device time (profiling counters).
   std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                                        const LaunchDims* dims = nullptr) const override;
@@ -130,6 +124,14 @@ class OpenClProgram final : public Program {
   const LaunchLayout& layout() const noexcept { return layout_; }
 
  private:
+  friend class OpenClQueue;
+  // Enqueues the kernel on the device's queue after `waits` (events of this
+  // device's context) and returns its event without waiting: the one launch
+  // path, behind OpenClQueue::launch and launch(). Arguments are checked
+  // first (Error(Validation)); nothing is enqueued when a check fails.
+  OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                      std::span<_cl_event* const> waits, const LaunchDims* dims) const;
+
   OpenClDevice* device_;
   detail::ClHandle<_cl_program*> program_;
   detail::ClHandle<_cl_kernel*> kernel_;
@@ -160,6 +162,7 @@ class OpenClQueue final : public Queue {
   EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                   const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
+  EventPtr record(std::span<const EventPtr> waits = {}) override;
   void flush() override;
   void finish() override;
 

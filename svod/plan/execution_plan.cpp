@@ -143,6 +143,7 @@ struct PlanState {
   void prepare(const std::vector<int64_t>& values);
   void prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values);
   void run_op(size_t i, const ExecuteOptions& options);
+  void wait_for_op(size_t p);
   void run_inline(size_t i);
   void run_host_work(size_t i);
   void submit(size_t i, const ExecuteOptions& options);
@@ -551,10 +552,19 @@ void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t
   }
 }
 
+void PlanState::wait_for_op(size_t p) {
+  try {
+    events[p]->wait();
+  } catch (...) {
+    // The failure is the device command's, found by the op waiting for it.
+    rethrow_with(fmt::format("waiting for {} ({})", op_name(p), op_kind(ops[p])));
+  }
+}
+
 void PlanState::run_inline(size_t i) {
   // Host work waits for the device work it depends on.
   for (const auto& [p, on_device] : cross_waits[i])
-    if (events[p]) events[p]->wait();
+    if (events[p]) wait_for_op(p);
   run_host_work(i);
 }
 
@@ -586,7 +596,7 @@ void PlanState::submit(size_t i, const ExecuteOptions& options) {
   for (const auto& [p, on_device] : cross_waits[i]) {
     if (!events[p]) continue;
     if (!on_device || options.strategy == SyncStrategy::BlockingHostWait) {
-      events[p]->wait();
+      wait_for_op(p);
     } else if (count < std::size(waits)) {
       waits[count++] = events[p];
     } else {

@@ -1,4 +1,4 @@
-// UnifiedExecutor and OpenCL overheads.
+// UnifiedExecutor (the plan runner underneath) and OpenCL queue overheads.
 //
 //  * ExecutorCpuChain / ExecutorCpuIndependent: 256 empty CPU kernels that
 //    all touch one buffer (ordered by hazards) or each their own (parallel),
@@ -143,8 +143,8 @@ void OpenClLaunchRoundTrip(benchmark::State& state) {
   kernel->launch(args, {});
   std::chrono::nanoseconds device_time{0};
   for (auto _ : state) {
-    OpenClEvent event = kernel->enqueue(args, {});
-    device_time += event.duration();  // waits
+    const EventPtr event = cl->queue().launch(*kernel, args, {});
+    device_time += event->duration();  // waits
   }
   state.counters["device_time"] = benchmark::Counter(std::chrono::duration<double>(device_time).count() /
                                                      static_cast<double>(state.iterations()));
@@ -158,9 +158,9 @@ void OpenClLaunchThroughput(benchmark::State& state) {
   const Buffer args[] = {cl->allocate(DType::I32, 1)};
   kernel->launch(args, {});
   for (auto _ : state) {
-    OpenClEvent last;
-    for (int i = 0; i < kNodes; ++i) last = kernel->enqueue(args, {});
-    last.wait();
+    EventPtr last;
+    for (int i = 0; i < kNodes; ++i) last = cl->queue().launch(*kernel, args, {});
+    last->wait();
   }
   state.counters["time_per_kernel"] = benchmark::Counter(static_cast<double>(state.iterations() * kNodes),
                                                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);

@@ -49,7 +49,7 @@ struct EntryHeader {
 };
 static_assert(sizeof(EntryHeader) == 56);
 
-constexpr uint32_t kMaxArtifactKind = static_cast<uint32_t>(ArtifactKind::OpenClSource);
+constexpr uint32_t kMaxArtifactKind = static_cast<uint32_t>(ArtifactKind::OpenClBinary);
 
 class Fd {
  public:

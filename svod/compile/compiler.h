@@ -27,7 +27,8 @@ struct CompilerIdentity {
   std::string describe() const;  // one line for logs and `svod info`
 };
 
-enum class ArtifactKind { ElfObject, SharedLibrary, Ptx, Cubin, OpenClSource };
+// Stored in object cache entries: append new kinds at the end.
+enum class ArtifactKind { ElfObject, SharedLibrary, Ptx, Cubin, OpenClSource, OpenClBinary };
 
 // Where one compile's time went (CPU time of the compiling thread), for
 // benchmarks and SVOD_DEBUG logs. Zero for the phases a compiler does not

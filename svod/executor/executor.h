@@ -5,47 +5,36 @@
 // An ExecutionGraph is built by adding nodes in program order. Each node
 // states the byte ranges it reads and writes (KernelBufferAccess); the
 // dependencies are the read/write hazards between those ranges (RAW, WAR,
-// WAW, from the same analysis plans use) plus explicit `after` edges. Every
-// device taking part gets a DeviceContext saying how work reaches it: the CPU
-// runs nodes on the thread pool; an OpenCL device enqueues them on its
-// in-order queue. A node starts once its predecessors allow it:
-//  - on the same in-order queue, as soon as they are enqueued (the queue
-//    keeps the order);
-//  - on another queue of the same OpenCL context, with SyncStrategy::
-//    DeviceEvents, as soon as they are enqueued, passing their events in the
-//    wait list, so the host never blocks;
-//  - otherwise (host work, other contexts, or SyncStrategy::BlockingHostWait),
-//    once they have finished, which the host observes.
-// Copies between devices that have no direct path are staged through host
-// memory on the thread pool. CUDA kernels and copies run as host work (each
-// launch waits for its stream), except that a graph made only of kernels of
-// one CUDA device, run without an observer, is submitted as one CUDA graph
-// (see CudaDevice::run_graph). Graphs are reusable: execute() may run one graph
-// many times (one run at a time per graph).
+// WAW, from the same analysis plans use) plus explicit `after` edges.
+//
+// A graph is an ExecutionPlan underneath: the first execute() after nodes
+// were added builds one (hazards, queues and waits worked out once), and
+// every run goes through the plan's runner, so graphs and plans share one
+// runner and one set of semantics on every device: kernels of devices with
+// queues are submitted to them (queue.h) and wait for other queues on the
+// device where the queues allow it (SyncStrategy::DeviceEvents), host work
+// waits on the host; a graph made only of kernels of one device may go to
+// the device as one submission (CUDA graphs); a failure poisons the graph
+// (later runs throw ErrorKind::PlanPoisoned until a node is added).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "svod/device/buffer.h"
 #include "svod/device/device.h"
+#include "svod/device/queue.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/program/program_spec.h"
 
 namespace svod {
-
-enum class SyncStrategy {
-  BlockingHostWait,  // the host waits for a predecessor on another queue before submitting
-  DeviceEvents,      // queues wait on each other's events where the devices share a context
-};
-std::string_view to_string(SyncStrategy strategy) noexcept;
 
 // How a node waits for one predecessor, given both devices and the strategy.
 enum class WaitKind {
@@ -61,27 +50,8 @@ struct KernelBufferAccess {
   Access access = Access::Read;
 };
 
-// How work reaches one device. Contexts are created by the executor, one per
-// device, and live as long as it does.
-class DeviceContext {
- public:
-  enum class Lane {
-    HostPool,     // run on svod's thread pool (CPU device, host functions, staged copies)
-    OpenClQueue,  // enqueued on the device's in-order OpenCL queue
-  };
-
-  DeviceContext(Device& device, Lane lane) : device_(&device), lane_(lane) {}
-  Device& device() const noexcept { return *device_; }
-  Lane lane() const noexcept { return lane_; }
-  bool has_events() const noexcept { return lane_ == Lane::OpenClQueue; }
-
- private:
-  Device* device_;
-  Lane lane_;
-};
-
 struct NodeOptions {
-  std::string label;          // for errors and traces; "node N" when empty
+  std::string label;          // for errors and traces; "op N" when empty
   std::vector<size_t> after;  // nodes (added earlier) that must finish first
   // Kernel nodes: launch sizes to use instead of the spec's (work-groups and
   // work-items per group; for CPU programs global[0] is the core_id slice
@@ -95,7 +65,9 @@ struct ExecutionNode {
   size_t id = 0;
   Kind kind = Kind::Kernel;
   std::string label;
-  Device* device = nullptr;  // where it runs (kernels: the program's device)
+  // Where it runs: a kernel's device, the device whose queue does a copy in
+  // one command, or null for work on the host (host functions, staged copies).
+  Device* device = nullptr;
   std::vector<KernelBufferAccess> accesses;  // Copy: {dst (write), src (read)}
   std::vector<size_t> after;
   // Kernel
@@ -129,18 +101,20 @@ class ExecutionGraph {
 
   size_t size() const noexcept;
   const ExecutionNode& node(size_t id) const;
+  // The graph's plan, built on first use after nodes were added; building
+  // checks every node as plans do (Error(Validation) naming the op).
+  ExecutionPlan& plan();
   // Predecessors of each node (hazards and `after`, sorted, unique).
-  const std::vector<std::vector<size_t>>& predecessors() const;
+  const std::vector<std::vector<size_t>>& predecessors();
   // Deterministic topological order (smallest ready id first).
-  const std::vector<size_t>& order() const;
+  std::vector<size_t> order();
   // Nodes grouped by dependency depth: group k holds the nodes whose longest
   // path from a root has k edges, ids ascending.
-  std::vector<std::vector<size_t>> parallel_groups() const;
-
-  struct State;  // opaque; defined in executor.cpp
+  std::vector<std::vector<size_t>> parallel_groups();
 
  private:
   friend class UnifiedExecutor;
+  struct State;
   std::unique_ptr<State> state_;
 };
 
@@ -149,9 +123,7 @@ struct GraphRunOptions {
   // Run the nodes one at a time in order() on the calling thread, each to
   // completion (for debugging).
   bool sequential = false;
-  // Told when each node starts (submitted to its queue, or started on the
-  // pool) and finishes (observed complete); calls may come from pool threads
-  // and OpenCL callback hand-offs.
+  // Told when each node starts and finishes (ExecuteOptions::observer).
   PlanObserver* observer = nullptr;
 };
 
@@ -162,24 +134,23 @@ class UnifiedExecutor {
   UnifiedExecutor(const UnifiedExecutor&) = delete;
   UnifiedExecutor& operator=(const UnifiedExecutor&) = delete;
 
-  // The context of `device`, created on first use. Devices must outlive the
-  // executor's use of them (registry devices live for the process).
-  const DeviceContext& context(Device& device);
-  // How `to` waits for a predecessor `from` under `strategy`.
-  WaitKind wait_kind(Device& from, Device& to, SyncStrategy strategy);
+  // How `to` waits for a predecessor `from` under `strategy`: in order on
+  // one queue, on the device where `to`'s queue can wait on `from`'s, else on
+  // the host (always for devices whose queue runs inline, like the CPU).
+  static WaitKind wait_kind(Device& from, Device& to, SyncStrategy strategy);
 
   // Runs every node once and returns when all finished. The first failure is
   // rethrown with its kind, its message naming the node; after a failure no
-  // further node starts (commands already queued finish). Thread-safe across
-  // graphs; one run at a time per graph.
+  // further node starts, the work already submitted finishes, and the graph
+  // is poisoned. Thread-safe across graphs; runs of one graph are serialized.
   void execute(ExecutionGraph& graph, const GraphRunOptions& options = {});
 
-  // Waits for all work submitted to every device this executor has seen.
+  // Waits for all work submitted to every device this executor has run on.
   void synchronize_all();
 
  private:
   std::mutex mutex_;
-  std::map<Device*, std::unique_ptr<DeviceContext>> contexts_;
+  std::set<Device*> devices_;
 };
 
 // The process's executor.

@@ -1,5 +1,7 @@
 #include "svod/plan/dag.h"
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_group.h>
 
 #include <algorithm>
@@ -168,9 +170,19 @@ std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {
     tbb::task_group group;
     run.group = &group;
     const auto& roots = dag_.roots();
-    // The calling thread takes the first root itself; the rest go to the pool.
-    for (size_t i = 1; i < roots.size(); ++i) spawn(run, roots[i]);
-    run_chain(run, roots.front());
+    if (roots.size() == 1) {
+      run_chain(run, roots.front());
+    } else {
+      // Many roots are split into ranges the pool steals, not one task each:
+      // independent small ops then cost a loop iteration, not a spawn. The
+      // chains they start spawn into the group as usual.
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, roots.size()), [&](const tbb::blocked_range<size_t>& range) {
+        handoff_acquire(&run);
+        for (size_t i = range.begin(); i != range.end(); ++i) run_chain(run, roots[i]);
+        handoff_release(&run);
+      });
+      handoff_acquire(&run);
+    }
     group.wait();
     handoff_acquire(&run);
     handoff_release(&run);

@@ -6,8 +6,7 @@
 #include <mutex>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/cpu/cpu_queue.h"
+#include "svod/device/cpu_queue.h"
 #include "svod/plan/dag.h"
 #include "svod/plan/hazards.h"
 #include "svod/program/launch_layout.h"
@@ -36,22 +35,26 @@ struct EnvSource {
 // expressions to the second. Evaluating therefore needs no lookups.
 struct KernelRun {
   std::shared_ptr<const Program> program;
-  const CpuProgram* cpu = nullptr;
-  // For programs of other devices; on the heap so that `layout` stays valid
-  // when runs move (KernelRuns live in a growing vector).
-  std::shared_ptr<const LaunchLayout> own_layout;
-  const LaunchLayout* layout = nullptr;
+  // Programs with the pre-bound host path (the CPU) keep their argument
+  // words in `args` and run through run_bound(); others get `launch_buffers`,
+  // the caller scalars and `dims`.
+  bool bound = false;
+  // On the heap so that it stays put when runs move (KernelRuns live in a
+  // growing vector).
+  std::shared_ptr<const LaunchLayout> layout;
   std::vector<size_t> slots;
   std::vector<Expr> scalars;
   std::array<Expr, 3> global;
+  std::array<Expr, 3> local;
   std::vector<EnvSource> sources;
   std::vector<int64_t> env;
   size_t abi_scalars = 0;
-  std::vector<uint64_t> args;          // CPU: buffer addresses, then ABI scalars
-  std::vector<Buffer> launch_buffers;  // other devices
-  int64_t slices = 1;
+  std::vector<uint64_t> args;          // bound: buffer addresses, then ABI scalars
+  std::vector<Buffer> launch_buffers;  // not bound
+  LaunchDims dims;                     // global[0] is the slice count when bound
 
   int64_t* caller() { return env.data() + abi_scalars + sources.size(); }
+  std::span<const int64_t> caller_scalars() { return {caller(), scalars.size()}; }
 };
 
 struct CopyRun {
@@ -96,8 +99,20 @@ struct PlanState {
   // with its original's, so it never picks up a later registration.
   std::vector<std::shared_ptr<const CustomFunctionDef>> custom_defs;
   DagRunner runner;
+  // Where each op runs: its device's queue, or null for work on the calling
+  // thread (kernels of devices whose queue runs inline, host copies, custom
+  // functions).
+  std::vector<Queue*> queues;
+  // Per op, the predecessors on another queue whose events it must wait for,
+  // and whether its own queue can wait for them on the device.
+  std::vector<std::vector<std::pair<size_t, bool>>> cross_waits;
+  bool uses_queues = false;
+  // Set when every op is a kernel of this one device: the run may go to it
+  // as one submission (Device::submit_graph).
+  Device* graph_device = nullptr;
 
   // ---- run state ----
+  std::vector<EventPtr> events;  // per op, the last run's submission (null when done on the host)
   mutable std::mutex mutex;
   bool dirty = true;  // kernels must be re-evaluated before the next run
   std::atomic<bool> poisoned{false};
@@ -105,7 +120,9 @@ struct PlanState {
 
   std::string op_name(size_t i) const {
     const std::string& id = options[i].id;
-    return id.empty() ? fmt::format("op {}", i) : fmt::format("op {} (\"{}\")", i, id);
+    if (!id.empty()) return fmt::format("op {} (\"{}\")", i, id);
+    const std::string& label = options[i].label;
+    return label.empty() ? fmt::format("op {}", i) : fmt::format("op {} ({})", i, label);
   }
   std::string slot_name(size_t i) const {
     return buffer_names[i].empty() ? fmt::format("buffer {}", i) : fmt::format("buffer {} (\"{}\")", i, buffer_names[i]);
@@ -121,10 +138,17 @@ struct PlanState {
   void compile_kernel(size_t i, const PreparedKernel& k);
   void compile_custom(size_t i, const PreparedCustomFunction& c);
   void schedule();
+  void assign_queues();
   void bind_addresses();
   void prepare(const std::vector<int64_t>& values);
   void prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values);
-  void run_op(size_t i, PlanObserver* observer);
+  void run_op(size_t i, const ExecuteOptions& options);
+  void wait_for_op(size_t p);
+  void run_inline(size_t i);
+  void run_host_work(size_t i);
+  void submit(size_t i, const ExecuteOptions& options);
+  bool run_as_graph();
+  void wait_for_devices(std::optional<DagFailure>& failure);
   void run(const ExecuteOptions& options);
   std::chrono::nanoseconds time_op(size_t i);
   void check_not_poisoned() const;
@@ -322,14 +346,9 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
   const ProgramSpec& spec = k.program->spec();
   KernelRun run;
   run.program = k.program;
-  run.cpu = dynamic_cast<const CpuProgram*>(k.program.get());
+  run.bound = k.program->binds_host_arguments() && k.program->device().queue().runs_inline();
   try {
-    if (run.cpu) {
-      run.layout = &run.cpu->layout();
-    } else {
-      run.own_layout = std::make_shared<const LaunchLayout>(spec);
-      run.layout = run.own_layout.get();
-    }
+    run.layout = std::make_shared<const LaunchLayout>(spec);
   } catch (...) {
     rethrow_with(where);
   }
@@ -347,7 +366,7 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
     if (param.dtype && *param.dtype != b.dtype())
       throw make_error(ErrorKind::Validation, "{}: parameter \"{}\" is {} but {} is {}", where, param.name,
                        to_string(*param.dtype), slot_name(k.buffers[p]), to_string(b.dtype()));
-    if (run.cpu && !b.is_host())
+    if (run.bound && !b.is_host())
       throw make_error(ErrorKind::Validation, "{}: parameter \"{}\" gets {}, which is not in host memory", where,
                        param.name, slot_name(k.buffers[p]));
     access[i].emplace_back(k.buffers[p], param.access);
@@ -374,20 +393,26 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
   };
   for (const Expr& e : k.scalars)
     for (const auto& v : e.variables()) need(v, e.text());
-  for (const Expr& e : spec.global_size)
-    for (const auto& v : e.variables())
-      if (std::find(abi_names.begin(), abi_names.end(), v) == abi_names.end()) need(v, e.text());
+  const std::array<Expr, 3>& global = k.global ? *k.global : spec.global_size;
+  const std::array<Expr, 3>& local = k.local ? *k.local : spec.local_size;
+  for (const auto* sizes : {&global, &local})
+    for (const Expr& e : *sizes)
+      for (const auto& v : e.variables())
+        if (std::find(abi_names.begin(), abi_names.end(), v) == abi_names.end()) need(v, e.text());
   try {
     for (const Expr& e : k.scalars) run.scalars.push_back(e.bind_to(names));
     std::vector<std::string> launch_names = abi_names;
     launch_names.insert(launch_names.end(), names.begin(), names.end());
-    for (size_t d = 0; d < 3; ++d) run.global[d] = spec.global_size[d].bind_to(launch_names);
+    for (size_t d = 0; d < 3; ++d) {
+      run.global[d] = global[d].bind_to(launch_names);
+      run.local[d] = local[d].bind_to(launch_names);
+    }
   } catch (...) {
     rethrow_with(where);
   }
   run.abi_scalars = abi_names.size();
   run.env.assign(run.abi_scalars + run.sources.size() + k.scalars.size(), 0);
-  if (run.cpu)
+  if (run.bound)
     run.args.assign(layout.buffer_count() + layout.scalar_count(), 0);
   else
     run.launch_buffers.resize(layout.buffer_count());
@@ -403,7 +428,7 @@ void PlanState::compile_custom(size_t i, const PreparedCustomFunction& c) {
   std::vector<Access> acc;
   if (custom_defs.size() != ops.size()) custom_defs.assign(ops.size(), nullptr);
   try {
-    if (!custom_defs[i]) custom_defs[i] = find_custom_function(c.name);
+    if (!custom_defs[i]) custom_defs[i] = c.def ? c.def : find_custom_function(c.name);
     run.def = custom_defs[i];
     acc = run.def->validate(run.buffers, c.attrs);
   } catch (...) {
@@ -428,6 +453,45 @@ void PlanState::schedule() {
   auto preds = hazard_predecessors(declared_order, ranges);
   for (size_t i = 0; i < ops.size(); ++i) preds[i].insert(preds[i].end(), declared[i].begin(), declared[i].end());
   runner = DagRunner(Dag(std::move(preds), [&](size_t i) { return op_name(i); }));
+  assign_queues();
+}
+
+void PlanState::assign_queues() {
+  const size_t n = ops.size();
+  queues.assign(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    Queue* queue = nullptr;
+    if (const auto* k = std::get_if<KernelRun>(&runs[i])) {
+      queue = &k->program->device().queue();
+    } else if (const auto* c = std::get_if<CopyRun>(&runs[i])) {
+      // The device that moves the bytes in one command; else the host
+      // stages the copy.
+      const Buffer& dst = buffers[c->dst];
+      const Buffer& src = buffers[c->src];
+      if (dst.device().direct_copy(dst, src)) queue = &dst.device().queue();
+      else if (src.device().direct_copy(dst, src)) queue = &src.device().queue();
+    }
+    if (queue && !queue->runs_inline()) queues[i] = queue;
+  }
+  const auto& preds = runner.dag().predecessors();
+  cross_waits.assign(n, {});
+  uses_queues = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (queues[i]) uses_queues = true;
+    for (size_t p : preds[i])
+      if (queues[p] && queues[p] != queues[i])
+        cross_waits[i].emplace_back(p, queues[i] && queues[i]->can_wait_on(*queues[p]));
+  }
+  events.assign(n, nullptr);
+  graph_device = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    Device* device = queues[i] && std::holds_alternative<KernelRun>(runs[i]) ? &queues[i]->device() : nullptr;
+    if (!device || (i > 0 && device != graph_device)) {
+      graph_device = nullptr;
+      break;
+    }
+    graph_device = device;
+  }
 }
 
 void PlanState::bind_addresses() {
@@ -435,7 +499,7 @@ void PlanState::bind_addresses() {
     if (auto* k = std::get_if<KernelRun>(&r)) {
       for (size_t p = 0; p < k->slots.size(); ++p) {
         const Buffer& b = buffers[k->slots[p]];
-        if (k->cpu)
+        if (k->bound)
           k->args[p] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(b.storage().host_data()) + b.byte_offset());
         else
           k->launch_buffers[p] = b;
@@ -460,16 +524,20 @@ void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t
     for (size_t s = 0; s < k.scalars.size(); ++s) caller[s] = k.scalars[s].evaluate({named, k.sources.size()});
     k.layout->fill_scalars({caller, k.scalars.size()}, k.env.data());
     const std::span<const int64_t> launch_env(k.env.data(), k.abi_scalars + k.sources.size());
-    int64_t global[3];
+    LaunchDims dims;
     for (size_t d = 0; d < 3; ++d) {
-      global[d] = k.global[d].evaluate(launch_env);
-      if (global[d] < 1)
-        throw make_error(ErrorKind::Validation, "global_size[{}] \"{}\" = {} is below 1", d,
-                         k.program->spec().global_size[d].text(), global[d]);
+      dims.global[d] = k.global[d].evaluate(launch_env);
+      dims.local[d] = k.local[d].evaluate(launch_env);
+      if (dims.global[d] < 1)
+        throw make_error(ErrorKind::Validation, "global_size[{}] \"{}\" = {} is below 1", d, k.global[d].text(),
+                         dims.global[d]);
+      if (dims.local[d] < 1)
+        throw make_error(ErrorKind::Validation, "local_size[{}] \"{}\" = {} is below 1", d, k.local[d].text(),
+                         dims.local[d]);
     }
-    if (k.cpu && global[0] > 1 && !k.layout->core_id())
+    if (k.bound && dims.global[0] > 1 && !k.layout->core_id())
       throw make_error(ErrorKind::Validation, "global_size[0] = {} needs a core_id scalar to split the work",
-                       global[0]);
+                       dims.global[0]);
     for (size_t p = 0; p < k.slots.size(); ++p) {
       const auto need = k.layout->min_bytes(p, k.env.data());
       if (need && buffers[k.slots[p]].bytes() < *need)
@@ -477,28 +545,36 @@ void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t
                          k.program->spec().buffers[p].name, slot_name(k.slots[p]), buffers[k.slots[p]].bytes(),
                          *need);
     }
-    k.slices = global[0];
-    if (k.cpu) std::copy_n(k.env.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
+    k.dims = dims;
+    if (k.bound) std::copy_n(k.env.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
   } catch (...) {
     rethrow_with(fmt::format("{} ({})", op_name(i), op_kind(ops[i])));
   }
 }
 
-void PlanState::run_op(size_t i, PlanObserver* observer) {
-  struct Notify {
-    PlanObserver* observer;
-    size_t op;
-    ~Notify() {
-      if (observer) observer->op_finished(op);
-    }
-  } notify{observer, i};
-  if (observer) observer->op_started(i);
+void PlanState::wait_for_op(size_t p) {
+  try {
+    events[p]->wait();
+  } catch (...) {
+    // The failure is the device command's, found by the op waiting for it.
+    rethrow_with(fmt::format("waiting for {} ({})", op_name(p), op_kind(ops[p])));
+  }
+}
+
+void PlanState::run_inline(size_t i) {
+  // Host work waits for the device work it depends on.
+  for (const auto& [p, on_device] : cross_waits[i])
+    if (events[p]) wait_for_op(p);
+  run_host_work(i);
+}
+
+void PlanState::run_host_work(size_t i) {
   OpRun& r = runs[i];
   if (auto* k = std::get_if<KernelRun>(&r)) {
-    if (k->cpu)
-      k->cpu->run(k->args.data(), k->slices);
+    if (k->bound)
+      k->program->run_bound(k->args.data(), k->dims.global[0]);
     else
-      k->program->launch(k->launch_buffers, {k->caller(), k->scalars.size()});
+      k->program->launch(k->launch_buffers, k->caller_scalars(), &k->dims);
   } else if (auto* c = std::get_if<CopyRun>(&r)) {
     const Buffer& dst = buffers[c->dst];
     const Buffer& src = buffers[c->src];
@@ -508,6 +584,82 @@ void PlanState::run_op(size_t i, PlanObserver* observer) {
       (dst.is_host() ? src : dst).device().copy(dst, src);
   } else if (auto* f = std::get_if<CustomRun>(&r)) {
     f->def->run(f->buffers, *f->attrs, variables());
+  }
+}
+
+void PlanState::submit(size_t i, const ExecuteOptions& options) {
+  // Predecessors on this queue are ordered by it; those on queues it can
+  // wait on go into the wait list; for the rest the host waits.
+  EventPtr waits[8];
+  std::vector<EventPtr> more;
+  size_t count = 0;
+  for (const auto& [p, on_device] : cross_waits[i]) {
+    if (!events[p]) continue;
+    if (!on_device || options.strategy == SyncStrategy::BlockingHostWait) {
+      wait_for_op(p);
+    } else if (count < std::size(waits)) {
+      waits[count++] = events[p];
+    } else {
+      more.push_back(events[p]);
+    }
+  }
+  if (!more.empty()) more.insert(more.begin(), waits, waits + count);
+  const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
+  Queue& queue = *queues[i];
+  if (auto* k = std::get_if<KernelRun>(&runs[i])) {
+    events[i] = queue.launch(*k->program, k->launch_buffers, k->caller_scalars(), &k->dims, list);
+  } else {
+    const auto& c = std::get<CopyRun>(runs[i]);
+    events[i] = queue.copy(buffers[c.dst], buffers[c.src], list);
+  }
+  // Sequential runs and observed runs see each op end before the next.
+  if ((options.sequential || options.observer) && events[i]) events[i]->wait();
+}
+
+void PlanState::run_op(size_t i, const ExecuteOptions& options) {
+  struct Notify {
+    PlanObserver* observer;
+    size_t op;
+    ~Notify() {
+      if (observer) observer->op_finished(op);
+    }
+  } notify{options.observer, i};
+  if (options.observer) options.observer->op_started(i);
+  if (queues[i])
+    submit(i, options);
+  else
+    run_inline(i);
+}
+
+bool PlanState::run_as_graph() {
+  std::vector<GraphLaunch> kernels;
+  kernels.reserve(runs.size());
+  const auto& preds = runner.dag().predecessors();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto& k = std::get<KernelRun>(runs[i]);
+    kernels.push_back({k.program, k.launch_buffers, k.caller_scalars(), k.dims, preds[i]});
+  }
+  try {
+    return graph_device->submit_graph(kernels);
+  } catch (const Error& e) {
+    poison_reason = e.what();
+    poisoned.store(true);
+    throw;
+  }
+}
+
+// Waits for every op submitted to a queue in this run, so that no device
+// work outlives it (even after a failure), and records the first failure
+// among them when the run had none.
+void PlanState::wait_for_devices(std::optional<DagFailure>& failure) {
+  for (size_t i : runner.dag().order()) {
+    if (!events[i]) continue;
+    try {
+      events[i]->wait();
+    } catch (...) {
+      if (!failure) failure = DagFailure{i, std::current_exception()};
+    }
+    events[i] = nullptr;
   }
 }
 
@@ -536,9 +688,23 @@ void PlanState::run(const ExecuteOptions& options) {
     prepare(var_values);
     dirty = false;
   }
-  PlanObserver* observer = options.observer;
-  auto node = [this, observer](size_t i) { run_op(i, observer); };
-  auto failure = runner.run(options.sequential, node);
+  if (graph_device && !options.sequential && !options.observer && run_as_graph()) return;
+  std::optional<DagFailure> failure;
+  if (!uses_queues) {
+    // Everything runs on the host: no events to keep or wait for.
+    PlanObserver* observer = options.observer;
+    if (observer) {
+      auto node = [this, &options](size_t i) { run_op(i, options); };
+      failure = runner.run(options.sequential, node);
+    } else {
+      auto node = [this](size_t i) { run_host_work(i); };
+      failure = runner.run(options.sequential, node);
+    }
+  } else {
+    auto node = [this, &options](size_t i) { run_op(i, options); };
+    failure = runner.run(options.sequential, node);
+    wait_for_devices(failure);
+  }
   if (!failure) return;
   try {
     std::rethrow_exception(failure->error);
@@ -555,11 +721,13 @@ std::chrono::nanoseconds PlanState::time_op(size_t i) {
   }
   try {
     auto* k = std::get_if<KernelRun>(&runs[i]);
-    if (k && !k->cpu) return k->program->time_launch(k->launch_buffers, {k->caller(), k->scalars.size()});
+    if (k && !k->bound) return k->program->time_launch(k->launch_buffers, k->caller_scalars(), &k->dims);
     const auto start = std::chrono::steady_clock::now();
-    run_op(i, nullptr);
+    run_op(i, ExecuteOptions{.sequential = true});
+    events[i] = nullptr;
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
   } catch (...) {
+    events[i] = nullptr;
     poison_with(i, "failed");
   }
 }

@@ -8,12 +8,17 @@
 // touch in each storage, so overlapping views of one arena are ordered and
 // disjoint ones are not. execute() runs independent operations concurrently on
 // the thread pool, each as soon as its predecessors finished; a sequential mode
-// runs the same order on the calling thread. Variables are bound by name and
+// runs the same order on the calling thread. Ops of devices with their own
+// queue (OpenCL, CUDA) are submitted to it (queue.h) and the runner only
+// waits where it must: a queue waits on another's events on the device where
+// the two allow it, the host waits for device work only before host work that
+// depends on it, and for everything at the end of the run. Variables are bound by name and
 // checked for every operation before anything runs. A run that fails poisons
 // the plan: later runs refuse with ErrorKind::PlanPoisoned until it is rebuilt,
 // instead of computing on half-written state.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -27,6 +32,7 @@
 #include "svod/custom/custom_function.h"
 #include "svod/device/buffer.h"
 #include "svod/device/device.h"
+#include "svod/device/queue.h"
 #include "svod/program/expr.h"
 #include "svod/program/program_spec.h"
 
@@ -41,6 +47,8 @@ struct OpOptions {
   std::string id;
   std::vector<std::string> after_ids;
   std::vector<size_t> after;
+  // Names the op in errors when it has no id; need not be unique.
+  std::string label;
 };
 
 // A loaded program with its buffer slots in ABI order and its caller scalars
@@ -48,12 +56,15 @@ struct OpOptions {
 // variables. `fixed_vars` are values bound when the op was prepared that a
 // runtime binding of the same name does not override for this op. The launch
 // size is evaluated over the op's scalars by parameter name, then fixed_vars,
-// then the plan variables.
+// then the plan variables. `global` and `local`, when given, replace the
+// spec's launch sizes (expressions over the same names).
 struct PreparedKernel {
   std::shared_ptr<const Program> program;
   std::vector<size_t> buffers;
   std::vector<Expr> scalars;
   std::map<std::string, int64_t> fixed_vars;
+  std::optional<std::array<Expr, 3>> global;
+  std::optional<std::array<Expr, 3>> local;
 };
 
 // dst <- src; both slots hold the same number of bytes.
@@ -63,10 +74,13 @@ struct PreparedCopy {
 };
 
 // A registered custom function called with these buffer slots and attributes.
+// `def`, when set, is used instead of looking `name` up in the registry (for
+// host functions that are not registered, such as executor graph nodes).
 struct PreparedCustomFunction {
   std::string name;
   std::vector<size_t> buffers;
   Attrs attrs;
+  std::shared_ptr<const CustomFunctionDef> def;
 };
 
 // Makes slot `view` a zero-copy view of slot `base`: `bytes` bytes at
@@ -94,8 +108,13 @@ class PlanObserver {
 };
 
 struct ExecuteOptions {
-  bool sequential = false;  // run on the calling thread in topological_order()
+  // Run on the calling thread in topological_order(), each op to completion.
+  bool sequential = false;
+  // Told when each op starts and finishes; with an observer, device ops are
+  // waited for as they are submitted, so that their ends are observed.
   PlanObserver* observer = nullptr;
+  // How ops on different queues wait for each other.
+  SyncStrategy strategy = SyncStrategy::DeviceEvents;
 };
 
 class ExecutionPlan;

@@ -179,9 +179,8 @@ struct LoadedPlan {
   std::vector<LoadedOutput> outputs;   // in file order
   bool uses_devices = false;           // some buffer or program is on a device other than the CPU
 
-  // Runs the plan once: plan.execute() when everything is on the CPU, else
-  // through the global UnifiedExecutor (each op on its device's queue,
-  // SyncStrategy::DeviceEvents; a failure there does not poison the plan).
+  // Runs the plan once: plan.execute(options), which submits each op to its
+  // device's queue; a failure poisons the plan on every device.
   void execute(const ExecuteOptions& options = {});
 };
 

@@ -368,10 +368,7 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs), uses_devices};
 }
 
-void LoadedPlan::execute(const ExecuteOptions& options) {
-  if (uses_devices) execute_plan_on(global_executor(), plan, options);
-  else plan.execute(options);
-}
+void LoadedPlan::execute(const ExecuteOptions& options) { plan.execute(options); }
 
 OutputCheck check_output(const LoadedOutput& output, DType dtype, std::span<const std::byte> data) {
   OutputCheck check;

@@ -2,8 +2,10 @@
 //  - NVRTC, driver loading and argument packing, which run on every machine
 //    with the CUDA toolkit (no GPU needed; skipped only when NVRTC itself is
 //    absent);
-//  - the device on a GPU (kernels against CPU results, copies, graphs, event
-//    timing, launch errors), skipped when no CUDA device can be opened.
+//  - the device on a GPU (a block reduction, pinned staging, graphs, driver
+//    launch errors), skipped when no CUDA device can be opened.
+// What every device must do (elementwise kernels, views, launch checks,
+// events, plans) is in tests/device/device_conformance_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -308,20 +310,6 @@ TEST_F(Cuda, DescribesItself) {
   EXPECT_EQ(gpu().compiler().target(), cuda_sm_target(gpu().details().compute_major, gpu().details().compute_minor));
 }
 
-TEST_F(Cuda, ElementwiseMatchesTheCpu) {
-  const size_t n = 10007;  // not a multiple of the block
-  const auto a = ramp(n, 0.5f), b = ramp(n, -1.25f);
-  Buffer da = upload(a), db = upload(b), out = gpu().allocate(DType::F32, n);
-  auto program = gpu().compile(add_spec());
-  const int64_t scalars[] = {static_cast<int64_t>(n)};
-  const Buffer args[] = {out, da, db};
-  program->launch(args, scalars);
-  const auto got = download(out);
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a[i] + b[i]) << i;
-  // Same spec, same program object (kernel cache).
-  EXPECT_EQ(gpu().compile(add_spec()).get(), program.get());
-}
-
 TEST_F(Cuda, BlockReductionMatchesTheCpu) {
   ProgramSpec spec = cuda_spec("block_sum", R"(
 extern "C" __global__ void block_sum(float* partial, const float* x, long long n) {
@@ -387,26 +375,6 @@ TEST_F(Cuda, CopiesBothWaysThroughStagingAndPinnedMemory) {
   EXPECT_EQ(expect_error([&] { gpu().copy(small, back); }).kind(), ErrorKind::Validation);
 }
 
-TEST_F(Cuda, ViewsPassTheirOffsetToKernels) {
-  Buffer a = upload({1, 2, 3, 4}), b = upload({10, 20, 30, 40}), out = gpu().allocate(DType::F32, 4);
-  auto program = gpu().compile(add_spec());
-  const Buffer args[] = {out.view(2, 2), a.view(2, 2), b.view(0, 2)};
-  const int64_t scalars[] = {2};
-  program->launch(args, scalars);
-  EXPECT_EQ(download(out), (std::vector<float>{0, 0, 13, 24}));
-}
-
-TEST_F(Cuda, ArgumentsAreCheckedBeforeLaunch) {
-  auto program = gpu().compile(add_spec());
-  Buffer a = upload({1, 2});
-  Buffer on_host = host({1, 2});
-  const int64_t scalars[] = {2};
-  const Buffer wrong_device[] = {a, on_host, a};
-  EXPECT_EQ(expect_error([&] { program->launch(wrong_device, scalars); }).kind(), ErrorKind::Validation);
-  const Buffer two[] = {a, a};
-  EXPECT_EQ(expect_error([&] { program->launch(two, scalars); }).kind(), ErrorKind::Validation);
-}
-
 TEST_F(Cuda, BadLaunchesNameTheCudaError) {
   ProgramSpec spec = add_spec();
   spec.local_size[0] = Expr::constant(4096);  // above every GPU's 1024 threads per block
@@ -433,18 +401,6 @@ TEST_F(Cuda, CompileAndLoadErrors) {
   ProgramSpec c = add_spec();
   c.language = Language::C;
   EXPECT_EQ(expect_error([&] { gpu().compile(c); }).kind(), ErrorKind::Unsupported);
-}
-
-TEST_F(Cuda, EventTimingMeasuresTheKernel) {
-  auto program = gpu().compile(add_spec());
-  const size_t n = 1 << 20;
-  Buffer a = upload(ramp(n, 1)), out = gpu().allocate(DType::F32, n);
-  const Buffer args[] = {out, a, a};
-  const int64_t scalars[] = {static_cast<int64_t>(n)};
-  const auto t = program->time_launch(args, scalars);
-  EXPECT_GT(t.count(), 0);
-  EXPECT_LT(t, std::chrono::seconds(5));
-  EXPECT_EQ(download(out)[3], 2 * ramp(4, 1)[3]);
 }
 
 // A plan of kernels only, on CUDA:0: runs as one CUDA graph, replayed with
@@ -478,13 +434,13 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], i < count ? k * x[i] + x[i] : 0.0f) << i;
   };
   const CudaGraphStats before = gpu().graph_stats();
-  execute_plan_on(global_executor(), plan);
+  plan.execute();
   check(z, 2, n);
   CudaGraphStats now = gpu().graph_stats();
   EXPECT_EQ(now.instantiations, before.instantiations + 1);
   EXPECT_EQ(now.launches, before.launches + 1);
 
-  execute_plan_on(global_executor(), plan);  // replay, nothing changed
+  plan.execute();  // replay, nothing changed
   CudaGraphStats replay = gpu().graph_stats();
   EXPECT_EQ(replay.instantiations, now.instantiations);
   EXPECT_EQ(replay.launches, now.launches + 1);
@@ -492,24 +448,25 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
 
   Buffer z2 = gpu().allocate(DType::F32, n);
   plan.rebind(sz, z2);
-  execute_plan_on(global_executor(), plan);
+  plan.execute();
   check(z2, 2, n);
   CudaGraphStats rebound = gpu().graph_stats();
   EXPECT_EQ(rebound.instantiations, now.instantiations);
   EXPECT_EQ(rebound.node_updates, replay.node_updates + 1);  // only the add node's output moved
 
-  // New variable values (applied by a plan run), then a graph replay with
-  // the new scalars and grid.
+  // New variable values: a replay with the new scalars and grids (both
+  // nodes change), then rebound buffers (both nodes change again).
   plan.execute_with_vars({{"N", 300}, {"K", 5}});
+  EXPECT_EQ(gpu().graph_stats().node_updates, rebound.node_updates + 2);
   Buffer z3 = gpu().allocate(DType::F32, n);
   plan.rebind(sz, z3);
   Buffer y3 = gpu().allocate(DType::F32, n);
   plan.rebind(sy, y3);
-  execute_plan_on(global_executor(), plan);
+  plan.execute();
   check(z3, 5, 300);
   CudaGraphStats changed = gpu().graph_stats();
   EXPECT_EQ(changed.instantiations, now.instantiations);
-  EXPECT_EQ(changed.node_updates, rebound.node_updates + 2);
+  EXPECT_EQ(changed.node_updates, rebound.node_updates + 4);
 
   // With an observer the plan runs op by op (per-op timing), same results.
   struct Count : PlanObserver {
@@ -517,7 +474,7 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
     void op_started(size_t) noexcept override { ++started; }
     void op_finished(size_t) noexcept override {}
   } observer;
-  execute_plan_on(global_executor(), plan, ExecuteOptions{.observer = &observer});
+  plan.execute(ExecuteOptions{.observer = &observer});
   EXPECT_EQ(observer.started.load(), 2);
   EXPECT_EQ(gpu().graph_stats().launches, changed.launches);
   check(z3, 5, 300);

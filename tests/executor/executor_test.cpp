@@ -1,6 +1,7 @@
 // UnifiedExecutor and ExecutionGraph: dependencies from buffer hazards, wait
-// kinds between devices, CPU + OpenCL graphs and plans, overlap of
-// independent work, failures. OpenCL parts skip when there is no platform.
+// kinds between devices, CPU + OpenCL graphs and plans through the one plan
+// runner, overlap of independent work, failures and poisoning. OpenCL parts
+// skip when there is no platform.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -143,19 +144,26 @@ TEST(UnifiedExecutor, RunsHostWorkInParallelAndInOrder) {
   EXPECT_EQ(ran.load(), kNodes * 6);
 }
 
-TEST(UnifiedExecutor, FailuresNameTheNodeAndStopLaterWork) {
+TEST(UnifiedExecutor, FailuresNameTheNodeStopLaterWorkAndPoisonTheGraph) {
   Buffer a = host_buffer(1);
-  bool later_ran = false;
-  ExecutionGraph g;
-  g.add_host([] { throw make_error(ErrorKind::Execution, "the disk is on fire"); }, {writes(a)},
-             NodeOptions{.label = "burn"});
-  g.add_host([&] { later_ran = true; }, {reads(a)});
   for (bool sequential : {false, true}) {
+    bool later_ran = false;
+    ExecutionGraph g;
+    g.add_host([] { throw make_error(ErrorKind::Execution, "the disk is on fire"); }, {writes(a)},
+               NodeOptions{.label = "burn"});
+    g.add_host([&] { later_ran = true; }, {reads(a)});
     std::string message;
     EXPECT_EQ(kind_of([&] { global_executor().execute(g, GraphRunOptions{.sequential = sequential}); }, &message),
               ErrorKind::Execution);
-    EXPECT_NE(message.find("node 0 (burn) failed: the disk is on fire"), std::string::npos) << message;
+    EXPECT_NE(message.find("op 0 (burn) (custom function \"host function\") failed: the disk is on fire"),
+              std::string::npos)
+        << message;
     EXPECT_FALSE(later_ran);
+    // The next run refuses, naming the failure, until the graph changes.
+    EXPECT_EQ(kind_of([&] { global_executor().execute(g); }, &message), ErrorKind::PlanPoisoned);
+    EXPECT_NE(message.find("the disk is on fire"), std::string::npos) << message;
+    g.add_host([] {}, {});
+    EXPECT_EQ(kind_of([&] { global_executor().execute(g); }), ErrorKind::Execution);
   }
 }
 
@@ -176,11 +184,20 @@ TEST(UnifiedExecutor, ObserverSeesEveryNode) {
 }
 
 TEST(UnifiedExecutor, CpuWaitKindsAreHostWaits) {
-  UnifiedExecutor executor;
   Device& cpu = *create_cpu_device();
-  EXPECT_EQ(executor.context(cpu).lane(), DeviceContext::Lane::HostPool);
-  EXPECT_FALSE(executor.context(cpu).has_events());
-  EXPECT_EQ(executor.wait_kind(cpu, cpu, SyncStrategy::DeviceEvents), WaitKind::HostWait);
+  EXPECT_TRUE(cpu.queue().runs_inline());
+  EXPECT_EQ(UnifiedExecutor::wait_kind(cpu, cpu, SyncStrategy::DeviceEvents), WaitKind::HostWait);
+}
+
+TEST(UnifiedExecutor, KernelNodesTakeExplicitSliceCounts) {
+  // global[0] = 4 core_id slices for a kernel whose spec says 1.
+  auto mark = c_program("void mark(int* o, int core_id) { o[core_id] = core_id + 1; }", "mark",
+                        {{"o", Access::Write, DType::I32}}, {{"core_id", ScalarType::I32}});
+  Buffer o = host_buffer(4, DType::I32);
+  ExecutionGraph g;
+  g.add_kernel(mark, {o}, {}, NodeOptions{.global = std::array<int64_t, 3>{4, 1, 1}});
+  global_executor().execute(g);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(o.span<int32_t>()[i], i + 1);
 }
 
 // ---- CPU and OpenCL --------------------------------------------------------------
@@ -228,8 +245,7 @@ class CrossDevice : public ::testing::Test {
 TEST_F(CrossDevice, WaitKindsBetweenDevices) {
   UnifiedExecutor executor;
   Device& cpu = *create_cpu_device();
-  EXPECT_EQ(executor.context(*cl_).lane(), DeviceContext::Lane::OpenClQueue);
-  EXPECT_TRUE(executor.context(*cl_).has_events());
+  EXPECT_FALSE(cl_->queue().runs_inline());
   EXPECT_EQ(executor.wait_kind(*cl_, *cl_, SyncStrategy::DeviceEvents), WaitKind::InOrder);
   EXPECT_EQ(executor.wait_kind(*cl_, *cl_, SyncStrategy::BlockingHostWait), WaitKind::InOrder);
   EXPECT_EQ(executor.wait_kind(cpu, *cl_, SyncStrategy::DeviceEvents), WaitKind::HostWait);
@@ -362,8 +378,31 @@ TEST_F(CrossDevice, OpenClFailuresNameTheNode) {
   g.add_host([&] { ran = true; }, {reads(small), writes(host)});
   std::string message;
   EXPECT_EQ(kind_of([&] { global_executor().execute(g); }, &message), ErrorKind::Validation);
-  EXPECT_NE(message.find("node 0 (bad scalar) failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("op 0 (bad scalar) (kernel \"affine\")"), std::string::npos) << message;
   EXPECT_FALSE(ran);
+}
+
+TEST_F(CrossDevice, AFailedDeviceCommandPoisonsThePlan) {
+  // The copy is submitted to the CL queue, the kernel after it fails when
+  // it is enqueued (a view at an offset OpenCL cannot pass): the run waits
+  // for the copy, reports the kernel and poisons the plan.
+  constexpr int kN = 64;
+  Buffer h = host_buffer(kN);
+  Buffer d = cl_->allocate(DType::F32, kN);
+  ExecutionPlanBuilder builder;
+  const size_t hs = builder.add_buffer(h, "h");
+  const size_t ds = builder.add_buffer(d, "d");
+  const size_t odd = builder.add_view(ds, 4, 32 * 4, DType::F32, "odd");
+  const size_t out = builder.add_buffer(cl_->allocate(DType::F32, 32), "out");
+  builder.add_op(PreparedCopy{ds, hs});
+  builder.add_op(PreparedKernel{affine(*cl_), {out, odd}, {Expr::constant(32), Expr::constant(1), Expr::constant(0)}, {}},
+                 OpOptions{.id = "misaligned"});
+  ExecutionPlan plan = builder.build();
+  std::string message;
+  EXPECT_EQ(kind_of([&] { plan.execute(); }, &message), ErrorKind::Unsupported);
+  EXPECT_NE(message.find("op 1 (\"misaligned\")"), std::string::npos) << message;
+  EXPECT_TRUE(plan.poisoned());
+  EXPECT_EQ(kind_of([&] { plan.execute(); }), ErrorKind::PlanPoisoned);
 }
 
 TEST_F(CrossDevice, PlansWithOpsOnBothDevices) {
@@ -404,17 +443,12 @@ TEST_F(CrossDevice, PlansWithOpsOnBothDevices) {
   for (int i = 0; i < kN; ++i) plan.buffer(x).span<float>()[i] = float(i);
   EXPECT_TRUE(plan_uses_devices(plan));
 
-  ExecutionGraph g = graph_from_plan(plan);
-  ASSERT_EQ(g.size(), 4u);
-  EXPECT_EQ(g.node(2).label, "add1");
-  EXPECT_EQ(g.node(2).global, (std::array<int64_t, 3>{38, 1, 1}));
-  EXPECT_EQ(g.node(2).local, (std::array<int64_t, 3>{8, 1, 1}));
-  EXPECT_EQ(g.predecessors(), plan.predecessors());
-
-  for (bool sequential : {false, true}) {
-    std::fill_n(plan.buffer(out).span<float>().begin(), kN, 0.0f);
-    execute_plan_on(global_executor(), plan, ExecuteOptions{.sequential = sequential});
-    for (int i = 0; i < kN; ++i) ASSERT_EQ(plan.buffer(out).span<float>()[i], float(i * i + 1)) << i;
+  for (auto strategy : {SyncStrategy::DeviceEvents, SyncStrategy::BlockingHostWait}) {
+    for (bool sequential : {false, true}) {
+      std::fill_n(plan.buffer(out).span<float>().begin(), kN, 0.0f);
+      plan.execute(ExecuteOptions{.sequential = sequential, .strategy = strategy});
+      for (int i = 0; i < kN; ++i) ASSERT_EQ(plan.buffer(out).span<float>()[i], float(i * i + 1)) << i;
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // CpuQueue: ordering, timeline waits, errors, and plans run through it.
-#include "svod/device/cpu/cpu_queue.h"
+#include "svod/device/cpu_queue.h"
 
 #include <gtest/gtest.h>
 

@@ -26,7 +26,8 @@ CpuProgram::CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<cons
 
 Device& CpuProgram::device() const noexcept { return *device_; }
 
-void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
+void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                        const LaunchDims* dims) const {
   const size_t nbuf = layout_.buffer_count();
   if (buffers.size() != nbuf) [[unlikely]]
     throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", spec().display_name(), nbuf,
@@ -45,7 +46,10 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
                        spec().display_name(), i, spec().buffers[i].name, b.bytes(), *need);
     args[i] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(host) + b.byte_offset());
   }
-  run(args, layout_.global_size(0, abi_scalars));
+  if (dims && dims->global[0] < 1) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "program \"{}\": {} core_id slices; a launch needs at least 1",
+                     spec().display_name(), dims->global[0]);
+  run(args, dims ? dims->global[0] : layout_.global_size(0, abi_scalars));
 }
 
 namespace {
@@ -123,7 +127,7 @@ void log_disassembly(const ProgramSpec& spec, const std::vector<std::byte>& imag
 
 }  // namespace
 
-void CpuProgram::run(const uint64_t* args, int64_t slices) const {
+void CpuProgram::run_bound(const uint64_t* args, int64_t slices) const {
   if (launch_debug_level >= 2) [[unlikely]] {
     run_logged(*this, args, slices);
     return;

@@ -26,16 +26,19 @@ class CpuProgram final : public Program {
   CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry);
 
   Device& device() const noexcept override;
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+              const LaunchDims* dims = nullptr) const override;
+  bool binds_host_arguments() const noexcept override { return true; }
+  void run_bound(const uint64_t* args, int64_t slices) const override;
 
   const LaunchLayout& layout() const noexcept { return layout_; }
   void* entry() const noexcept { return entry_; }
   size_t abi_arg_count() const noexcept { return layout_.buffer_count() + layout_.scalar_count(); }
 
   // Runs already-checked ABI arguments (buffer addresses, then every ABI
-  // scalar) as `slices` core_id slices in parallel (one call when slices is 1).
-  // For callers, such as plans, that validated everything up front.
-  void run(const uint64_t* args, int64_t slices) const;
+  // scalar) as `slices` core_id slices in parallel (one call when slices is 1):
+  // run_bound without the virtual call, for callers that know the type.
+  void run(const uint64_t* args, int64_t slices) const { CpuProgram::run_bound(args, slices); }
 
  private:
   CpuDevice* device_;

@@ -70,9 +70,8 @@ void load_driver(const std::string& path, LoadedDriver& out) {
       missing = name;
   };
   CudaDriverApi& api = out.api;
-  bind(api.cuGetErrorName, "cuGetErrorName");
-  bind(api.cuGetErrorString, "cuGetErrorString");
-  bind(api.cuInit, "cuInit");
+#define SVOD_CUDA_BIND(name, params) bind(api.name, #name);
+  SVOD_CUDA_DRIVER_FIRST(SVOD_CUDA_BIND)
   if (lookup_status == cu::CUDA_ERROR_STUB_LIBRARY) return fail(stub_message(path));
   if (lookup_status == cu::CUDA_ERROR_INVALID_VALUE)
     return fail(fmt::format("the CUDA driver {} is older than CUDA 12.0, which svod needs", path));
@@ -81,43 +80,8 @@ void load_driver(const std::string& path, LoadedDriver& out) {
   if (missing) return fail(fmt::format("the CUDA driver {} has no {}", path, missing));
   if (api.cuGetErrorName) g_named_driver.store(&api);
 
-  bind(api.cuDriverGetVersion, "cuDriverGetVersion");
-  bind(api.cuDeviceGetCount, "cuDeviceGetCount");
-  bind(api.cuDeviceGet, "cuDeviceGet");
-  bind(api.cuDeviceGetName, "cuDeviceGetName");
-  bind(api.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-  bind(api.cuDeviceTotalMem, "cuDeviceTotalMem");
-  bind(api.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  bind(api.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease");
-  bind(api.cuCtxSetCurrent, "cuCtxSetCurrent");
-  bind(api.cuCtxSynchronize, "cuCtxSynchronize");
-  bind(api.cuMemAlloc, "cuMemAlloc");
-  bind(api.cuMemFree, "cuMemFree");
-  bind(api.cuMemHostAlloc, "cuMemHostAlloc");
-  bind(api.cuMemFreeHost, "cuMemFreeHost");
-  bind(api.cuMemsetD8Async, "cuMemsetD8Async");
-  bind(api.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync");
-  bind(api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync");
-  bind(api.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync");
-  bind(api.cuModuleLoadData, "cuModuleLoadData");
-  bind(api.cuModuleUnload, "cuModuleUnload");
-  bind(api.cuModuleGetFunction, "cuModuleGetFunction");
-  bind(api.cuLaunchKernel, "cuLaunchKernel");
-  bind(api.cuStreamCreate, "cuStreamCreate");
-  bind(api.cuStreamDestroy, "cuStreamDestroy");
-  bind(api.cuStreamSynchronize, "cuStreamSynchronize");
-  bind(api.cuEventCreate, "cuEventCreate");
-  bind(api.cuEventDestroy, "cuEventDestroy");
-  bind(api.cuEventRecord, "cuEventRecord");
-  bind(api.cuEventSynchronize, "cuEventSynchronize");
-  bind(api.cuEventElapsedTime, "cuEventElapsedTime");
-  bind(api.cuGraphCreate, "cuGraphCreate");
-  bind(api.cuGraphDestroy, "cuGraphDestroy");
-  bind(api.cuGraphAddKernelNode, "cuGraphAddKernelNode");
-  bind(api.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
-  bind(api.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams");
-  bind(api.cuGraphLaunch, "cuGraphLaunch");
-  bind(api.cuGraphExecDestroy, "cuGraphExecDestroy");
+  SVOD_CUDA_DRIVER_REST(SVOD_CUDA_BIND)
+#undef SVOD_CUDA_BIND
   if (missing) return fail(fmt::format("the CUDA driver {} has no {} at the CUDA 12.0 ABI", path, missing));
 
   const cu::CUresult init = api.cuInit(0);

@@ -79,52 +79,61 @@ inline constexpr nvrtcResult NVRTC_SUCCESS = 0;
 
 namespace svod::detail {
 
-// The driver entry points the CUDA device calls.
+// The driver entry points the CUDA device calls, each declared once here as
+// X(name, (parameters)), all returning CUresult: the table's members and the
+// lookups in cuda_api.cpp are both generated from these lists. The first list
+// is looked up before the others, so that errors can be named early.
+#define SVOD_CUDA_DRIVER_FIRST(X) \
+  X(cuGetErrorName, (R error, const char** name)) \
+  X(cuGetErrorString, (R error, const char** text)) \
+  X(cuInit, (unsigned flags))
+#define SVOD_CUDA_DRIVER_REST(X) \
+  X(cuDriverGetVersion, (int* version)) \
+  X(cuDeviceGetCount, (int* count)) \
+  X(cuDeviceGet, (cu::CUdevice* device, int ordinal)) \
+  X(cuDeviceGetName, (char* name, int length, cu::CUdevice device)) \
+  X(cuDeviceGetAttribute, (int* value, int attribute, cu::CUdevice device)) \
+  X(cuDeviceTotalMem, (size_t* bytes, cu::CUdevice device)) \
+  X(cuDevicePrimaryCtxRetain, (cu::CUcontext* context, cu::CUdevice device)) \
+  X(cuDevicePrimaryCtxRelease, (cu::CUdevice device)) \
+  X(cuCtxSetCurrent, (cu::CUcontext context)) \
+  X(cuCtxSynchronize, ()) \
+  X(cuMemAlloc, (cu::CUdeviceptr* pointer, size_t bytes)) \
+  X(cuMemFree, (cu::CUdeviceptr pointer)) \
+  X(cuMemHostAlloc, (void** pointer, size_t bytes, unsigned flags)) \
+  X(cuMemFreeHost, (void* pointer)) \
+  X(cuMemsetD8Async, (cu::CUdeviceptr pointer, unsigned char value, size_t count, cu::CUstream stream)) \
+  X(cuMemcpyHtoDAsync, (cu::CUdeviceptr dst, const void* src, size_t bytes, cu::CUstream stream)) \
+  X(cuMemcpyDtoHAsync, (void* dst, cu::CUdeviceptr src, size_t bytes, cu::CUstream stream)) \
+  X(cuMemcpyDtoDAsync, (cu::CUdeviceptr dst, cu::CUdeviceptr src, size_t bytes, cu::CUstream stream)) \
+  X(cuModuleLoadData, (cu::CUmodule* module, const void* image)) \
+  X(cuModuleUnload, (cu::CUmodule module)) \
+  X(cuModuleGetFunction, (cu::CUfunction* function, cu::CUmodule module, const char* name)) \
+  X(cuLaunchKernel, (cu::CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared_bytes, cu::CUstream stream, void** params, void** extra)) \
+  X(cuStreamCreate, (cu::CUstream* stream, unsigned flags)) \
+  X(cuStreamDestroy, (cu::CUstream stream)) \
+  X(cuStreamSynchronize, (cu::CUstream stream)) \
+  X(cuEventCreate, (cu::CUevent* event, unsigned flags)) \
+  X(cuEventDestroy, (cu::CUevent event)) \
+  X(cuEventRecord, (cu::CUevent event, cu::CUstream stream)) \
+  X(cuEventSynchronize, (cu::CUevent event)) \
+  X(cuEventElapsedTime, (float* milliseconds, cu::CUevent start, cu::CUevent end)) \
+  X(cuStreamWaitEvent, (cu::CUstream stream, cu::CUevent event, unsigned flags)) \
+  X(cuEventQuery, (cu::CUevent event)) \
+  X(cuGraphCreate, (cu::CUgraph* graph, unsigned flags)) \
+  X(cuGraphDestroy, (cu::CUgraph graph)) \
+  X(cuGraphAddKernelNode, (cu::CUgraphNode* node, cu::CUgraph graph, const cu::CUgraphNode* dependencies, size_t count, const cu::KernelNodeParams* params)) \
+  X(cuGraphInstantiateWithFlags, (cu::CUgraphExec* exec, cu::CUgraph graph, unsigned long long flags)) \
+  X(cuGraphExecKernelNodeSetParams, (cu::CUgraphExec exec, cu::CUgraphNode node, const cu::KernelNodeParams* params)) \
+  X(cuGraphLaunch, (cu::CUgraphExec exec, cu::CUstream stream)) \
+  X(cuGraphExecDestroy, (cu::CUgraphExec exec))
+
 struct CudaDriverApi {
   using R = cu::CUresult;
-  R (*cuInit)(unsigned flags) = nullptr;
-  R (*cuDriverGetVersion)(int* version) = nullptr;
-  R (*cuGetErrorName)(R error, const char** name) = nullptr;
-  R (*cuGetErrorString)(R error, const char** text) = nullptr;
-  R (*cuDeviceGetCount)(int* count) = nullptr;
-  R (*cuDeviceGet)(cu::CUdevice* device, int ordinal) = nullptr;
-  R (*cuDeviceGetName)(char* name, int length, cu::CUdevice device) = nullptr;
-  R (*cuDeviceGetAttribute)(int* value, int attribute, cu::CUdevice device) = nullptr;
-  R (*cuDeviceTotalMem)(size_t* bytes, cu::CUdevice device) = nullptr;
-  R (*cuDevicePrimaryCtxRetain)(cu::CUcontext* context, cu::CUdevice device) = nullptr;
-  R (*cuDevicePrimaryCtxRelease)(cu::CUdevice device) = nullptr;
-  R (*cuCtxSetCurrent)(cu::CUcontext context) = nullptr;
-  R (*cuCtxSynchronize)() = nullptr;
-  R (*cuMemAlloc)(cu::CUdeviceptr* pointer, size_t bytes) = nullptr;
-  R (*cuMemFree)(cu::CUdeviceptr pointer) = nullptr;
-  R (*cuMemHostAlloc)(void** pointer, size_t bytes, unsigned flags) = nullptr;
-  R (*cuMemFreeHost)(void* pointer) = nullptr;
-  R (*cuMemsetD8Async)(cu::CUdeviceptr pointer, unsigned char value, size_t count, cu::CUstream stream) = nullptr;
-  R (*cuMemcpyHtoDAsync)(cu::CUdeviceptr dst, const void* src, size_t bytes, cu::CUstream stream) = nullptr;
-  R (*cuMemcpyDtoHAsync)(void* dst, cu::CUdeviceptr src, size_t bytes, cu::CUstream stream) = nullptr;
-  R (*cuMemcpyDtoDAsync)(cu::CUdeviceptr dst, cu::CUdeviceptr src, size_t bytes, cu::CUstream stream) = nullptr;
-  R (*cuModuleLoadData)(cu::CUmodule* module, const void* image) = nullptr;
-  R (*cuModuleUnload)(cu::CUmodule module) = nullptr;
-  R (*cuModuleGetFunction)(cu::CUfunction* function, cu::CUmodule module, const char* name) = nullptr;
-  R (*cuLaunchKernel)(cu::CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                      unsigned bz, unsigned shared_bytes, cu::CUstream stream, void** params, void** extra) = nullptr;
-  R (*cuStreamCreate)(cu::CUstream* stream, unsigned flags) = nullptr;
-  R (*cuStreamDestroy)(cu::CUstream stream) = nullptr;
-  R (*cuStreamSynchronize)(cu::CUstream stream) = nullptr;
-  R (*cuEventCreate)(cu::CUevent* event, unsigned flags) = nullptr;
-  R (*cuEventDestroy)(cu::CUevent event) = nullptr;
-  R (*cuEventRecord)(cu::CUevent event, cu::CUstream stream) = nullptr;
-  R (*cuEventSynchronize)(cu::CUevent event) = nullptr;
-  R (*cuEventElapsedTime)(float* milliseconds, cu::CUevent start, cu::CUevent end) = nullptr;
-  R (*cuGraphCreate)(cu::CUgraph* graph, unsigned flags) = nullptr;
-  R (*cuGraphDestroy)(cu::CUgraph graph) = nullptr;
-  R (*cuGraphAddKernelNode)(cu::CUgraphNode* node, cu::CUgraph graph, const cu::CUgraphNode* dependencies,
-                            size_t count, const cu::KernelNodeParams* params) = nullptr;
-  R (*cuGraphInstantiateWithFlags)(cu::CUgraphExec* exec, cu::CUgraph graph, unsigned long long flags) = nullptr;
-  R (*cuGraphExecKernelNodeSetParams)(cu::CUgraphExec exec, cu::CUgraphNode node,
-                                      const cu::KernelNodeParams* params) = nullptr;
-  R (*cuGraphLaunch)(cu::CUgraphExec exec, cu::CUstream stream) = nullptr;
-  R (*cuGraphExecDestroy)(cu::CUgraphExec exec) = nullptr;
+#define SVOD_CUDA_MEMBER(name, params) R(*name) params = nullptr;
+  SVOD_CUDA_DRIVER_FIRST(SVOD_CUDA_MEMBER)
+  SVOD_CUDA_DRIVER_REST(SVOD_CUDA_MEMBER)
+#undef SVOD_CUDA_MEMBER
 
   std::string path;        // the library opened
   int driver_version = 0;  // 1000 * major + 10 * minor

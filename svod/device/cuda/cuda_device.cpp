@@ -70,16 +70,6 @@ std::string dims_text(const LaunchDims& d) {
                      d.local[0], d.local[1], d.local[2]);
 }
 
-// A pair of timing events, destroyed on every path.
-struct EventPair {
-  const detail::CudaDriverApi& api;
-  cu::CUevent start = nullptr, end = nullptr;
-  ~EventPair() {
-    if (start) api.cuEventDestroy(start);
-    if (end) api.cuEventDestroy(end);
-  }
-};
-
 }  // namespace
 
 // ---- storage -------------------------------------------------------------------
@@ -145,8 +135,8 @@ void CudaProgram::enqueue(CudaKernelParams& params, const LaunchDims& dims) cons
   if (debug_level() >= 2) logger().debug("launch {} on {}", spec().display_name(), device_->name());
 }
 
-void CudaProgram::launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                              const LaunchDims* dims) const {
+void CudaProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                         const LaunchDims* dims) const {
   CudaKernelParams params;
   prepare(buffers, scalars, params);
   const LaunchDims sizes = dims ? *dims : this->dims(scalars);
@@ -156,29 +146,109 @@ void CudaProgram::launch_with(std::span<const Buffer> buffers, std::span<const i
            fmt::format("program \"{}\" failed on {}", spec().display_name(), device_->name()));
 }
 
-void CudaProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
-  launch_with(buffers, scalars, nullptr);
+std::chrono::nanoseconds CudaProgram::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                                  const LaunchDims* dims) const {
+  CudaQueue& queue = static_cast<CudaQueue&>(device_->queue());
+  return queue.launch(*this, buffers, scalars, dims)->duration();
 }
 
-std::chrono::nanoseconds CudaProgram::time_launch(std::span<const Buffer> buffers,
-                                                  std::span<const int64_t> scalars) const {
-  CudaKernelParams params;
-  prepare(buffers, scalars, params);
-  const LaunchDims sizes = dims(scalars);
-  const auto& api = device_->api();
+// ---- events and the queue ------------------------------------------------------------
+
+CudaEvent::CudaEvent(const CudaDevice& device) : device_(&device) {
+  const auto& api = device.api();
+  device.make_current();
+  check_cu(api.cuEventCreate(&start_, cu::CU_EVENT_DEFAULT), fmt::format("{}: cuEventCreate", device.name()));
+  if (const cu::CUresult status = api.cuEventCreate(&end_, cu::CU_EVENT_DEFAULT); status != cu::CUDA_SUCCESS) {
+    api.cuEventDestroy(start_);
+    check_cu(status, fmt::format("{}: cuEventCreate", device.name()));
+  }
+}
+
+CudaEvent::~CudaEvent() {
   device_->make_current();
-  EventPair events{api};
-  check_cu(api.cuEventCreate(&events.start, cu::CU_EVENT_DEFAULT), "cuEventCreate");
-  check_cu(api.cuEventCreate(&events.end, cu::CU_EVENT_DEFAULT), "cuEventCreate");
-  check_cu(api.cuEventRecord(events.start, device_->stream()), "cuEventRecord");
-  enqueue(params, sizes);
-  check_cu(api.cuEventRecord(events.end, device_->stream()), "cuEventRecord");
-  check_cu(api.cuEventSynchronize(events.end),
-           fmt::format("program \"{}\" failed on {}", spec().display_name(), device_->name()));
+  device_->api().cuEventDestroy(start_);
+  device_->api().cuEventDestroy(end_);
+}
+
+void CudaEvent::wait() const {
+  device_->make_current();
+  check_cu(device_->api().cuEventSynchronize(end_), fmt::format("a command on {} failed", device_->name()));
+}
+
+std::chrono::nanoseconds CudaEvent::duration() const {
+  wait();
   float ms = 0;
-  check_cu(api.cuEventElapsedTime(&ms, events.start, events.end), "cuEventElapsedTime", ErrorKind::Unsupported);
+  check_cu(device_->api().cuEventElapsedTime(&ms, start_, end_), "cuEventElapsedTime", ErrorKind::Unsupported);
   return std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
 }
+
+Device& CudaQueue::device() const noexcept { return *device_; }
+
+// cuStreamWaitEvent takes events of any context of the process.
+bool CudaQueue::can_wait_on(const Queue& other) const noexcept { return dynamic_cast<const CudaQueue*>(&other); }
+
+void CudaQueue::wait_for(std::span<const EventPtr> waits) {
+  for (const EventPtr& e : waits) {
+    if (!e) continue;
+    if (const auto* cuda = dynamic_cast<const CudaEvent*>(e.get()))
+      check_cu(device_->api().cuStreamWaitEvent(device_->stream(), cuda->end(), 0),
+               fmt::format("{}: cuStreamWaitEvent", device_->name()));
+    else
+      e->wait();
+  }
+}
+
+EventPtr CudaQueue::launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                           const LaunchDims* dims, std::span<const EventPtr> waits) {
+  if (&program.device() != device_)
+    throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to the queue of {}",
+                     program.spec().display_name(), program.device().name(), device_->name());
+  const auto& cuda = static_cast<const CudaProgram&>(program);
+  CudaKernelParams params;
+  cuda.prepare(buffers, scalars, params);
+  const LaunchDims sizes = dims ? *dims : cuda.dims(scalars);
+  auto event = std::make_shared<CudaEvent>(*device_);  // makes the context current
+  wait_for(waits);
+  const auto& api = device_->api();
+  check_cu(api.cuEventRecord(event->start(), device_->stream()), "cuEventRecord");
+  cuda.enqueue(params, sizes);
+  check_cu(api.cuEventRecord(event->end(), device_->stream()), "cuEventRecord");
+  return event;
+}
+
+EventPtr CudaQueue::copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
+                     src.bytes(), dst.bytes());
+  if (!device_->owns(dst) || !device_->owns(src) || (&dst.storage() == &src.storage() && dst.overlaps(src))) {
+    // Host memory or another device: CudaDevice::copy stages and chunks it
+    // on this stream, synchronously.
+    wait_all(waits);
+    device_->copy(dst, src);
+    return nullptr;
+  }
+  auto event = std::make_shared<CudaEvent>(*device_);
+  wait_for(waits);
+  const auto& api = device_->api();
+  check_cu(api.cuEventRecord(event->start(), device_->stream()), "cuEventRecord");
+  if (src.bytes() > 0)
+    check_cu(api.cuMemcpyDtoDAsync(device_->pointer_of(dst, "the destination"), device_->pointer_of(src, "the source"),
+                                   src.bytes(), device_->stream()),
+             fmt::format("{}: copying {} bytes", device_->name(), src.bytes()));
+  check_cu(api.cuEventRecord(event->end(), device_->stream()), "cuEventRecord");
+  return event;
+}
+
+EventPtr CudaQueue::record(std::span<const EventPtr> waits) {
+  auto event = std::make_shared<CudaEvent>(*device_);
+  // cuStreamWaitEvent holds back everything submitted to the stream later.
+  wait_for(waits);
+  check_cu(device_->api().cuEventRecord(event->start(), device_->stream()), "cuEventRecord");
+  check_cu(device_->api().cuEventRecord(event->end(), device_->stream()), "cuEventRecord");
+  return event;
+}
+
+void CudaQueue::finish() { device_->synchronize(); }
 
 // ---- graphs ----------------------------------------------------------------------
 
@@ -296,6 +366,21 @@ void CudaDevice::run_graph(std::span<const CudaGraphKernel> kernels) {
            fmt::format("{}: launching a CUDA graph of {} kernels", name(), kernels.size()));
   ++graph_stats_.launches;
   wait_stream(fmt::format("a CUDA graph of {} kernels", kernels.size()));
+}
+
+bool CudaDevice::submit_graph(std::span<const GraphLaunch> kernels) {
+  std::vector<CudaGraphKernel> graph;
+  graph.reserve(kernels.size());
+  for (const GraphLaunch& k : kernels)
+    graph.push_back({k.program, k.buffers, k.scalars, k.dims, std::vector<size_t>(k.after.begin(), k.after.end())});
+  run_graph(graph);
+  return true;
+}
+
+bool CudaDevice::direct_copy(const Buffer& dst, const Buffer& src) const noexcept {
+  if (!dst.valid() || !src.valid() || dst.bytes() != src.bytes()) return false;
+  const bool dst_here = owns(dst), src_here = owns(src);
+  return (dst_here && (src_here || src.is_host())) || (src_here && dst.is_host());
 }
 
 CudaGraphStats CudaDevice::graph_stats() const {

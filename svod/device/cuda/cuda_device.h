@@ -71,13 +71,11 @@ class CudaProgram final : public Program {
 
   Device& device() const noexcept override;
   // Launches on the device's stream and waits for the kernel to finish.
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
-  // The same with explicit launch sizes (for plans whose sizes name variables
-  // that are not scalars of the kernel); null `dims` means the spec's.
-  void launch_with(std::span<const Buffer> buffers, std::span<const int64_t> scalars, const LaunchDims* dims) const;
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+              const LaunchDims* dims = nullptr) const override;
   // Runs the kernel once and returns its device time (CUDA events around it).
-  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
-                                       std::span<const int64_t> scalars) const override;
+  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                       const LaunchDims* dims = nullptr) const override;
 
   // The spec's launch sizes for these caller scalars: blocks in `global`,
   // threads per block in `local`.
@@ -90,6 +88,7 @@ class CudaProgram final : public Program {
   const LaunchLayout& layout() const noexcept { return layout_; }
 
  private:
+  friend class CudaQueue;
   // Launches on the stream without waiting (arguments already prepared).
   void enqueue(CudaKernelParams& params, const LaunchDims& dims) const;
 
@@ -97,6 +96,49 @@ class CudaProgram final : public Program {
   cu::CUmodule module_;
   cu::CUfunction function_;
   LaunchLayout layout_;
+};
+
+// Two CUevents recorded around one command on a stream: waiting, device-side
+// waits (cuStreamWaitEvent) and timing all use them.
+class CudaEvent final : public Event {
+ public:
+  // Creates both events (timing enabled) on `device`'s context.
+  explicit CudaEvent(const CudaDevice& device);
+  ~CudaEvent() override;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  void wait() const override;
+  std::chrono::nanoseconds duration() const override;
+  cu::CUevent start() const noexcept { return start_; }
+  cu::CUevent end() const noexcept { return end_; }
+
+ private:
+  const CudaDevice* device_;
+  cu::CUevent start_ = nullptr;
+  cu::CUevent end_ = nullptr;
+};
+
+// The device's stream as a svod Queue: launches and copies are asynchronous
+// and each records a CudaEvent; waits on CUDA events of any device become
+// cuStreamWaitEvent, other events are waited for by the host. Copies that
+// involve pageable host memory or another device go through
+// CudaDevice::copy, synchronously.
+class CudaQueue final : public Queue {
+ public:
+  explicit CudaQueue(CudaDevice& device) : device_(&device) {}
+  Device& device() const noexcept override;
+  bool can_wait_on(const Queue& other) const noexcept override;
+  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                  const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
+  EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
+  EventPtr record(std::span<const EventPtr> waits = {}) override;
+  void finish() override;
+
+ private:
+  void wait_for(std::span<const EventPtr> waits);
+
+  CudaDevice* device_;
 };
 
 struct CudaDeviceDetails {
@@ -147,6 +189,11 @@ class CudaDevice final : public Device {
   // host-side copy with the DMA transfer.
   void copy(const Buffer& dst, const Buffer& src) override;
   void synchronize() override;
+  Queue& queue() override { return queue_; }
+  // Copies within this device's memory, or between it and host memory.
+  bool direct_copy(const Buffer& dst, const Buffer& src) const noexcept override;
+  // The whole-graph hook: run_graph over the kernels.
+  bool submit_graph(std::span<const GraphLaunch> kernels) override;
 
   // Runs `kernels` (all CudaPrograms of this device) as one CUDA graph whose
   // edges are their `after` lists, and waits for it. The instantiated graph
@@ -203,6 +250,8 @@ class CudaDevice final : public Device {
   mutable std::mutex graph_mutex_;
   std::list<std::unique_ptr<GraphEntry>> graphs_;  // most recently used first
   CudaGraphStats graph_stats_;
+
+  CudaQueue queue_{*this};
 };
 
 // The devices present ("CUDA:i" and a description); Error(DeviceUnavailable)

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "svod/base/error.h"
+#include "svod/device/opencl/cl_handle.h"
 
 namespace svod::detail {
 
@@ -37,39 +38,7 @@ Loaded load() {
     if (!fn && !missing) missing = name;
   };
 #define SVOD_CL_BIND(name) bind(api.name, #name);
-  SVOD_CL_BIND(clGetPlatformIDs)
-  SVOD_CL_BIND(clGetPlatformInfo)
-  SVOD_CL_BIND(clGetDeviceIDs)
-  SVOD_CL_BIND(clGetDeviceInfo)
-  SVOD_CL_BIND(clCreateContext)
-  SVOD_CL_BIND(clReleaseContext)
-  SVOD_CL_BIND(clCreateCommandQueue)
-  SVOD_CL_BIND(clReleaseCommandQueue)
-  SVOD_CL_BIND(clCreateBuffer)
-  SVOD_CL_BIND(clCreateSubBuffer)
-  SVOD_CL_BIND(clReleaseMemObject)
-  SVOD_CL_BIND(clEnqueueFillBuffer)
-  SVOD_CL_BIND(clEnqueueReadBuffer)
-  SVOD_CL_BIND(clEnqueueWriteBuffer)
-  SVOD_CL_BIND(clEnqueueCopyBuffer)
-  SVOD_CL_BIND(clCreateProgramWithSource)
-  SVOD_CL_BIND(clBuildProgram)
-  SVOD_CL_BIND(clGetProgramBuildInfo)
-  SVOD_CL_BIND(clReleaseProgram)
-  SVOD_CL_BIND(clCreateKernel)
-  SVOD_CL_BIND(clReleaseKernel)
-  SVOD_CL_BIND(clGetKernelInfo)
-  SVOD_CL_BIND(clSetKernelArg)
-  SVOD_CL_BIND(clEnqueueNDRangeKernel)
-  SVOD_CL_BIND(clWaitForEvents)
-  SVOD_CL_BIND(clGetEventInfo)
-  SVOD_CL_BIND(clGetEventProfilingInfo)
-  SVOD_CL_BIND(clSetEventCallback)
-  SVOD_CL_BIND(clRetainEvent)
-  SVOD_CL_BIND(clReleaseEvent)
-  SVOD_CL_BIND(clFlush)
-  SVOD_CL_BIND(clFinish)
-  SVOD_CL_BIND(clEnqueueMarkerWithWaitList)
+  SVOD_OPENCL_FUNCTIONS(SVOD_CL_BIND)
 #undef SVOD_CL_BIND
   if (missing) {
     out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
@@ -133,6 +102,11 @@ std::string cl_status_text(cl_int status) {
   }
   return name ? fmt::format("{} ({})", name, status) : fmt::format("OpenCL status {}", status);
 }
+
+void cl_release(cl_program handle) noexcept { opencl_api().clReleaseProgram(handle); }
+void cl_release(cl_kernel handle) noexcept { opencl_api().clReleaseKernel(handle); }
+void cl_release(cl_mem handle) noexcept { opencl_api().clReleaseMemObject(handle); }
+void cl_release(cl_command_queue handle) noexcept { opencl_api().clReleaseCommandQueue(handle); }
 
 void check_cl(cl_int status, std::string_view what, ErrorKind kind) {
   if (status != CL_SUCCESS) throw make_error(kind, "{}: {}", what, cl_status_text(status));

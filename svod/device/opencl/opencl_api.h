@@ -16,42 +16,49 @@
 
 namespace svod::detail {
 
+// Every entry point the OpenCL device uses, declared once: the table's
+// members and their lookups in opencl_api.cpp are generated from this list.
+#define SVOD_OPENCL_FUNCTIONS(X) \
+  X(clGetPlatformIDs) \
+  X(clGetPlatformInfo) \
+  X(clGetDeviceIDs) \
+  X(clGetDeviceInfo) \
+  X(clCreateContext) \
+  X(clReleaseContext) \
+  X(clCreateCommandQueue) \
+  X(clReleaseCommandQueue) \
+  X(clCreateBuffer) \
+  X(clCreateSubBuffer) \
+  X(clReleaseMemObject) \
+  X(clEnqueueFillBuffer) \
+  X(clEnqueueReadBuffer) \
+  X(clEnqueueWriteBuffer) \
+  X(clEnqueueCopyBuffer) \
+  X(clCreateProgramWithSource) \
+  X(clBuildProgram) \
+  X(clGetProgramBuildInfo) \
+  X(clReleaseProgram) \
+  X(clCreateKernel) \
+  X(clReleaseKernel) \
+  X(clGetKernelInfo) \
+  X(clSetKernelArg) \
+  X(clEnqueueNDRangeKernel) \
+  X(clWaitForEvents) \
+  X(clGetEventInfo) \
+  X(clGetEventProfilingInfo) \
+  X(clSetEventCallback) \
+  X(clRetainEvent) \
+  X(clReleaseEvent) \
+  X(clFlush) \
+  X(clFinish) \
+  X(clEnqueueMarkerWithWaitList) \
+  X(clGetProgramInfo) \
+  X(clCreateProgramWithBinary)
+
 struct OpenClApi {
-#define SVOD_CL_FN(name) decltype(&::name) name = nullptr;
-  SVOD_CL_FN(clGetPlatformIDs)
-  SVOD_CL_FN(clGetPlatformInfo)
-  SVOD_CL_FN(clGetDeviceIDs)
-  SVOD_CL_FN(clGetDeviceInfo)
-  SVOD_CL_FN(clCreateContext)
-  SVOD_CL_FN(clReleaseContext)
-  SVOD_CL_FN(clCreateCommandQueue)
-  SVOD_CL_FN(clReleaseCommandQueue)
-  SVOD_CL_FN(clCreateBuffer)
-  SVOD_CL_FN(clCreateSubBuffer)
-  SVOD_CL_FN(clReleaseMemObject)
-  SVOD_CL_FN(clEnqueueFillBuffer)
-  SVOD_CL_FN(clEnqueueReadBuffer)
-  SVOD_CL_FN(clEnqueueWriteBuffer)
-  SVOD_CL_FN(clEnqueueCopyBuffer)
-  SVOD_CL_FN(clCreateProgramWithSource)
-  SVOD_CL_FN(clBuildProgram)
-  SVOD_CL_FN(clGetProgramBuildInfo)
-  SVOD_CL_FN(clReleaseProgram)
-  SVOD_CL_FN(clCreateKernel)
-  SVOD_CL_FN(clReleaseKernel)
-  SVOD_CL_FN(clGetKernelInfo)
-  SVOD_CL_FN(clSetKernelArg)
-  SVOD_CL_FN(clEnqueueNDRangeKernel)
-  SVOD_CL_FN(clWaitForEvents)
-  SVOD_CL_FN(clGetEventInfo)
-  SVOD_CL_FN(clGetEventProfilingInfo)
-  SVOD_CL_FN(clSetEventCallback)
-  SVOD_CL_FN(clRetainEvent)
-  SVOD_CL_FN(clReleaseEvent)
-  SVOD_CL_FN(clFlush)
-  SVOD_CL_FN(clFinish)
-  SVOD_CL_FN(clEnqueueMarkerWithWaitList)
-#undef SVOD_CL_FN
+#define SVOD_CL_MEMBER(name) decltype(&::name) name = nullptr;
+  SVOD_OPENCL_FUNCTIONS(SVOD_CL_MEMBER)
+#undef SVOD_CL_MEMBER
 };
 
 // The loaded table; Error(DeviceUnavailable) saying why when the loader

@@ -8,7 +8,7 @@
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
 #include "svod/cache/kernel_cache.h"
-#include "svod/compile/compile_policy.h"
+#include "svod/cache/object_cache.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/opencl/opencl_api.h"
 
@@ -116,14 +116,6 @@ cl_context platform_context(cl_platform_id platform) {
   return context;
 }
 
-std::vector<cl_event> handles(std::span<const OpenClEvent> events) {
-  std::vector<cl_event> out;
-  out.reserve(events.size());
-  for (const auto& e : events)
-    if (e.valid()) out.push_back(e.handle());
-  return out;
-}
-
 int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& program) {
   int64_t out = 0;
   if (a < 1 || b < 1 || __builtin_mul_overflow(a, b, &out))
@@ -138,7 +130,7 @@ int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& pro
 
 // ---- OpenClEvent -------------------------------------------------------------
 
-OpenClEvent::OpenClEvent(const OpenClEvent& other) : event_(other.event_) {
+OpenClEvent::OpenClEvent(const OpenClEvent& other) : Event(), event_(other.event_), context_(other.context_) {
   if (event_) opencl_api().clRetainEvent(event_);
 }
 
@@ -154,6 +146,7 @@ OpenClEvent& OpenClEvent::operator=(OpenClEvent&& other) noexcept {
   if (this != &other) {
     if (event_) opencl_api().clReleaseEvent(event_);
     event_ = other.event_;
+    context_ = other.context_;
     other.event_ = nullptr;
   }
   return *this;
@@ -206,19 +199,13 @@ void OpenClEvent::on_complete(std::function<void(bool ok)> fn) const {
 
 // ---- OpenClStorage -------------------------------------------------------------
 
-OpenClStorage::OpenClStorage(OpenClDevice& device, size_t bytes, _cl_mem* memory)
-    : Storage(device, bytes), memory_(memory) {}
-
-OpenClStorage::~OpenClStorage() {
-  const auto& cl = opencl_api();
-  for (const auto& [offset, sub] : sub_buffers_) cl.clReleaseMemObject(sub);
-  cl.clReleaseMemObject(memory_);
-}
+OpenClStorage::OpenClStorage(OpenClDevice& device, size_t bytes, detail::ClHandle<cl_mem> memory)
+    : Storage(device, bytes), memory_(std::move(memory)) {}
 
 _cl_mem* OpenClStorage::memory_at(size_t offset) {
-  if (offset == 0) return memory_;
+  if (offset == 0) return memory_.get();
   std::lock_guard lock(mutex_);
-  if (auto it = sub_buffers_.find(offset); it != sub_buffers_.end()) return it->second;
+  if (auto it = sub_buffers_.find(offset); it != sub_buffers_.end()) return it->second.get();
   auto& device = static_cast<OpenClDevice&>(this->device());
   const size_t align = device.details().base_alignment;
   if (offset % align != 0)
@@ -228,28 +215,26 @@ _cl_mem* OpenClStorage::memory_at(size_t offset) {
                      offset, device.name(), align);
   const cl_buffer_region region{offset, bytes() - offset};
   cl_int status = CL_SUCCESS;
-  cl_mem sub = opencl_api().clCreateSubBuffer(memory_, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region,
-                                              &status);
+  detail::ClHandle<cl_mem> sub(opencl_api().clCreateSubBuffer(memory_.get(), CL_MEM_READ_WRITE,
+                                                             CL_BUFFER_CREATE_TYPE_REGION, &region, &status));
   check_cl(status, fmt::format("creating a sub-buffer at byte {} on {}", offset, device.name()));
-  sub_buffers_.emplace(offset, sub);
-  return sub;
+  return sub_buffers_.emplace(offset, std::move(sub)).first->second.get();
 }
 
 // ---- OpenClProgram -------------------------------------------------------------
 
-OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, _cl_program* program, _cl_kernel* kernel)
-    : Program(std::move(spec)), device_(&device), program_(program), kernel_(kernel), layout_(this->spec()) {}
-
-OpenClProgram::~OpenClProgram() {
-  const auto& cl = opencl_api();
-  cl.clReleaseKernel(kernel_);
-  cl.clReleaseProgram(program_);
-}
+OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, detail::ClHandle<cl_program> program,
+                             detail::ClHandle<cl_kernel> kernel)
+    : Program(std::move(spec)),
+      device_(&device),
+      program_(std::move(program)),
+      kernel_(std::move(kernel)),
+      layout_(this->spec()) {}
 
 Device& OpenClProgram::device() const noexcept { return *device_; }
 
 OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                   std::span<const OpenClEvent> waits, const LaunchDims* dims) const {
+                                   std::span<cl_event const> waits, const LaunchDims* dims) const {
   const std::string& program = spec().display_name();
   const size_t nbuf = layout_.buffer_count();
   if (buffers.size() != nbuf)
@@ -268,49 +253,108 @@ OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<co
     global[d] = static_cast<size_t>(checked_product(sizes.global[d], sizes.local[d], d, program));
     local[d] = static_cast<size_t>(sizes.local[d]);
   }
-  const std::vector<cl_event> wait_list = handles(waits);
   const auto& cl = opencl_api();
   cl_event event = nullptr;
   {
     std::lock_guard lock(mutex_);
     for (size_t i = 0; i < nbuf; ++i)
-      check_cl(cl.clSetKernelArg(kernel_, static_cast<cl_uint>(i), sizeof(cl_mem), &memories[i]),
+      check_cl(cl.clSetKernelArg(kernel_.get(), static_cast<cl_uint>(i), sizeof(cl_mem), &memories[i]),
                fmt::format("program \"{}\": setting buffer argument {}", program, i), ErrorKind::Validation);
     for (size_t s = 0; s < abi.size(); ++s) {
       const auto index = static_cast<cl_uint>(nbuf + s);
       cl_int status;
       if (spec().scalars[s].type == ScalarType::I32) {
         const cl_int value = static_cast<cl_int>(abi[s]);
-        status = cl.clSetKernelArg(kernel_, index, sizeof(value), &value);
+        status = cl.clSetKernelArg(kernel_.get(), index, sizeof(value), &value);
       } else {
         const cl_long value = abi[s];
-        status = cl.clSetKernelArg(kernel_, index, sizeof(value), &value);
+        status = cl.clSetKernelArg(kernel_.get(), index, sizeof(value), &value);
       }
       check_cl(status, fmt::format("program \"{}\": setting scalar \"{}\"", program, spec().scalars[s].name),
                ErrorKind::Validation);
     }
-    check_cl(cl.clEnqueueNDRangeKernel(device_->queue(), kernel_, 3, nullptr, global, local,
-                                       static_cast<cl_uint>(wait_list.size()),
-                                       wait_list.empty() ? nullptr : wait_list.data(), &event),
+    check_cl(cl.clEnqueueNDRangeKernel(device_->command_queue(), kernel_.get(), 3, nullptr, global, local,
+                                       static_cast<cl_uint>(waits.size()), waits.empty() ? nullptr : waits.data(),
+                                       &event),
              fmt::format("program \"{}\": launching {}x{}x{} work-groups of {}x{}x{} on {}", program, sizes.global[0],
                          sizes.global[1], sizes.global[2], sizes.local[0], sizes.local[1], sizes.local[2],
                          device_->name()));
   }
   // Without a flush an implementation may hold the command back until the
   // queue fills, and nothing waiting on its event would make progress.
-  cl.clFlush(device_->queue());
+  cl.clFlush(device_->command_queue());
   if (debug_level() >= 2) logger().debug("launch {} on {}", program, device_->name());
-  return OpenClEvent(event);
+  return OpenClEvent(event, device_->context());
 }
 
-void OpenClProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const {
-  enqueue(buffers, scalars).wait();
+void OpenClProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                           const LaunchDims* dims) const {
+  enqueue(buffers, scalars, {}, dims).wait();
 }
 
-std::chrono::nanoseconds OpenClProgram::time_launch(std::span<const Buffer> buffers,
-                                                    std::span<const int64_t> scalars) const {
-  return enqueue(buffers, scalars).duration();
+std::chrono::nanoseconds OpenClProgram::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                                    const LaunchDims* dims) const {
+  return enqueue(buffers, scalars, {}, dims).duration();
 }
+
+// ---- OpenClQueue ---------------------------------------------------------------
+
+Device& OpenClQueue::device() const noexcept { return *device_; }
+
+bool OpenClQueue::can_wait_on(const Queue& other) const noexcept {
+  const auto* queue = dynamic_cast<const OpenClQueue*>(&other);
+  return queue && queue->device_->shares_context(*device_);
+}
+
+std::vector<cl_event> OpenClQueue::device_waits(std::span<const EventPtr> waits) const {
+  std::vector<cl_event> out;
+  out.reserve(waits.size());
+  for (const EventPtr& e : waits) {
+    if (!e) continue;
+    const auto* cl = dynamic_cast<const OpenClEvent*>(e.get());
+    if (cl && cl->valid() && cl->context() == device_->context())
+      out.push_back(cl->handle());
+    else
+      e->wait();
+  }
+  return out;
+}
+
+EventPtr OpenClQueue::launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                             const LaunchDims* dims, std::span<const EventPtr> waits) {
+  if (&program.device() != device_)
+    throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to the queue of {}",
+                     program.spec().display_name(), program.device().name(), device_->name());
+  const std::vector<cl_event> list = device_waits(waits);
+  return std::make_shared<OpenClEvent>(static_cast<const OpenClProgram&>(program).enqueue(buffers, scalars, list, dims));
+}
+
+EventPtr OpenClQueue::copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) {
+  if (!device_->direct_copy(dst, src)) {
+    // Staged through host memory, synchronously; its device legs are
+    // commands of the in-order queues involved, so they follow earlier work.
+    wait_all(waits);
+    device_->copy(dst, src);
+    return nullptr;
+  }
+  const std::vector<cl_event> list = device_waits(waits);
+  return std::make_shared<OpenClEvent>(device_->enqueue_copy(dst, src, list));
+}
+
+EventPtr OpenClQueue::record(std::span<const EventPtr> waits) {
+  const std::vector<cl_event> list = device_waits(waits);
+  cl_event marker = nullptr;
+  // On an in-order queue a marker also holds back everything after it.
+  check_cl(opencl_api().clEnqueueMarkerWithWaitList(device_->command_queue(), static_cast<cl_uint>(list.size()),
+                                                    list.empty() ? nullptr : list.data(), &marker),
+           fmt::format("{}: clEnqueueMarkerWithWaitList", device_->name()));
+  flush();
+  return std::make_shared<OpenClEvent>(marker, device_->context());
+}
+
+void OpenClQueue::flush() { check_cl(opencl_api().clFlush(device_->command_queue()), "clFlush"); }
+
+void OpenClQueue::finish() { device_->synchronize(); }
 
 // ---- OpenClDevice --------------------------------------------------------------
 
@@ -323,15 +367,13 @@ OpenClDevice::OpenClDevice(size_t index) : index_(index), cache_scope_(new_cache
   details_ = describe(located[index]);
   context_ = platform_context(located[index].platform);
   cl_int status = CL_SUCCESS;
-  queue_ = opencl_api().clCreateCommandQueue(context_, id_, CL_QUEUE_PROFILING_ENABLE, &status);
+  queue_ = detail::ClHandle<cl_command_queue>(
+      opencl_api().clCreateCommandQueue(context_, id_, CL_QUEUE_PROFILING_ENABLE, &status));
   check_cl(status, fmt::format("CL:{}: creating the command queue", index), ErrorKind::DeviceUnavailable);
+  compiler_ = std::make_unique<OpenClCompiler>(context_, id_, name());
 }
 
-OpenClDevice::~OpenClDevice() {
-  const auto& cl = opencl_api();
-  cl.clFinish(queue_);
-  cl.clReleaseCommandQueue(queue_);
-}
+OpenClDevice::~OpenClDevice() { opencl_api().clFinish(queue_.get()); }
 
 std::string OpenClDevice::name() const { return fmt::format("CL:{}", index_); }
 
@@ -343,74 +385,58 @@ Buffer OpenClDevice::allocate(DType dtype, size_t count) {
   const size_t allocated = std::max<size_t>(bytes, 1);  // OpenCL refuses empty buffers
   const auto& cl = opencl_api();
   cl_int status = CL_SUCCESS;
-  cl_mem memory = cl.clCreateBuffer(context_, CL_MEM_READ_WRITE, allocated, nullptr, &status);
+  detail::ClHandle<cl_mem> memory(cl.clCreateBuffer(context_, CL_MEM_READ_WRITE, allocated, nullptr, &status));
   check_cl(status, fmt::format("{}: allocating {} bytes", name(), bytes));
-  auto storage = std::make_shared<OpenClStorage>(*this, bytes, memory);
+  auto storage = std::make_shared<OpenClStorage>(*this, bytes, std::move(memory));
   const cl_uchar zero = 0;
   cl_event fill = nullptr;
-  check_cl(cl.clEnqueueFillBuffer(queue_, memory, &zero, 1, 0, allocated, 0, nullptr, &fill),
+  check_cl(cl.clEnqueueFillBuffer(queue_.get(), storage->memory(), &zero, 1, 0, allocated, 0, nullptr, &fill),
            fmt::format("{}: zero-filling {} bytes", name(), bytes));
   OpenClEvent(fill).wait();
   return Buffer(std::move(storage), dtype);
 }
 
 std::shared_ptr<const Program> OpenClDevice::compile(const ProgramSpec& spec) {
-  if (spec.language != Language::OpenCl)
-    throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs OpenCL C programs, not {}", spec.display_name(),
-                     name(), to_string(spec.language));
-  spec.validate();
-  if (spec.core_id_index())
-    throw make_error(ErrorKind::Validation,
-                     "program \"{}\": core_id is the CPU's slice index; OpenCL kernels use get_group_id() and "
-                     "get_local_id() instead",
-                     spec.display_name());
-  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&]() -> std::shared_ptr<const Program> {
-    begin_compile(spec, name());
-    const auto& cl = opencl_api();
-    std::string options;
-    for (const auto& [define, value] : spec.defines) {
-      if (value.find_first_of(" \t\n\"'\\") != std::string::npos)
-        throw make_error(ErrorKind::Validation,
-                         "program \"{}\": define {}=\"{}\": OpenCL build options cannot carry spaces or quotes",
-                         spec.display_name(), define, value);
-      options += fmt::format("-D{}={} ", define, value);
-    }
-    const char* text = spec.source.c_str();
-    const size_t length = spec.source.size();
-    cl_int status = CL_SUCCESS;
-    cl_program program = cl.clCreateProgramWithSource(context_, 1, &text, &length, &status);
-    check_cl(status, fmt::format("program \"{}\": clCreateProgramWithSource", spec.display_name()));
-    status = cl.clBuildProgram(program, 1, &id_, options.c_str(), nullptr, nullptr);
-    if (status != CL_SUCCESS) {
-      size_t size = 0;
-      cl.clGetProgramBuildInfo(program, id_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-      std::string log(size, '\0');
-      if (size) cl.clGetProgramBuildInfo(program, id_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-      log.resize(std::strlen(log.c_str()));
-      cl.clReleaseProgram(program);
-      throw make_error(ErrorKind::Compile, "program \"{}\" does not build for {} ({}): {}\n{}", spec.display_name(),
-                       name(), details_.name, cl_status_text(status), log);
-    }
-    cl_kernel kernel = cl.clCreateKernel(program, spec.entry.c_str(), &status);
-    if (status != CL_SUCCESS) {
-      cl.clReleaseProgram(program);
-      if (status == CL_INVALID_KERNEL_NAME)
-        throw make_error(ErrorKind::UndefinedSymbol, "program \"{}\" has no __kernel named \"{}\"", spec.display_name(),
-                         spec.entry);
-      check_cl(status, fmt::format("program \"{}\": clCreateKernel", spec.display_name()));
-    }
-    cl_uint args = 0;
-    cl.clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof(args), &args, nullptr);
-    const size_t declared = spec.buffers.size() + spec.scalars.size();
-    if (args != declared) {
-      cl.clReleaseKernel(kernel);
-      cl.clReleaseProgram(program);
-      throw make_error(ErrorKind::Validation, "program \"{}\": kernel \"{}\" takes {} arguments, the spec declares {}",
-                       spec.display_name(), spec.entry, args, declared);
-    }
-    if (debug_level() >= 1) logger().debug("built OpenCL program {} for {}", spec.display_name(), name());
-    return std::make_shared<OpenClProgram>(*this, spec, program, kernel);
+  // In memory first, then binaries on disk, then the compiler.
+  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
+    const std::shared_ptr<ObjectCache> objects = object_cache();
+    return load_or_compile(objects.get(), *compiler_, spec,
+                           [&](const Artifact& artifact) { return load(spec, artifact); });
   });
+}
+
+std::shared_ptr<const Program> OpenClDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
+  if (artifact.kind != ArtifactKind::OpenClBinary)
+    throw make_error(ErrorKind::Load, "program \"{}\": {} loads OpenCL program binaries", spec.display_name(), name());
+  const auto& cl = opencl_api();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(artifact.bytes.data());
+  const size_t size = artifact.bytes.size();
+  cl_int binary_status = CL_SUCCESS;
+  cl_int status = CL_SUCCESS;
+  detail::ClHandle<cl_program> program(
+      cl.clCreateProgramWithBinary(context_, 1, &id_, &size, &bytes, &binary_status, &status));
+  if (status != CL_SUCCESS || binary_status != CL_SUCCESS)
+    throw make_error(ErrorKind::Load, "program \"{}\": {} refuses the stored binary: {}", spec.display_name(), name(),
+                     cl_status_text(status != CL_SUCCESS ? status : binary_status));
+  const std::string options = opencl_build_options(spec);
+  status = cl.clBuildProgram(program.get(), 1, &id_, options.c_str(), nullptr, nullptr);
+  if (status != CL_SUCCESS)
+    throw make_error(ErrorKind::Load, "program \"{}\": {} cannot build the stored binary: {}", spec.display_name(),
+                     name(), cl_status_text(status));
+  detail::ClHandle<cl_kernel> kernel(cl.clCreateKernel(program.get(), spec.entry.c_str(), &status));
+  if (status == CL_INVALID_KERNEL_NAME)
+    throw make_error(ErrorKind::UndefinedSymbol, "program \"{}\" has no __kernel named \"{}\"", spec.display_name(),
+                     spec.entry);
+  check_cl(status, fmt::format("program \"{}\": clCreateKernel", spec.display_name()));
+  cl_uint args = 0;
+  cl.clGetKernelInfo(kernel.get(), CL_KERNEL_NUM_ARGS, sizeof(args), &args, nullptr);
+  const size_t declared = spec.buffers.size() + spec.scalars.size();
+  if (args != declared)
+    throw make_error(ErrorKind::Validation, "program \"{}\": kernel \"{}\" takes {} arguments, the spec declares {}",
+                     spec.display_name(), spec.entry, args, declared);
+  if (debug_level() >= 1)
+    logger().debug("loaded OpenCL program {} on {} from a {} byte binary", spec.display_name(), name(), size);
+  return std::make_shared<OpenClProgram>(*this, spec, std::move(program), std::move(kernel));
 }
 
 bool OpenClDevice::owns(const Buffer& buffer) const noexcept {
@@ -434,7 +460,7 @@ bool OpenClDevice::direct_copy(const Buffer& dst, const Buffer& src) const noexc
   return (dst_here && src.is_host()) || (src_here && dst.is_host());
 }
 
-OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std::span<const OpenClEvent> waits) {
+OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std::span<cl_event const> waits) {
   if (dst.bytes() != src.bytes())
     throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
                      src.bytes(), dst.bytes());
@@ -442,33 +468,32 @@ OpenClEvent OpenClDevice::enqueue_copy(const Buffer& dst, const Buffer& src, std
     throw make_error(ErrorKind::Unsupported, "{} cannot copy {} -> {} in one command; use copy(), which stages it",
                      name(), src.device().name(), dst.device().name());
   const auto& cl = opencl_api();
-  const std::vector<cl_event> wait_list = handles(waits);
-  const auto count = static_cast<cl_uint>(wait_list.size());
-  const cl_event* list = wait_list.empty() ? nullptr : wait_list.data();
+  const auto count = static_cast<cl_uint>(waits.size());
+  const cl_event* list = waits.empty() ? nullptr : waits.data();
   cl_event event = nullptr;
   const size_t bytes = src.bytes();
   if (bytes == 0) {
     // Nothing to move, but the caller still gets an event ordered after `waits`.
-    check_cl(cl.clEnqueueMarkerWithWaitList(queue_, count, list, &event), fmt::format("{}: empty copy", name()));
+    check_cl(cl.clEnqueueMarkerWithWaitList(queue_.get(), count, list, &event), fmt::format("{}: empty copy", name()));
   } else if (dst.is_host()) {
     auto& storage = static_cast<OpenClStorage&>(src.storage());
-    check_cl(cl.clEnqueueReadBuffer(queue_, storage.memory(), CL_FALSE, src.byte_offset(), bytes, dst.data(), count,
+    check_cl(cl.clEnqueueReadBuffer(queue_.get(), storage.memory(), CL_FALSE, src.byte_offset(), bytes, dst.data(), count,
                                     list, &event),
              fmt::format("{}: reading {} bytes to the host", name(), bytes));
   } else if (src.is_host()) {
     auto& storage = static_cast<OpenClStorage&>(dst.storage());
-    check_cl(cl.clEnqueueWriteBuffer(queue_, storage.memory(), CL_FALSE, dst.byte_offset(), bytes, src.data(), count,
+    check_cl(cl.clEnqueueWriteBuffer(queue_.get(), storage.memory(), CL_FALSE, dst.byte_offset(), bytes, src.data(), count,
                                      list, &event),
              fmt::format("{}: writing {} bytes from the host", name(), bytes));
   } else {
     auto& from = static_cast<OpenClStorage&>(src.storage());
     auto& to = static_cast<OpenClStorage&>(dst.storage());
-    check_cl(cl.clEnqueueCopyBuffer(queue_, from.memory(), to.memory(), src.byte_offset(), dst.byte_offset(), bytes,
+    check_cl(cl.clEnqueueCopyBuffer(queue_.get(), from.memory(), to.memory(), src.byte_offset(), dst.byte_offset(), bytes,
                                     count, list, &event),
              fmt::format("{}: copying {} bytes {} -> {}", name(), bytes, src.device().name(), dst.device().name()));
   }
-  cl.clFlush(queue_);
-  return OpenClEvent(event);
+  cl.clFlush(queue_.get());
+  return OpenClEvent(event, context_);
 }
 
 void OpenClDevice::copy(const Buffer& dst, const Buffer& src) {
@@ -495,7 +520,7 @@ void OpenClDevice::copy(const Buffer& dst, const Buffer& src) {
   else to.device().copy(to, staging);
 }
 
-void OpenClDevice::synchronize() { check_cl(opencl_api().clFinish(queue_), fmt::format("{}: clFinish", name())); }
+void OpenClDevice::synchronize() { check_cl(opencl_api().clFinish(queue_.get()), fmt::format("{}: clFinish", name())); }
 
 std::vector<DeviceInfo> enumerate_opencl_devices() {
   const auto located = locate_devices();

@@ -1,5 +1,6 @@
 // The OpenCL device ("CL:0", "CL:1", ...): buffers in device memory (cl_mem),
-// programs in OpenCL C built from source, launches and copies on one
+// programs in OpenCL C compiled to device binaries by OpenClCompiler (through
+// the kernel cache and the object cache on disk), launches and copies on one
 // in-order, profiling-enabled command queue per device, and events that let
 // other work wait for them or time them. Devices are numbered across all
 // platforms in the order the ICD loader lists them; the devices of one
@@ -29,7 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "svod/compile/compiler.h"
 #include "svod/device/device.h"
+#include "svod/device/opencl/cl_handle.h"
+#include "svod/device/opencl/opencl_compiler.h"
+#include "svod/device/queue.h"
 #include "svod/device/registry.h"
 #include "svod/program/launch_layout.h"
 
@@ -47,25 +52,32 @@ namespace svod {
 
 class OpenClDevice;
 
-// A shared reference to one enqueued command (clRetainEvent/clReleaseEvent).
-class OpenClEvent {
+// A shared reference to one enqueued command (clRetainEvent/clReleaseEvent),
+// with the context it belongs to (queues of that context wait on it on the
+// device).
+class OpenClEvent final : public Event {
  public:
   OpenClEvent() = default;
-  explicit OpenClEvent(_cl_event* owned) noexcept : event_(owned) {}  // takes the reference
+  // Takes the reference.
+  explicit OpenClEvent(_cl_event* owned, _cl_context* context = nullptr) noexcept
+      : event_(owned), context_(context) {}
   OpenClEvent(const OpenClEvent& other);
   OpenClEvent& operator=(const OpenClEvent& other);
-  OpenClEvent(OpenClEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  OpenClEvent(OpenClEvent&& other) noexcept : event_(other.event_), context_(other.context_) {
+    other.event_ = nullptr;
+  }
   OpenClEvent& operator=(OpenClEvent&& other) noexcept;
-  ~OpenClEvent();
+  ~OpenClEvent() override;
 
   bool valid() const noexcept { return event_ != nullptr; }
   _cl_event* handle() const noexcept { return event_; }
+  _cl_context* context() const noexcept { return context_; }
 
   // Blocks until the command finished; Error(Execution) when it failed.
-  void wait() const;
+  void wait() const override;
   // Device time from the command's start to its end, read from the queue's
   // profiling counters; waits first.
-  std::chrono::nanoseconds duration() const;
+  std::chrono::nanoseconds duration() const override;
   // Calls fn(ok) once, when the command finished (ok false when it failed),
   // on a thread of the OpenCL runtime: fn must return quickly and call no
   // blocking OpenCL function.
@@ -73,53 +85,56 @@ class OpenClEvent {
 
  private:
   _cl_event* event_ = nullptr;
+  _cl_context* context_ = nullptr;
 };
 
 // Device memory; host_data() is null. Views at nonzero offsets use
 // sub-buffers, created once per offset and kept with the storage.
 class OpenClStorage final : public Storage {
  public:
-  OpenClStorage(OpenClDevice& device, size_t bytes, _cl_mem* memory);
-  ~OpenClStorage() override;
+  OpenClStorage(OpenClDevice& device, size_t bytes, detail::ClHandle<_cl_mem*> memory);
 
-  _cl_mem* memory() const noexcept { return memory_; }
+  _cl_mem* memory() const noexcept { return memory_.get(); }
   // The cl_mem that starts at byte `offset` (the storage itself for 0).
   _cl_mem* memory_at(size_t offset);
 
  private:
-  _cl_mem* memory_;
+  detail::ClHandle<_cl_mem*> memory_;
   std::mutex mutex_;
-  std::map<size_t, _cl_mem*> sub_buffers_;
+  // Released before memory_ (declared after it).
+  std::map<size_t, detail::ClHandle<_cl_mem*>> sub_buffers_;
 };
 
 class OpenClProgram final : public Program {
  public:
-  OpenClProgram(OpenClDevice& device, ProgramSpec spec, _cl_program* program, _cl_kernel* kernel);
-  ~OpenClProgram() override;
+  OpenClProgram(OpenClDevice& device, ProgramSpec spec, detail::ClHandle<_cl_program*> program,
+                detail::ClHandle<_cl_kernel*> kernel);
 
   Device& device() const noexcept override;
   // Enqueues the kernel and waits for it.
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars) const override;
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+              const LaunchDims* dims = nullptr) const override;
 
-  // Enqueues the kernel after `waits` (events of this device's context) and
-  // returns its event without waiting. `dims`, when given, replaces the
-  // spec's launch sizes (for callers, like plans, whose sizes name variables
-  // that are not scalars of the kernel). Arguments are checked first
-  // (Error(Validation)); nothing is enqueued when a check fails.
-  OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                      std::span<const OpenClEvent> waits = {}, const LaunchDims* dims = nullptr) const;
   // Runs the kernel once and returns its device time (profiling counters).
-  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers,
-                                       std::span<const int64_t> scalars) const override;
+  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                                       const LaunchDims* dims = nullptr) const override;
 
   // The launch sizes the spec gives for these caller scalars.
   LaunchDims dims(std::span<const int64_t> scalars) const { return layout_.dims(scalars); }
   const LaunchLayout& layout() const noexcept { return layout_; }
 
  private:
+  friend class OpenClQueue;
+  // Enqueues the kernel on the device's queue after `waits` (events of this
+  // device's context) and returns its event without waiting: the one launch
+  // path, behind OpenClQueue::launch and launch(). Arguments are checked
+  // first (Error(Validation)); nothing is enqueued when a check fails.
+  OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                      std::span<_cl_event* const> waits, const LaunchDims* dims) const;
+
   OpenClDevice* device_;
-  _cl_program* program_;
-  _cl_kernel* kernel_;
+  detail::ClHandle<_cl_program*> program_;
+  detail::ClHandle<_cl_kernel*> kernel_;
   LaunchLayout layout_;
   // clSetKernelArg changes the kernel object, so setting arguments and
   // enqueueing is one critical section per program.
@@ -137,6 +152,28 @@ struct OpenClDeviceDetails {
   uint64_t global_memory = 0;
 };
 
+// The device's in-order command queue as a svod Queue. It waits on the
+// device for events of its own context and on the host for any other.
+class OpenClQueue final : public Queue {
+ public:
+  explicit OpenClQueue(OpenClDevice& device) : device_(&device) {}
+  Device& device() const noexcept override;
+  bool can_wait_on(const Queue& other) const noexcept override;
+  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                  const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
+  EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
+  EventPtr record(std::span<const EventPtr> waits = {}) override;
+  void flush() override;
+  void finish() override;
+
+ private:
+  // The handles of `waits` this queue can wait on, after waiting on the host
+  // for the others.
+  std::vector<_cl_event*> device_waits(std::span<const EventPtr> waits) const;
+
+  OpenClDevice* device_;
+};
+
 class OpenClDevice final : public Device {
  public:
   // Opens device `index` of the enumeration; use open_device("CL:i"), which
@@ -147,23 +184,31 @@ class OpenClDevice final : public Device {
   std::string name() const override;
   // Zero-filled device memory.
   Buffer allocate(DType dtype, size_t count) override;
-  // Builds OpenCL C (spec.language OpenCl) for this device; defines become
-  // -D options. Build failures are Error(Compile) carrying the build log; a
-  // missing entry is Error(UndefinedSymbol). Programs are cached per device.
+  // Compiles OpenCL C (spec.language OpenCl) to a binary with this device's
+  // OpenClCompiler and loads it. Build failures are Error(Compile) carrying
+  // the build log; a missing entry is Error(UndefinedSymbol). Programs are
+  // cached per device in memory and, as binaries, by the object cache.
   std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
+  // Loads a binary made by this device's compiler (ArtifactKind::
+  // OpenClBinary); Error(Load) when the device refuses it.
+  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact);
+  const OpenClCompiler& compiler() const noexcept { return *compiler_; }
   // Synchronous copy; see enqueue_copy for the direct cases, everything else
   // (another context, another device kind, overlapping bytes of one storage)
   // is staged through host memory.
   void copy(const Buffer& dst, const Buffer& src) override;
   void synchronize() override;
 
+  Queue& queue() override { return queue_object_; }
+
   // True when one command on this device's queue performs dst <- src: host
   // to this device, this device to host, or between storages of this
   // device's context that do not overlap.
-  bool direct_copy(const Buffer& dst, const Buffer& src) const noexcept;
-  // Enqueues a direct copy after `waits` and returns its event. Host memory
-  // involved must stay untouched until the event completes.
-  OpenClEvent enqueue_copy(const Buffer& dst, const Buffer& src, std::span<const OpenClEvent> waits = {});
+  bool direct_copy(const Buffer& dst, const Buffer& src) const noexcept override;
+  // Enqueues a direct copy after `waits` and returns its event; what
+  // OpenClQueue::copy does. Host memory involved must stay untouched until
+  // the event completes.
+  OpenClEvent enqueue_copy(const Buffer& dst, const Buffer& src, std::span<_cl_event* const> waits = {});
 
   // True when this device's queue can wait on events of `other` (one context).
   bool shares_context(const OpenClDevice& other) const noexcept { return context_ == other.context_; }
@@ -171,7 +216,7 @@ class OpenClDevice final : public Device {
   size_t index() const noexcept { return index_; }
 
   _cl_context* context() const noexcept { return context_; }
-  _cl_command_queue* queue() const noexcept { return queue_; }
+  _cl_command_queue* command_queue() const noexcept { return queue_.get(); }
   _cl_device_id* id() const noexcept { return id_; }
   // The cl_mem of a buffer of this context at the buffer's offset;
   // Error(Validation) when the buffer is elsewhere.
@@ -183,9 +228,11 @@ class OpenClDevice final : public Device {
   size_t index_;
   _cl_device_id* id_ = nullptr;
   _cl_context* context_ = nullptr;
-  _cl_command_queue* queue_ = nullptr;
+  detail::ClHandle<_cl_command_queue*> queue_;
   OpenClDeviceDetails details_;
   const uint64_t cache_scope_;
+  std::unique_ptr<OpenClCompiler> compiler_;
+  OpenClQueue queue_object_{*this};
 };
 
 // The devices present (name "CL:i" and a description); Error(DeviceUnavailable)

@@ -1,4 +1,6 @@
-// CpuQueue: an in-order command queue for the CPU device.
+// CpuQueue: an in-order command queue run by a host worker thread (the CPU
+// device's asynchronous queue; any device's programs and copies may be
+// submitted, since it calls Program::launch and Device::copy).
 //
 // Kernel launches, copies and host callbacks are queued and run one after the
 // other on the queue's own worker thread, so the submitting thread can run

@@ -1,4 +1,4 @@
-#include "svod/device/cpu/cpu_queue.h"
+#include "svod/device/cpu_queue.h"
 
 #include "svod/base/error.h"
 

@@ -1,0 +1,113 @@
+#include "svod/device/opencl/opencl_compiler.h"
+
+#include <cstring>
+
+#include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/device/opencl/cl_handle.h"
+#include "svod/device/opencl/opencl_api.h"
+
+namespace svod {
+
+using detail::check_cl;
+using detail::ClHandle;
+using detail::cl_status_text;
+using detail::opencl_api;
+
+namespace {
+
+std::string device_text(cl_device_id device, cl_device_info what) {
+  size_t size = 0;
+  if (opencl_api().clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  opencl_api().clGetDeviceInfo(device, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::string platform_name(cl_device_id device) {
+  cl_platform_id platform = nullptr;
+  opencl_api().clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof(platform), &platform, nullptr);
+  size_t size = 0;
+  if (!platform || opencl_api().clGetPlatformInfo(platform, CL_PLATFORM_NAME, 0, nullptr, &size) != CL_SUCCESS) return {};
+  std::string out(size, '\0');
+  opencl_api().clGetPlatformInfo(platform, CL_PLATFORM_NAME, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+}  // namespace
+
+std::string opencl_build_options(const ProgramSpec& spec) {
+  std::string options;
+  for (const auto& [define, value] : spec.defines) {
+    if (value.find_first_of(" \t\n\"'\\") != std::string::npos)
+      throw make_error(ErrorKind::Validation,
+                       "program \"{}\": define {}=\"{}\": OpenCL build options cannot carry spaces or quotes",
+                       spec.display_name(), define, value);
+    options += fmt::format("-D{}={} ", define, value);
+  }
+  return options;
+}
+
+OpenClCompiler::OpenClCompiler(_cl_context* context, _cl_device_id* device, std::string device_name)
+    : context_(context), device_(device), device_name_(std::move(device_name)) {
+  identity_.backend = "opencl";
+  identity_.path = platform_name(device);
+  identity_.version = fmt::format("{}; driver {}", device_text(device, CL_DEVICE_VERSION),
+                                  device_text(device, CL_DRIVER_VERSION));
+  identity_.target_cpu = device_text(device, CL_DEVICE_NAME);
+}
+
+Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {
+  if (spec.language != Language::OpenCl)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs OpenCL C programs, not {}", spec.display_name(),
+                     device_name_, to_string(spec.language));
+  spec.validate();
+  if (spec.core_id_index())
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": core_id is the CPU's slice index; OpenCL kernels use get_group_id() and "
+                     "get_local_id() instead",
+                     spec.display_name());
+  const std::string options = opencl_build_options(spec);
+  const auto& cl = opencl_api();
+  const char* text = spec.source.c_str();
+  const size_t length = spec.source.size();
+  cl_int status = CL_SUCCESS;
+  ClHandle<cl_program> program(cl.clCreateProgramWithSource(context_, 1, &text, &length, &status));
+  check_cl(status, fmt::format("program \"{}\": clCreateProgramWithSource", spec.display_name()));
+  status = cl.clBuildProgram(program.get(), 1, &device_, options.c_str(), nullptr, nullptr);
+  if (status != CL_SUCCESS) {
+    size_t size = 0;
+    cl.clGetProgramBuildInfo(program.get(), device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+    std::string log(size, '\0');
+    if (size) cl.clGetProgramBuildInfo(program.get(), device_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+    log.resize(std::strlen(log.c_str()));
+    throw make_error(ErrorKind::Compile, "program \"{}\" does not build for {} ({}): {}\n{}", spec.display_name(),
+                     device_name_, identity_.target_cpu, cl_status_text(status), log);
+  }
+  // A missing entry is a compile-time error, before anything is cached.
+  ClHandle<cl_kernel> kernel(cl.clCreateKernel(program.get(), spec.entry.c_str(), &status));
+  if (status == CL_INVALID_KERNEL_NAME)
+    throw make_error(ErrorKind::UndefinedSymbol, "program \"{}\" has no __kernel named \"{}\"", spec.display_name(),
+                     spec.entry);
+  check_cl(status, fmt::format("program \"{}\": clCreateKernel", spec.display_name()));
+  size_t size = 0;
+  check_cl(cl.clGetProgramInfo(program.get(), CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr),
+           fmt::format("program \"{}\": reading the binary size", spec.display_name()), ErrorKind::Unsupported);
+  if (size == 0)
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": the OpenCL platform of {} gives no program binaries",
+                     spec.display_name(), device_name_);
+  Artifact artifact;
+  artifact.kind = ArtifactKind::OpenClBinary;
+  artifact.bytes.resize(size);
+  unsigned char* out = reinterpret_cast<unsigned char*>(artifact.bytes.data());
+  check_cl(cl.clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof(out), &out, nullptr),
+           fmt::format("program \"{}\": reading the binary", spec.display_name()), ErrorKind::Unsupported);
+  if (debug_level() >= 1)
+    logger().debug("built OpenCL program {} for {} from source ({} byte binary)", spec.display_name(), device_name_,
+                   size);
+  return artifact;
+}
+
+}  // namespace svod

@@ -39,6 +39,16 @@ const std::vector<std::vector<std::string_view>> kLayers = {
     {"python", "tools"},
 };
 
+// The runner knows no backend: plans and the executor reach devices only
+// through the device core (Device, Program, Queue, Event), so a new device is
+// its folder and a registry line.
+const std::vector<std::string_view> kBackendFree = {"plan", "executor"};
+const std::vector<std::string_view> kBackends = {"device/cpu", "device/opencl", "device/cuda", "device/registry"};
+
+bool contains(const std::vector<std::string_view>& list, std::string_view name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
 std::optional<std::size_t> layer_of(std::string_view module) {
   for (std::size_t i = 0; i < kLayers.size(); ++i) {
     if (std::find(kLayers[i].begin(), kLayers[i].end(), module) != kLayers[i].end()) return i;
@@ -90,6 +100,8 @@ std::vector<Violation> check_file(const std::string& path, const std::string& te
       found.push_back({path, included,
                        "'" + module + "' (layer " + std::to_string(*own) + ") includes '" +
                            target + "' (layer " + std::to_string(*layer) + ")"});
+    } else if (contains(kBackendFree, module) && contains(kBackends, target)) {
+      found.push_back({path, included, "'" + module + "' must not include a device backend ('" + target + "')"});
     }
   }
   return found;
@@ -169,6 +181,8 @@ TEST(Layering, AnUpwardIncludeIsReported) {
                   .empty());
   EXPECT_EQ(check_file("svod/base/log.cpp", "  #  include <svod/plan/dag.h>\n").size(), 1u);
   EXPECT_EQ(check_file("svod/newmodule/x.h", "").size(), 1u);  // every folder needs a layer
+  EXPECT_EQ(check_file("svod/plan/x.cpp", "#include \"svod/device/opencl/opencl_device.h\"\n").size(), 1u);
+  EXPECT_TRUE(check_file("svod/plan/x.cpp", "#include \"svod/device/queue.h\"\n").empty());
   EXPECT_EQ(check_file("svod/base/x.h", "#include \"svod/nowhere/y.h\"\n").size(), 1u);
 }
 

@@ -9,6 +9,7 @@
 
 #include "svod/base/npy.h"
 #include "svod/cache/kernel_cache.h"
+#include "svod/cache/object_cache.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/device/registry.h"
 #include "svod/package/cpu_features.h"
@@ -221,10 +222,14 @@ TEST(Package, OpenClProgramsTravelAsSource) {
   EXPECT_EQ(run_outputs(package.loaded), expected);
   expect_checks_pass(package.loaded);
 
-  // Built OpenCL programs stay in the in-memory kernel cache; without them, loading needs the builder.
+  // Built OpenCL programs stay in the in-memory kernel cache and their binaries in the disk
+  // cache; without either, loading needs the builder.
   kernel_cache().clear();
+  const std::shared_ptr<ObjectCache> disk = object_cache();
+  set_object_cache(nullptr);
   NoCompiling off;
   const Error e = expect_error([&] { load_package(std::span<const std::byte>(bytes)); });
+  set_object_cache(disk);
   EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
   EXPECT_NE(std::string(e.what()).find("program \"axpb\" would be compiled for CL:0"), std::string::npos) << e.what();
 }

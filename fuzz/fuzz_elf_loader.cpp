@@ -1,7 +1,7 @@
 // libFuzzer target for the JIT ELF loader: arbitrary bytes go through the host
 // load path (parse, map, relocate, protect) and through link_object for both
 // supported machines. Any outcome but success or svod::Error is a bug.
-// Built and run by scripts/fuzz-loader.sh.
+// Built and run by scripts/fuzz.sh elf_loader.
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -1,8 +1,8 @@
 // libFuzzer target for the package reader (svod/package/package_format.h):
 // arbitrary bytes go through the container checks and, when they pass, the
 // manifest parser; the manifest parser also reads them directly, and a
-// package written around them must read back unchanged. Any outcome but success or svod::Error is a bug. Built and
-// run by scripts/fuzz-package.sh.
+// package written around them must read back unchanged. Any outcome but
+// success or svod::Error is a bug. Built and run by scripts/fuzz.sh package.
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -1,14 +1,18 @@
-// svod.load_plan, svod.Plan and svod.PlanBuilder: plan files and
-// ExecutionPlanBuilder from Python, with numpy arrays bound to plan buffers
-// by rebinding (no copy) and the GIL released while a plan runs.
+// svod.load_plan, svod.load_package, svod.Plan and svod.PlanBuilder: plan
+// files, ahead-of-time packages and ExecutionPlanBuilder from Python, with
+// numpy arrays bound to plan buffers by rebinding (no copy) and the GIL
+// released while a plan runs.
 #include <pybind11/stl/filesystem.h>
 
 #include <cstdlib>
 #include <set>
+#include <span>
 
 #include "bindings.h"
+#include "svod/compile/compile_policy.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/registry.h"
+#include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/benchmark.h"
 
@@ -136,6 +140,25 @@ void check_outputs(const PyPlan& p) {
   if (!failures.empty()) throw make_error(ErrorKind::Validation, "{}: expectations failed: {}", p.source, failures);
 }
 
+// The Python plan over a loaded plan file, or a package's plan: the file's
+// buffer names and shapes, and its variables.
+PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
+  PyPlan p;
+  p.source = file.source_name;
+  p.loaded = std::make_shared<LoadedPlan>(std::move(loaded));
+  p.names.resize(p.plan().buffer_count());
+  p.shapes.resize(p.plan().buffer_count());
+  for (size_t i = 0; i < p.shapes.size(); ++i) p.shapes[i] = {p.plan().buffer(i).count()};
+  for (const auto& b : file.buffers) {
+    if (auto s = p.plan().find_buffer(b.name)) {
+      p.names[*s] = b.name;
+      p.shapes[*s] = b.shape;
+    }
+  }
+  for (const auto& v : file.variables) p.variables.push_back(v.variable.name);
+  return p;
+}
+
 PyPlan load(const std::filesystem::path& path, const py::object& vars, const std::optional<std::string>& backend) {
   LoadOptions options{vars_of(vars)};
   py::gil_scoped_release unlocked;
@@ -151,20 +174,35 @@ PyPlan load(const std::filesystem::path& path, const py::object& vars, const std
                        *backend);
   }
   PlanFile file = parse_plan_file(path);
-  PyPlan p;
-  p.source = file.source_name;
-  p.loaded = std::make_shared<LoadedPlan>(svod::load_plan(file, options));
-  p.names.resize(p.plan().buffer_count());
-  p.shapes.resize(p.plan().buffer_count());
-  for (size_t i = 0; i < p.shapes.size(); ++i) p.shapes[i] = {p.plan().buffer(i).count()};
-  for (const auto& b : file.buffers) {
-    if (auto s = p.plan().find_buffer(b.name)) {
-      p.names[*s] = b.name;
-      p.shapes[*s] = b.shape;
-    }
+  return make_plan(file, svod::load_plan(file, options));
+}
+
+// svod.load_package: a str or os.PathLike is a package file to map; anything
+// with the buffer protocol (bytes, bytearray, memoryview, a uint8 array) is
+// the package in memory, read only during the call.
+PyPlan load_package_object(const py::object& package, const py::object& vars) {
+  PackageLoadOptions options{vars_of(vars)};
+  if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
+    const auto path = py::cast<std::filesystem::path>(package);
+    py::gil_scoped_release unlocked;
+    LoadedPackage loaded = svod::load_package(path, options);
+    return make_plan(loaded.file, std::move(loaded.loaded));
   }
-  for (const auto& v : file.variables) p.variables.push_back(v.variable.name);
-  return p;
+  if (!PyObject_CheckBuffer(package.ptr()))
+    throw make_error(ErrorKind::Validation, "load_package: expected the package's bytes or a path, got {}",
+                     Py_TYPE(package.ptr())->tp_name);
+  Py_buffer view;
+  if (PyObject_GetBuffer(package.ptr(), &view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    throw make_error(ErrorKind::Validation, "load_package: the {} is not one contiguous block of bytes",
+                     Py_TYPE(package.ptr())->tp_name);
+  }
+  // Held while the GIL is released (which also keeps a bytearray from resizing).
+  const std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
+  const std::span bytes(static_cast<const std::byte*>(view.buf), static_cast<size_t>(view.len));
+  py::gil_scoped_release unlocked;
+  LoadedPackage loaded = svod::load_package(bytes, options);
+  return make_plan(loaded.file, std::move(loaded.loaded));
 }
 
 struct OpRefs {
@@ -327,6 +365,13 @@ void bind_plans(py::module_& m) {
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
         "the plan. vars= overrides variable values; backend= picks the CPU compiler (it must be\n"
         "given before the process's CPU device first opens).");
+  m.def("load_package", &load_package_object, py::arg("package"), py::arg("vars") = py::none(),
+        "Loads an ahead-of-time package (made by `svod pack`) into a Plan, without compiling when\n"
+        "its CPU objects suit this machine. `package` is its bytes (bytes, bytearray, memoryview;\n"
+        "read only during the call) or a path (the file is mapped and initial data used in place,\n"
+        "copy-on-write). vars= overrides the variable values it was packed with. A damaged package\n"
+        "raises LoadError (ValidationError when it is not a package at all) naming the section.");
+  m.def("_compile_count", &compile_count, "Kernels compiled in this process so far (all devices).");
 
   m.def(
       "_benchmark_plan",

@@ -19,7 +19,7 @@ import functools as _functools
 
 from . import _svod
 from ._svod import (Buffer, BenchmarkResult, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
-                    device, devices, from_dlpack, load_plan)
+                    device, devices, from_dlpack, load_package, load_plan)
 
 __version__ = _svod.__version__
 
@@ -117,6 +117,7 @@ for _cls, _names in ((Device, ("compile", "allocate")), (Buffer, ("copy_from", "
 device = _raising_validation_errors(device)
 from_dlpack = _raising_validation_errors(from_dlpack)
 load_plan = _raising_validation_errors(load_plan)
+load_package = _raising_validation_errors(load_package)
 
 
 def asbuffer(array):
@@ -158,6 +159,7 @@ def profile():
 
 __all__ = [
     "Buffer", "BenchmarkResult", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
-    "asbuffer", "benchmark", "device", "devices", "from_dlpack", "load_plan", "profile",
+    "asbuffer", "benchmark", "device", "devices", "from_dlpack", "load_package", "load_plan",
+    "profile",
     "Error", *[c.__name__ for c in _ERRORS.values()],
 ]

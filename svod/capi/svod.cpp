@@ -20,6 +20,7 @@
 
 #include "svod/base/error.h"
 #include "svod/device/registry.h"
+#include "svod/package/package.h"
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_file.h"
 
@@ -415,6 +416,28 @@ svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan**
     svod::PlanFile file = svod::parse_plan_file(path);
     svod::LoadedPlan loaded = svod::load_plan(file, options);
     svod::hand_out(std::make_unique<svod_plan>(std::move(loaded), std::move(file.variables)), out);
+  });
+}
+
+svod_status* svod_plan_load_package(const void* data, size_t size, const char* vars_json, svod_plan** out) {
+  return guarded(__func__, [&] {
+    require(data, "data");
+    require(out, "out");
+    svod::PackageLoadOptions options;
+    options.vars = svod::parse_vars(vars_json);
+    svod::LoadedPackage package = svod::load_package(std::span(static_cast<const std::byte*>(data), size), options);
+    svod::hand_out(std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables)), out);
+  });
+}
+
+svod_status* svod_plan_load_package_file(const char* path, const char* vars_json, svod_plan** out) {
+  return guarded(__func__, [&] {
+    require(path, "path");
+    require(out, "out");
+    svod::PackageLoadOptions options;
+    options.vars = svod::parse_vars(vars_json);
+    svod::LoadedPackage package = svod::load_package(std::filesystem::path(path), options);
+    svod::hand_out(std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables)), out);
   });
 }
 

@@ -47,7 +47,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 0
+#define SVOD_API_VERSION_MINOR 1
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -180,6 +180,25 @@ typedef struct svod_plan svod_plan;
  * Errors: IO for unreadable files, VALIDATION naming the file and field,
  * DEVICE_UNAVAILABLE, COMPILE and the other compile kinds. Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan** out);
+/* Loads an ahead-of-time package (made by `svod pack`, docs/PACKAGE_FORMAT.md)
+ * from the `size` bytes at `data`, with no file and no temporary file. CPU
+ * programs whose objects suit this machine load without compiling (so this
+ * works under SVOD_COMPILE=0); OpenCL programs travel as source and compile
+ * now. The bytes are only read during the call: the plan keeps copies of what
+ * it needs. `vars_json` overrides the variable values the package was made
+ * with, as for svod_plan_load. The result is a plan like svod_plan_load's.
+ * Errors: VALIDATION for bytes that are not a package (the message says so)
+ * and bad vars_json; LOAD for a truncated, corrupt or wrong-version package,
+ * naming the section at fault; UNSUPPORTED when its CPU objects need
+ * features this CPU lacks and compiling is off. Added in API version 1.1.
+ * Thread-safe, also on the same bytes. */
+SVOD_C_EXPORT svod_status* svod_plan_load_package(const void* data, size_t size, const char* vars_json,
+                                                  svod_plan** out);
+/* As svod_plan_load_package, from a package file: the file is mapped and
+ * buffers use their initial data where it lies, copy-on-write (the file never
+ * changes). IO when the file cannot be read. Added in API version 1.1.
+ * Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_plan_load_package_file(const char* path, const char* vars_json, svod_plan** out);
 /* Sets a plan variable for the next executions (checked now against its
  * declared bounds: VALIDATION for an unknown name or an out-of-range value).
  * UNSUPPORTED for a plan with buffers or programs on devices other than the

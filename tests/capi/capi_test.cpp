@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -16,7 +17,9 @@
 
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
+#include "svod/compile/compile_policy.h"
 #include "svod/custom/custom_function.h"
+#include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
 
 namespace {
@@ -303,6 +306,12 @@ TEST(CApi, NullPointersGiveStatuses) {
   expect_error(svod_program_launch(nullptr, nullptr, 0, nullptr, 0), SVOD_ERROR_VALIDATION, "program is NULL");
   expect_error(svod_program_release(nullptr), SVOD_ERROR_VALIDATION, "program is NULL");
   expect_error(svod_plan_load(nullptr, nullptr, &plan), SVOD_ERROR_VALIDATION, "path is NULL");
+  expect_error(svod_plan_load_package(nullptr, 16, nullptr, &plan), SVOD_ERROR_VALIDATION,
+               "svod_plan_load_package: data is NULL");
+  expect_error(svod_plan_load_package(host, sizeof host, nullptr, nullptr), SVOD_ERROR_VALIDATION, "out is NULL");
+  expect_error(svod_plan_load_package_file(nullptr, nullptr, &plan), SVOD_ERROR_VALIDATION,
+               "svod_plan_load_package_file: path is NULL");
+  expect_error(svod_plan_load_package_file("x.svodpkg", nullptr, nullptr), SVOD_ERROR_VALIDATION, "out is NULL");
   expect_error(svod_plan_set_var(nullptr, "N", 1), SVOD_ERROR_VALIDATION, "plan is NULL");
   expect_error(svod_plan_buffer(nullptr, "x", &buffer), SVOD_ERROR_VALIDATION, "plan is NULL");
   expect_error(svod_plan_bind(nullptr, "x", nullptr), SVOD_ERROR_VALIDATION, "plan is NULL");
@@ -356,24 +365,57 @@ TEST(CApi, DeviceBuffersCopyButHaveNoHostAddress) {
   EXPECT_OK(svod_device_release(cl));
 }
 
+const std::string kMlpDir = SVOD_SOURCE_DIR "/examples/mlp/";
+
+// Runs a plan of the MLP example and returns its "probs", checked against the
+// example's expected output.
+std::vector<float> run_mlp(svod_plan* plan) {
+  EXPECT_OK(svod_plan_execute(plan));
+  Buffer probs;
+  EXPECT_OK(svod_plan_buffer(plan, "probs", &probs.handle));
+  EXPECT_EQ(svod_buffer_count(probs.handle), 640u);
+  std::vector<float> got(640);
+  EXPECT_OK(svod_buffer_copy_to_host(probs.handle, got.data(), got.size() * sizeof(float)));
+  const svod::NpyArray expected = svod::read_npy(kMlpDir + "expected_probs.npy");
+  EXPECT_EQ(expected.count(), got.size());
+  const size_t size = svod::size_of(expected.dtype);
+  for (size_t i = 0; i < got.size() && i < expected.count(); ++i) {
+    const double want = svod::load_as_double(expected.dtype, expected.data.data() + i * size);
+    EXPECT_NEAR(got[i], want, 1e-6 + 1e-4 * std::fabs(want)) << i;
+  }
+  return got;
+}
+
 // The MLP example plan, run through the C API, matches its expected output.
 TEST(CApi, MlpPlan) {
-  const std::string dir = SVOD_SOURCE_DIR "/examples/mlp/";
   Plan plan;
-  ASSERT_OK(svod_plan_load((dir + "plan.json").c_str(), nullptr, &plan.handle));
-  ASSERT_OK(svod_plan_execute(plan.handle));
-  Buffer probs;
-  ASSERT_OK(svod_plan_buffer(plan.handle, "probs", &probs.handle));
-  ASSERT_EQ(svod_buffer_count(probs.handle), 640u);
-  std::vector<float> got(640);
-  ASSERT_OK(svod_buffer_copy_to_host(probs.handle, got.data(), got.size() * sizeof(float)));
-  const svod::NpyArray expected = svod::read_npy(dir + "expected_probs.npy");
-  ASSERT_EQ(expected.count(), got.size());
-  const size_t size = svod::size_of(expected.dtype);
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double want = svod::load_as_double(expected.dtype, expected.data.data() + i * size);
-    ASSERT_NEAR(got[i], want, 1e-6 + 1e-4 * std::fabs(want)) << i;
+  ASSERT_OK(svod_plan_load((kMlpDir + "plan.json").c_str(), nullptr, &plan.handle));
+  run_mlp(plan.handle);
+}
+
+// The MLP example packed ahead of time loads from memory and from a file,
+// compiles nothing and gives the plan's outputs exactly.
+TEST(CApi, MlpPackage) {
+  Plan from_plan;
+  ASSERT_OK(svod_plan_load((kMlpDir + "plan.json").c_str(), nullptr, &from_plan.handle));
+  const std::vector<float> want = run_mlp(from_plan.handle);
+  const std::vector<std::byte> bytes = svod::pack_plan(kMlpDir + "plan.json");
+  TempDir dir;
+  const std::string path = (dir / "mlp.svodpkg").string();
+  svod::write_package(path, bytes);
+
+  const uint64_t compiles = svod::compile_count();
+  Plan from_memory;
+  {
+    std::vector<std::byte> copy = bytes;
+    ASSERT_OK(svod_plan_load_package(copy.data(), copy.size(), nullptr, &from_memory.handle));
+    std::fill(copy.begin(), copy.end(), std::byte{0});  // the bytes are only read during the call
   }
+  EXPECT_EQ(run_mlp(from_memory.handle), want);
+  Plan from_file;
+  ASSERT_OK(svod_plan_load_package_file(path.c_str(), nullptr, &from_file.handle));
+  EXPECT_EQ(run_mlp(from_file.handle), want);
+  EXPECT_EQ(svod::compile_count(), compiles);
 }
 
 // A plan with a variable: y = 2 * x over the first N elements.
@@ -460,6 +502,67 @@ TEST(CApi, PlanErrors) {
   expect_error(svod_plan_bind(plan.handle, "x", wrong_size.handle), SVOD_ERROR_VALIDATION, "");
   ASSERT_OK(svod_plan_execute(plan.handle));  // the failed calls changed nothing
   EXPECT_EQ(plan_values(plan.handle, "y")[7], 16.0f);
+}
+
+// A packaged plan keeps its variables: defaults from `svod pack --var`,
+// overridden by vars_json, and settable afterwards.
+TEST(CApi, PackageVariables) {
+  TempDir dir;
+  const std::string plan_path = dir.write("plan.json", kScalePlan).string();
+  const std::vector<std::byte> bytes = svod::pack_plan(plan_path, svod::PackOptions{{{"N", 1}}});
+  Plan packed;
+  ASSERT_OK(svod_plan_load_package(bytes.data(), bytes.size(), nullptr, &packed.handle));
+  ASSERT_OK(svod_plan_execute(packed.handle));
+  EXPECT_EQ(plan_values(packed.handle, "y"), (std::vector<float>{2, 0, 0, 0, 0, 0, 0, 0}));
+  Plan plan;
+  ASSERT_OK(svod_plan_load_package(bytes.data(), bytes.size(), R"({"N": 2})", &plan.handle));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{2, 4, 0, 0, 0, 0, 0, 0}));
+  ASSERT_OK(svod_plan_set_var(plan.handle, "N", 3));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{2, 4, 6, 0, 0, 0, 0, 0}));
+  expect_error(svod_plan_set_var(plan.handle, "N", 9), SVOD_ERROR_VALIDATION, "N");
+  svod_plan* none = nullptr;
+  expect_error(svod_plan_load_package(bytes.data(), bytes.size(), R"({"N": 0})", &none), SVOD_ERROR_VALIDATION, "N");
+  expect_error(svod_plan_load_package(bytes.data(), bytes.size(), "[", &none), SVOD_ERROR_VALIDATION,
+               "vars_json is not valid JSON");
+  EXPECT_EQ(none, nullptr);
+}
+
+// Damaged packages give LOAD statuses naming the section at fault, and
+// bytes that are no package at all a VALIDATION status; nothing is handed out.
+TEST(CApi, DamagedPackages) {
+  const std::vector<std::byte> bytes = svod::pack_plan(kMlpDir + "plan.json");
+  const svod::PackageReader reader(bytes, "mlp");
+  svod_plan* none = nullptr;
+  for (const char* name : {"manifest", "plan", "init/w1", "program/layer1"}) {
+    const svod::PackageSection& section = reader.get(name);
+    std::vector<std::byte> bad = bytes;
+    bad[section.offset + section.bytes.size() / 2] ^= std::byte{0x10};
+    expect_error(svod_plan_load_package(bad.data(), bad.size(), nullptr, &none), SVOD_ERROR_LOAD,
+                 fmt::format("(\"{}\"): digest mismatch", name));
+  }
+  expect_error(svod_plan_load_package(bytes.data(), bytes.size() - 1, nullptr, &none), SVOD_ERROR_LOAD, "truncated");
+  std::vector<std::byte> wrong_version = bytes;
+  wrong_version[8] = std::byte{2};
+  expect_error(svod_plan_load_package(wrong_version.data(), wrong_version.size(), nullptr, &none), SVOD_ERROR_LOAD,
+               "header");
+  const std::string text = "{\"svod_plan\": 1}";
+  expect_error(svod_plan_load_package(text.data(), text.size(), nullptr, &none), SVOD_ERROR_VALIDATION,
+               "svod_plan_load_package: package in memory: header: not an svod package");
+  expect_error(svod_plan_load_package(text.data(), 0, nullptr, &none), SVOD_ERROR_VALIDATION, "not an svod package");
+  TempDir dir;
+  expect_error(svod_plan_load_package_file((dir / "missing.svodpkg").c_str(), nullptr, &none), SVOD_ERROR_IO,
+               "missing.svodpkg");
+  expect_error(svod_plan_load_package_file((kMlpDir + "plan.json").c_str(), nullptr, &none), SVOD_ERROR_VALIDATION,
+               "plan.json: header: not an svod package");
+  std::vector<std::byte> bad = bytes;
+  bad[reader.get("plan").offset] ^= std::byte{1};
+  const std::string path = (dir / "bad.svodpkg").string();
+  svod::write_package(path, bad);
+  expect_error(svod_plan_load_package_file(path.c_str(), nullptr, &none), SVOD_ERROR_LOAD,
+               "(\"plan\"): digest mismatch");
+  EXPECT_EQ(none, nullptr);
 }
 
 float plan_value(svod_plan* plan, const char* name, size_t index) { return plan_values(plan, name).at(index); }

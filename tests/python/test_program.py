@@ -185,7 +185,7 @@ def test_compile_errors(cpu, tmp_path):
         cpu.compile(source="void k(float* o) {}", entry="k", buffers=[{"name": "o", "access": "sideways"}])
     with pytest.raises(svod.ValidationError, match=r"unknown field"):
         cpu.compile(source="void k(float* o) {}", entry="k", buffers=[{"name": "o", "acess": "write"}])
-    with pytest.raises(svod.IoError, match="cannot read"):
+    with pytest.raises(svod.IoError, match="cannot open"):
         cpu.compile(source_file=tmp_path / "missing.c", entry="k")
     with pytest.raises(svod.ValidationError, match='give either "source" or "source_file"'):
         cpu.compile(entry="k")

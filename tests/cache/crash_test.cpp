@@ -61,9 +61,13 @@ pid_t start_writer(const fs::path& dir, uint64_t child, uint64_t limit) {
 TEST(ObjectCacheCrash, KilledWritersNeverLeaveAPartialEntryAndTheirTempFilesAreCleaned) {
   test::CacheTempDir dir;
   std::mt19937 random(12345);
-  constexpr int kKills = 40;
+  // At least kKills kills; more (up to kMaxKills) until some kill landed
+  // mid-write and some entries were published, which on a loaded machine can
+  // take longer than the first few random moments.
+  constexpr int kKills = 40, kMaxKills = 1000;
   size_t temps_seen = 0, entries_checked = 0;
-  for (int k = 0; k < kKills; ++k) {
+  int k = 0;
+  for (; k < kKills || ((temps_seen == 0 || entries_checked == 0) && k < kMaxKills); ++k) {
     const pid_t writer = start_writer(dir.path(), k + 1, UINT64_MAX);
     ASSERT_GT(writer, 0);
     std::this_thread::sleep_for(std::chrono::microseconds(2000 + random() % 20000));
@@ -92,7 +96,7 @@ TEST(ObjectCacheCrash, KilledWritersNeverLeaveAPartialEntryAndTheirTempFilesAreC
   EXPECT_GT(entries_checked, 0u);
 
   // The next process that writes removes what the dead writers left.
-  const pid_t next = start_writer(dir.path(), kKills + 1, 1);
+  const pid_t next = start_writer(dir.path(), k + 1, 1);
   int status = 0;
   ASSERT_EQ(::waitpid(next, &status, 0), next);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -81,9 +81,6 @@ void execute(const PyPlan& p, const std::map<std::string, int64_t>& vars, bool s
     ExecuteOptions options{.sequential = sequential, .observer = observer};
     if (vars.empty()) {
       p.loaded->execute(options);
-    } else if (p.loaded->uses_devices) {
-      throw make_error(ErrorKind::Unsupported,
-                       "{}: vars= on a plan with buffers or programs off the CPU; load it with vars= instead", p.source);
     } else {
       p.plan().execute_with_vars(vars, options);
     }

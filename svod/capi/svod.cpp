@@ -446,13 +446,6 @@ svod_status* svod_plan_set_var(svod_plan* plan, const char* name, int64_t value)
     require(plan, "plan");
     require(name, "name");
     std::lock_guard lock(plan->mutex);
-    // Variables reach a plan through ExecutionPlan::execute_with_vars, which
-    // runs it on the host; a plan spanning devices runs through the executor
-    // instead, which takes the values the plan was loaded with.
-    if (plan->loaded.uses_devices) {
-      throw svod::make_error(svod::ErrorKind::Unsupported,
-                             "the plan spans devices: set its variables when loading it (svod_plan_load's vars_json)");
-    }
     for (const auto& v : plan->variables) {
       if (v.variable.name != name) continue;
       v.variable.check(value);

@@ -200,10 +200,9 @@ SVOD_C_EXPORT svod_status* svod_plan_load_package(const void* data, size_t size,
  * Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_plan_load_package_file(const char* path, const char* vars_json, svod_plan** out);
 /* Sets a plan variable for the next executions (checked now against its
- * declared bounds: VALIDATION for an unknown name or an out-of-range value).
- * UNSUPPORTED for a plan with buffers or programs on devices other than the
- * CPU: give its variables to svod_plan_load. Thread-safe: calls on one plan
- * are serialized. */
+ * declared bounds: VALIDATION for an unknown name or an out-of-range value),
+ * on every device, launch sizes included. Thread-safe: calls on one plan are
+ * serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_set_var(svod_plan* plan, const char* name, int64_t value);
 /* A new handle to the buffer now bound to the plan's buffer `name` (sharing
  * its memory). VALIDATION when the plan has no such buffer. Thread-safe:
@@ -217,8 +216,7 @@ SVOD_C_EXPORT svod_status* svod_plan_bind(svod_plan* plan, const char* name, svo
  * parallel (a plan spanning devices puts each on its device's queue). A
  * failure while running returns its kind (EXECUTION, ...) and leaves the
  * plan poisoned: later executions return PLAN_POISONED until it is loaded
- * again (a plan spanning devices is not poisoned). Thread-safe: calls on one
- * plan are serialized. */
+ * again, on every device. Thread-safe: calls on one plan are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_execute(svod_plan* plan);
 /* Releases the plan; buffer handles taken from it stay valid. Not
  * concurrently with other calls on this handle. */

@@ -63,5 +63,10 @@ def test_cross_device_plan_binds_host_and_device_buffers(cl):
     assert plan.buffers["x"].data_ptr == x.ctypes.data
     np.testing.assert_allclose(out["out"], 2 * x * x + 2, rtol=1e-6)
     np.testing.assert_allclose(plan.buffers["d_b"].to_numpy(), b)
-    with pytest.raises(svod.UnsupportedError, match="vars="):
-        plan.execute(vars={"N": 128})
+    # Variables size the OpenCL launches too: only the first N elements change.
+    plan.run(vars={"N": 128}, x=np.ones(256, np.float32), check=False)
+    got = plan.buffers["out"].to_numpy()
+    np.testing.assert_allclose(got[:128], 2 * 1 * 1 + 2, rtol=1e-6)
+    np.testing.assert_allclose(got[128:], 2 * x[128:] * x[128:] + 2, rtol=1e-6)
+    with pytest.raises(svod.ValidationError):
+        plan.execute(vars={"nonexistent": 1})

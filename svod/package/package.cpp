@@ -139,9 +139,9 @@ std::string opencl_mismatch(const CompilerIdentity& packed, const CompilerIdenti
   };
   if (fields(packed) == fields(here)) return {};
   auto describe = [](const CompilerIdentity& id) {
-    return fmt::format("device \"{}\" of platform \"{}\", {}", id.target_cpu, id.path, id.version);
+    return fmt::format("device \"{}\" (platform \"{}\", {})", id.target_cpu, id.path, id.version);
   };
-  return fmt::format("it was built for {}; this device is {}", describe(packed), describe(here));
+  return fmt::format("it was built for {}, and this is {}", describe(packed), describe(here));
 }
 
 // The packaged artifact of `program`, copied out of the package.

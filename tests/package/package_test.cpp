@@ -433,6 +433,17 @@ TEST(PackageFormat, MalformedManifestsAreLoadErrors) {
   e = expect_error([&] { load_package(std::span<const std::byte>(bad_kind)); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
   EXPECT_NE(std::string(e.what()).find("programs[0].artifact"), std::string::npos) << e.what();
+  const auto unkeyed = with_manifest(bytes, [](nlohmann::json& m) { m["programs"][1]["artifact"] = "opencl_binary"; });
+  e = expect_error([&] { load_package(std::span<const std::byte>(unkeyed)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("programs[1].artifact: an OpenCL binary but the manifest records no OpenCL "
+                                       "compiler for CPU"),
+            std::string::npos)
+      << e.what();
+  const auto bad_identity = with_manifest(bytes, [](nlohmann::json& m) { m["opencl"]["CL:0"] = {{"backend", 1}}; });
+  e = expect_error([&] { load_package(std::span<const std::byte>(bad_identity)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("opencl.CL:0.backend: expected string"), std::string::npos) << e.what();
 }
 
 TEST(PackageFormat, MissingFileIsAnIoError) {

@@ -245,8 +245,8 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
 std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& options) {
   PlanFile file = parse_plan_file(plan);
 
-  // Load the plan once, keeping what the CPU compiler produced for each
-  // program (through the object cache, so a warm cache compiles nothing).
+  // Load the plan once, keeping what the CPU and OpenCL compilers produced for
+  // each program (through the object cache, so a warm cache compiles nothing).
   std::mutex mutex;
   std::map<std::string, Artifact> objects;
   std::optional<CompilerIdentity> cpu_identity;

@@ -183,14 +183,16 @@ SVOD_C_EXPORT svod_status* svod_plan_load(const char* path, const char* vars_jso
 /* Loads an ahead-of-time package (made by `svod pack`, docs/PACKAGE_FORMAT.md)
  * from the `size` bytes at `data`, with no file and no temporary file. CPU
  * programs whose objects suit this machine load without compiling (so this
- * works under SVOD_COMPILE=0); OpenCL programs travel as source and compile
- * now. The bytes are only read during the call: the plan keeps copies of what
- * it needs. `vars_json` overrides the variable values the package was made
+ * works under SVOD_COMPILE=0), and so do OpenCL programs whose packaged
+ * binary is for this machine's device; others build from their packaged
+ * source now. The bytes are only read during the call: the plan keeps
+ * copies of what it needs. `vars_json` overrides the variable values the package was made
  * with, as for svod_plan_load. The result is a plan like svod_plan_load's.
  * Errors: VALIDATION for bytes that are not a package (the message says so)
  * and bad vars_json; LOAD for a truncated, corrupt or wrong-version package,
  * naming the section at fault; UNSUPPORTED when its CPU objects need
- * features this CPU lacks and compiling is off. Added in API version 1.1.
+ * features this CPU lacks, or its OpenCL binaries are for another device,
+ * and compiling is off. Added in API version 1.1.
  * Thread-safe, also on the same bytes. */
 SVOD_C_EXPORT svod_status* svod_plan_load_package(const void* data, size_t size, const char* vars_json,
                                                   svod_plan** out);

@@ -13,12 +13,14 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/cache/object_cache.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/device/cpu/cpu_device.h"
+#include "svod/device/opencl/opencl_device.h"
 #include "svod/package/cpu_features.h"
 
 namespace svod {
@@ -128,6 +130,29 @@ std::string cpu_mismatch(const CompilerIdentity& id) {
   return fmt::format("they were compiled for a {} CPU with features this CPU lacks: {}", id.target_cpu, names);
 }
 
+// Why a package's OpenCL binary built by `packed` cannot load on the device
+// whose compiler is `here`; empty when they are the same.
+std::string opencl_mismatch(const CompilerIdentity& packed, const CompilerIdentity& here) {
+  auto fields = [](const CompilerIdentity& id) {
+    return std::tie(id.backend, id.path, id.version, id.target_triple, id.target_cpu, id.target_features, id.flags,
+                    id.abi_version);
+  };
+  if (fields(packed) == fields(here)) return {};
+  auto describe = [](const CompilerIdentity& id) {
+    return fmt::format("device \"{}\" (platform \"{}\", {})", id.target_cpu, id.path, id.version);
+  };
+  return fmt::format("it was built for {}, and this is {}", describe(packed), describe(here));
+}
+
+// The packaged artifact of `program`, copied out of the package.
+Artifact artifact_of(const PackageReader& reader, const std::string& program, ArtifactKind kind) {
+  const auto bytes = reader.get(program_section(program)).bytes;
+  Artifact artifact;
+  artifact.kind = kind;
+  artifact.bytes.assign(bytes.begin(), bytes.end());
+  return artifact;
+}
+
 LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> mapping, const fs::path& folder,
                         const PackageLoadOptions& options) {
   PackageManifest manifest = read_manifest(reader.text(kManifestSection), reader.source());
@@ -173,29 +198,43 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
       compiled.fetch_add(1);
       return device.compile(program.spec);
     }
+    // The packaged object or binary cannot be used: build the source instead when allowed.
+    auto rebuild = [&](std::string_view what, const std::string& why) {
+      if (!may_compile)
+        throw make_error(ErrorKind::Unsupported,
+                         "program \"{}\": the package's {} cannot run here ({}), and compiling is off "
+                         "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
+                         program.name, what, why);
+      if (debug_level() >= 1)
+        logger().info("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
+                      reader.source(), program.name, what, why);
+      compiled.fetch_add(1);
+      return device.compile(program.spec);
+    };
+    if (entry->artifact == PackageProgram::Artifact::OpenClBinary) {
+      auto* cl = dynamic_cast<OpenClDevice*>(&device);
+      if (cl == nullptr)
+        throw make_error(ErrorKind::Load, "program \"{}\" is packaged as an OpenCL binary but the plan runs it on {}",
+                         program.name, device.name());
+      const std::string what = fmt::format("OpenCL binary for {}", entry->device);
+      const std::string why = opencl_mismatch(manifest.opencl.at(entry->device), cl->compiler().identity());
+      if (!why.empty()) return rebuild(what, why);
+      try {
+        return cl->load(program.spec, artifact_of(reader, program.name, ArtifactKind::OpenClBinary));
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::Load) throw;
+        return rebuild(what, e.what());
+      }
+    }
     auto* cpu = dynamic_cast<CpuDevice*>(&device);
     if (cpu == nullptr)
       throw make_error(ErrorKind::Load, "program \"{}\" is packaged as a CPU object but the plan runs it on {}",
                        program.name, device.name());
-    if (!mismatch.empty()) {
-      if (!may_compile)
-        throw make_error(ErrorKind::Unsupported,
-                         "program \"{}\": the package's CPU objects cannot run here ({}), and compiling is off "
-                         "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
-                         program.name, mismatch);
-      if (debug_level() >= 1)
-        logger().info("{}: program \"{}\": compiling from the packaged source because the CPU objects cannot run "
-                      "here: {}",
-                      reader.source(), program.name, mismatch);
-      compiled.fetch_add(1);
-      return cpu->compile(program.spec);
-    }
-    const auto object = reader.get(program_section(program.name)).bytes;
-    Artifact artifact;
-    artifact.kind = entry->artifact == PackageProgram::Artifact::ElfObject ? ArtifactKind::ElfObject
-                                                                           : ArtifactKind::SharedLibrary;
-    artifact.bytes.assign(object.begin(), object.end());
-    return cpu->load(program.spec, artifact);
+    if (!mismatch.empty()) return rebuild("CPU objects", mismatch);
+    return cpu->load(program.spec, artifact_of(reader, program.name,
+                                               entry->artifact == PackageProgram::Artifact::ElfObject
+                                                   ? ArtifactKind::ElfObject
+                                                   : ArtifactKind::SharedLibrary));
   };
   LoadedPlan loaded = load_plan(file, load);
   return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load()};
@@ -206,17 +245,27 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
 std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& options) {
   PlanFile file = parse_plan_file(plan);
 
-  // Load the plan once, keeping what the CPU compiler produced for each
-  // program (through the object cache, so a warm cache compiles nothing).
+  // Load the plan once, keeping what the CPU and OpenCL compilers produced for
+  // each program (through the object cache, so a warm cache compiles nothing).
   std::mutex mutex;
   std::map<std::string, Artifact> objects;
   std::optional<CompilerIdentity> cpu_identity;
+  std::map<std::string, CompilerIdentity> opencl_identities;
   LoadOptions load;
   load.vars = options.vars;
   load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
+    const std::shared_ptr<ObjectCache> cache = object_cache();
+    if (auto* cl = dynamic_cast<OpenClDevice*>(&device)) {
+      return load_or_compile(cache.get(), cl->compiler(), program.spec, [&](const Artifact& artifact) {
+        auto loaded = cl->load(program.spec, artifact);
+        std::lock_guard lock(mutex);
+        objects[program.name] = artifact;
+        opencl_identities[program.device.empty() ? file.device : program.device] = cl->compiler().identity();
+        return loaded;
+      });
+    }
     auto* cpu = dynamic_cast<CpuDevice*>(&device);
     if (cpu == nullptr) return device.compile(program.spec);
-    const std::shared_ptr<ObjectCache> cache = object_cache();
     return load_or_compile(cache.get(), cpu->compiler(), program.spec, [&](const Artifact& artifact) {
       auto loaded = cpu->load(program.spec, artifact);
       std::lock_guard lock(mutex);
@@ -232,12 +281,16 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   manifest.plan_name = plan.string();
   manifest.variables = options.vars;
   manifest.cpu = cpu_identity;
+  manifest.opencl = std::move(opencl_identities);
   PackageWriter writer;
   for (const auto& p : file.programs) {
     PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, PackageProgram::Artifact::Source};
     if (auto it = objects.find(p.name); it != objects.end()) {
-      entry.artifact = it->second.kind == ArtifactKind::SharedLibrary ? PackageProgram::Artifact::SharedLibrary
-                                                                       : PackageProgram::Artifact::ElfObject;
+      switch (it->second.kind) {
+        case ArtifactKind::SharedLibrary: entry.artifact = PackageProgram::Artifact::SharedLibrary; break;
+        case ArtifactKind::OpenClBinary: entry.artifact = PackageProgram::Artifact::OpenClBinary; break;
+        default: entry.artifact = PackageProgram::Artifact::ElfObject; break;
+      }
       writer.add(program_section(p.name), std::move(it->second.bytes));
     }
     manifest.programs.push_back(std::move(entry));

@@ -14,8 +14,13 @@
 //    not, the program is compiled from its embedded source if compiling is
 //    allowed (noted at SVOD_DEBUG=1), else refused with Error(Unsupported)
 //    naming the missing features.
-//  - Programs for other devices (OpenCL) are kept as source and compiled when
-//    the package loads, so they need compiling to be allowed.
+//  - OpenCL programs travel as the device's binary (keyed by the OpenCL
+//    compiler identity: platform, device, OpenCL and driver versions) and as
+//    source. The binary loads when the identity is that of this machine's
+//    device and the driver takes it; otherwise the source is built when
+//    compiling is allowed (noted at SVOD_DEBUG=1), else the program is refused
+//    with Error(Unsupported) naming it and the mismatch. Programs for other
+//    devices (CUDA) are kept as source and compiled when the package loads.
 //  - A package loaded from a path is mapped copy-on-write and CPU buffers
 //    with npy data use it where it lies (it is 64-byte aligned); from memory,
 //    the data is copied, so the caller's bytes are only read during the call.
@@ -54,7 +59,7 @@ struct LoadedPackage {
   PackageManifest manifest;
   PlanFile file;       // the packaged plan (its npy names are kept for reference only)
   LoadedPlan loaded;   // ready to execute
-  size_t compiled = 0;  // programs compiled while loading (foreign CPU objects, OpenCL source)
+  size_t compiled = 0;  // programs compiled while loading (foreign objects or binaries, CUDA source)
 };
 
 // Errors: Io when the file cannot be read; Validation or Load (see

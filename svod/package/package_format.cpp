@@ -174,6 +174,7 @@ std::string_view to_string(PackageProgram::Artifact artifact) noexcept {
     case PackageProgram::Artifact::ElfObject: return "elf_object";
     case PackageProgram::Artifact::SharedLibrary: return "shared_library";
     case PackageProgram::Artifact::Source: return "source";
+    case PackageProgram::Artifact::OpenClBinary: return "opencl_binary";
   }
   return "unknown";
 }
@@ -182,17 +183,28 @@ std::string program_section(std::string_view program) { return "program/" + std:
 std::string init_section(std::string_view buffer) { return "init/" + std::string(buffer); }
 std::string expect_section(std::string_view output) { return "expect/" + std::string(output); }
 
+namespace {
+
+Json identity_json(const CompilerIdentity& id) {
+  return {{"backend", id.backend},         {"path", id.path},
+          {"version", id.version},         {"target_triple", id.target_triple},
+          {"target_cpu", id.target_cpu},   {"target_features", id.target_features},
+          {"flags", id.flags},             {"abi_version", id.abi_version}};
+}
+
+}  // namespace
+
 std::string write_manifest(const PackageManifest& m) {
   Json j;
   j["format"] = m.format;
   j["svod_version"] = m.svod_version;
   j["plan"] = m.plan_name;
   j["variables"] = m.variables;
-  if (m.cpu) {
-    j["cpu"] = {{"backend", m.cpu->backend},           {"path", m.cpu->path},
-                {"version", m.cpu->version},           {"target_triple", m.cpu->target_triple},
-                {"target_cpu", m.cpu->target_cpu},     {"target_features", m.cpu->target_features},
-                {"flags", m.cpu->flags},               {"abi_version", m.cpu->abi_version}};
+  if (m.cpu) j["cpu"] = identity_json(*m.cpu);
+  if (!m.opencl.empty()) {
+    Json opencl = Json::object();
+    for (const auto& [device, id] : m.opencl) opencl[device] = identity_json(id);
+    j["opencl"] = std::move(opencl);
   }
   Json programs = Json::array();
   for (const auto& p : m.programs)
@@ -242,20 +254,24 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
     if (!value.is_number_integer()) throw fail("variables." + name, "expected an integer");
     m.variables[name] = value.get<int64_t>();
   }
-  if (j.contains("cpu")) {
-    const Json& c = field(j, "cpu", T::object, "");
+  auto identity = [&](const Json& c, const std::string& path) {
     CompilerIdentity id;
-    id.backend = field(c, "backend", T::string, "cpu").get<std::string>();
-    id.path = field(c, "path", T::string, "cpu").get<std::string>();
-    id.version = field(c, "version", T::string, "cpu").get<std::string>();
-    id.target_triple = field(c, "target_triple", T::string, "cpu").get<std::string>();
-    id.target_cpu = field(c, "target_cpu", T::string, "cpu").get<std::string>();
-    id.target_features = strings(field(c, "target_features", T::array, "cpu"), "cpu.target_features");
-    id.flags = strings(field(c, "flags", T::array, "cpu"), "cpu.flags");
-    const Json& abi = field(c, "abi_version", T::number_integer, "cpu");
-    if (!abi.is_number_unsigned() || abi.get<uint64_t>() > UINT32_MAX) throw fail("cpu.abi_version", "out of range");
+    id.backend = field(c, "backend", T::string, path).get<std::string>();
+    id.path = field(c, "path", T::string, path).get<std::string>();
+    id.version = field(c, "version", T::string, path).get<std::string>();
+    id.target_triple = field(c, "target_triple", T::string, path).get<std::string>();
+    id.target_cpu = field(c, "target_cpu", T::string, path).get<std::string>();
+    id.target_features = strings(field(c, "target_features", T::array, path), path + ".target_features");
+    id.flags = strings(field(c, "flags", T::array, path), path + ".flags");
+    const Json& abi = field(c, "abi_version", T::number_integer, path);
+    if (!abi.is_number_unsigned() || abi.get<uint64_t>() > UINT32_MAX) throw fail(path + ".abi_version", "out of range");
     id.abi_version = abi.get<uint32_t>();
-    m.cpu = std::move(id);
+    return id;
+  };
+  if (j.contains("cpu")) m.cpu = identity(field(j, "cpu", T::object, ""), "cpu");
+  if (j.contains("opencl")) {
+    for (const auto& [device, id] : field(j, "opencl", T::object, "").items())
+      m.opencl[device] = identity(id, "opencl." + device);
   }
   const Json& programs = field(j, "programs", T::array, "");
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -266,15 +282,20 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
     const auto artifact = field(programs[i], "artifact", T::string, path).get<std::string>();
     bool known = false;
     for (auto a : {PackageProgram::Artifact::ElfObject, PackageProgram::Artifact::SharedLibrary,
-                   PackageProgram::Artifact::Source}) {
+                   PackageProgram::Artifact::Source, PackageProgram::Artifact::OpenClBinary}) {
       if (artifact == to_string(a)) {
         p.artifact = a;
         known = true;
       }
     }
     if (!known) throw fail(path + ".artifact", fmt::format("unknown artifact kind \"{}\"", artifact));
-    if (p.artifact != PackageProgram::Artifact::Source && !m.cpu)
+    if (p.artifact == PackageProgram::Artifact::OpenClBinary) {
+      if (!m.opencl.contains(p.device))
+        throw fail(path + ".artifact",
+                   fmt::format("an OpenCL binary but the manifest records no OpenCL compiler for {}", p.device));
+    } else if (p.artifact != PackageProgram::Artifact::Source && !m.cpu) {
       throw fail(path + ".artifact", "a CPU object but the manifest records no CPU compiler");
+    }
     m.programs.push_back(std::move(p));
   }
   m.buffers = strings(field(j, "buffers", T::array, ""), "buffers");

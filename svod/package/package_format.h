@@ -67,7 +67,9 @@ class PackageReader {
 
 // One program of the packaged plan and what the package holds for it.
 struct PackageProgram {
-  enum class Artifact { ElfObject, SharedLibrary, Source };
+  // OpenClBinary: a CL_PROGRAM_BINARIES binary for the OpenCL device of
+  // PackageManifest::opencl[device]; the source travels in the plan too.
+  enum class Artifact { ElfObject, SharedLibrary, Source, OpenClBinary };
   std::string name;
   std::string device;  // as the plan names it ("CPU", "CL:0")
   Artifact artifact = Artifact::Source;
@@ -80,6 +82,9 @@ struct PackageManifest {
   std::string plan_name;                      // the plan file it was packed from
   std::map<std::string, int64_t> variables;   // --var values given to svod pack
   std::optional<CompilerIdentity> cpu;        // the compiler of the CPU objects
+  // The OpenClCompiler identity (platform, device, OpenCL and driver
+  // versions) of the binaries for each OpenCL device, by the plan's name ("CL:0").
+  std::map<std::string, CompilerIdentity> opencl;
   std::vector<PackageProgram> programs;       // in plan order
   std::vector<std::string> buffers;           // buffers with an "init/<name>" section
   std::vector<std::string> expected;          // outputs with an "expect/<name>" section

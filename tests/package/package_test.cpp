@@ -203,7 +203,21 @@ TEST(Package, PlanWithoutPrograms) {
   expect_checks_pass(package.loaded);
 }
 
-TEST(Package, OpenClProgramsTravelAsSource) {
+// Turns the in-memory kernel cache and the disk object cache off for one
+// test, so that a program can only come from the package or a compiler.
+class NoCaches {
+ public:
+  NoCaches() : disk_(object_cache()) {
+    kernel_cache().clear();
+    set_object_cache(nullptr);
+  }
+  ~NoCaches() { set_object_cache(disk_); }
+
+ private:
+  std::shared_ptr<ObjectCache> disk_;
+};
+
+TEST(Package, OpenClProgramsTravelAsBinaries) {
   try {
     open_device("CL:0");
   } catch (const Error& e) {
@@ -211,27 +225,82 @@ TEST(Package, OpenClProgramsTravelAsSource) {
   }
   const auto expected = plan_outputs(kCrossDevice);
   const auto bytes = pack_plan(kCrossDevice);
-  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
-  size_t sources = 0;
-  for (const auto& p : package.manifest.programs) {
-    sources += p.artifact == PackageProgram::Artifact::Source;
-    EXPECT_EQ(p.artifact == PackageProgram::Artifact::Source, p.device == "CL:0") << p.name;
+  NoCaches no_caches;
+  {
+    NoCompiling off;
+    const uint64_t before = compile_count();
+    LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+    EXPECT_EQ(compile_count(), before);
+    EXPECT_EQ(package.compiled, 0u);
+    size_t binaries = 0;
+    for (const auto& p : package.manifest.programs) {
+      binaries += p.artifact == PackageProgram::Artifact::OpenClBinary;
+      EXPECT_EQ(p.artifact == PackageProgram::Artifact::OpenClBinary, p.device == "CL:0") << p.name;
+    }
+    EXPECT_EQ(binaries, 2u);
+    ASSERT_TRUE(package.manifest.opencl.contains("CL:0"));
+    EXPECT_EQ(package.manifest.opencl.at("CL:0").backend, "opencl");
+    EXPECT_EQ(run_outputs(package.loaded), expected);
+    expect_checks_pass(package.loaded);
+    EXPECT_EQ(compile_count(), before);
   }
-  EXPECT_EQ(sources, 2u);
+
+  // A package from another OpenCL device: rebuilt from the packaged source
+  // when compiling is allowed, refused naming the program and the device when not.
+  const auto foreign = with_manifest(bytes, [](nlohmann::json& m) {
+    m["opencl"]["CL:0"]["version"] = "OpenCL 9.9 elsewhere; driver 0.1";
+    m["opencl"]["CL:0"]["target_cpu"] = "foreign-gpu";
+  });
+  {
+    NoCompiling off;
+    const Error e = expect_error([&] { load_package(std::span<const std::byte>(foreign)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("program \"axpb\": the package's OpenCL binary for CL:0 cannot run here"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("built for device \"foreign-gpu\""), std::string::npos) << what;
+    EXPECT_NE(what.find("OpenCL 9.9 elsewhere"), std::string::npos) << what;
+    EXPECT_NE(what.find("compiling is off"), std::string::npos) << what;
+  }
+  kernel_cache().clear();
+  const uint64_t before = compile_count();
+  LoadedPackage package = load_package(std::span<const std::byte>(foreign));
   EXPECT_EQ(package.compiled, 2u);
+  EXPECT_EQ(compile_count() - before, 2u);
   EXPECT_EQ(run_outputs(package.loaded), expected);
   expect_checks_pass(package.loaded);
+}
 
-  // Built OpenCL programs stay in the in-memory kernel cache and their binaries in the disk
-  // cache; without either, loading needs the builder.
-  kernel_cache().clear();
-  const std::shared_ptr<ObjectCache> disk = object_cache();
-  set_object_cache(nullptr);
-  NoCompiling off;
-  const Error e = expect_error([&] { load_package(std::span<const std::byte>(bytes)); });
-  set_object_cache(disk);
-  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-  EXPECT_NE(std::string(e.what()).find("program \"axpb\" would be compiled for CL:0"), std::string::npos) << e.what();
+// A binary the driver refuses (here: damaged bytes under a matching identity)
+// falls back to the source like a foreign one.
+TEST(Package, RefusedOpenClBinaryFallsBackToSource) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  const auto bytes = pack_plan(kCrossDevice);
+  const PackageReader reader(bytes, "original");
+  PackageWriter writer;
+  for (const auto& s : reader.sections()) {
+    if (s.name == program_section("axpb"))
+      writer.add(s.name, std::string_view("not an OpenCL program binary"));
+    else
+      writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
+  }
+  const auto damaged = writer.finish();
+  NoCaches no_caches;
+  {
+    NoCompiling off;
+    const Error e = expect_error([&] { load_package(std::span<const std::byte>(damaged)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("program \"axpb\": the package's OpenCL binary for CL:0 cannot run here"),
+              std::string::npos)
+        << e.what();
+  }
+  LoadedPackage package = load_package(std::span<const std::byte>(damaged));
+  EXPECT_EQ(package.compiled, 1u);
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(kCrossDevice));
 }
 
 TEST(Package, ForeignCpuIsRefusedOrRecompiled) {
@@ -364,6 +433,17 @@ TEST(PackageFormat, MalformedManifestsAreLoadErrors) {
   e = expect_error([&] { load_package(std::span<const std::byte>(bad_kind)); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
   EXPECT_NE(std::string(e.what()).find("programs[0].artifact"), std::string::npos) << e.what();
+  const auto unkeyed = with_manifest(bytes, [](nlohmann::json& m) { m["programs"][1]["artifact"] = "opencl_binary"; });
+  e = expect_error([&] { load_package(std::span<const std::byte>(unkeyed)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("programs[1].artifact: an OpenCL binary but the manifest records no OpenCL "
+                                       "compiler for CPU"),
+            std::string::npos)
+      << e.what();
+  const auto bad_identity = with_manifest(bytes, [](nlohmann::json& m) { m["opencl"]["CL:0"] = {{"backend", 1}}; });
+  e = expect_error([&] { load_package(std::span<const std::byte>(bad_identity)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("opencl.CL:0.backend: expected string"), std::string::npos) << e.what();
 }
 
 TEST(PackageFormat, MissingFileIsAnIoError) {

@@ -6,7 +6,9 @@
 
 #include <fstream>
 
+#include "svod/base/error.h"
 #include "svod/base/subprocess.h"
+#include "svod/device/registry.h"
 #include "svod/package/cpu_features.h"
 #include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
@@ -61,6 +63,23 @@ TEST(SvodPack, PackageRunsWithCompilingOffAndThePlanDoesNot) {
   EXPECT_NE(plan.err.find("error (unsupported)"), std::string::npos) << plan.err;
   EXPECT_NE(plan.err.find("programs.layer1"), std::string::npos) << plan.err;
   EXPECT_NE(plan.err.find("compiling is off"), std::string::npos) << plan.err;
+}
+
+TEST(SvodPack, CrossDevicePackageRunsWithCompilingOff) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  TempDir dir;
+  const std::string package = (dir / "cross_device.svodpkg").string();
+  const ProcessResult packed = svod({}, {"pack", SVOD_SOURCE_DIR "/examples/cross_device/plan.json", "-o", package});
+  ASSERT_TRUE(packed.ok()) << packed.err;
+  EXPECT_NE(packed.out.find("3 as CPU objects"), std::string::npos) << packed.out;
+  EXPECT_NE(packed.out.find("2 as OpenCL binaries for CL:0"), std::string::npos) << packed.out;
+  const ProcessResult run = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", package});
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_EQ(count(run.out, "expect: ok"), 3u) << run.out;
 }
 
 TEST(SvodPack, InfoShowsThePolicyAndTheCheckedFeatures) {

@@ -18,14 +18,21 @@ int pack(const PackOptions& options) {
     // Read back what was written, as a loader will: the summary comes from the package itself.
     const PackageReader reader(bytes, options.out);
     const PackageManifest manifest = read_manifest(reader.text(kManifestSection), options.out);
-    size_t objects = 0;
-    for (const auto& p : manifest.programs) objects += p.artifact != PackageProgram::Artifact::Source;
+    size_t objects = 0, binaries = 0;
+    for (const auto& p : manifest.programs) {
+      objects += p.artifact == PackageProgram::Artifact::ElfObject ||
+                 p.artifact == PackageProgram::Artifact::SharedLibrary;
+      binaries += p.artifact == PackageProgram::Artifact::OpenClBinary;
+    }
+    std::string opencl;
+    for (const auto& [device, id] : manifest.opencl) opencl += fmt::format(" {} ({})", device, id.target_cpu);
     write_package(options.out, bytes);
     fmt::print("packed {} -> {}: {} bytes, {} sections\n", options.plan, options.out, bytes.size(),
                reader.sections().size());
-    fmt::print("  programs: {} ({} as CPU objects{}, {} as source)\n", manifest.programs.size(), objects,
+    fmt::print("  programs: {} ({} as CPU objects{}, {} as OpenCL binaries{}, {} as source only)\n",
+               manifest.programs.size(), objects,
                manifest.cpu ? fmt::format(" for {} {}", manifest.cpu->target_triple, manifest.cpu->target_cpu) : "",
-               manifest.programs.size() - objects);
+               binaries, binaries ? " for" + opencl : "", manifest.programs.size() - objects - binaries);
     fmt::print("  initial data: {} buffer{}; expected outputs: {}\n", manifest.buffers.size(),
                manifest.buffers.size() == 1 ? "" : "s", manifest.expected.size());
   } catch (const Error& e) {

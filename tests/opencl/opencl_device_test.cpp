@@ -85,6 +85,17 @@ TEST_F(OpenCl, DeviceDescribesItself) {
   EXPECT_GE(cl().details().base_alignment, 1u);
 }
 
+// The compiler's identity (part of cache keys) and the device's details are
+// read with the same queries: they name the same platform and device.
+TEST_F(OpenCl, CompilerIdentityNamesTheDevice) {
+  const CompilerIdentity& identity = cl().compiler().identity();
+  EXPECT_FALSE(cl().details().platform.empty());
+  EXPECT_EQ(identity.path, cl().details().platform);
+  EXPECT_EQ(identity.target_cpu, cl().details().name);
+  EXPECT_EQ(identity.version.rfind(cl().details().version + "; driver ", 0), 0u) << identity.version;
+  EXPECT_GT(identity.version.size(), cl().details().version.size() + std::string("; driver ").size());
+}
+
 TEST_F(OpenCl, WorkGroupReductionMatchesTheCpu) {
   constexpr int kN = 4096, kLocal = 128;
   std::vector<float> x(kN);

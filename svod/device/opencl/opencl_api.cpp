@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -101,6 +102,24 @@ std::string cl_status_text(cl_int status) {
     default: break;
   }
   return name ? fmt::format("{} ({})", name, status) : fmt::format("OpenCL status {}", status);
+}
+
+std::string cl_device_string(cl_device_id device, cl_device_info what) {
+  size_t size = 0;
+  if (opencl_api().clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  opencl_api().clGetDeviceInfo(device, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::string cl_platform_string(cl_platform_id platform, cl_platform_info what) {
+  size_t size = 0;
+  if (opencl_api().clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  opencl_api().clGetPlatformInfo(platform, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
 }
 
 void cl_release(cl_program handle) noexcept { opencl_api().clReleaseProgram(handle); }

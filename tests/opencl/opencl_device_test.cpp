@@ -19,6 +19,7 @@
 #include "svod/device/opencl/opencl_device.h"
 #include "svod/device/registry.h"
 #include "tests/cache/cache_test_support.h"
+#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
@@ -61,16 +62,7 @@ ProgramSpec opencl_spec(std::string source, std::string entry) {
   return spec;
 }
 
-ErrorKind kind_of(const std::function<void()>& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.kind();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return ErrorKind::Internal;
-}
+using test::kind_of;
 
 std::vector<float> ramp(size_t n, float scale) {
   std::vector<float> v(n);

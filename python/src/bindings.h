@@ -28,6 +28,7 @@
 #include "svod/device/buffer.h"
 #include "svod/device/device.h"
 #include "svod/plan/execution_plan.h"
+#include "svod/tune/benchmark.h"
 
 namespace svod::python {
 
@@ -81,6 +82,10 @@ std::shared_ptr<const Program> program_from_object(py::handle obj);
 
 // The process's CPU device (the registry's), owner of wrapped host memory.
 Device& host_device();
+
+// The BenchmarkConfig of the _benchmark_* functions' arguments: `runs` is
+// both the least and the most timed runs; times are in seconds.
+BenchmarkConfig benchmark_config(int warmup, int runs, double min_total_s, double timeout_s);
 
 // Profiles of what runs inside `with svod.profile()` (profile.cpp). While
 // none is open, profiling() is one relaxed load and nothing else happens.

@@ -373,12 +373,7 @@ void bind_plans(py::module_& m) {
   m.def(
       "_benchmark_plan",
       [](const PyPlan& p, int warmup, int runs, double min_total_s, double timeout_s) {
-        BenchmarkConfig config;
-        config.warmup_runs = warmup;
-        config.min_runs = runs;
-        config.max_runs = runs;
-        config.min_total = std::chrono::nanoseconds(static_cast<int64_t>(min_total_s * 1e9));
-        config.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+        const BenchmarkConfig config = benchmark_config(warmup, runs, min_total_s, timeout_s);
         py::gil_scoped_release unlocked;
         return benchmark_operation(
             [&] {

@@ -358,6 +358,16 @@ py::dict param_dict(const BufferParam& b) {
 
 }  // namespace
 
+BenchmarkConfig benchmark_config(int warmup, int runs, double min_total_s, double timeout_s) {
+  BenchmarkConfig config;
+  config.warmup_runs = warmup;
+  config.min_runs = runs;
+  config.max_runs = runs;
+  config.min_total = std::chrono::nanoseconds(static_cast<int64_t>(min_total_s * 1e9));
+  config.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+  return config;
+}
+
 std::shared_ptr<const Program> program_from_object(py::handle obj) {
   if (!py::isinstance<PyProgram>(obj))
     throw make_error(ErrorKind::Validation, "expected a svod.Program, got {}", Py_TYPE(obj.ptr())->tp_name);
@@ -486,12 +496,7 @@ void bind_programs(py::module_& m) {
   m.def(
       "_benchmark_program",
       [](const PyProgram& p, py::sequence args, int warmup, int runs, double min_total_s, double timeout_s) {
-        BenchmarkConfig config;
-        config.warmup_runs = warmup;
-        config.min_runs = runs;
-        config.max_runs = runs;
-        config.min_total = std::chrono::nanoseconds(static_cast<int64_t>(min_total_s * 1e9));
-        config.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+        const BenchmarkConfig config = benchmark_config(warmup, runs, min_total_s, timeout_s);
         KernelArgs kargs = kernel_args(p, args);
         py::gil_scoped_release unlocked;
         return benchmark_kernel(*p.program, kargs, config);

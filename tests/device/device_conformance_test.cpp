@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,22 +19,14 @@
 #include "svod/device/queue.h"
 #include "svod/device/registry.h"
 #include "svod/plan/execution_plan.h"
+#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
 
 enum class Dialect { C, OpenCl, Cuda };
 
-ErrorKind kind_of(const std::function<void()>& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.kind();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return ErrorKind::Internal;
-}
+using test::kind_of;
 
 class DeviceConformance : public ::testing::TestWithParam<std::string> {
  protected:

@@ -17,6 +17,7 @@
 #include "svod/planfile/plan_file.h"
 #if SVOD_HAVE_OPENCL
 #include "svod/device/opencl/opencl_device.h"
+#include "tests/support/test_support.h"
 #endif
 
 namespace svod {
@@ -39,16 +40,7 @@ std::shared_ptr<const Program> c_program(const std::string& source, const std::s
   return create_cpu_device()->compile(spec);
 }
 
-ErrorKind kind_of(const std::function<void()>& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.kind();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return ErrorKind::Internal;
-}
+using test::kind_of;
 
 KernelBufferAccess reads(const Buffer& b) { return {b, Access::Read}; }
 KernelBufferAccess writes(const Buffer& b) { return {b, Access::Write}; }

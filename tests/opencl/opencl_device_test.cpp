@@ -19,6 +19,7 @@
 #include "svod/device/opencl/opencl_device.h"
 #include "svod/device/registry.h"
 #include "tests/cache/cache_test_support.h"
+#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
@@ -61,16 +62,7 @@ ProgramSpec opencl_spec(std::string source, std::string entry) {
   return spec;
 }
 
-ErrorKind kind_of(const std::function<void()>& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.kind();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return ErrorKind::Internal;
-}
+using test::kind_of;
 
 std::vector<float> ramp(size_t n, float scale) {
   std::vector<float> v(n);
@@ -83,6 +75,17 @@ TEST_F(OpenCl, DeviceDescribesItself) {
   EXPECT_FALSE(cl().details().name.empty());
   EXPECT_GE(cl().details().compute_units, 1u);
   EXPECT_GE(cl().details().base_alignment, 1u);
+}
+
+// The compiler's identity (part of cache keys) and the device's details are
+// read with the same queries: they name the same platform and device.
+TEST_F(OpenCl, CompilerIdentityNamesTheDevice) {
+  const CompilerIdentity& identity = cl().compiler().identity();
+  EXPECT_FALSE(cl().details().platform.empty());
+  EXPECT_EQ(identity.path, cl().details().platform);
+  EXPECT_EQ(identity.target_cpu, cl().details().name);
+  EXPECT_EQ(identity.version.rfind(cl().details().version + "; driver ", 0), 0u) << identity.version;
+  EXPECT_GT(identity.version.size(), cl().details().version.size() + std::string("; driver ").size());
 }
 
 TEST_F(OpenCl, WorkGroupReductionMatchesTheCpu) {

@@ -12,6 +12,7 @@
 #include "svod/base/error.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/registry.h"
+#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
@@ -45,16 +46,7 @@ DeviceKind test_kind(std::string name, size_t count, std::function<std::shared_p
   return kind;
 }
 
-ErrorKind kind_of(const std::function<void()>& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.kind();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return ErrorKind::Internal;
-}
+using test::kind_of;
 
 TEST(Registry, CpuIsTheProcessCpuDeviceUnderEverySpelling) {
   auto cpu = open_device("CPU");

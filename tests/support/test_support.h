@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "svod/base/error.h"
 #include "svod/program/program_spec.h"
@@ -39,6 +40,15 @@ Error expect_error(Fn&& fn) {
   }
   ADD_FAILURE() << "expected an svod::Error";
   return Error(ErrorKind::Internal, "no error was thrown");
+}
+
+// The kind of the svod::Error fn throws, with its message in *message when
+// asked for (as expect_error when it throws nothing).
+template <typename Fn>
+ErrorKind kind_of(Fn&& fn, std::string* message = nullptr) {
+  const Error error = expect_error(std::forward<Fn>(fn));
+  if (message) *message = error.what();
+  return error.kind();
 }
 
 }  // namespace svod::test

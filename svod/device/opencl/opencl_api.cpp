@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -103,6 +104,30 @@ std::string cl_status_text(cl_int status) {
     default: break;
   }
   return name ? fmt::format("{} ({})", name, status) : fmt::format("OpenCL status {}", status);
+}
+
+namespace {
+
+// A string property through clGetDeviceInfo or clGetPlatformInfo: the size
+// first, then the text (trimmed at its terminating NUL).
+template <typename Query, typename Handle, typename Info>
+std::string info_string(Query query, Handle handle, Info what) {
+  size_t size = 0;
+  if (query(handle, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  query(handle, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+}  // namespace
+
+std::string cl_device_string(cl_device_id device, cl_device_info what) {
+  return info_string(opencl_api().clGetDeviceInfo, device, what);
+}
+
+std::string cl_platform_string(cl_platform_id platform, cl_platform_info what) {
+  return info_string(opencl_api().clGetPlatformInfo, platform, what);
 }
 
 void cl_release(cl_program handle) noexcept { opencl_api().clReleaseProgram(handle); }

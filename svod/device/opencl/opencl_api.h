@@ -71,4 +71,9 @@ std::string cl_status_text(cl_int status);
 // Throws Error(kind) "<what>: <status text>" when status is not CL_SUCCESS.
 void check_cl(cl_int status, std::string_view what, ErrorKind kind = ErrorKind::Execution);
 
+// A string property of a device or platform (its name, version...); empty
+// when the query fails: these only describe, so they never throw.
+std::string cl_device_string(cl_device_id device, cl_device_info what);
+std::string cl_platform_string(cl_platform_id platform, cl_platform_info what);
+
 }  // namespace svod::detail

@@ -10,30 +10,18 @@
 namespace svod {
 
 using detail::check_cl;
+using detail::cl_device_string;
+using detail::cl_platform_string;
 using detail::ClHandle;
 using detail::cl_status_text;
 using detail::opencl_api;
 
 namespace {
 
-std::string device_text(cl_device_id device, cl_device_info what) {
-  size_t size = 0;
-  if (opencl_api().clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string out(size, '\0');
-  opencl_api().clGetDeviceInfo(device, what, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
-
 std::string platform_name(cl_device_id device) {
   cl_platform_id platform = nullptr;
   opencl_api().clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof(platform), &platform, nullptr);
-  size_t size = 0;
-  if (!platform || opencl_api().clGetPlatformInfo(platform, CL_PLATFORM_NAME, 0, nullptr, &size) != CL_SUCCESS) return {};
-  std::string out(size, '\0');
-  opencl_api().clGetPlatformInfo(platform, CL_PLATFORM_NAME, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
+  return platform ? cl_platform_string(platform, CL_PLATFORM_NAME) : std::string();
 }
 
 }  // namespace
@@ -54,9 +42,9 @@ OpenClCompiler::OpenClCompiler(_cl_context* context, _cl_device_id* device, std:
     : context_(context), device_(device), device_name_(std::move(device_name)) {
   identity_.backend = "opencl";
   identity_.path = platform_name(device);
-  identity_.version = fmt::format("{}; driver {}", device_text(device, CL_DEVICE_VERSION),
-                                  device_text(device, CL_DRIVER_VERSION));
-  identity_.target_cpu = device_text(device, CL_DEVICE_NAME);
+  identity_.version = fmt::format("{}; driver {}", cl_device_string(device, CL_DEVICE_VERSION),
+                                  cl_device_string(device, CL_DRIVER_VERSION));
+  identity_.target_cpu = cl_device_string(device, CL_DEVICE_NAME);
 }
 
 Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {

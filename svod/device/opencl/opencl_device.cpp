@@ -15,6 +15,8 @@
 namespace svod {
 
 using detail::check_cl;
+using detail::cl_device_string;
+using detail::cl_platform_string;
 using detail::cl_status_text;
 using detail::opencl_api;
 
@@ -24,24 +26,6 @@ struct Located {
   cl_platform_id platform;
   cl_device_id device;
 };
-
-std::string platform_string(cl_platform_id platform, cl_platform_info what) {
-  size_t size = 0;
-  if (opencl_api().clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string out(size, '\0');
-  opencl_api().clGetPlatformInfo(platform, what, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
-
-std::string device_string(cl_device_id device, cl_device_info what) {
-  size_t size = 0;
-  if (opencl_api().clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string out(size, '\0');
-  opencl_api().clGetDeviceInfo(device, what, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
 
 template <typename T>
 T device_value(cl_device_id device, cl_device_info what) {
@@ -74,9 +58,9 @@ std::vector<Located> locate_devices() {
 
 OpenClDeviceDetails describe(const Located& at) {
   OpenClDeviceDetails d;
-  d.platform = platform_string(at.platform, CL_PLATFORM_NAME);
-  d.name = device_string(at.device, CL_DEVICE_NAME);
-  d.version = device_string(at.device, CL_DEVICE_VERSION);
+  d.platform = cl_platform_string(at.platform, CL_PLATFORM_NAME);
+  d.name = cl_device_string(at.device, CL_DEVICE_NAME);
+  d.version = cl_device_string(at.device, CL_DEVICE_VERSION);
   const auto type = device_value<cl_device_type>(at.device, CL_DEVICE_TYPE);
   d.type = (type & CL_DEVICE_TYPE_GPU) ? "GPU" : (type & CL_DEVICE_TYPE_CPU) ? "CPU"
            : (type & CL_DEVICE_TYPE_ACCELERATOR)  ? "accelerator"

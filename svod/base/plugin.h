@@ -1,0 +1,29 @@
+// Finding and opening svod's plugin libraries: parts built as their own
+// shared objects (the in-process LLVM compiler, the mpi communicator) so that
+// their heavy dependencies load only into processes that use them. Each is
+// looked for beside libsvod_runtime.so first (a build tree, or an install
+// moved as a whole), then in the install prefix's library folder.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace svod::detail {
+
+// The folder of the shared object holding this code (libsvod_runtime.so);
+// empty when the dynamic loader cannot say.
+std::filesystem::path runtime_folder();
+
+// The paths to try for plugin `file_name`, in order: only the value of the
+// environment variable `env_var` when it is set; otherwise beside the
+// runtime, then the install library folder (once, when they are the same).
+std::vector<std::string> plugin_candidates(const char* env_var, const char* file_name);
+
+// dlopen()s `path` with `flags` and looks up `symbol` in it. On failure
+// returns null and appends a line to `tried` saying why (the loader's own
+// message, or the missing symbol), for an error listing every path tried.
+// A library that opened stays open: plugins are never closed.
+void* open_plugin_symbol(const std::string& path, int flags, const char* symbol, std::string& tried);
+
+}  // namespace svod::detail

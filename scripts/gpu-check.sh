@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA checks on a GPU machine: configures a release build (tests and
-# benchmarks on), builds only the svod CLI, the CUDA test binary and the CUDA
-# benchmark, then runs the tests and the benchmark and prints everything.
+# benchmarks on, the Python package off: the GPU machine may lack pybind11),
+# builds only the svod CLI, the CUDA and device test binaries and the CUDA
+# benchmark, then runs the CUDA tests, the device conformance suite on CUDA:0
+# and the benchmark, and prints everything.
 # Needs no network. Exits non-zero when the build or a test fails, or when
 # nvidia-smi lists a GPU but every GPU test skipped (the device did not open).
 #
@@ -28,10 +30,11 @@ ls -d /usr/local/cuda* 2>/dev/null || echo "no /usr/local/cuda*"
 section "configure"
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSVOD_BUILD_TESTS=ON -DSVOD_BUILD_BENCH=ON
+cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSVOD_BUILD_TESTS=ON -DSVOD_BUILD_BENCH=ON \
+  -DSVOD_BUILD_PYTHON=OFF
 
 section "build"
-cmake --build "$build" -j "$jobs" --target svod_cli svod_test_cuda cuda_bench
+cmake --build "$build" -j "$jobs" --target svod_cli svod_test_cuda svod_test_device cuda_bench
 
 section "svod info"
 "$build/svod" info
@@ -41,10 +44,13 @@ log="$build/cuda-tests.log"
 status=0
 # One process for the whole suite; its object cache stays in the build tree.
 SVOD_CACHE_DIR="$build/test-object-cache" timeout 300 "$build/tests/svod_test_cuda" 2>&1 | tee "$log" || status=$?
-gpu_ran=$(grep -c '^\[       OK \] Cuda\.' "$log" || true)
+# The device conformance suite's CUDA:0 instances (the same checks CPU and CL:0 pass).
+SVOD_CACHE_DIR="$build/test-object-cache" timeout 300 "$build/tests/svod_test_device" --gtest_filter='*/CUDA0' 2>&1 \
+  | tee -a "$log" || status=$?
+gpu_ran=$(grep -cE '^\[       OK \] (Cuda\.|.*/CUDA0)' "$log" || true)
 # Count the per-test lines (they end in the test's time), not gtest's summary list.
-gpu_failed=$(grep -cE '^\[  FAILED  \] Cuda\..* \([0-9]+ ms\)$' "$log" || true)
-gpu_skipped=$(grep -cE '^\[  SKIPPED \] Cuda\..* \([0-9]+ ms\)$' "$log" || true)
+gpu_failed=$(grep -cE '^\[  FAILED  \] (Cuda\.|.*/CUDA0).* \([0-9]+ ms\)$' "$log" || true)
+gpu_skipped=$(grep -cE '^\[  SKIPPED \] (Cuda\.|.*/CUDA0).* \([0-9]+ ms\)$' "$log" || true)
 echo "GPU tests: $gpu_ran passed, $gpu_failed failed, $gpu_skipped skipped"
 
 section "CUDA benchmark"

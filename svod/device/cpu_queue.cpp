@@ -1,6 +1,7 @@
 #include "svod/device/cpu_queue.h"
 
 #include "svod/base/error.h"
+#include "svod/base/rethrow.h"
 
 namespace svod {
 
@@ -96,15 +97,7 @@ void CpuQueue::wait(uint64_t value) {
           : fmt::format("queue command {} ({}) failed and the {} command{} after it {} skipped", failure.value,
                         failure.kind, failure.skipped, failure.skipped == 1 ? "" : "s",
                         failure.skipped == 1 ? "was" : "were");
-  try {
-    std::rethrow_exception(failure.error);
-  } catch (const Error& e) {
-    throw Error(e.kind(), fmt::format("{}: {}", where, e.what()));
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::Execution, fmt::format("{}: {}", where, e.what()));
-  } catch (...) {
-    throw Error(ErrorKind::Execution, fmt::format("{}: unknown exception", where));
-  }
+  rethrow_with_context(failure.error, where);
 }
 
 void CpuQueue::synchronize() {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "svod/base/error.h"
+#include "svod/base/rethrow.h"
 #include "svod/device/cpu_queue.h"
 #include "svod/plan/dag.h"
 #include "svod/plan/hazards.h"
@@ -161,15 +162,7 @@ namespace {
 // Rethrows the current exception as an Error of the same kind (Execution for
 // foreign exceptions) whose message starts with `where`.
 [[noreturn]] void rethrow_with(const std::string& where) {
-  try {
-    throw;
-  } catch (const Error& e) {
-    throw Error(e.kind(), fmt::format("{}: {}", where, e.what()));
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::Execution, fmt::format("{}: {}", where, e.what()));
-  } catch (...) {
-    throw Error(ErrorKind::Execution, fmt::format("{}: unknown exception", where));
-  }
+  rethrow_with_context(std::current_exception(), where);
 }
 
 std::string op_kind(const PreparedOp& op) {

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "svod/base/file_write.h"
 #include "svod/base/error.h"
 
 #if defined(__x86_64__)
@@ -394,11 +395,7 @@ std::string chrome_trace(const PlanProfile& profile) {
 }
 
 void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path& path) {
-  const std::string text = chrome_trace(profile);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw make_error(ErrorKind::Io, "cannot write the trace {}: {}", path.string(), std::strerror(errno));
+  write_file_atomically(path, chrome_trace(profile));
 }
 
 std::string profile_json(const PlanProfile& profile) {

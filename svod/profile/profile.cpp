@@ -204,6 +204,11 @@ std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
             d.name = op.name;
             d.device = "host";
             d.buffers = op.buffers;
+          } else if constexpr (std::is_same_v<T, PreparedCollective>) {
+            d.kind = "collective";
+            d.name = std::string(to_string(op.kind));
+            d.device = "host";
+            d.buffers = op.buffers.empty() ? std::vector<size_t>{op.src, op.dst} : op.buffers;
           } else {
             d.kind = "view";
             d.name = "view";

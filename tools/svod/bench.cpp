@@ -57,6 +57,10 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
     t.note = "view, no work";
     return t;
   }
+  if (std::holds_alternative<PreparedCollective>(plan.op(index))) {
+    t.note = "collective, needs every rank";
+    return t;
+  }
   Device* device = flush_device(plan, index);
   if (!device) {
     t.note = "no buffers, not timed";

@@ -56,6 +56,9 @@ std::set<uint64_t> written_storages(const ExecutionPlan& plan) {
       ids.insert(plan.buffer(c->dst).storage_id());
     } else if (const auto* f = std::get_if<PreparedCustomFunction>(&op)) {
       for (size_t b : f->buffers) ids.insert(plan.buffer(b).storage_id());
+    } else if (const auto* c = std::get_if<PreparedCollective>(&op)) {
+      for (size_t b : c->buffers) ids.insert(plan.buffer(b).storage_id());
+      if (c->buffers.empty()) ids.insert(plan.buffer(c->dst).storage_id());
     }
   }
   return ids;

@@ -1,9 +1,7 @@
 #include "svod/base/npy.h"
 
 #include <fmt/ranges.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <string>
 
 #include "svod/base/error.h"
+#include "svod/base/file_write.h"
 
 namespace svod {
 
@@ -273,32 +272,8 @@ void write_npy(const std::filesystem::path& path, DType dtype, std::span<const s
   const size_t len_size = major == 1 ? 2 : 4;
   for (size_t i = 0; i < len_size; ++i) preamble += static_cast<char>((header.size() >> (8 * i)) & 0xff);
 
-  // A unique temporary name in the destination folder, so rename() is atomic
-  // and concurrent writers never share one.
-  static std::atomic<uint64_t> counter{0};
-  std::filesystem::path temp = path;
-  temp += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(ErrorKind::Io, name, fmt::format("cannot create {}: {}", temp.string(), errno_text()));
-    out.write(preamble.data(), static_cast<std::streamsize>(preamble.size()));
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    out.close();
-    if (!out) {
-      const std::string why = errno_text();
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      fail(ErrorKind::Io, name, fmt::format("cannot write .npy file: {}", why));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    fail(ErrorKind::Io, name, fmt::format("cannot rename the finished file into place: {}", ec.message()));
-  }
+  write_file_atomically(path, {std::as_bytes(std::span(preamble.data(), preamble.size())),
+                               std::as_bytes(std::span(header.data(), header.size())), data});
 }
 
 }  // namespace svod

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "svod/base/file_write.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/cache/object_cache.h"
@@ -313,30 +314,7 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   return writer.finish();
 }
 
-void write_package(const fs::path& path, std::span<const std::byte> bytes) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path temp = path;
-  temp += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw make_error(ErrorKind::Io, "cannot create {}: {}", temp.string(), std::strerror(errno));
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const std::string why = std::strerror(errno);
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), why);
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temp, ignored);
-    throw make_error(ErrorKind::Io, "cannot rename {} into place: {}", path.string(), ec.message());
-  }
-}
+void write_package(const fs::path& path, std::span<const std::byte> bytes) { write_file_atomically(path, {bytes}); }
 
 LoadedPackage load_package(const fs::path& path, const PackageLoadOptions& options) {
   auto mapping = std::make_shared<const FileMapping>(path);

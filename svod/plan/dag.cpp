@@ -5,6 +5,7 @@
 #include <oneapi/tbb/task_group.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <mutex>
 #include <queue>
 
@@ -105,9 +106,17 @@ struct DagRunner::Run {
   std::mutex failure_mutex;
   std::optional<DagFailure> failure;
 
-  void fail(size_t node) {
+  // Deferred nodes: how many are running, and the nodes their completions
+  // made ready, for the calling thread to run next.
+  std::mutex deferred_mutex;
+  std::condition_variable deferred_done;
+  size_t in_flight = 0;
+  std::vector<size_t> ready;
+
+  void fail(size_t node) { fail_with(node, std::current_exception()); }
+  void fail_with(size_t node, std::exception_ptr error) {
     std::lock_guard lock(failure_mutex);
-    if (!failure) failure = DagFailure{node, std::current_exception()};
+    if (!failure) failure = DagFailure{node, std::move(error)};
     stop.store(true, std::memory_order_relaxed);
   }
 };
@@ -133,6 +142,19 @@ void DagRunner::run_chain(Run& run, size_t node) {
   const auto& succs = dag_.successors();
   for (;;) {
     if (run.stop.load(std::memory_order_relaxed)) return;
+    if (!deferred_.empty() && deferred_[node]) {
+      // Its successors are released by complete(), not here.
+      {
+        std::lock_guard lock(run.deferred_mutex);
+        ++run.in_flight;
+      }
+      try {
+        run.fn(run.context, node);
+      } catch (...) {
+        complete(node, std::current_exception());
+      }
+      return;
+    }
     try {
       run.fn(run.context, node);
     } catch (...) {
@@ -157,28 +179,20 @@ void DagRunner::spawn(Run& run, size_t node) {
   run.group->run(ChainTask{this, &run, node});
 }
 
-std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {
-  const size_t n = dag_.size();
-  if (n == 0) return std::nullopt;
-  const auto& preds = dag_.predecessors();
-  for (size_t i = 0; i < n; ++i) pending_[i].store(static_cast<uint32_t>(preds[i].size()), std::memory_order_relaxed);
-  Run run;
-  run.fn = fn;
-  run.context = context;
+void DagRunner::run_on_pool(Run& run, const std::vector<size_t>& start) {
   auto body = [&] {
     handoff_acquire(&run);  // when the arena hands the body to a worker
     tbb::task_group group;
     run.group = &group;
-    const auto& roots = dag_.roots();
-    if (roots.size() == 1) {
-      run_chain(run, roots.front());
+    if (start.size() == 1) {
+      run_chain(run, start.front());
     } else {
       // Many roots are split into ranges the pool steals, not one task each:
       // independent small ops then cost a loop iteration, not a spawn. The
       // chains they start spawn into the group as usual.
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, roots.size()), [&](const tbb::blocked_range<size_t>& range) {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, start.size()), [&](const tbb::blocked_range<size_t>& range) {
         handoff_acquire(&run);
-        for (size_t i = range.begin(); i != range.end(); ++i) run_chain(run, roots[i]);
+        for (size_t i = range.begin(); i != range.end(); ++i) run_chain(run, start[i]);
         handoff_release(&run);
       });
       handoff_acquire(&run);
@@ -190,7 +204,53 @@ std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {
   handoff_release(&run);
   thread_pool().execute(body);
   handoff_acquire(&run);
+}
+
+std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {
+  const size_t n = dag_.size();
+  if (n == 0) return std::nullopt;
+  const auto& preds = dag_.predecessors();
+  for (size_t i = 0; i < n; ++i) pending_[i].store(static_cast<uint32_t>(preds[i].size()), std::memory_order_relaxed);
+  Run run;
+  run.fn = fn;
+  run.context = context;
+  if (deferred_.empty()) {
+    run_on_pool(run, dag_.roots());
+    return std::move(run.failure);
+  }
+  active_ = &run;
+  std::vector<size_t> start = dag_.roots();
+  for (;;) {
+    if (!start.empty()) run_on_pool(run, start);
+    start.clear();
+    // The pool has nothing left to run: wait off it for a deferred node.
+    std::unique_lock lock(run.deferred_mutex);
+    run.deferred_done.wait(lock, [&] { return !run.ready.empty() || run.in_flight == 0; });
+    if (run.ready.empty()) break;
+    start.swap(run.ready);
+  }
+  active_ = nullptr;
   return std::move(run.failure);
+}
+
+void DagRunner::set_deferred(std::vector<bool> deferred) {
+  if (std::find(deferred.begin(), deferred.end(), true) == deferred.end()) deferred.clear();
+  deferred_ = std::move(deferred);
+}
+
+void DagRunner::complete(size_t node, std::exception_ptr error) {
+  Run& run = *active_;
+  // Notified under the lock: once in_flight reaches 0 the waiting run may
+  // return and destroy `run`.
+  std::lock_guard lock(run.deferred_mutex);
+  if (error) {
+    run.fail_with(node, std::move(error));
+  } else {
+    for (size_t s : dag_.successors()[node])
+      if (pending_[s].fetch_sub(1, std::memory_order_acq_rel) == 1) run.ready.push_back(s);
+  }
+  --run.in_flight;
+  run.deferred_done.notify_all();
 }
 
 std::optional<DagFailure> DagRunner::run_sequential(NodeFn fn, void* context) const {

@@ -7,6 +7,14 @@
 // the moment its last predecessor finishes (atomic countdowns, no levels), so
 // a long branch never waits for an unrelated one. Plans and the executor both
 // run their graphs through this one implementation.
+//
+// Deferred nodes (set_deferred) are for work that waits on other processes or
+// threads, such as collectives: their node function only starts the work
+// somewhere off the pool, and the node finishes when complete() is called.
+// Nothing on the pool ever blocks for them: when the pool runs out of ready
+// nodes the calling thread leaves it and waits there for completions, then
+// runs the nodes they made ready. So runners that share the pool (ranks in
+// one process) cannot starve each other by holding its threads.
 #pragma once
 
 #include <atomic>
@@ -67,6 +75,15 @@ class DagRunner {
   std::optional<DagFailure> run_parallel(NodeFn fn, void* context);
   std::optional<DagFailure> run_sequential(NodeFn fn, void* context) const;
 
+  // Marks the nodes whose completion run_parallel waits for through
+  // complete() (run_sequential ignores the marks: there the node function
+  // finishes its work before returning).
+  void set_deferred(std::vector<bool> deferred);
+  // Finishes deferred node `node` of the run in progress, with `error` (null
+  // when it succeeded). Called once per started deferred node, from any
+  // thread; the run does not return before every started one completed.
+  void complete(size_t node, std::exception_ptr error);
+
   template <typename Fn>
   std::optional<DagFailure> run(bool sequential, Fn& fn) {
     NodeFn thunk = [](void* c, size_t node) { (*static_cast<Fn*>(c))(node); };
@@ -78,9 +95,14 @@ class DagRunner {
   struct ChainTask;
   void run_chain(Run& run, size_t node);
   void spawn(Run& run, size_t node);
+  // Runs `start` and every node they make ready on the pool, except what
+  // waits for a deferred node still running.
+  void run_on_pool(Run& run, const std::vector<size_t>& start);
 
   Dag dag_;
   std::unique_ptr<std::atomic<uint32_t>[]> pending_;
+  std::vector<bool> deferred_;  // empty when no node is deferred
+  Run* active_ = nullptr;       // the run in progress, for complete()
 };
 
 }  // namespace svod::detail

@@ -72,7 +72,16 @@ struct CustomRun {
 
 struct ViewOpRun {};
 
-using OpRun = std::variant<KernelRun, CopyRun, CustomRun, ViewOpRun>;
+// A collective with its slots: all_reduce/broadcast: `buffers`;
+// all_gather/reduce_scatter: {src, dst}.
+struct CollectiveRun {
+  PreparedCollective::Kind kind;
+  std::vector<size_t> slots;
+  ReduceOp op;
+  int root;
+};
+
+using OpRun = std::variant<KernelRun, CopyRun, CustomRun, ViewOpRun, CollectiveRun>;
 
 struct PlanState {
   // ---- definition, as given to the builder ----
@@ -83,6 +92,7 @@ struct PlanState {
   std::vector<PreparedOp> ops;
   std::vector<OpOptions> options;
   std::vector<size_t> outputs;
+  std::shared_ptr<Communicator> comm;  // set when the plan has collectives
 
   // ---- built ----
   std::vector<Buffer> buffers;                 // live, views derived
@@ -111,6 +121,9 @@ struct PlanState {
   // Set when every op is a kernel of this one device: the run may go to it
   // as one submission (Device::submit_graph).
   Device* graph_device = nullptr;
+  // Where collectives wait for their peers, off the thread pool; null for a
+  // plan without collectives.
+  std::unique_ptr<CpuQueue> comm_thread;
 
   // ---- run state ----
   std::vector<EventPtr> events;  // per op, the last run's submission (null when done on the host)
@@ -138,6 +151,7 @@ struct PlanState {
   void compile_ops();
   void compile_kernel(size_t i, const PreparedKernel& k);
   void compile_custom(size_t i, const PreparedCustomFunction& c);
+  void compile_collective(size_t i, const PreparedCollective& c);
   void schedule();
   void assign_queues();
   void bind_addresses();
@@ -147,6 +161,8 @@ struct PlanState {
   void wait_for_op(size_t p);
   void run_inline(size_t i);
   void run_host_work(size_t i);
+  void run_collective(const CollectiveRun& c);
+  void start_collective(size_t i, const ExecuteOptions& options);
   void submit(size_t i, const ExecuteOptions& options);
   bool run_as_graph();
   void wait_for_devices(std::optional<DagFailure>& failure);
@@ -170,12 +186,22 @@ std::string op_kind(const PreparedOp& op) {
     return k->program ? fmt::format("kernel \"{}\"", k->program->spec().display_name()) : "kernel";
   if (std::holds_alternative<PreparedCopy>(op)) return "copy";
   if (auto* c = std::get_if<PreparedCustomFunction>(&op)) return fmt::format("custom function \"{}\"", c->name);
+  if (auto* c = std::get_if<PreparedCollective>(&op)) return fmt::format("collective {}", to_string(c->kind));
   return "view";
 }
 
 }  // namespace
 
 void PlanState::finalize() {
+  const bool collectives = std::any_of(ops.begin(), ops.end(), [](const PreparedOp& op) {
+    return std::holds_alternative<PreparedCollective>(op);
+  });
+  if (!collectives) {
+    comm = nullptr;
+  } else {
+    if (!comm) comm = std::move(create_local_communicators(1).front());
+    if (!comm_thread) comm_thread = std::make_unique<CpuQueue>();
+  }
   check_buffers();
   derive_views();
   check_variables();
@@ -296,6 +322,14 @@ void PlanState::resolve_dependencies() {
       declared[i].push_back(d);
     }
   }
+  // Every rank must issue its collectives in one order: each waits for the
+  // previous one.
+  std::optional<size_t> previous;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::holds_alternative<PreparedCollective>(ops[i])) continue;
+    if (previous) declared[i].push_back(*previous);
+    previous = i;
+  }
   // Hazards are found in this order, so declared edges decide which of two
   // conflicting ops goes first and the combined graph stays acyclic.
   declared_order = Dag(declared, [&](size_t i) { return op_name(i); }).order();
@@ -327,6 +361,8 @@ void PlanState::compile_ops() {
     } else if (const auto* f = std::get_if<PreparedCustomFunction>(&op)) {
       for (size_t p = 0; p < f->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), f->buffers[p]);
       compile_custom(i, *f);
+    } else if (const auto* c = std::get_if<PreparedCollective>(&op)) {
+      compile_collective(i, *c);
     } else {
       runs.emplace_back(ViewOpRun{});
     }
@@ -412,6 +448,51 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
   runs.emplace_back(std::move(run));
 }
 
+void PlanState::compile_collective(size_t i, const PreparedCollective& c) {
+  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
+  const size_t nbuf = buffers.size();
+  const size_t ranks = static_cast<size_t>(comm->size());
+  CollectiveRun run{c.kind, {}, c.op, c.root};
+  if (c.kind == PreparedCollective::Kind::AllReduce || c.kind == PreparedCollective::Kind::Broadcast) {
+    if (c.buffers.empty()) throw make_error(ErrorKind::Validation, "{}: no buffers", where);
+    for (size_t p = 0; p < c.buffers.size(); ++p) {
+      if (c.buffers[p] >= nbuf)
+        throw make_error(ErrorKind::Validation, "{}: buffer {} is buffer {}, but the plan has {} buffers", where, p,
+                         c.buffers[p], nbuf);
+      access[i].emplace_back(c.buffers[p], Access::ReadWrite);
+    }
+    if (c.kind == PreparedCollective::Kind::Broadcast && (c.root < 0 || static_cast<size_t>(c.root) >= ranks))
+      throw make_error(ErrorKind::Validation, "{}: root {} is out of range (the communicator has ranks 0 to {})", where,
+                       c.root, ranks - 1);
+    run.slots = c.buffers;
+  } else {
+    for (auto [what, slot] : {std::pair{"the source", c.src}, std::pair{"the destination", c.dst}})
+      if (slot >= nbuf)
+        throw make_error(ErrorKind::Validation, "{}: {} is buffer {}, but the plan has {} buffers", where, what, slot,
+                         nbuf);
+    const Buffer& src = buffers[c.src];
+    const Buffer& dst = buffers[c.dst];
+    if (src.dtype() != dst.dtype())
+      throw make_error(ErrorKind::Validation, "{}: {} is {} but {} is {}; the dtypes must match", where,
+                       slot_name(c.src), to_string(src.dtype()), slot_name(c.dst), to_string(dst.dtype()));
+    const bool gather = c.kind == PreparedCollective::Kind::AllGather;
+    const Buffer& part = gather ? src : dst;
+    const Buffer& whole = gather ? dst : src;
+    const size_t part_slot = gather ? c.src : c.dst;
+    const size_t whole_slot = gather ? c.dst : c.src;
+    if (whole.count() != part.count() * ranks)
+      throw make_error(ErrorKind::Validation,
+                       "{}: {} holds {} elements but must hold {} ranks x {} ({} elements of {}) = {}", where,
+                       slot_name(whole_slot), whole.count(), ranks, part.count(), part.count(), slot_name(part_slot),
+                       part.count() * ranks);
+    if (src.overlaps(dst))
+      throw make_error(ErrorKind::Validation, "{}: {} and {} overlap", where, slot_name(c.src), slot_name(c.dst));
+    access[i] = {{c.src, Access::Read}, {c.dst, Access::Write}};
+    run.slots = {c.src, c.dst};
+  }
+  runs.emplace_back(std::move(run));
+}
+
 void PlanState::compile_custom(size_t i, const PreparedCustomFunction& c) {
   const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
   CustomRun run;
@@ -446,6 +527,9 @@ void PlanState::schedule() {
   auto preds = hazard_predecessors(declared_order, ranges);
   for (size_t i = 0; i < ops.size(); ++i) preds[i].insert(preds[i].end(), declared[i].begin(), declared[i].end());
   runner = DagRunner(Dag(std::move(preds), [&](size_t i) { return op_name(i); }));
+  std::vector<bool> deferred(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) deferred[i] = std::holds_alternative<CollectiveRun>(runs[i]);
+  runner.set_deferred(std::move(deferred));
   assign_queues();
 }
 
@@ -577,7 +661,44 @@ void PlanState::run_host_work(size_t i) {
       (dst.is_host() ? src : dst).device().copy(dst, src);
   } else if (auto* f = std::get_if<CustomRun>(&r)) {
     f->def->run(f->buffers, *f->attrs, variables());
+  } else if (auto* c = std::get_if<CollectiveRun>(&r)) {
+    run_collective(*c);
   }
+}
+
+void PlanState::run_collective(const CollectiveRun& c) {
+  switch (c.kind) {
+    case PreparedCollective::Kind::AllReduce:
+      for (size_t slot : c.slots) comm->all_reduce(buffers[slot], c.op);
+      return;
+    case PreparedCollective::Kind::Broadcast:
+      for (size_t slot : c.slots) comm->broadcast(buffers[slot], c.root);
+      return;
+    case PreparedCollective::Kind::AllGather:
+      comm->all_gather(buffers[c.slots[0]], buffers[c.slots[1]]);
+      return;
+    case PreparedCollective::Kind::ReduceScatter:
+      comm->reduce_scatter(buffers[c.slots[0]], buffers[c.slots[1]], c.op);
+      return;
+  }
+}
+
+// Hands collective i to the communication thread, which waits there for its
+// device predecessors and its peers and then completes the node; the pool
+// thread returns at once.
+void PlanState::start_collective(size_t i, const ExecuteOptions& options) {
+  PlanObserver* observer = options.observer;
+  if (observer) observer->op_started(i);
+  comm_thread->submit_callback([this, i, observer] {
+    std::exception_ptr error;
+    try {
+      run_inline(i);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (observer) observer->op_finished(i);
+    runner.complete(i, std::move(error));
+  });
 }
 
 void PlanState::submit(size_t i, const ExecuteOptions& options) {
@@ -669,6 +790,8 @@ void PlanState::poison_with(size_t i, std::string_view what) {
   try {
     rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
   } catch (const Error& e) {
+    // The other ranks would wait for this one in their next collective.
+    if (comm) comm->abort(e.what());
     poison_reason = e.what();
     poisoned.store(true);
     throw;
@@ -683,7 +806,16 @@ void PlanState::run(const ExecuteOptions& options) {
   }
   if (graph_device && !options.sequential && !options.observer && run_as_graph()) return;
   std::optional<DagFailure> failure;
-  if (!uses_queues) {
+  if (comm && !options.sequential) {
+    auto node = [this, &options](size_t i) {
+      if (std::holds_alternative<CollectiveRun>(runs[i]))
+        start_collective(i, options);
+      else
+        run_op(i, options);
+    };
+    failure = runner.run(false, node);
+    wait_for_devices(failure);
+  } else if (!uses_queues) {
     // Everything runs on the host: no events to keep or wait for.
     PlanObserver* observer = options.observer;
     if (observer) {
@@ -736,6 +868,8 @@ void PlanState::apply_vars(const std::map<std::string, int64_t>& vars, std::vect
       throw make_error(ErrorKind::Validation, "unknown plan variable \"{}\" (the plan has: {})", name,
                        known.empty() ? "none" : known);
     }
+    if (var_defs[slot].read_only)
+      throw make_error(ErrorKind::Validation, "plan variable \"{}\" is read-only: it is set by the runtime", name);
     var_defs[slot].check(value);
     values[slot] = value;
   }
@@ -774,6 +908,10 @@ size_t ExecutionPlanBuilder::add_op(PreparedOp op, OpOptions options) {
 }
 
 void ExecutionPlanBuilder::add_output(size_t buffer) { state_->outputs.push_back(buffer); }
+
+void ExecutionPlanBuilder::set_communicator(std::shared_ptr<Communicator> communicator) {
+  state_->comm = std::move(communicator);
+}
 
 ExecutionPlan ExecutionPlanBuilder::build() {
   std::shared_ptr<detail::PlanState> state = std::move(state_);
@@ -889,6 +1027,10 @@ ExecutionPlan ExecutionPlan::replicate() const {
   std::lock_guard lock(s.mutex);
   if (s.poisoned)
     throw make_error(ErrorKind::PlanPoisoned, "cannot replicate a plan whose last run failed: {}", s.poison_reason);
+  if (s.comm)
+    throw make_error(ErrorKind::Unsupported,
+                     "cannot replicate a plan with collectives: the replica's calls would interleave with the "
+                     "original's on the same rank");
   auto copy = std::make_shared<detail::PlanState>();
   copy->buffer_names = s.buffer_names;
   copy->given_views = s.given_views;
@@ -968,5 +1110,21 @@ const std::vector<std::vector<size_t>>& ExecutionPlan::predecessors() const {
 }
 
 bool ExecutionPlan::poisoned() const { return state_->poisoned.load(); }
+
+const std::shared_ptr<Communicator>& ExecutionPlan::communicator() const { return state_->comm; }
+
+std::string_view to_string(PreparedCollective::Kind kind) noexcept {
+  switch (kind) {
+    case PreparedCollective::Kind::AllReduce:
+      return "all_reduce";
+    case PreparedCollective::Kind::Broadcast:
+      return "broadcast";
+    case PreparedCollective::Kind::AllGather:
+      return "all_gather";
+    case PreparedCollective::Kind::ReduceScatter:
+      return "reduce_scatter";
+  }
+  return "?";
+}
 
 }  // namespace svod

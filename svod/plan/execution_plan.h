@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "svod/comm/communicator.h"
 #include "svod/custom/custom_function.h"
 #include "svod/device/buffer.h"
 #include "svod/device/device.h"
@@ -95,7 +96,30 @@ struct PreparedBufferView {
   DType dtype = DType::U8;
 };
 
-using PreparedOp = std::variant<PreparedKernel, PreparedCopy, PreparedCustomFunction, PreparedBufferView>;
+// A collective operation among the ranks of the plan's communicator
+// (svod/comm/communicator.h). all_reduce and broadcast work in place on each
+// slot of `buffers`, one call per slot in order; all_gather and
+// reduce_scatter read `src` and write `dst` (all_gather: dst holds size() x
+// src elements; reduce_scatter: src holds size() x dst; same dtype). `op` is
+// the reduction of all_reduce and reduce_scatter, `root` the source rank of
+// broadcast. Every rank's plan must issue the same collectives in the same
+// order; build() chains each collective after the previous one so that the
+// order is the plan's op order on every rank.
+struct PreparedCollective {
+  enum class Kind { AllReduce, Broadcast, AllGather, ReduceScatter };
+  Kind kind = Kind::AllReduce;
+  std::vector<size_t> buffers;  // all_reduce, broadcast
+  size_t src = 0;               // all_gather, reduce_scatter
+  size_t dst = 0;               // all_gather, reduce_scatter
+  ReduceOp op = ReduceOp::Sum;
+  int root = 0;
+};
+
+// "all_reduce", "broadcast", "all_gather", "reduce_scatter".
+std::string_view to_string(PreparedCollective::Kind kind) noexcept;
+
+using PreparedOp =
+    std::variant<PreparedKernel, PreparedCopy, PreparedCustomFunction, PreparedBufferView, PreparedCollective>;
 
 // Receives op start/end notifications from execute(); called on the thread
 // that runs the op, so implementations must be thread-safe and cheap. Null
@@ -141,10 +165,15 @@ class ExecutionPlanBuilder {
   size_t add_op(PreparedOp op, OpOptions options = {});
   // Marks a slot as a result of the plan (order is kept).
   void add_output(size_t buffer);
+  // The communicator collective ops run on; this plan is its rank. A plan
+  // with collectives and no communicator gets a one-rank "local" one, so it
+  // runs alone (all_reduce and broadcast leave the buffers as they are).
+  void set_communicator(std::shared_ptr<Communicator> communicator);
 
   // Validates everything and builds the plan; throws Error(Validation) naming
-  // the op (index and id) or buffer at fault. The builder is left empty
-  // either way.
+  // the op (index and id) or buffer at fault (collectives: slots, dtypes,
+  // sizes against the communicator's size, root in [0, size)). The builder
+  // is left empty either way.
   ExecutionPlan build();
 
  private:
@@ -160,7 +189,14 @@ class ExecutionPlan {
   // Runs every op once with the current variable values. Thread-safe: runs of
   // one plan are serialized (use replicate() for concurrent runs). The first
   // failing op's error is rethrown with its kind, its message naming the op;
-  // the plan is then poisoned.
+  // the plan is then poisoned. A plan with collectives first aborts its
+  // communicator, so that the other ranks fail at once naming this one.
+  //
+  // Collectives block until every rank arrives, and local ranks (threads of
+  // one process) share the thread pool, so a collective never waits on a
+  // pool thread: it runs on the plan's communication thread, and the ops
+  // after it start when it has finished. Ops independent of it run
+  // meanwhile. Sequential runs call collectives on the calling thread.
   void execute(const ExecuteOptions& options = {});
   void execute_sequential();
   // Runs op `index` alone with the current variables and buffers and returns
@@ -190,7 +226,10 @@ class ExecutionPlan {
   // writes; storages that ops write are copied into fresh allocations (views
   // into them keep their offsets), so replicas run concurrently without
   // touching each other's results. Custom functions stay the ones resolved
-  // when this plan was built. Variables keep their current values.
+  // when this plan was built. Variables keep their current values. A plan
+  // with collectives cannot be replicated (Error(Unsupported)): the replica
+  // would be a second caller on the same rank of the communicator, whose
+  // calls would interleave with the original's in no fixed order.
   ExecutionPlan replicate() const;
 
   const Buffer& buffer(size_t index) const;
@@ -210,6 +249,9 @@ class ExecutionPlan {
   const std::vector<std::vector<size_t>>& predecessors() const;
 
   bool poisoned() const;
+  // The communicator the plan's collectives run on; null for a plan without
+  // collectives.
+  const std::shared_ptr<Communicator>& communicator() const;
 
  private:
   friend class ExecutionPlanBuilder;

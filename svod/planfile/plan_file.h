@@ -46,6 +46,7 @@
 #include <variant>
 #include <vector>
 
+#include "svod/base/hash.h"
 #include "svod/custom/custom_function.h"
 #include "svod/device/device.h"
 #include "svod/plan/execution_plan.h"
@@ -92,11 +93,20 @@ struct PlanFileProgram {
 // One element of an op's `after`: an op id or an op index.
 using OpRef = std::variant<std::string, size_t>;
 
+// The read-only variables every plan has: this process's rank and the number
+// of ranks (0 and 1 when no communicator is given to load_plan).
+inline constexpr std::string_view kRankVariable = "rank";
+inline constexpr std::string_view kWorldSizeVariable = "world_size";
+
 struct PlanFileOp {
-  enum class Kind { Run, Copy, Custom };
+  enum class Kind { Run, Copy, Custom, Collective };
   Kind kind = Kind::Run;
-  std::string target;                // run: the program; custom: the function
-  std::vector<std::string> buffers;  // run/custom: buffer names; copy: {dst, src}
+  std::string target;                // run: the program; custom: the function; collective: the kind's name
+  std::vector<std::string> buffers;  // run/custom/all_reduce/broadcast: buffer names; copy: {dst, src};
+                                     // all_gather/reduce_scatter: {src, dst}
+  PreparedCollective::Kind collective = PreparedCollective::Kind::AllReduce;
+  ReduceOp reduce = ReduceOp::Sum;  // all_reduce, reduce_scatter
+  int root = 0;                     // broadcast
   std::vector<Expr> scalars;         // run: the program's scalars except core_id, in order
   Attrs attrs;                       // custom
   std::string id;
@@ -150,8 +160,16 @@ PlanFileProgram parse_program_text(std::string_view json_text, const std::filesy
 
 struct LoadOptions {
   // Overrides of variable values (svod run --var); each must name a plan
-  // variable and lie within its bounds.
+  // variable and lie within its bounds. rank and world_size cannot be set.
   std::map<std::string, int64_t> vars;
+
+  // The ranks this plan runs on, this process being communicator->rank():
+  // it sets rank and world_size and runs the collectives. Null: one rank.
+  // With a communicator, load_plan first checks with the other ranks that
+  // they all load the same plan with the same variable values (see
+  // plan_digest) and fails with Error(Validation) on every rank naming the
+  // ranks that differ.
+  std::shared_ptr<Communicator> communicator = {};
 
   // Hooks for packages (svod/package), which carry a plan's data and compiled
   // programs in place of .npy files and source to compile. Each one unset
@@ -190,6 +208,13 @@ struct LoadedPlan {
 // devices are initialised through host memory; outputs must be CPU buffers.
 // Compile errors keep their kind and name the program.
 LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options = {});
+
+// What the ranks compare before they run a plan: everything parse_plan_file
+// read (device, variables, buffers with their inits, programs with their
+// source, ops, outputs and expectations) and the variable values `vars`
+// (the file's, overridden), but neither the file's own name and folder nor
+// the contents of .npy files, nor rank (which differs by design).
+Hash128 plan_digest(const PlanFile& file, const std::map<std::string, int64_t>& vars);
 
 struct Mismatch {
   size_t index = 0;

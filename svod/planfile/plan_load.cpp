@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "svod/base/thread_pool.h"
+#include "svod/cache/cache_key.h"
 #include "svod/cache/compile_many.h"
 #include "svod/device/cpu/cpu_device.h"
 #include "svod/device/registry.h"
@@ -193,8 +195,35 @@ std::string op_label(const PlanFileOp& op, size_t index) {
     case PlanFileOp::Kind::Run: return label + " run " + op.target;
     case PlanFileOp::Kind::Copy: return label + fmt::format(" copy {} <- {}", op.buffers[0], op.buffers[1]);
     case PlanFileOp::Kind::Custom: return label + " custom " + op.target;
+    case PlanFileOp::Kind::Collective: return label + " collective " + op.target;
   }
   return label;
+}
+
+// Checks with the other ranks that they load the same plan: every rank
+// gathers every rank's digest, so all find the same ranks differing and
+// fail together.
+void check_same_plan(const PlanFile& file, const std::map<std::string, int64_t>& vars, Communicator& comm) {
+  const Hash128 mine = plan_digest(file, vars);
+  auto cpu = create_cpu_device();
+  const Buffer own = cpu->allocate(DType::U64, 2);
+  const Buffer all = cpu->allocate(DType::U64, 2 * static_cast<size_t>(comm.size()));
+  static_cast<uint64_t*>(own.data())[0] = mine.low;
+  static_cast<uint64_t*>(own.data())[1] = mine.high;
+  at(file, "(comparing the plan across ranks)", [&] { comm.all_gather(own, all); });
+  const auto* digests = static_cast<const uint64_t*>(all.data());
+  std::string differ;
+  for (int r = 1; r < comm.size(); ++r) {
+    if (digests[2 * r] != digests[0] || digests[2 * r + 1] != digests[1])
+      differ += fmt::format("{}{}", differ.empty() ? "" : ", ", r);
+  }
+  if (!differ.empty()) {
+    throw make_error(ErrorKind::Validation,
+                     "{}: the ranks load different plans or variable values: rank{} {} differ{} from rank 0 (this is "
+                     "rank {} of {})",
+                     file.source_name, differ.find(',') == std::string::npos ? "" : "s", differ,
+                     differ.find(',') == std::string::npos ? "s" : "", comm.rank(), comm.size());
+  }
 }
 
 }  // namespace
@@ -204,6 +233,11 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   ExecutionPlanBuilder builder;
 
   for (const auto& [name, value] : options.vars) {
+    if (name == kRankVariable || name == kWorldSizeVariable) {
+      throw make_error(ErrorKind::Validation,
+                       "{}: variables: \"{}\" is read-only: it is set by the launcher (svod run --ranks, mpirun)",
+                       file.source_name, name);
+    }
     const bool known = std::any_of(file.variables.begin(), file.variables.end(),
                                    [&](const PlanFileVariable& v) { return v.variable.name == name; });
     if (!known) {
@@ -218,6 +252,14 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     const int64_t value = it == options.vars.end() ? v.value : it->second;
     at(file, "variables." + v.variable.name, [&] { v.variable.check(value); });
     builder.add_variable(v.variable, value);
+  }
+  const int rank = options.communicator ? options.communicator->rank() : 0;
+  const int world_size = options.communicator ? options.communicator->size() : 1;
+  builder.add_variable(Variable{std::string(kRankVariable), rank, rank, true}, rank);
+  builder.add_variable(Variable{std::string(kWorldSizeVariable), world_size, world_size, true}, world_size);
+  if (options.communicator) {
+    builder.set_communicator(options.communicator);
+    if (world_size > 1) check_same_plan(file, options.vars, *options.communicator);
   }
 
   std::map<std::string, size_t, std::less<>> slots;
@@ -323,6 +365,20 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
         break;
       }
       case PlanFileOp::Kind::Copy: prepared = PreparedCopy{op_slots[0], op_slots[1]}; break;
+      case PlanFileOp::Kind::Collective: {
+        PreparedCollective c{.kind = op.collective, .op = op.reduce, .root = op.root};
+        if (op.collective == PreparedCollective::Kind::AllReduce || op.collective == PreparedCollective::Kind::Broadcast) {
+          c.buffers = std::move(op_slots);
+        } else {
+          c.src = op_slots[0];
+          c.dst = op_slots[1];
+        }
+        // build() checks the root and the sizes against world_size; its
+        // errors then name the op by its place in the file.
+        if (opts.id.empty()) opts.label = path;
+        prepared = std::move(c);
+        break;
+      }
       case PlanFileOp::Kind::Custom: {
         // Validating here as well as in build() puts the op's JSON path on the message.
         at(file, path, [&] {
@@ -369,6 +425,63 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
 }
 
 void LoadedPlan::execute(const ExecuteOptions& options) { plan.execute(options); }
+
+Hash128 plan_digest(const PlanFile& file, const std::map<std::string, int64_t>& vars) {
+  Hasher h;
+  auto path = [&](const fs::path& p) { h.str(p.lexically_relative(file.folder).generic_string()); };
+  auto f64 = [&](double v) { h.u64(std::bit_cast<uint64_t>(v)); };
+  h.str("svod plan digest 1").str(file.device);
+  h.u64(file.variables.size());
+  for (const auto& v : file.variables) {
+    auto it = vars.find(v.variable.name);
+    h.str(v.variable.name).u64(uint64_t(v.variable.min)).u64(uint64_t(v.variable.max));
+    h.u64(uint64_t(it == vars.end() ? v.value : it->second));
+  }
+  h.u64(file.buffers.size());
+  for (const auto& b : file.buffers) {
+    h.str(b.name).str(to_string(b.dtype)).u64(b.count).u64(b.shape.size());
+    for (size_t d : b.shape) h.u64(d);
+    h.str(b.device).str(b.view_of.value_or("")).u64(b.view_of ? 1 : 0).u64(b.offset);
+    h.u64(uint64_t(b.init.kind)).u64(b.init.seed);
+    f64(b.init.a);
+    f64(b.init.b);
+    if (b.init.kind == BufferInit::Kind::Npy) path(b.init.npy);
+  }
+  h.u64(file.programs.size());
+  for (const auto& p : file.programs) {
+    const Hash128 spec = spec_hash(p.spec);
+    h.str(p.name).str(p.device).u64(spec.low).u64(spec.high);
+  }
+  h.u64(file.ops.size());
+  for (const auto& op : file.ops) {
+    h.u64(uint64_t(op.kind)).str(op.target).str(op.id).u64(op.buffers.size());
+    for (const auto& b : op.buffers) h.str(b);
+    h.u64(op.scalars.size());
+    for (const auto& e : op.scalars) h.str(e.text());
+    h.u64(op.attrs.size());
+    for (const auto& [key, value] : op.attrs) h.str(key).str(to_string(value));
+    h.u64(op.after.size());
+    for (const auto& ref : op.after) {
+      if (const auto* id = std::get_if<std::string>(&ref)) h.u64(0).str(*id);
+      else h.u64(1).u64(std::get<size_t>(ref));
+    }
+    h.u64(uint64_t(op.collective)).u64(uint64_t(op.reduce)).u64(uint64_t(op.root));
+  }
+  h.u64(file.outputs.size());
+  for (const auto& out : file.outputs) {
+    h.str(out.buffer).str(out.npy ? out.npy->generic_string() : "").u64(out.npy ? 1 : 0);
+    h.u64(out.expect ? 1 : 0);
+    if (!out.expect) continue;
+    const PlanFileExpect& e = *out.expect;
+    h.u64(e.npy ? 1 : 0).u64(e.prefix ? 1 : 0).u64(e.values.size());
+    if (e.npy) path(*e.npy);
+    for (double v : e.values) f64(v);
+    h.u64(e.rtol ? 1 : 0).u64(e.atol ? 1 : 0);
+    f64(e.rtol.value_or(0));
+    f64(e.atol.value_or(0));
+  }
+  return h.finish();
+}
 
 OutputCheck check_output(const LoadedOutput& output, DType dtype, std::span<const std::byte> data) {
   OutputCheck check;

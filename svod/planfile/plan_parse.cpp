@@ -182,6 +182,9 @@ class Parser {
       allow(v, path, {"min", "max", "value"});
       PlanFileVariable var;
       var.variable.name = key;
+      if (key == kRankVariable || key == kWorldSizeVariable) {
+        fail(path, fmt::format("\"{}\" is set by the launcher (svod run --ranks, mpirun) and cannot be declared", key));
+      }
       if (!is_variable_name(key)) {
         fail(path, "a variable name is a letter or _ followed by letters, digits or _ (and not min or max)");
       }
@@ -481,8 +484,9 @@ class Parser {
   PlanFileOp op(const Json& j, const std::string& path, size_t index, size_t op_count,
                 const std::map<std::string, size_t>& ids) const {
     PlanFileOp op;
-    const int kinds = (find(j, "run") ? 1 : 0) + (find(j, "copy") ? 1 : 0) + (find(j, "custom") ? 1 : 0);
-    if (kinds != 1) fail(path, "an op has exactly one of \"run\", \"copy\" or \"custom\"");
+    const int kinds = (find(j, "run") ? 1 : 0) + (find(j, "copy") ? 1 : 0) + (find(j, "custom") ? 1 : 0) +
+                      (find(j, "collective") ? 1 : 0);
+    if (kinds != 1) fail(path, "an op has exactly one of \"run\", \"copy\", \"custom\" or \"collective\"");
     if (const Json* id = find(j, "id")) op.id = id->get<std::string>();
     if (const Json* after = find(j, "after")) {
       const std::string at = child(path, "after");
@@ -555,6 +559,9 @@ class Parser {
         fail(at, fmt::format("dst \"{}\" has {} bytes, src \"{}\" has {}", dst->name, dst->bytes(), src->name,
                              src->bytes()));
       }
+    } else if (const Json* collective = find(j, "collective")) {
+      allow(j, path, {"collective", "id", "after"});
+      collective_op(*collective, child(path, "collective"), op);
     } else {
       allow(j, path, {"custom", "buffers", "attrs", "id", "after"});
       op.kind = PlanFileOp::Kind::Custom;
@@ -572,6 +579,58 @@ class Parser {
       }
     }
     return op;
+  }
+
+  // {"kind": ..., "buffers": [...]} or {"kind": ..., "src": ..., "dst": ...},
+  // with "op" for reductions and "root" for broadcast. Sizes that depend on
+  // the number of ranks are checked when the plan is loaded.
+  void collective_op(const Json& j, const std::string& path, PlanFileOp& op) const {
+    using Kind = PreparedCollective::Kind;
+    object(j, path);
+    const std::string kind_path = child(path, "kind");
+    const std::string kind = str(need(j, path, "kind"), kind_path);
+    op.kind = PlanFileOp::Kind::Collective;
+    op.target = kind;
+    if (kind == "all_reduce" || kind == "broadcast") {
+      const bool reduce = kind == "all_reduce";
+      op.collective = reduce ? Kind::AllReduce : Kind::Broadcast;
+      if (reduce) allow(j, path, {"kind", "buffers", "op"});
+      else allow(j, path, {"kind", "buffers", "root"});
+      op.buffers = buffer_list(need(j, path, "buffers"), child(path, "buffers"));
+      if (op.buffers.empty()) fail(child(path, "buffers"), "expected at least one buffer");
+      for (size_t k = 0; k < op.buffers.size(); ++k)
+        for (size_t m = 0; m < k; ++m)
+          if (op.buffers[m] == op.buffers[k])
+            fail(item(child(path, "buffers"), k), fmt::format("buffer \"{}\" is listed twice", op.buffers[k]));
+    } else if (kind == "all_gather" || kind == "reduce_scatter") {
+      const bool gather = kind == "all_gather";
+      op.collective = gather ? Kind::AllGather : Kind::ReduceScatter;
+      if (gather) allow(j, path, {"kind", "src", "dst"});
+      else allow(j, path, {"kind", "src", "dst", "op"});
+      op.buffers = {buffer_ref(need(j, path, "src"), child(path, "src")),
+                    buffer_ref(need(j, path, "dst"), child(path, "dst"))};
+      const PlanFileBuffer* src = file_.find_buffer(op.buffers[0]);
+      const PlanFileBuffer* dst = file_.find_buffer(op.buffers[1]);
+      if (src->dtype != dst->dtype) {
+        fail(path, fmt::format("src \"{}\" is {} but dst \"{}\" is {}; the dtypes must match", src->name,
+                               to_string(src->dtype), dst->name, to_string(dst->dtype)));
+      }
+      if (src->name == dst->name) fail(path, "src and dst must be different buffers");
+    } else {
+      fail(kind_path,
+           fmt::format("unknown collective \"{}\" (expected all_reduce, broadcast, all_gather or reduce_scatter)", kind));
+    }
+    if (op.collective == Kind::AllReduce || op.collective == Kind::ReduceScatter) {
+      const std::string op_path = child(path, "op");
+      op.reduce = parsed(op_path, str(need(j, path, "op"), op_path), parse_reduce_op);
+    }
+    if (op.collective == Kind::Broadcast) {
+      const std::string root_path = child(path, "root");
+      const Json& root = need(j, path, "root");
+      const uint64_t value = unsigned_integer(root, root_path);
+      if (value > uint64_t(INT32_MAX)) fail(root_path, fmt::format("{} is too large", value));
+      op.root = static_cast<int>(value);
+    }
   }
 
   void outputs(const Json& j) {
@@ -625,7 +684,8 @@ class Parser {
   fs::path folder_;
   PlanFile file_;
   std::string root_name_ = "(the plan)";  // what errors call the top-level value
-  std::set<std::string> variable_names_;
+  // Every plan has rank and world_size.
+  std::set<std::string> variable_names_{std::string(kRankVariable), std::string(kWorldSizeVariable)};
 };
 
 }  // namespace

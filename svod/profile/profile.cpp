@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "svod/base/file_write.h"
 #include "svod/base/error.h"
 
 #if defined(__x86_64__)
@@ -203,6 +204,11 @@ std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
             d.name = op.name;
             d.device = "host";
             d.buffers = op.buffers;
+          } else if constexpr (std::is_same_v<T, PreparedCollective>) {
+            d.kind = "collective";
+            d.name = std::string(to_string(op.kind));
+            d.device = "host";
+            d.buffers = op.buffers.empty() ? std::vector<size_t>{op.src, op.dst} : op.buffers;
           } else {
             d.kind = "view";
             d.name = "view";
@@ -394,11 +400,7 @@ std::string chrome_trace(const PlanProfile& profile) {
 }
 
 void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path& path) {
-  const std::string text = chrome_trace(profile);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw make_error(ErrorKind::Io, "cannot write the trace {}: {}", path.string(), std::strerror(errno));
+  write_file_atomically(path, chrome_trace(profile));
 }
 
 std::string profile_json(const PlanProfile& profile) {

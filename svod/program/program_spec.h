@@ -36,6 +36,9 @@ struct Variable {
   std::string name;
   int64_t min = INT64_MIN;
   int64_t max = INT64_MAX;
+  // Set by the runtime, not by callers (a plan's rank and world_size):
+  // execute_with_vars refuses to change it.
+  bool read_only = false;
   // Throws Error(Validation) naming the variable when value is outside [min, max].
   void check(int64_t value) const;
 };

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "svod/base/file_write.h"
 #include "svod/base/error.h"
 #include "svod/cache/compile_many.h"
 #include "svod/device/cpu/cpu_device.h"
@@ -175,9 +176,7 @@ class Worker {
   void write_reference(size_t w) {
     const Buffer& b = got_[w];
     const fs::path path = reference_file(reference_dir_, w);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(static_cast<const char*>(b.data()), static_cast<std::streamsize>(b.bytes()));
-    if (!out.flush()) throw make_error(ErrorKind::Io, "cannot write the reference output {}", path.string());
+    write_file_atomically(path, {std::span(static_cast<const std::byte*>(b.data()), b.bytes())});
   }
 
   Json evaluate(const Program& program, const TunePoint& point, bool is_reference) {

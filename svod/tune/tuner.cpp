@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "svod/base/file_write.h"
 #include "svod/base/error.h"
 #include "svod/base/subprocess.h"
 
@@ -345,9 +346,7 @@ void write_tune_json(const TuneFile& file, const TuneReport& report, const fs::p
     }
     root["candidates"].push_back(std::move(entry));
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << root.dump(2) << '\n';
-  if (!out.flush()) throw make_error(ErrorKind::Io, "{}: cannot write the tuning results", path.string());
+  write_file_atomically(path, root.dump(2) + '\n');
 }
 
 }  // namespace svod

@@ -147,7 +147,7 @@ TEST(Npy, WriteChecksTheSizeAndLeavesNoFileBehind) {
   expect_error(ErrorKind::Validation, "does not match",
                [&] { write_npy(dir / "x.npy", DType::F32, shape, std::as_bytes(std::span(values))); });
   const size_t empty[] = {0};
-  expect_error(ErrorKind::Io, "cannot create",
+  expect_error(ErrorKind::Io, "cannot write",
                [&] { write_npy(dir / "missing_folder" / "x.npy", DType::F32, empty, {}); });
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }

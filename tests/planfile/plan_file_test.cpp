@@ -396,7 +396,7 @@ TEST(PlanFile, InvalidPlansNameTheField) {
        "programs.add.entrypoint: unknown field"},
       {"ops not an array", [](Json& j) { j["ops"] = Json::object(); }, K::Validation, "ops: expected an array"},
       {"op kind", [](Json& j) { j["ops"][1]["run"] = "add"; }, K::Validation,
-       "ops[1]: an op has exactly one of \"run\", \"copy\" or \"custom\""},
+       "ops[1]: an op has exactly one of \"run\", \"copy\", \"custom\" or \"collective\""},
       {"run program", [](Json& j) { j["ops"][0]["run"] = "mul"; }, K::Validation, "ops[0].run: no program named \"mul\""},
       {"run buffer", [](Json& j) { j["ops"][0]["buffers"][1] = "c"; }, K::Validation,
        "ops[0].buffers[1]: no buffer named \"c\""},

@@ -13,11 +13,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "svod/base/file_write.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
 #include "svod/tune/benchmark.h"
@@ -55,6 +55,10 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
   OpTiming t{&description, std::nullopt, {}};
   if (std::holds_alternative<PreparedBufferView>(plan.op(index))) {
     t.note = "view, no work";
+    return t;
+  }
+  if (std::holds_alternative<PreparedCollective>(plan.op(index))) {
+    t.note = "collective, needs every rank";
     return t;
   }
   Device* device = flush_device(plan, index);
@@ -125,9 +129,7 @@ void write_json(const std::string& path, const std::vector<OpTiming>& rows) {
     }
     ops.push_back(std::move(o));
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << nlohmann::json{{"ops", ops}}.dump(2) << '\n';
-  if (!out.flush()) throw make_error(ErrorKind::Io, "--json {}: cannot write the file", path);
+  write_file_atomically(path, nlohmann::json{{"ops", ops}}.dump(2) + '\n');
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +18,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "svod/base/error.h"
+#include "svod/base/file_write.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/object_cache.h"
 #include "svod/device/cpu/cpu_device.h"
@@ -123,13 +124,14 @@ MachinePeaks machine_peaks() {
   }
   const MachinePeaks peaks = measure_peaks();
   if (!file.empty()) {
-    // Best effort, like the object cache: written whole under a temporary name.
+    // Best effort, like the object cache: peaks that cannot be saved are
+    // measured again next time.
     std::error_code ec;
     fs::create_directories(folder, ec);
-    const fs::path temp = folder / fmt::format(".machine.{}.tmp", ::getpid());
-    std::ofstream(temp) << nlohmann::json{{"machine", key}, {"gflops", peaks.gflops}, {"gbps", peaks.gbps}}.dump(1);
-    fs::rename(temp, file, ec);
-    if (ec) fs::remove(temp, ec);
+    try {
+      write_file_atomically(file, nlohmann::json{{"machine", key}, {"gflops", peaks.gflops}, {"gbps", peaks.gbps}}.dump(1));
+    } catch (const Error&) {
+    }
   }
   return peaks;
 }

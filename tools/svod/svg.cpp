@@ -1,10 +1,6 @@
 #include "tools/svod/svg.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
-#include "svod/base/error.h"
+#include "svod/base/file_write.h"
 
 namespace svod::cli {
 
@@ -23,10 +19,7 @@ std::string svg_escape(std::string_view text) {
 }
 
 void write_svg(const std::string& svg, const std::filesystem::path& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << svg;
-  out.close();
-  if (!out) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
+  write_file_atomically(path, svg);
 }
 
 }  // namespace svod::cli

@@ -1,0 +1,27 @@
+// Writing a whole file so that readers never see part of it.
+//
+// Every file svod produces for later reading (.npy outputs, packages, traces,
+// tuning results, plots) goes through write_file_atomically: the bytes are
+// written to a temporary name in the destination folder and renamed over the
+// destination only when complete, so a failure or a crash leaves either the
+// old file or none, never a truncated one. Concurrent writers of one path each
+// use their own temporary name; the last rename wins.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+
+namespace svod {
+
+// Writes the concatenation of `parts` to `path`. Throws Error(Io) naming the
+// path and the reason; the temporary file is removed on failure.
+void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts);
+
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
+}
+
+}  // namespace svod

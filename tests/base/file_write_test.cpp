@@ -1,0 +1,74 @@
+#include "svod/base/file_write.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "svod/base/error.h"
+#include "tests/planfile/temp_dir.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using test::TempDir;
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::vector<std::string> names_in(const std::filesystem::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(FileWrite, WritesThePartsInOrderAndReplacesTheOldFileWhole) {
+  TempDir dir;
+  const std::string a = "header;", b = "payload";
+  write_file_atomically(dir / "f", {std::as_bytes(std::span(a)), std::as_bytes(std::span(b))});
+  EXPECT_EQ(read(dir / "f"), "header;payload");
+  write_file_atomically(dir / "f", "short");
+  EXPECT_EQ(read(dir / "f"), "short");
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"f"});
+}
+
+TEST(FileWrite, FailuresNameThePathAndLeaveNothingBehind) {
+  TempDir dir;
+  std::string message;
+  EXPECT_EQ(test::kind_of([&] { write_file_atomically(dir / "missing" / "f", "x"); }, &message), ErrorKind::Io);
+  EXPECT_NE(message.find((dir / "missing" / "f").string()), std::string::npos) << message;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+
+  // The rename fails when the destination is a non-empty folder: the old
+  // contents stay and the temporary file is gone.
+  std::filesystem::create_directories(dir / "taken" / "inner");
+  EXPECT_EQ(test::kind_of([&] { write_file_atomically(dir / "taken", "x"); }, &message), ErrorKind::Io);
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"taken"});
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "taken" / "inner"));
+}
+
+TEST(FileWrite, ConcurrentWritersOfOnePathLeaveOneWholeFile) {
+  TempDir dir;
+  std::vector<std::thread> writers;
+  for (char c : std::string("abcd")) {
+    writers.emplace_back([&, c] {
+      for (int i = 0; i < 50; ++i) write_file_atomically(dir / "f", std::string(4096, c));
+    });
+  }
+  for (auto& w : writers) w.join();
+  const std::string text = read(dir / "f");
+  ASSERT_EQ(text.size(), 4096u);
+  EXPECT_EQ(text, std::string(4096, text[0]));
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"f"});
+}
+
+}  // namespace
+}  // namespace svod

@@ -1,0 +1,315 @@
+// Collective ops and the rank/world_size variables in plan files: parsing
+// errors with their JSON paths, loading on real local ranks, and the digest
+// that stops ranks loading different plans.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "svod/base/error.h"
+#include "svod/comm/communicator.h"
+#include "svod/planfile/plan_file.h"
+#include "tests/planfile/temp_dir.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using test::TempDir;
+
+// Each rank fills `mine` with rank + 1 (a kernel taking rank as a scalar,
+// sized by world_size through a variable-free launch), all_reduces `g`,
+// gathers `mine` into `all`, and broadcasts `w` from rank 0.
+Json collective_plan() {
+  return Json::parse(R"J({
+    "svod_plan": 1,
+    "variables": { "K": { "min": 0, "max": 100, "value": 3 } },
+    "buffers": {
+      "mine": { "dtype": "f32", "count": 2 },
+      "all":  { "dtype": "f32", "count": 8 },
+      "g":    { "dtype": "f32", "count": 4, "init": { "fill": 1 } },
+      "w":    { "dtype": "i32", "count": 3, "init": { "arange": { "start": 0, "step": 1 } } }
+    },
+    "programs": {
+      "fill": { "language": "c", "entry": "fill",
+                "source": "void fill(float* o, int n, int v, int k) { for (int i = 0; i < n; i++) o[i] = v + k; }",
+                "buffers": [ { "name": "o", "access": "write" } ],
+                "scalars": [ { "name": "n", "type": "i32" }, { "name": "v", "type": "i32" },
+                             { "name": "k", "type": "i32" } ] }
+    },
+    "ops": [
+      { "id": "fill", "run": "fill", "buffers": ["mine"], "scalars": { "n": 2, "v": "rank + 1", "k": "K * (world_size - 1)" } },
+      { "collective": { "kind": "all_reduce", "buffers": ["g"], "op": "sum" } },
+      { "id": "gather", "collective": { "kind": "all_gather", "src": "mine", "dst": "all" } },
+      { "collective": { "kind": "broadcast", "buffers": ["w"], "root": 0 }, "after": ["fill"] }
+    ]
+  })J");
+}
+
+PlanFile parse(const TempDir& dir, const Json& plan, std::string_view name = "plan.json") {
+  return parse_plan_file(dir.write(name, plan.dump(2)));
+}
+
+template <typename T>
+std::vector<T> values(const LoadedPlan& loaded, std::string_view name) {
+  auto span = loaded.plan.buffer(*loaded.plan.find_buffer(name)).span<T>();
+  return {span.begin(), span.end()};
+}
+
+std::shared_ptr<Communicator> borrow(Communicator& comm) { return {std::shared_ptr<Communicator>{}, &comm}; }
+
+CommOptions quick() { return CommOptions{.timeout = std::chrono::seconds(30)}; }
+
+TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
+  TempDir dir;
+  const PlanFile file = parse(dir, collective_plan());
+  ASSERT_EQ(file.ops[1].kind, PlanFileOp::Kind::Collective);
+  EXPECT_EQ(file.ops[2].collective, PreparedCollective::Kind::AllGather);
+  EXPECT_EQ(file.ops[2].buffers, (std::vector<std::string>{"mine", "all"}));
+  run_local_ranks(
+      4,
+      [&](Communicator& comm) {
+        // Ranks other than 0 start with other weights: the broadcast replaces them.
+        PlanFile mine = file;
+        LoadedPlan loaded = load_plan(mine, LoadOptions{.communicator = borrow(comm)});
+        if (comm.rank() != 0) loaded.plan.buffer(*loaded.plan.find_buffer("w")).span<int32_t>()[1] = 99;
+        EXPECT_EQ(loaded.plan.variable("rank"), comm.rank());
+        EXPECT_EQ(loaded.plan.variable("world_size"), 4);
+        EXPECT_EQ(loaded.op_labels[1], "ops[1] collective all_reduce");
+        loaded.execute();
+        EXPECT_EQ(values<float>(loaded, "mine"), std::vector<float>(2, float(comm.rank() + 1 + 9)));
+        EXPECT_EQ(values<float>(loaded, "g"), std::vector<float>(4, 4.0f));
+        EXPECT_EQ(values<float>(loaded, "all"), (std::vector<float>{10, 10, 11, 11, 12, 12, 13, 13}));
+        EXPECT_EQ(values<int32_t>(loaded, "w"), (std::vector<int32_t>{0, 1, 2}));
+      },
+      quick());
+}
+
+TEST(PlanFileCollective, WithoutALauncherRankIsZeroAndWorldSizeOne) {
+  TempDir dir;
+  Json plan = collective_plan();
+  plan["buffers"]["all"]["count"] = 2;  // one rank gathers one part
+  LoadedPlan loaded = load_plan(parse(dir, plan));
+  EXPECT_EQ(loaded.plan.variable("rank"), 0);
+  EXPECT_EQ(loaded.plan.variable("world_size"), 1);
+  loaded.execute();
+  EXPECT_EQ(values<float>(loaded, "mine"), std::vector<float>(2, 1.0f));
+  EXPECT_EQ(values<float>(loaded, "all"), std::vector<float>(2, 1.0f));
+  EXPECT_EQ(values<float>(loaded, "g"), std::vector<float>(4, 1.0f));
+  // Read-only, whichever way one tries to set them.
+  test::expect_error([&] { loaded.plan.execute_with_vars({{"world_size", 2}}); });
+  EXPECT_EQ(test::kind_of([&] { loaded.plan.execute_with_vars({{"rank", 0}}); }), ErrorKind::Validation);
+  std::string message;
+  EXPECT_EQ(test::kind_of([&] { load_plan(parse(dir, plan), LoadOptions{.vars = {{"rank", 1}}}); }, &message),
+            ErrorKind::Validation);
+  EXPECT_NE(message.find("plan.json: variables: \"rank\" is read-only"), std::string::npos) << message;
+  plan["variables"]["world_size"] = {{"min", 1}, {"max", 4}, {"value", 2}};
+  EXPECT_EQ(test::kind_of([&] { parse(dir, plan); }, &message), ErrorKind::Validation);
+  EXPECT_NE(message.find("variables.world_size: \"world_size\" is set by the launcher"), std::string::npos) << message;
+}
+
+struct BadCollective {
+  const char* name;
+  std::function<void(Json&)> edit;
+  const char* message;
+};
+
+TEST(PlanFileCollective, InvalidCollectivesNameTheField) {
+  const std::vector<BadCollective> cases = {
+      {"kind", [](Json& j) { j["ops"][1]["collective"]["kind"] = "all_to_all"; },
+       "ops[1].collective.kind: unknown collective \"all_to_all\" (expected all_reduce, broadcast, all_gather or "
+       "reduce_scatter)"},
+      {"no kind", [](Json& j) { j["ops"][1]["collective"].erase("kind"); },
+       "ops[1].collective: missing field \"kind\""},
+      {"not an object", [](Json& j) { j["ops"][1]["collective"] = "all_reduce"; },
+       "ops[1].collective: expected an object, got a string"},
+      {"no buffers", [](Json& j) { j["ops"][1]["collective"].erase("buffers"); },
+       "ops[1].collective: missing field \"buffers\""},
+      {"empty buffers", [](Json& j) { j["ops"][1]["collective"]["buffers"] = Json::array(); },
+       "ops[1].collective.buffers: expected at least one buffer"},
+      {"twice", [](Json& j) { j["ops"][1]["collective"]["buffers"] = {"g", "g"}; },
+       "ops[1].collective.buffers[1]: buffer \"g\" is listed twice"},
+      {"unknown buffer", [](Json& j) { j["ops"][1]["collective"]["buffers"] = {"gg"}; },
+       "ops[1].collective.buffers[0]: no buffer named \"gg\""},
+      {"extra field", [](Json& j) { j["ops"][1]["collective"]["root"] = 0; },
+       "ops[1].collective.root: unknown field (expected one of: kind, buffers, op)"},
+      {"no op", [](Json& j) { j["ops"][1]["collective"].erase("op"); }, "ops[1].collective: missing field \"op\""},
+      {"bad op", [](Json& j) { j["ops"][1]["collective"]["op"] = "avg"; },
+       "ops[1].collective.op: unknown reduction \"avg\" (expected sum, prod, min or max)"},
+      {"op on a gather", [](Json& j) { j["ops"][2]["collective"]["op"] = "sum"; },
+       "ops[2].collective.op: unknown field (expected one of: kind, src, dst)"},
+      {"no dst", [](Json& j) { j["ops"][2]["collective"].erase("dst"); }, "ops[2].collective: missing field \"dst\""},
+      {"unknown src", [](Json& j) { j["ops"][2]["collective"]["src"] = "nope"; },
+       "ops[2].collective.src: no buffer named \"nope\""},
+      {"dtypes", [](Json& j) { j["ops"][2]["collective"]["dst"] = "w"; },
+       "ops[2].collective: src \"mine\" is f32 but dst \"w\" is i32; the dtypes must match"},
+      {"same buffer", [](Json& j) { j["ops"][2]["collective"]["dst"] = "mine"; },
+       "ops[2].collective: src and dst must be different buffers"},
+      {"negative root", [](Json& j) { j["ops"][3]["collective"]["root"] = -1; },
+       "ops[3].collective.root: expected a non-negative integer, got -1"},
+      {"no root", [](Json& j) { j["ops"][3]["collective"].erase("root"); }, "ops[3].collective: missing field \"root\""},
+      {"op field next to collective", [](Json& j) { j["ops"][1]["buffers"] = {"g"}; },
+       "ops[1].buffers: unknown field (expected one of: collective, id, after)"},
+      {"two kinds", [](Json& j) { j["ops"][1]["copy"] = {{"dst", "g"}, {"src", "g"}}; },
+       "ops[1]: an op has exactly one of \"run\", \"copy\", \"custom\" or \"collective\""},
+      {"rank declared", [](Json& j) { j["variables"]["rank"] = {{"min", 0}, {"max", 0}, {"value", 0}}; },
+       "variables.rank: \"rank\" is set by the launcher"},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    Json plan = collective_plan();
+    c.edit(plan);
+    std::string message;
+    const ErrorKind kind = test::kind_of([&] { parse(dir, plan); }, &message);
+    EXPECT_EQ(kind, ErrorKind::Validation) << c.name << ": " << message;
+    EXPECT_NE(message.find(std::string("plan.json: ") + c.message), std::string::npos) << c.name << ": " << message;
+  }
+}
+
+// What depends on the number of ranks is checked at load, naming the op.
+TEST(PlanFileCollective, RootsAndSizesAreCheckedAgainstWorldSizeAtLoad) {
+  TempDir dir;
+  Json plan = collective_plan();
+  plan["ops"][3]["collective"]["root"] = 2;
+  std::string message;
+  // Two ranks: all is 8 = 2 x 2 elements too many, so fix it first.
+  plan["buffers"]["all"]["count"] = 4;
+  std::mutex mutex;
+  std::vector<std::string> messages(2);
+  EXPECT_THROW(run_local_ranks(
+                   2,
+                   [&](Communicator& comm) {
+                     try {
+                       load_plan(parse(dir, plan, fmt::format("plan{}.json", comm.rank())),
+                                 LoadOptions{.communicator = borrow(comm)});
+                     } catch (const Error& e) {
+                       EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
+                       std::lock_guard lock(mutex);
+                       messages[size_t(comm.rank())] = e.what();
+                       throw;
+                     }
+                   },
+                   quick()),
+               Error);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(messages[size_t(r)].find(fmt::format("plan{}.json: ops: op 3 (ops[3]) (collective broadcast): root 2 is "
+                                                   "out of range (the communicator has ranks 0 to 1)",
+                                                   r)),
+              std::string::npos)
+        << messages[size_t(r)];
+  }
+  plan["ops"][3]["collective"]["root"] = 0;
+  plan["buffers"]["all"]["count"] = 6;
+  EXPECT_EQ(test::kind_of([&] { load_plan(parse(dir, plan)); }, &message), ErrorKind::Validation);
+  EXPECT_NE(message.find("ops: op 2 (\"gather\") (collective all_gather): buffer 1 (\"all\") holds 6 elements but must "
+                         "hold 1 ranks x 2"),
+            std::string::npos)
+      << message;
+}
+
+// Every rank fails, naming the ranks whose plan or variables differ from
+// rank 0's, before anything runs.
+TEST(PlanFileCollective, RanksWithDifferentPlansOrVariablesFailTogether) {
+  TempDir dir;
+  const Json plan = collective_plan();
+  Json other = plan;
+  other["programs"]["fill"]["source"] = "void fill(float* o, int n, int v, int k) { for (int i = 0; i < n; i++) o[i] = v; }";
+  struct Case {
+    const char* name;
+    std::function<LoadOptions(int rank)> options;
+    std::function<Json(int rank)> plan;
+    const char* differ;
+  };
+  const std::vector<Case> cases = {
+      {"source", [](int) { return LoadOptions{}; }, [&](int r) { return r == 2 ? other : plan; }, "rank 2 differs"},
+      {"variables", [](int r) { return r % 2 ? LoadOptions{.vars = {{"K", 4}}} : LoadOptions{}; },
+       [&](int) { return plan; }, "ranks 1, 3 differ"},
+      {"same values", [](int r) { return r == 1 ? LoadOptions{.vars = {{"K", 3}}} : LoadOptions{}; },
+       [&](int) { return plan; }, nullptr},
+  };
+  for (const auto& c : cases) {
+    std::mutex mutex;
+    std::vector<std::string> messages(4);
+    auto body = [&](Communicator& comm) {
+      LoadOptions options = c.options(comm.rank());
+      options.communicator = borrow(comm);
+      const PlanFile file = parse(dir, c.plan(comm.rank()), fmt::format("plan{}.json", comm.rank()));
+      try {
+        load_plan(file, options).execute();
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
+        std::lock_guard lock(mutex);
+        messages[size_t(comm.rank())] = e.what();
+        throw;
+      }
+    };
+    if (!c.differ) {
+      run_local_ranks(4, body, quick());
+      continue;
+    }
+    EXPECT_THROW(run_local_ranks(4, body, quick()), Error) << c.name;
+    for (int r = 0; r < 4; ++r) {
+      const std::string& m = messages[size_t(r)];
+      EXPECT_NE(m.find(fmt::format("plan{}.json: the ranks load different plans or variable values: {} from rank 0 "
+                                   "(this is rank {} of 4)",
+                                   r, c.differ, r)),
+                std::string::npos)
+          << c.name << ": " << m;
+    }
+  }
+}
+
+// A rank that fails before it loads makes the others' load fail naming it,
+// not wait for the timeout.
+TEST(PlanFileCollective, ARankThatFailsBeforeLoadingFailsTheOthers) {
+  TempDir dir;
+  const PlanFile file = parse(dir, collective_plan());
+  std::mutex mutex;
+  std::string message;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(run_local_ranks(
+                   2,
+                   [&](Communicator& comm) {
+                     if (comm.rank() == 1) throw make_error(ErrorKind::Io, "rank 1 cannot read its plan");
+                     try {
+                       load_plan(file, LoadOptions{.communicator = borrow(comm)});
+                     } catch (const Error& e) {
+                       std::lock_guard lock(mutex);
+                       message = e.what();
+                       throw;
+                     }
+                   },
+                   CommOptions{.timeout = std::chrono::seconds(60)}),
+               Error);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(message.find("plan.json: (comparing the plan across ranks): local rank 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("because rank 1 failed: rank 1 cannot read its plan"), std::string::npos) << message;
+}
+
+TEST(PlanFileCollective, TheDigestCoversTheFileButNotItsName) {
+  TempDir dir;
+  const Json plan = collective_plan();
+  const Hash128 base = plan_digest(parse(dir, plan), {});
+  EXPECT_EQ(plan_digest(parse(dir, plan, "sub/other.json"), {}), base);
+  EXPECT_EQ(plan_digest(parse(dir, plan), {{"K", 3}}), base);
+  EXPECT_NE(plan_digest(parse(dir, plan), {{"K", 4}}), base);
+  const std::vector<std::function<void(Json&)>> edits = {
+      [](Json& j) { j["buffers"]["g"]["init"]["fill"] = 2; },
+      [](Json& j) { j["buffers"]["g"]["count"] = 5; },
+      [](Json& j) { j["programs"]["fill"]["source"] = "void fill(float* o, int n, int v, int k) {}"; },
+      [](Json& j) { j["ops"][1]["collective"]["op"] = "max"; },
+      [](Json& j) { j["ops"][3]["collective"]["root"] = 1; },
+      [](Json& j) { j["ops"][0]["scalars"]["k"] = 1; },
+      [](Json& j) { j["outputs"] = Json::parse(R"({"g": {"expect": {"values": [4, 4, 4, 4]}}})"); },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    Json edited = plan;
+    edits[i](edited);
+    EXPECT_NE(plan_digest(parse(dir, edited), {}), base) << "edit " << i;
+  }
+}
+
+}  // namespace
+}  // namespace svod

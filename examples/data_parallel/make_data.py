@@ -11,7 +11,8 @@ files), which is what the plan computes on any number of ranks: each rank's
 gradients are divided by the global batch size and the all_reduce sums them.
 It writes the weights and loss after the first step (the plan's outputs,
 which `svod run` checks after its first execution) and the weights after
-STEPS steps (tests/planfile/data_parallel_test.cpp runs STEPS executions).
+STEPS steps (tests/planfile/data_parallel_test.cpp and train.cpp run STEPS
+executions).
 
 Run with Debian's interpreter, which has numpy: /usr/bin/python3 make_data.py
 """

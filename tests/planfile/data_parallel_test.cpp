@@ -1,5 +1,5 @@
 // examples/data_parallel, the data-parallel MLP training plan, trained for
-// several steps on 1, 2 and 4 local ranks (threads of this process, each with
+// 10 steps on 1 to 4 local ranks (threads of this process, each with
 // its own loaded plan and a local communicator): every rank must end with
 // bitwise the same weights, those weights must match the one-rank run over
 // the whole batch within float tolerance (the gradient sums are split

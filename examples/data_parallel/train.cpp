@@ -142,10 +142,18 @@ bool train(const Args& args, const PlanFile& file, Communicator& comm) {
 int main(int argc, char** argv) {
   try {
     const Args args = parse_args(argc, argv);
-    const PlanFile file = parse_plan_file(args.plan);
-    if (args.ranks > 0 && launched_by_mpi())
+    if (args.ranks == 0) {
+      Communicator& world = world_communicator();
+      try {
+        return train(args, parse_plan_file(args.plan), world) ? 0 : 1;
+      } catch (const Error& e) {
+        world.abort(e.what());  // the other processes fail naming this rank instead of waiting
+        throw;
+      }
+    }
+    if (launched_by_mpi())
       throw make_error(ErrorKind::Validation, "--ranks runs local ranks; under mpirun each process is one rank");
-    if (args.ranks == 0) return train(args, file, world_communicator()) ? 0 : 1;
+    const PlanFile file = parse_plan_file(args.plan);
     std::atomic<bool> ok = true;
     run_local_ranks(args.ranks, [&](Communicator& comm) {
       if (!train(args, file, comm)) ok = false;

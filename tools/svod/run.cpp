@@ -95,7 +95,8 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     return failed(e);
   }
   ExecutionPlan& plan = loaded->plan;
-  if (comm && comm->size() > 1) output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
+  if (comm && comm->size() > 1)
+    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
 
   std::vector<OpDescription> ops = describe_ops(plan);
   for (size_t op = 0; op < ops.size(); ++op) ops[op].label = loaded->op_labels[op];
@@ -139,8 +140,8 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
       sum += load_as_double(dtype, data.data() + k * size);
     }
     output.print("{}: {} {} [{}{}]  sum {:.9g}  xxh3 {}\n", out.name, to_string(dtype), shape_text(out.shape),
-               fmt::join(shown, ", "), count > kShownValues ? ", …" : "", sum,
-               hash_bytes(data).to_hex().substr(0, 16));
+                 fmt::join(shown, ", "), count > kShownValues ? ", …" : "", sum,
+                 hash_bytes(data).to_hex().substr(0, 16));
 
     if (rank0 && (!options.out_dir.empty() || spec.npy)) {
       std::filesystem::path path;
@@ -164,20 +165,21 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     std::vector<std::string> where;
     for (const auto& m : check.first) where.push_back(fmt::format("[{}] got {:.9g} expected {:.9g}", m.index, m.got, m.expected));
     output.print("  expect: FAILED: {} of {} values differ (max abs error {:.3g}); first: {}\n", check.mismatches,
-               check.compared, check.max_abs_error, fmt::join(where, ", "));
+                 check.compared, check.max_abs_error, fmt::join(where, ", "));
   }
 
   // Times.
   const PlanProfile& profile = profiler.profile();
   const RunTimes times = run_times(profile);
   output.print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
-             options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
-             profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
-             times.min_us);
+               options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
+               profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
+               times.min_us);
   if (plan.op_count() > 0) {
     output.print("per op (each op's own start to end, from the plan's observer hook):\n{}",
-               render_table(aggregate_ops(profile), "op"));
-    if (profile_requested()) output.print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
+                 render_table(aggregate_ops(profile), "op"));
+    if (profile_requested())
+      output.print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
   }
 
   if (rank0 && !options.profile.empty()) {

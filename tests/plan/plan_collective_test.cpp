@@ -239,6 +239,33 @@ TEST(PlanCollectiveOverlap, IndependentLocalWorkOverlapsACollective) {
       quick());
 }
 
+// A rank that never issues its collective: the others fail with
+// Error(Timeout) naming it after the communicator's timeout, not never.
+TEST(PlanCollectiveTimeout, ARankThatNeverArrivesTimesTheOthersOut) {
+  std::string message;
+  ErrorKind kind = ErrorKind::Validation;
+  run_local_ranks(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) return;  // gone without a word
+        ExecutionPlanBuilder b;
+        b.set_communicator(borrow(comm));
+        const size_t g = b.add_buffer(host_buffer(DType::F32, 4));
+        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}}, {.id = "reduce"});
+        ExecutionPlan plan = b.build();
+        try {
+          plan.execute();
+        } catch (const Error& e) {
+          kind = e.kind();
+          message = e.what();
+        }
+      },
+      CommOptions{.timeout = std::chrono::milliseconds(300)});
+  EXPECT_EQ(kind, ErrorKind::Timeout) << message;
+  EXPECT_NE(message.find("op 0 (\"reduce\") (collective all_reduce) failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("waiting for rank(s) 1"), std::string::npos) << message;
+}
+
 TEST(PlanCollectiveBuild, HazardsOrderCollectivesAgainstOtherOps) {
   register_functions();
   test::register_access_functions();

@@ -169,6 +169,36 @@ TEST(PlanFileCollective, InvalidCollectivesNameTheField) {
   }
 }
 
+// rank and world_size in launch sizes: rank r runs r + 1 slices, each
+// writing its core_id + world_size into its element.
+TEST(PlanFileCollective, RankAndWorldSizeWorkInLaunchSizes) {
+  TempDir dir;
+  const Json plan = Json::parse(R"J({
+    "svod_plan": 1,
+    "buffers": { "o": { "dtype": "f32", "count": 4, "init": { "fill": -1 } } },
+    "programs": {
+      "put": { "language": "c", "entry": "put",
+               "source": "void put(float* o, int w, int core_id) { o[core_id] = core_id + w; }",
+               "buffers": [ { "name": "o", "access": "write" } ],
+               "scalars": [ { "name": "w", "type": "i32" }, { "name": "core_id", "type": "i32" } ],
+               "global_size": ["rank + 1"] }
+    },
+    "ops": [ { "run": "put", "buffers": ["o"], "scalars": { "w": "world_size" } } ]
+  })J");
+  const PlanFile file = parse(dir, plan);
+  run_local_ranks(
+      3,
+      [&](Communicator& comm) {
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrow(comm)});
+        EXPECT_EQ(loaded.plan.communicator(), nullptr);  // no collectives: the plan never calls it
+        loaded.execute();
+        std::vector<float> want(4, -1.0f);
+        for (int k = 0; k <= comm.rank(); ++k) want[size_t(k)] = float(k + 3);
+        EXPECT_EQ(values<float>(loaded, "o"), want);
+      },
+      quick());
+}
+
 // What depends on the number of ranks is checked at load, naming the op.
 TEST(PlanFileCollective, RootsAndSizesAreCheckedAgainstWorldSizeAtLoad) {
   TempDir dir;

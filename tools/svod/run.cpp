@@ -64,12 +64,15 @@ struct RankOutput {
   }
 };
 
-// One rank's run: `comm` is null for a plain run. Any failure aborts the
-// communicator so that the other ranks stop waiting for this one.
+// One rank's run: `comm` is null for a plain run. A failure while the ranks
+// still depend on each other (loading, running) aborts the communicator so
+// that the others stop waiting for this one; later ones (writing outputs)
+// concern this rank alone.
 int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& comm, RankOutput& output) {
   const bool rank0 = !comm || comm->rank() == 0;
+  bool ran = false;
   auto failed = [&](const Error& e) {
-    if (comm) comm->abort(e.what());
+    if (comm && !ran) comm->abort(e.what());
     output.err += failure_text("run", e);
     return 2;
   };
@@ -118,6 +121,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   } catch (const Error& e) {
     return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
+  ran = true;
 
   // Outputs: values, checksums, files and expectations.
   size_t mismatched = 0;

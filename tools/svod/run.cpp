@@ -9,6 +9,12 @@
 // their times do not add up to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
 // total time, with shares). Outputs are captured after the first execution,
 // so plans that update state in place report what one run does.
+//
+// Ranks: under an MPI launcher the process runs the plan as its rank of the
+// job; with --ranks N, N threads each load and run it as one rank of a local
+// group. Every rank's lines are collected and printed when it is done (rank
+// 0's, or all of them prefixed with --all-ranks; errors always), and only
+// rank 0 writes files.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

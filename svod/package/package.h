@@ -53,6 +53,8 @@ void write_package(const std::filesystem::path& out, std::span<const std::byte> 
 struct PackageLoadOptions {
   // Overrides of variable values, on top of the values the package was made with.
   std::map<std::string, int64_t> vars;
+  // The ranks the plan runs on (LoadOptions::communicator); null: one rank.
+  std::shared_ptr<Communicator> communicator = {};
 };
 
 struct LoadedPackage {

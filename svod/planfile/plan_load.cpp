@@ -367,11 +367,12 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
       case PlanFileOp::Kind::Copy: prepared = PreparedCopy{op_slots[0], op_slots[1]}; break;
       case PlanFileOp::Kind::Collective: {
         PreparedCollective c{.kind = op.collective, .op = op.reduce, .root = op.root};
-        if (op.collective == PreparedCollective::Kind::AllReduce || op.collective == PreparedCollective::Kind::Broadcast) {
-          c.buffers = std::move(op_slots);
-        } else {
+        using CollectiveKind = PreparedCollective::Kind;
+        if (op.collective == CollectiveKind::AllGather || op.collective == CollectiveKind::ReduceScatter) {
           c.src = op_slots[0];
           c.dst = op_slots[1];
+        } else {
+          c.buffers = std::move(op_slots);
         }
         // build() checks the root and the sizes against world_size; its
         // errors then name the op by its place in the file.

@@ -339,14 +339,18 @@ std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile) {
 
 std::string render_table(const std::vector<KernelProfile>& rows, std::string_view title) {
   size_t width = title.size();
-  for (const auto& row : rows) width = std::max(width, row.name.size());
-  auto rate = [](const std::optional<double>& r) { return r ? fmt::format("{:.3g}", *r) : std::string("-"); };
-  std::string out = fmt::format("  {:<{}}  {:>7}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>9}  {:>9}\n",
-                                title, width, "kind", "device", "calls", "total ms", "min us", "median us", "max us",
-                                "share", "GFLOP/s", "GB/s");
+  size_t kind_width = 7;
   for (const auto& row : rows) {
-    out += fmt::format("  {:<{}}  {:>7}  {:>6}  {:>6}  {:>10.3f}  {:>10.1f}  {:>10.1f}  {:>10.1f}  {:>5.1f}%  {:>9}  {:>9}\n",
-                       row.name, width, row.kind, row.device, row.calls, row.total_us / 1e3, row.min_us, row.median_us,
+    width = std::max(width, row.name.size());
+    kind_width = std::max(kind_width, row.kind.size());
+  }
+  auto rate = [](const std::optional<double>& r) { return r ? fmt::format("{:.3g}", *r) : std::string("-"); };
+  std::string out = fmt::format("  {:<{}}  {:>{}}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>9}  {:>9}\n",
+                                title, width, "kind", kind_width, "device", "calls", "total ms", "min us", "median us",
+                                "max us", "share", "GFLOP/s", "GB/s");
+  for (const auto& row : rows) {
+    out += fmt::format("  {:<{}}  {:>{}}  {:>6}  {:>6}  {:>10.3f}  {:>10.1f}  {:>10.1f}  {:>10.1f}  {:>5.1f}%  {:>9}  {:>9}\n",
+                       row.name, width, row.kind, kind_width, row.device, row.calls, row.total_us / 1e3, row.min_us, row.median_us,
                        row.max_us, row.share * 100, rate(row.gflops), rate(row.gbps));
   }
   return out;

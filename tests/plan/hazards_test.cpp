@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "svod/base/thread_pool.h"
@@ -193,6 +194,54 @@ TEST(DagRunner, IndependentNodesOverlap) {
   };
   EXPECT_FALSE(runner.run(false, fn).has_value());
   EXPECT_EQ(saw_other.load(), 2);
+}
+
+
+// Node 0 is deferred: its work runs on another thread and completes the
+// node only after the independent node 2 ran, so the run shows that the pool
+// kept working meanwhile, that node 1 waited for the completion, and that
+// a failed completion stops node 1.
+TEST(DagRunner, DeferredNodesFinishWhenCompleted) {
+  DagRunner runner(Dag({{}, {0}, {}, {1, 2}}, node_name));
+  runner.set_deferred({true, false, false, false});
+  for (bool fail : {false, true, false}) {
+    std::atomic<bool> completed{false};
+    std::atomic<bool> ran2{false};
+    std::atomic<int> order_violations{0};
+    std::atomic<int> ran{0};
+    std::mutex mutex;  // the worker is started on a pool thread and joined here
+    std::thread worker;
+    auto fn = [&](size_t i) {
+      ++ran;
+      if (i == 0) {
+        std::lock_guard lock(mutex);
+        worker = std::thread([&] {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (!ran2.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+          completed = true;
+          runner.complete(0, fail ? std::make_exception_ptr(std::runtime_error("deferred")) : nullptr);
+        });
+        return;
+      }
+      if (i == 1 && !completed.load()) ++order_violations;
+      if (i == 2) ran2 = true;
+    };
+    auto failure = runner.run(false, fn);
+    {
+      std::lock_guard lock(mutex);
+      worker.join();
+    }
+    EXPECT_TRUE(ran2.load());
+    EXPECT_EQ(order_violations.load(), 0);
+    if (fail) {
+      ASSERT_TRUE(failure.has_value());
+      EXPECT_EQ(failure->node, 0u);
+      EXPECT_EQ(ran.load(), 2);  // nodes 0 and 2
+    } else {
+      EXPECT_FALSE(failure.has_value());
+      EXPECT_EQ(ran.load(), 4);
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
+#include "svod/device/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
@@ -168,6 +169,36 @@ TEST(PlanFileCollective, InvalidCollectivesNameTheField) {
   }
 }
 
+// rank and world_size in launch sizes: rank r runs r + 1 slices, each
+// writing its core_id + world_size into its element.
+TEST(PlanFileCollective, RankAndWorldSizeWorkInLaunchSizes) {
+  TempDir dir;
+  const Json plan = Json::parse(R"J({
+    "svod_plan": 1,
+    "buffers": { "o": { "dtype": "f32", "count": 4, "init": { "fill": -1 } } },
+    "programs": {
+      "put": { "language": "c", "entry": "put",
+               "source": "void put(float* o, int w, int core_id) { o[core_id] = core_id + w; }",
+               "buffers": [ { "name": "o", "access": "write" } ],
+               "scalars": [ { "name": "w", "type": "i32" }, { "name": "core_id", "type": "i32" } ],
+               "global_size": ["rank + 1"] }
+    },
+    "ops": [ { "run": "put", "buffers": ["o"], "scalars": { "w": "world_size" } } ]
+  })J");
+  const PlanFile file = parse(dir, plan);
+  run_local_ranks(
+      3,
+      [&](Communicator& comm) {
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrow(comm)});
+        EXPECT_EQ(loaded.plan.communicator(), nullptr);  // no collectives: the plan never calls it
+        loaded.execute();
+        std::vector<float> want(4, -1.0f);
+        for (int k = 0; k <= comm.rank(); ++k) want[size_t(k)] = float(k + 3);
+        EXPECT_EQ(values<float>(loaded, "o"), want);
+      },
+      quick());
+}
+
 // What depends on the number of ranks is checked at load, naming the op.
 TEST(PlanFileCollective, RootsAndSizesAreCheckedAgainstWorldSizeAtLoad) {
   TempDir dir;
@@ -309,6 +340,57 @@ TEST(PlanFileCollective, TheDigestCoversTheFileButNotItsName) {
     edits[i](edited);
     EXPECT_NE(plan_digest(parse(dir, edited), {}), base) << "edit " << i;
   }
+}
+
+
+// Buffers on an OpenCL device: the collective waits (on the communication
+// thread) for the device kernel that writes its buffer, stages it through
+// host memory, and the device kernel after it sees the reduced values.
+TEST(PlanFileCollective, DeviceBuffersAreReducedBetweenDeviceKernels) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    ASSERT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  TempDir dir;
+  const Json plan = Json::parse(R"J({
+    "svod_plan": 1,
+    "buffers": {
+      "d_g": { "dtype": "f32", "count": 64, "device": "CL:0" },
+      "d_h": { "dtype": "f32", "count": 64, "device": "CL:0" },
+      "h":   { "dtype": "f32", "count": 64 }
+    },
+    "programs": {
+      "set": { "language": "opencl", "device": "CL:0", "entry": "set",
+               "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
+               "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
+               "global_size": [4], "local_size": [16] },
+      "inc": { "language": "opencl", "device": "CL:0", "entry": "inc",
+               "source": "__kernel void inc(__global float* h, __global const float* g) { h[get_global_id(0)] = g[get_global_id(0)] + 1; }",
+               "buffers": [ { "name": "h", "access": "write" }, { "name": "g" } ],
+               "global_size": [4], "local_size": [16] }
+    },
+    "ops": [
+      { "run": "set", "buffers": ["d_g"], "scalars": { "v": "rank + 1" } },
+      { "collective": { "kind": "all_reduce", "buffers": ["d_g"], "op": "sum" } },
+      { "run": "inc", "buffers": ["d_h", "d_g"], "scalars": {} },
+      { "copy": { "dst": "h", "src": "d_h" } }
+    ],
+    "outputs": { "h": { "expect": { "values": [11], "prefix": true } } }
+  })J");
+  const PlanFile file = parse(dir, plan);
+  run_local_ranks(
+      4,
+      [&](Communicator& comm) {
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrow(comm)});
+        EXPECT_TRUE(loaded.uses_devices);
+        for (int run = 0; run < 3; ++run) {
+          loaded.execute();
+          EXPECT_EQ(values<float>(loaded, "h"), std::vector<float>(64, 11.0f));
+        }
+      },
+      quick());
 }
 
 }  // namespace

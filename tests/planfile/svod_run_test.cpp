@@ -1,6 +1,7 @@
 // `svod run` as a user runs it: the real binary on real plan files, checking
 // exit statuses (0 ok, 1 expectation failed, 2 cannot run), the one-line
 // error on stderr, written outputs and traces, and the shipped examples.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -177,6 +178,135 @@ TEST(SvodRun, TheMlpExampleMatchesNumpy) {
   EXPECT_NE(r.out.find("probs: f32 [64, 10]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("expect: ok (640 values"), std::string::npos) << r.out;
   EXPECT_EQ(read_npy(dir / "probs.npy").shape, (std::vector<size_t>{64, 10}));
+}
+
+
+// --- ranks: the collective plans of tests/planfile/data --------------------
+
+constexpr const char* kCollectivePlan = SVOD_SOURCE_DIR "/tests/planfile/data/collective.json";
+constexpr const char* kGatherPlan = SVOD_SOURCE_DIR "/tests/planfile/data/collective4.json";
+constexpr const char* kFailedRankPlan = SVOD_SOURCE_DIR "/tests/planfile/data/collective_failed_rank.json";
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST(SvodRunRanks, LocalRanksRunACollectivePlanAndOnlyRankZeroPrintsAndWrites) {
+  for (int ranks : {1, 2, 4}) {
+    TempDir dir;
+    const auto out = dir / "results";
+    RunResult r = svod_run(dir, {kCollectivePlan, "--ranks", std::to_string(ranks), "--repeat", "3", "--out", out.string()});
+    EXPECT_EQ(r.status, 0) << ranks << r.out << r.err;
+    EXPECT_EQ(count_of(r.out, "expect: ok"), 3u) << r.out;
+    EXPECT_EQ(count_of(r.out, "  wrote "), 3u) << r.out;
+    EXPECT_NE(r.out.find("part: f32 [1] [120]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("execute (parallel, 3 runs)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("ops[1] (sum) collective all_reduce"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("[rank"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("ranks: "), ranks == 1 ? std::string::npos : 0) << r.out;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(read_npy(out / "w.npy").count(), 4u);
+    // Nothing but the outputs (no temporary files of other ranks' writes).
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(out), std::filesystem::directory_iterator()), 3);
+  }
+  TempDir dir;
+  RunResult r = svod_run(dir, {kGatherPlan, "--ranks", "4", "--sequential"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("parts: f32 [8] [0, 4, 8, 12, 16, 20, 24, 28]"), std::string::npos) << r.out;
+}
+
+TEST(SvodRunRanks, AllRanksPrintsEveryRankPrefixed) {
+  TempDir dir;
+  RunResult r = svod_run(dir, {kCollectivePlan, "--ranks", "2", "--all-ranks"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[rank 0] ranks: 2 (local), this is rank 0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] ranks: 2 (local), this is rank 1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] part: f32 [1] [120]"), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.out, "expect: ok"), 6u) << r.out;
+  // Every line is prefixed, and rank 0's lines come first.
+  EXPECT_LT(r.out.rfind("[rank 0]"), r.out.find("[rank 1]")) << r.out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.rfind("[rank ", 0), 0u) << line;
+}
+
+TEST(SvodRunRanks, VarsWorkWithRanksAndRankIsReadOnly) {
+  TempDir dir;
+  // N = 8: the shards sum to 28, not the 120 the plan expects: every rank
+  // reports the mismatch, and the status is 1.
+  RunResult r = svod_run(dir, {kCollectivePlan, "--ranks", "4", "--var", "N=8"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("got 28 expected 120"), std::string::npos) << r.out;
+  for (int k = 0; k < 4; ++k)
+    EXPECT_NE(r.err.find(fmt::format("[rank {}] svod run: 1 output did not match the expectation", k)),
+              std::string::npos)
+        << r.err;
+  r = svod_run(dir, {kCollectivePlan, "--ranks", "2", "--var", "rank=1"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("[rank 1] svod run: error (validation): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("variables: \"rank\" is read-only"), std::string::npos) << r.err;
+}
+
+TEST(SvodRunRanks, BadInputFailsEveryRankWithStatus2) {
+  TempDir dir;
+  const std::string plan = read_text(kCollectivePlan);
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = plan;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  struct Case {
+    std::string text;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {edited("\"kind\": \"broadcast\"", "\"kind\": \"scatter\""), "ops[3].collective.kind: unknown collective \"scatter\""},
+      {edited("\"root\": 0", "\"root\": 2"), "op 3 (ops[3]) (collective broadcast): root 2 is out of range"},
+      {edited("\"op\": \"sum\"", "\"op\": \"mean\""), "ops[1].collective.op: unknown reduction \"mean\""},
+  };
+  for (const auto& c : cases) {
+    const auto path = dir.write("bad.json", c.text);
+    RunResult r = svod_run(dir, {path.string(), "--ranks", "2", "--out", (dir / "results").string()});
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_NE(r.err.find(fmt::format("[rank {}] svod run: error (validation): {}: ", k, path.string())),
+                std::string::npos)
+          << r.err;
+    }
+    EXPECT_EQ(count_of(r.err, c.message), 2u) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "results"));
+  }
+  // all_gather sizes fit 4 ranks, not 2.
+  RunResult r = svod_run(dir, {kGatherPlan, "--ranks", "2"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_EQ(count_of(r.err, "(collective all_gather): buffer 1 (\"all\") holds 8 elements but must hold 2 ranks x 2"), 2u)
+      << r.err;
+}
+
+TEST(SvodRunRanks, AFailedRankFailsEveryOtherRankNamingIt) {
+  TempDir dir;
+  RunResult r = svod_run(dir, {kFailedRankPlan, "--ranks", "4", "--out", (dir / "results").string()});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("[rank 1] svod run: error (validation): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("scalar r = 1 is outside its bounds"), std::string::npos) << r.err;
+  for (int k : {0, 2, 3}) {
+    EXPECT_NE(r.err.find(fmt::format("[rank {}] svod run: error (execution): ", k)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(fmt::format("local rank {}: all_reduce(f32 x 4, sum) failed because rank 1 failed", k)),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "results"));
+}
+
+TEST(SvodRunRanks, HelpDocumentsTheFlags) {
+  TempDir dir;
+  RunResult r = svod_run(dir, {"--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--all-ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mpirun"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ int cache_clear();  // `svod cache clear`: removes every entry
 // `svod run PLAN.json …` (format: docs/PLAN_FORMAT.md), or a package made by
 // `svod pack` (format: docs/PACKAGE_FORMAT.md; same flags): exit 0 when the plan ran
 // and every expectation held, 1 when an expectation failed, 2 when the plan
-// could not be loaded or run.
+// could not be loaded or run. With several ranks every rank loads, runs and
+// checks the plan; only rank 0 writes files; the status is the worst rank's.
 struct RunOptions {
   std::string plan;
   std::vector<std::string> vars;  // NAME=VALUE
@@ -23,6 +24,10 @@ struct RunOptions {
   std::string profile;  // Chrome trace output
   std::string backend;  // clang, llvm or dlopen; empty: SVOD_CPU_BACKEND or the default
   bool sequential = false;
+  // Local ranks to run the plan on as threads of this process (0: one plain
+  // run). Under an MPI launcher the process is one rank of the job instead.
+  int ranks = 0;
+  bool all_ranks = false;  // print every rank's output, prefixed "[rank k] ", not only rank 0's
 };
 int run(const RunOptions& options);
 

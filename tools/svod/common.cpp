@@ -3,26 +3,32 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 #include "svod/device/cpu/cpu_backend.h"
 
 namespace svod::cli {
 
-int fail(std::string_view command, const Error& e) {
+std::string failure_text(std::string_view command, const Error& e) {
   const std::string message = e.what();
   const size_t newline = message.find('\n');
-  fmt::print(stderr, "svod {}: error ({}): {}\n", command, to_string(e.kind()), message.substr(0, newline));
+  std::string text = fmt::format("svod {}: error ({}): {}\n", command, to_string(e.kind()), message.substr(0, newline));
   if (newline != std::string::npos) {
     std::string rest = message.substr(newline + 1);
     size_t pos = 0;
     while (pos < rest.size()) {
       size_t end = rest.find('\n', pos);
       if (end == std::string::npos) end = rest.size();
-      fmt::print(stderr, "  | {}\n", rest.substr(pos, end - pos));
+      text += fmt::format("  | {}\n", rest.substr(pos, end - pos));
       pos = end + 1;
     }
   }
+  return text;
+}
+
+int fail(std::string_view command, const Error& e) {
+  std::fputs(failure_text(command, e).c_str(), stderr);
   return 2;
 }
 

@@ -10,9 +10,11 @@
 
 namespace svod::cli {
 
-// Prints "svod COMMAND: error (KIND): first line" on stderr, then any further
-// lines of the message (compiler diagnostics) indented; returns exit status 2.
+// Prints failure_text() on stderr; returns exit status 2.
 int fail(std::string_view command, const Error& e);
+// "svod COMMAND: error (KIND): first line", then any further lines of the
+// message (compiler diagnostics) indented, each ending in a newline.
+std::string failure_text(std::string_view command, const Error& e);
 
 // --var NAME=VALUE arguments as a map; Error(Validation) for a malformed one.
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars);

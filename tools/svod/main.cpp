@@ -37,6 +37,12 @@ int main(int argc, char** argv) {
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
+  run->add_option("--ranks", run_options.ranks,
+                  "run the plan on N local ranks (threads of this process) with a \"local\" communicator; under "
+                  "mpirun each process is one rank instead and --ranks is refused. Every rank checks the outputs; "
+                  "only rank 0 prints them and writes --out, npy outputs and --profile")
+      ->check(CLI::PositiveNumber);
+  run->add_flag("--all-ranks", run_options.all_ranks, "print every rank's output, each line prefixed \"[rank K] \"");
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");

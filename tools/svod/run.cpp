@@ -9,16 +9,27 @@
 // their times do not add up to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
 // total time, with shares). Outputs are captured after the first execution,
 // so plans that update state in place report what one run does.
+//
+// Ranks: under an MPI launcher the process runs the plan as its rank of the
+// job; with --ranks N, N threads each load and run it as one rank of a local
+// group. Every rank's lines are collected and printed when it is done (rank
+// 0's, or all of them prefixed with --all-ranks; errors always), and only
+// rank 0 writes files.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <memory>
+#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
+#include "svod/comm/communicator.h"
 #include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
@@ -47,9 +58,30 @@ std::string value_text(DType dtype, const std::byte* p) {
 
 std::string shape_text(const std::vector<size_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-}  // namespace
+// What one rank prints, kept until the rank is done so that the caller can
+// choose which ranks' lines appear (and prefix them) without interleaving.
+struct RankOutput {
+  std::string out;
+  std::string err;
 
-int run(const RunOptions& options) {
+  template <typename... Args>
+  void print(fmt::format_string<Args...> format, Args&&... args) {
+    fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+  }
+};
+
+// One rank's run: `comm` is null for a plain run. A failure while the ranks
+// still depend on each other (loading, running) aborts the communicator so
+// that the others stop waiting for this one; later ones (writing outputs)
+// concern this rank alone.
+int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& comm, RankOutput& output) {
+  const bool rank0 = !comm || comm->rank() == 0;
+  bool ran = false;
+  auto failed = [&](const Error& e) {
+    if (comm && !ran) comm->abort(e.what());
+    output.err += failure_text("run", e);
+    return 2;
+  };
   std::optional<LoadedPlan> loaded;
   PlanFile file;
   try {
@@ -61,17 +93,19 @@ int run(const RunOptions& options) {
     if (package && options.backend.empty() && !std::getenv("SVOD_CPU_BACKEND")) select_cpu_backend("clang");
     select_cpu_backend(options.backend);
     if (package) {
-      LoadedPackage package = load_package(options.plan, PackageLoadOptions{parse_vars(options.vars)});
+      LoadedPackage package = load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm});
       file = std::move(package.file);
       loaded.emplace(std::move(package.loaded));
     } else {
       file = parse_plan_file(options.plan);
-      loaded.emplace(load_plan(file, LoadOptions{parse_vars(options.vars)}));
+      loaded.emplace(load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm}));
     }
   } catch (const Error& e) {
-    return fail("run", e);
+    return failed(e);
   }
   ExecutionPlan& plan = loaded->plan;
+  if (comm && comm->size() > 1)
+    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
 
   std::vector<OpDescription> ops = describe_ops(plan);
   for (size_t op = 0; op < ops.size(); ++op) ops[op].label = loaded->op_labels[op];
@@ -91,15 +125,16 @@ int run(const RunOptions& options) {
       }
     }
   } catch (const Error& e) {
-    return fail("run", make_error(e.kind(), "{}: {}", file.source_name, e.what()));
+    return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
+  ran = true;
 
   // Outputs: values, checksums, files and expectations.
-  size_t failed = 0;
+  size_t mismatched = 0;
   try {
-    if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
+    if (rank0 && !options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
   } catch (const std::filesystem::filesystem_error& e) {
-    return fail("run", make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, e.what()));
+    return failed(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, e.what()));
   }
   for (size_t i = 0; i < loaded->outputs.size(); ++i) {
     const LoadedOutput& out = loaded->outputs[i];
@@ -114,11 +149,11 @@ int run(const RunOptions& options) {
       if (k < kShownValues) shown.push_back(value_text(dtype, data.data() + k * size));
       sum += load_as_double(dtype, data.data() + k * size);
     }
-    fmt::print("{}: {} {} [{}{}]  sum {:.9g}  xxh3 {}\n", out.name, to_string(dtype), shape_text(out.shape),
-               fmt::join(shown, ", "), count > kShownValues ? ", …" : "", sum,
-               hash_bytes(data).to_hex().substr(0, 16));
+    output.print("{}: {} {} [{}{}]  sum {:.9g}  xxh3 {}\n", out.name, to_string(dtype), shape_text(out.shape),
+                 fmt::join(shown, ", "), count > kShownValues ? ", …" : "", sum,
+                 hash_bytes(data).to_hex().substr(0, 16));
 
-    if (!options.out_dir.empty() || spec.npy) {
+    if (rank0 && (!options.out_dir.empty() || spec.npy)) {
       std::filesystem::path path;
       if (options.out_dir.empty()) path = file.folder / *spec.npy;
       else path = std::filesystem::path(options.out_dir) / (spec.npy ? std::filesystem::path(*spec.npy).filename()
@@ -126,50 +161,124 @@ int run(const RunOptions& options) {
       try {
         write_output_npy(path, out, dtype, data);
       } catch (const Error& e) {
-        return fail("run", make_error(e.kind(), "{}: outputs.{}.npy: {}", file.source_name, out.name, e.what()));
+        return failed(make_error(e.kind(), "{}: outputs.{}.npy: {}", file.source_name, out.name, e.what()));
       }
-      fmt::print("  wrote {}\n", path.string());
+      output.print("  wrote {}\n", path.string());
     }
     if (!out.expect) continue;
     const OutputCheck check = check_output(out, dtype, data);
     if (check.passed()) {
-      fmt::print("  expect: ok ({} values, max abs error {:.3g})\n", check.compared, check.max_abs_error);
+      output.print("  expect: ok ({} values, max abs error {:.3g})\n", check.compared, check.max_abs_error);
       continue;
     }
-    ++failed;
+    ++mismatched;
     std::vector<std::string> where;
     for (const auto& m : check.first) where.push_back(fmt::format("[{}] got {:.9g} expected {:.9g}", m.index, m.got, m.expected));
-    fmt::print("  expect: FAILED: {} of {} values differ (max abs error {:.3g}); first: {}\n", check.mismatches,
-               check.compared, check.max_abs_error, fmt::join(where, ", "));
+    output.print("  expect: FAILED: {} of {} values differ (max abs error {:.3g}); first: {}\n", check.mismatches,
+                 check.compared, check.max_abs_error, fmt::join(where, ", "));
   }
 
   // Times.
   const PlanProfile& profile = profiler.profile();
   const RunTimes times = run_times(profile);
-  fmt::print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
-             options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
-             profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
-             times.min_us);
+  output.print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
+               options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
+               profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
+               times.min_us);
   if (plan.op_count() > 0) {
-    fmt::print("per op (each op's own start to end, from the plan's observer hook):\n{}",
-               render_table(aggregate_ops(profile), "op"));
-    if (profile_requested()) fmt::print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
+    output.print("per op (each op's own start to end, from the plan's observer hook):\n{}",
+                 render_table(aggregate_ops(profile), "op"));
+    if (profile_requested())
+      output.print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
   }
 
-  if (!options.profile.empty()) {
+  if (rank0 && !options.profile.empty()) {
     try {
       write_chrome_trace(profile, options.profile);
     } catch (const Error& e) {
-      return fail("run", make_error(e.kind(), "--profile {}: {}", options.profile, e.what()));
+      return failed(make_error(e.kind(), "--profile {}: {}", options.profile, e.what()));
     }
-    fmt::print("wrote trace {}\n", options.profile);
+    output.print("wrote trace {}\n", options.profile);
   }
 
-  if (failed > 0) {
-    fmt::print(stderr, "svod run: {} output{} did not match the expectation\n", failed, failed == 1 ? "" : "s");
+  if (mismatched > 0) {
+    fmt::format_to(std::back_inserter(output.err), "svod run: {} output{} did not match the expectation\n", mismatched,
+                   mismatched == 1 ? "" : "s");
     return 1;
   }
   return 0;
+}
+
+// Prints a rank's lines: its output when `shown` (prefixed with "[rank k] "
+// when `prefix_out`), its errors always (prefixed when `prefix_err`).
+void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err) {
+  auto lines = [&](FILE* stream, const std::string& text, bool prefix) {
+    if (!prefix) {
+      std::fputs(text.c_str(), stream);
+      return;
+    }
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      end = end == std::string::npos ? text.size() : end + 1;
+      fmt::print(stream, "[rank {}] {}", rank, std::string_view(text).substr(pos, end - pos));
+      pos = end;
+    }
+  };
+  if (shown) lines(stdout, output.out, prefix_out);
+  std::fflush(stdout);
+  lines(stderr, output.err, prefix_err);
+}
+
+}  // namespace
+
+int run(const RunOptions& options) {
+  const bool launched = launched_by_mpi();
+  if (options.ranks > 0 && launched)
+    return fail("run", make_error(ErrorKind::Validation,
+                                  "--ranks {}: this process was started by an MPI launcher, which decides the ranks; "
+                                  "drop --ranks (or run without mpirun)",
+                                  options.ranks));
+  if (launched) {
+    std::shared_ptr<Communicator> comm;
+    try {
+      comm = std::shared_ptr<Communicator>(std::shared_ptr<Communicator>{}, &world_communicator("mpi"));
+    } catch (const Error& e) {
+      return fail("run", e);
+    }
+    RankOutput output;
+    const int status = run_rank(options, comm, output);
+    const bool many = comm->size() > 1;
+    emit(output, comm->rank(), options.all_ranks || comm->rank() == 0, options.all_ranks && many, many);
+    return status;
+  }
+  if (options.ranks == 0) {
+    RankOutput output;
+    const int status = run_rank(options, nullptr, output);
+    emit(output, 0, true, false, false);
+    return status;
+  }
+  std::vector<std::unique_ptr<Communicator>> comms;
+  try {
+    comms = create_local_communicators(options.ranks);
+  } catch (const Error& e) {
+    return fail("run", e);
+  }
+  const size_t ranks = comms.size();
+  std::vector<RankOutput> outputs(ranks);
+  std::vector<int> statuses(ranks, 0);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      const std::shared_ptr<Communicator> comm(std::shared_ptr<Communicator>{}, comms[r].get());
+      statuses[r] = run_rank(options, comm, outputs[r]);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t r = 0; r < ranks; ++r)
+    emit(outputs[r], int(r), options.all_ranks || r == 0, options.all_ranks && ranks > 1, ranks > 1);
+  // The worst status wins: 2 (a rank could not run) over 1 (an expectation failed).
+  return *std::max_element(statuses.begin(), statuses.end());
 }
 
 }  // namespace svod::cli

@@ -361,12 +361,19 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
       case PlanFileOp::Kind::Run: {
         size_t index = 0;
         while (file.programs[index].name != op.target) ++index;
-        prepared = PreparedKernel{programs[index], std::move(op_slots), op.scalars, {}};
+        PreparedKernel kernel;
+        kernel.program = programs[index];
+        kernel.buffers = std::move(op_slots);
+        kernel.scalars = op.scalars;
+        prepared = std::move(kernel);
         break;
       }
       case PlanFileOp::Kind::Copy: prepared = PreparedCopy{op_slots[0], op_slots[1]}; break;
       case PlanFileOp::Kind::Collective: {
-        PreparedCollective c{.kind = op.collective, .op = op.reduce, .root = op.root};
+        PreparedCollective c;
+        c.kind = op.collective;
+        c.op = op.reduce;
+        c.root = op.root;
         using CollectiveKind = PreparedCollective::Kind;
         if (op.collective == CollectiveKind::AllGather || op.collective == CollectiveKind::ReduceScatter) {
           c.src = op_slots[0];
@@ -388,7 +395,11 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
           for (const auto& name : op.buffers) args.push_back(made.at(name));
           def->validate(args, op.attrs);
         });
-        prepared = PreparedCustomFunction{op.target, std::move(op_slots), op.attrs};
+        PreparedCustomFunction call;
+        call.name = op.target;
+        call.buffers = std::move(op_slots);
+        call.attrs = op.attrs;
+        prepared = std::move(call);
         break;
       }
     }

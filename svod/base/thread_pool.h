@@ -16,6 +16,12 @@ int thread_count();
 // The arena itself; created on first use.
 tbb::task_arena& thread_pool();
 
+// Runs fn() inside the pool and returns when it is done. When other threads
+// hold the arena's slots, oneTBB hands fn to a worker; the hand-off is
+// marked for ThreadSanitizer here, so callers need not.
+template <typename Fn>
+void run_in_pool(Fn&& fn);
+
 // Calls fn(i) for i in [0, n) in parallel on the pool and returns when all
 // are done. The first exception thrown by fn is rethrown here.
 template <typename Fn>
@@ -28,15 +34,30 @@ void parallel_for(size_t n, Fn&& fn);
 #include "svod/base/tsan.h"
 
 namespace svod::detail {
-// ThreadSanitizer hand-off address for parallel_for. A global, not a local:
-// a task must acquire before it reads anything its caller's stack holds,
-// including the captures that would lead it to a local token.
+// ThreadSanitizer hand-off addresses for run_in_pool and parallel_for.
+// Globals, not locals: a task must acquire before it reads anything its
+// caller's stack holds, including the captures that would lead it to a
+// local token.
+inline char pool_token;
 inline char parallel_for_token;
 }  // namespace svod::detail
 
 template <typename Fn>
+void svod::run_in_pool(Fn&& fn) {
+  auto body = [&] {
+    detail::handoff_acquire(&detail::pool_token);
+    fn();
+    detail::handoff_release(&detail::pool_token);
+  };
+  // After the body exists: a worker reads it (and what it captures) from this stack.
+  detail::handoff_release(&detail::pool_token);
+  thread_pool().execute(body);
+  detail::handoff_acquire(&detail::pool_token);
+}
+
+template <typename Fn>
 void svod::parallel_for(size_t n, Fn&& fn) {
-  thread_pool().execute([&] {
+  run_in_pool([&] {
     auto body = [&](size_t i) {
       detail::handoff_acquire(&detail::parallel_for_token);
       fn(i);

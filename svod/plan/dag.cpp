@@ -180,8 +180,7 @@ void DagRunner::spawn(Run& run, size_t node) {
 }
 
 void DagRunner::run_on_pool(Run& run, const std::vector<size_t>& start) {
-  auto body = [&] {
-    handoff_acquire(&run);  // when the arena hands the body to a worker
+  run_in_pool([&] {
     tbb::task_group group;
     run.group = &group;
     if (start.size() == 1) {
@@ -198,12 +197,8 @@ void DagRunner::run_on_pool(Run& run, const std::vector<size_t>& start) {
       handoff_acquire(&run);
     }
     group.wait();
-    handoff_acquire(&run);
-    handoff_release(&run);
-  };
-  handoff_release(&run);
-  thread_pool().execute(body);
-  handoff_acquire(&run);
+    handoff_acquire(&run);  // after every task, which released it
+  });
 }
 
 std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {

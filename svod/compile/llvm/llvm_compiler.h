@@ -61,14 +61,14 @@ class ClangFrontend {
   LlvmTarget target_;
 };
 
-// One compile at a time's optimisation and code generation machinery for
-// one target: the target machine, svod's O2 pipeline with its analysis
-// managers, and the code generation passes writing into a buffer. Building
-// them costs about as much as optimising a small kernel, so they are built
-// once and reused; nothing in them outlives a compile except the passes
-// themselves (analysis results are cleared after each module, and LLVM's
-// assembly printer resets its streamer), so an object does not depend on
-// what was compiled before it.
+// The optimisation and code generation machinery of one compile at a time,
+// for one target: the target machine, the pass builder and analysis managers
+// of svod's O2 pipeline, and the code generation passes writing into a
+// buffer. Building them anew for every compile cost a small kernel about a
+// sixth of its compile time, so they are built once and reused. Nothing of a
+// module outlives its compile (analysis results are cleared after each
+// module, and LLVM's assembly printer resets its streamer after each), so an
+// object does not depend on what was compiled before it.
 class EmitPipeline {
  public:
   // Throws Error(DeviceUnavailable) when LLVM has no such target.

@@ -204,6 +204,40 @@ TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
   }
 }
 
+// The optimisation and code generation machinery is reused from compile to
+// compile: an object must not depend on what was compiled before it (the
+// disk cache keys objects by their input alone). One thread compiles the
+// kernels there and back, so the second of each pair reuses a pipeline that
+// has seen the others, with their loops, constants and globals.
+TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
+  SVOD_REQUIRE_LLVM_PLUGIN();
+  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  const Compiler& compiler = cpu->compiler();
+  std::vector<ProgramSpec> specs = {
+      c_kernel("axpy", "void axpy(float* restrict y, const float* restrict x, int n) {\n"
+                       "  for (int i = 0; i < n; i++) y[i] = 3.0f * x[i] + y[i];\n}\n",
+               {{"y", Access::ReadWrite}, {"x"}}, {{"n"}}),
+      c_kernel("table", "static const int squares[8] = {0, 1, 4, 9, 16, 25, 36, 49};\n"
+                        "static int calls;\n"
+                        "void table(int* o, int n) { calls++; for (int i = 0; i < n; i++) o[i] = squares[i & 7] + calls; }\n",
+               {{"o", Access::Write}}, {{"n"}}),
+      c_kernel("sum", "double sum(const double* a, int n) { double s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }\n"
+                      "void add_sum(double* o, const double* a, int n) { o[0] = sum(a, n) + 0.5; }\n",
+               {{"o", Access::Write}, {"a"}}, {{"n"}}),
+  };
+  specs[2].entry = "add_sum";
+  ProgramSpec ir = c_kernel("seven", "define void @seven(ptr %o) {\n  store float 7.0, ptr %o\n  ret void\n}\n",
+                            {{"o", Access::Write}});
+  ir.language = Language::LlvmIr;
+  specs.push_back(ir);
+  std::vector<Artifact> forward;
+  for (const ProgramSpec& spec : specs) forward.push_back(compiler.compile(spec));
+  for (size_t i = specs.size(); i-- > 0;) {
+    SCOPED_TRACE(specs[i].entry);
+    EXPECT_TRUE(compiler.compile(specs[i]).bytes == forward[i].bytes);
+  }
+}
+
 // Only the llvm backend checks IR: Debian's release clang compiles IR input
 // without the verifier, so the clang and dlopen backends accept this module.
 TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {

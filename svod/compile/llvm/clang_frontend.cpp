@@ -1,15 +1,17 @@
 // C through libclang-cpp: the driver once (for the cc1 line, parsed once into
 // an invocation), then one CompilerInstance per compile with the source as a
 // memory buffer, stopping at unoptimised IR.
+#include <clang/AST/ASTConsumer.h>
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/Basic/Version.h>
-#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/CodeGen/ModuleBuilder.h>
 #include <clang/Driver/Compilation.h>
 #include <clang/Driver/Driver.h>
 #include <clang/Driver/Job.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/FrontendAction.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/IR/Module.h>
@@ -33,6 +35,39 @@ std::vector<const char*> pointers(const std::vector<std::string>& args) {
   for (const auto& a : args) out.push_back(a.c_str());
   return out;
 }
+
+// Parses the source and generates its IR, nothing more. Clang's own
+// EmitLLVMOnlyAction would then hand the module to its backend, which with
+// -disable-llvm-passes only builds a target machine and an empty pipeline
+// per compile; svod's EmitPipeline does that work, once.
+class EmitIrAction final : public clang::ASTFrontendAction {
+ public:
+  explicit EmitIrAction(llvm::LLVMContext& context) : context_(context) {}
+
+  // Null when generation failed.
+  std::unique_ptr<llvm::Module> take_module() { return std::move(module_); }
+
+ private:
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& instance,
+                                                        llvm::StringRef file) override {
+    std::unique_ptr<clang::CodeGenerator> generator(clang::CreateLLVMCodeGen(
+        instance.getDiagnostics(), file, &instance.getVirtualFileSystem(), instance.getHeaderSearchOpts(),
+        instance.getPreprocessorOpts(), instance.getCodeGenOpts(), context_));
+    generator_ = generator.get();
+    return generator;
+  }
+
+  // The consumer, and the module it owns, end with the source file.
+  void EndSourceFileAction() override {
+    if (generator_ != nullptr && !getCompilerInstance().getDiagnostics().hasErrorOccurred())
+      module_.reset(generator_->ReleaseModule());
+    generator_ = nullptr;
+  }
+
+  llvm::LLVMContext& context_;
+  clang::CodeGenerator* generator_ = nullptr;
+  std::unique_ptr<llvm::Module> module_;
+};
 
 }  // namespace
 
@@ -80,7 +115,7 @@ ClangFrontend::ClangFrontend() {
   os.flush();
   if (!parsed) throw make_error(ErrorKind::Internal, "clang rejected svod's own cc1 command line:\n{}", text);
   // Clang hands over the IR as its code generator made it, with the function
-  // attributes of -O2; svod's own pipeline optimises it (optimise_and_emit).
+  // attributes of -O2; svod's own pipeline optimises it (EmitPipeline).
   invocation->getCodeGenOpts().DisableLLVMPasses = true;
   invocation->getFrontendOpts().Inputs.clear();
   invocation->getFrontendOpts().OutputFile.clear();
@@ -107,10 +142,10 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
   // "1 error generated." goes to the verbose stream, stderr unless redirected.
   instance.setVerboseOutputStream(os);
-  clang::EmitLLVMOnlyAction action(&context);
+  EmitIrAction action(context);
   const bool ok = instance.ExecuteAction(action);
   os.flush();
-  std::unique_ptr<llvm::Module> module = ok ? action.takeModule() : nullptr;
+  std::unique_ptr<llvm::Module> module = ok ? action.take_module() : nullptr;
   if (!ok || !module || instance.getDiagnostics().hasErrorOccurred())
     throw make_error(ErrorKind::Compile, "clang (in-process) failed to compile \"{}\" (c):\n{}", spec.display_name(),
                      text);

@@ -112,28 +112,28 @@ void initialise_native_target() {
   });
 }
 
-TargetMachinePool::TargetMachinePool(LlvmTarget target) : target_(std::move(target)) {}
+EmitPipelinePool::EmitPipelinePool(LlvmTarget target) : target_(std::move(target)) {}
 
-TargetMachinePool::~TargetMachinePool() = default;
+EmitPipelinePool::~EmitPipelinePool() = default;
 
-TargetMachinePool::Lease::Lease(TargetMachinePool& pool, std::unique_ptr<llvm::TargetMachine> machine)
-    : pool_(pool), machine_(std::move(machine)) {}
+EmitPipelinePool::Lease::Lease(EmitPipelinePool& pool, std::unique_ptr<EmitPipeline> pipeline)
+    : pool_(pool), pipeline_(std::move(pipeline)) {}
 
-TargetMachinePool::Lease::~Lease() {
+EmitPipelinePool::Lease::~Lease() {
   const std::lock_guard lock(pool_.mutex_);
-  pool_.idle_.push_back(std::move(machine_));
+  pool_.idle_.push_back(std::move(pipeline_));
 }
 
-TargetMachinePool::Lease TargetMachinePool::acquire() {
+EmitPipelinePool::Lease EmitPipelinePool::acquire() {
   {
     const std::lock_guard lock(mutex_);
     if (!idle_.empty()) {
-      std::unique_ptr<llvm::TargetMachine> machine = std::move(idle_.back());
+      std::unique_ptr<EmitPipeline> pipeline = std::move(idle_.back());
       idle_.pop_back();
-      return Lease(*this, std::move(machine));
+      return Lease(*this, std::move(pipeline));
     }
   }
-  return Lease(*this, host_target_machine(target_));
+  return Lease(*this, std::make_unique<EmitPipeline>(target_));
 }
 
 std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMContext& context) {
@@ -158,59 +158,88 @@ std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMC
   return module;
 }
 
-std::vector<std::byte> optimise_and_emit(llvm::Module& module, llvm::TargetMachine& machine,
-                                         const LlvmTarget& target, const std::string& backend_errors,
-                                         const std::string& who, CompilePhases& phases) {
-  const double start = thread_cpu_ms();
-  module.setTargetTriple(target.triple);
-  module.setDataLayout(machine.createDataLayout());
+struct EmitPipeline::Parts {
+  explicit Parts(const LlvmTarget& target)
+      : triple(target.triple), machine(host_target_machine(target)), builder(machine.get(), tuning()), out(object) {
+    // -ffreestanding: no library function is assumed to exist or behave as
+    // in the C standard (the first registration of an analysis wins).
+    functions.registerPass([this] {
+      llvm::TargetLibraryInfoImpl library{llvm::Triple(triple)};
+      library.disableAllFunctions();
+      return llvm::TargetLibraryAnalysis(std::move(library));
+    });
+    builder.registerVectorizerStartEPCallback([](llvm::FunctionPassManager& passes, llvm::OptimizationLevel) {
+      passes.addPass(SkipLoopVectorizeOnLongLoops());
+    });
+    builder.registerModuleAnalyses(modules);
+    builder.registerCGSCCAnalyses(sccs);
+    builder.registerFunctionAnalyses(functions);
+    builder.registerLoopAnalyses(loops);
+    builder.crossRegisterProxies(loops, functions, sccs, modules);
+    if (machine->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+      throw make_error(ErrorKind::Unsupported, "LLVM cannot emit objects for {}", triple);
+  }
 
-  llvm::PipelineTuningOptions tuning;
-  tuning.LoopUnrolling = true;
-  tuning.LoopInterleaving = true;
-  tuning.LoopVectorization = true;
-  tuning.SLPVectorization = true;
+  static llvm::PipelineTuningOptions tuning() {
+    llvm::PipelineTuningOptions options;
+    options.LoopUnrolling = true;
+    options.LoopInterleaving = true;
+    options.LoopVectorization = true;
+    options.SLPVectorization = true;
+    return options;
+  }
+
+  // Analysis results point into the module they were computed for.
+  void forget_module() {
+    modules.clear();
+    sccs.clear();
+    functions.clear();
+    loops.clear();
+  }
+
+  std::string triple;
+  std::unique_ptr<llvm::TargetMachine> machine;
   llvm::LoopAnalysisManager loops;
   llvm::FunctionAnalysisManager functions;
   llvm::CGSCCAnalysisManager sccs;
   llvm::ModuleAnalysisManager modules;
-  llvm::PassBuilder builder(&machine, tuning);
-  // -ffreestanding: no library function is assumed to exist or behave as in
-  // the C standard (the first registration of an analysis wins).
-  functions.registerPass([&] {
-    llvm::TargetLibraryInfoImpl library(llvm::Triple(target.triple));
-    library.disableAllFunctions();
-    return llvm::TargetLibraryAnalysis(std::move(library));
-  });
-  builder.registerVectorizerStartEPCallback(
-      [](llvm::FunctionPassManager& passes, llvm::OptimizationLevel) { passes.addPass(SkipLoopVectorizeOnLongLoops()); });
-  builder.registerModuleAnalyses(modules);
-  builder.registerCGSCCAnalyses(sccs);
-  builder.registerFunctionAnalyses(functions);
-  builder.registerLoopAnalyses(loops);
-  builder.crossRegisterProxies(loops, functions, sccs, modules);
-  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(module, modules);
+  llvm::PassBuilder builder;
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream out;  // writes straight into `object`
+  llvm::legacy::PassManager codegen;
+};
+
+EmitPipeline::EmitPipeline(const LlvmTarget& target) : parts_(std::make_unique<Parts>(target)) {}
+
+EmitPipeline::~EmitPipeline() = default;
+
+std::vector<std::byte> EmitPipeline::run(llvm::Module& module, const std::string& backend_errors,
+                                         const std::string& who, CompilePhases& phases) {
+  Parts& p = *parts_;
+  const double start = thread_cpu_ms();
+  module.setTargetTriple(p.triple);
+  module.setDataLayout(p.machine->createDataLayout());
+  // The pass pipeline itself is built per module: the inliner's wrapper
+  // moves its passes out when it runs, so it cannot run twice.
+  p.builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(module, p.modules);
+  p.forget_module();
   const double optimised = thread_cpu_ms();
 
-  llvm::SmallVector<char, 0> object;
-  llvm::raw_svector_ostream out(object);
-  llvm::legacy::PassManager codegen;
-  if (machine.addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw make_error(ErrorKind::Unsupported, "LLVM cannot emit objects for {}", target.triple);
-  codegen.run(module);
+  p.object.clear();
+  p.codegen.run(module);
   if (!backend_errors.empty())
     throw make_error(ErrorKind::Compile, "LLVM (in-process) failed to compile \"{}\":\n{}", who, backend_errors);
   phases.optimise_ms += optimised - start;
   phases.codegen_ms += thread_cpu_ms() - optimised;
-  const auto* p = reinterpret_cast<const std::byte*>(object.data());
-  return std::vector<std::byte>(p, p + object.size());
+  const auto* bytes = reinterpret_cast<const std::byte*>(p.object.data());
+  return std::vector<std::byte>(bytes, bytes + p.object.size());
 }
 
 namespace {
 
 class LlvmCompiler final : public Compiler {
  public:
-  explicit LlvmCompiler(std::string plugin_path) : machines_(frontend_.target()) {
+  explicit LlvmCompiler(std::string plugin_path) : pipelines_(frontend_.target()) {
     identity_.backend = "llvm";
     identity_.path = std::move(plugin_path);
     identity_.version = "LLVM " LLVM_VERSION_STRING " in-process; " + ClangFrontend::version();
@@ -240,9 +269,8 @@ class LlvmCompiler final : public Compiler {
       // Set after the front end, which installs and removes its own handler.
       std::string backend_errors;
       context.setDiagnosticHandlerCallBack(collect_errors, &backend_errors);
-      const TargetMachinePool::Lease machine = machines_.acquire();
-      artifact.bytes = optimise_and_emit(*module, *machine, frontend_.target(), backend_errors, spec.display_name(),
-                                         artifact.phases);
+      const EmitPipelinePool::Lease pipeline = pipelines_.acquire();
+      artifact.bytes = pipeline->run(*module, backend_errors, spec.display_name(), artifact.phases);
     }
     if (debug_level() >= 1) {
       const CompilePhases& p = artifact.phases;
@@ -256,7 +284,7 @@ class LlvmCompiler final : public Compiler {
 
  private:
   ClangFrontend frontend_;
-  mutable TargetMachinePool machines_;
+  mutable EmitPipelinePool pipelines_;
   CompilerIdentity identity_;
 };
 

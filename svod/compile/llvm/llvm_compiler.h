@@ -10,9 +10,9 @@
 // it once into a CompilerInvocation that every compile copies. Clang stops at
 // unoptimised IR (-disable-llvm-passes) so that C and LLVM IR share the
 // pipeline below, and its phases can be timed apart. Each compile owns its
-// LLVMContext and compiler instance, and borrows a target machine from a pool
-// (one per concurrent compile, reused across compiles), so any number of
-// threads compile at once.
+// LLVMContext and compiler instance, and borrows an EmitPipeline (target
+// machine and passes) from a pool (one per concurrent compile, reused across
+// compiles), so any number of threads compile at once.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +30,6 @@ class CompilerInvocation;
 namespace llvm {
 class LLVMContext;
 class Module;
-class TargetMachine;
 }  // namespace llvm
 
 namespace svod::detail {
@@ -62,49 +61,69 @@ class ClangFrontend {
   LlvmTarget target_;
 };
 
-// Target machines for one target, lent to one compile at a time: creating one
-// costs more than compiling a small kernel, and one may not serve two threads
-// at once.
-class TargetMachinePool {
+// The optimisation and code generation machinery of one compile at a time,
+// for one target: the target machine, the pass builder and analysis managers
+// of svod's O2 pipeline, and the code generation passes writing into a
+// buffer. Building them anew for every compile cost a small kernel about a
+// sixth of its compile time, so they are built once and reused. Nothing of a
+// module outlives its compile (analysis results are cleared after each
+// module, and LLVM's assembly printer resets its streamer after each), so an
+// object does not depend on what was compiled before it.
+class EmitPipeline {
  public:
-  explicit TargetMachinePool(LlvmTarget target);
-  ~TargetMachinePool();
+  // Throws Error(DeviceUnavailable) when LLVM has no such target.
+  explicit EmitPipeline(const LlvmTarget& target);
+  ~EmitPipeline();
+  EmitPipeline(const EmitPipeline&) = delete;
+  EmitPipeline& operator=(const EmitPipeline&) = delete;
+
+  // Optimises `module` (svod's O2 pipeline, see kPipeline in
+  // llvm_compiler.cpp) and emits it as an ELF object, adding the time of
+  // each phase to `phases`. Throws Error(Compile) on backend errors.
+  // `backend_errors` is where the context's diagnostic handler collected
+  // errors.
+  std::vector<std::byte> run(llvm::Module& module, const std::string& backend_errors, const std::string& who,
+                             CompilePhases& phases);
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
+// Pipelines for one target, lent to one compile at a time (a target machine
+// and its passes may not serve two threads at once); a new one is built when
+// all are busy.
+class EmitPipelinePool {
+ public:
+  explicit EmitPipelinePool(LlvmTarget target);
+  ~EmitPipelinePool();
 
   class Lease {
    public:
-    Lease(TargetMachinePool& pool, std::unique_ptr<llvm::TargetMachine> machine);
+    Lease(EmitPipelinePool& pool, std::unique_ptr<EmitPipeline> pipeline);
     ~Lease();
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
-    llvm::TargetMachine& operator*() const noexcept { return *machine_; }
+    EmitPipeline* operator->() const noexcept { return pipeline_.get(); }
 
    private:
-    TargetMachinePool& pool_;
-    std::unique_ptr<llvm::TargetMachine> machine_;
+    EmitPipelinePool& pool_;
+    std::unique_ptr<EmitPipeline> pipeline_;
   };
 
-  // A machine nobody is using, created when all are busy. Throws
+  // A pipeline nobody is using, built when all are busy. Throws
   // Error(DeviceUnavailable) when LLVM has no such target.
   Lease acquire();
-  const LlvmTarget& target() const noexcept { return target_; }
 
  private:
   LlvmTarget target_;
   std::mutex mutex_;
-  std::vector<std::unique_ptr<llvm::TargetMachine>> idle_;
+  std::vector<std::unique_ptr<EmitPipeline>> idle_;
 };
 
 // LLVM IR text to a verified module in `context`. Throws Error(Compile) on
 // parse errors and verification failures.
 std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMContext& context);
-
-// Optimises `module` (svod's O2 pipeline, see kPipeline in llvm_compiler.cpp)
-// and emits it as an ELF object with `machine`, adding the time of each phase
-// to `phases`. Throws Error(Compile) on backend errors. `backend_errors` is
-// where the context's diagnostic handler collected errors.
-std::vector<std::byte> optimise_and_emit(llvm::Module& module, llvm::TargetMachine& machine,
-                                         const LlvmTarget& target, const std::string& backend_errors,
-                                         const std::string& who, CompilePhases& phases);
 
 // Registers the host's target with LLVM, once per process.
 void initialise_native_target();

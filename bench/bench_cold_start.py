@@ -1,0 +1,58 @@
+"""Cold start of `svod run` on the MLP example (issue 17): each run gets a fresh, empty
+SVOD_CACHE_DIR, so every program is compiled. Alternates, round by round, this build with the
+llvm backend, this build with the clang backend and, when given, a baseline: another build's
+`svod` binary whose folder also holds the libsvod_runtime.so* and libsvod_llvm.so it was built
+with (LD_LIBRARY_PATH points there, so it opens its own plugin too).
+
+    /usr/bin/python3 bench/bench_cold_start.py [rounds=10] [baseline folder]
+
+Prints each variant's median and range of wall time and its median user + system CPU time,
+and the baseline's median wall time over this build's.
+"""
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAN = os.path.join(ROOT, "examples", "mlp", "plan.json")
+SVOD = os.path.join(ROOT, "build", "release", "svod")
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    variants = {}
+    if len(sys.argv) > 2:
+        folder = os.path.abspath(sys.argv[2])
+        variants["baseline"] = ([os.path.join(folder, "svod"), "run", PLAN], {"LD_LIBRARY_PATH": folder})
+    variants["this build"] = ([SVOD, "run", PLAN], {})
+    variants["this build, clang"] = ([SVOD, "run", "--backend", "clang", PLAN], {})
+    wall = {name: [] for name in variants}
+    cpu = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, (argv, extra) in variants.items():
+            cache = tempfile.mkdtemp(prefix="svod_cold_")
+            env = dict(os.environ, SVOD_CACHE_DIR=cache, **extra)
+            env.pop("SVOD_CPU_BACKEND", None)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+            wall[name].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            shutil.rmtree(cache)
+    for name in variants:
+        w = wall[name]
+        print(f"{name:18s} wall median {statistics.median(w) * 1e3:6.1f} ms "
+              f"(range {min(w) * 1e3:.0f}-{max(w) * 1e3:.0f})  CPU median {statistics.median(cpu[name]) * 1e3:6.1f} ms")
+    if "baseline" in variants:
+        ratio = statistics.median(wall["baseline"]) / statistics.median(wall["this build"])
+        print(f"baseline / this build (median wall): {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -115,6 +115,22 @@ TEST(SvodRun, OutWritesEveryOutputAndVarsOverride) {
   EXPECT_FALSE(std::filesystem::exists(dir / "out.npy"));
 }
 
+TEST(SvodRun, AnOutFolderThatCannotBeMadeFailsBeforeTheRun) {
+  TempDir dir;
+  // The kernel does not compile: the --out error must come first, before
+  // the plan is even loaded.
+  std::string text = kAddPlan;
+  const std::string body = "o[i] = a[i] + b[i];";
+  text.replace(text.find(body), body.size(), "o[i] = undeclared;");
+  const auto plan = dir.write("plan.json", text);
+  dir.write("taken", "a file, not a folder");
+  RunResult r = svod_run(dir, {plan.string(), "--out", (dir / "taken" / "results").string()});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.first_err_line().find("--out"), std::string::npos) << r.err;
+  EXPECT_NE(r.first_err_line().find("is not a folder"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("undeclared"), std::string::npos) << r.err;
+}
+
 TEST(SvodRun, PlansThatCannotRunExitWith2AndOneLine) {
   TempDir dir;
   auto with = [&](const std::string& from, const std::string& to) {

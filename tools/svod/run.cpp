@@ -17,14 +17,17 @@
 // rank 0 writes files.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "svod/base/error.h"
@@ -58,6 +61,18 @@ std::string value_text(DType dtype, const std::byte* p) {
 
 std::string shape_text(const std::vector<size_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+// Why `dir` could not be made or written into, judged by its nearest
+// existing ancestor; nullopt when it looks fine.
+std::optional<std::string> out_dir_problem(const std::filesystem::path& dir) {
+  std::filesystem::path existing = std::filesystem::absolute(dir);
+  std::error_code ec;
+  while (!std::filesystem::exists(existing, ec) && existing.has_relative_path()) existing = existing.parent_path();
+  if (!std::filesystem::is_directory(existing, ec)) return fmt::format("{} is not a folder", existing.string());
+  if (::access(existing.c_str(), W_OK) != 0)
+    return fmt::format("cannot write into {}: {}", existing.string(), std::strerror(errno));
+  return std::nullopt;
+}
+
 // What one rank prints, kept until the rank is done so that the caller can
 // choose which ranks' lines appear (and prefix them) without interleaving.
 struct RankOutput {
@@ -82,6 +97,12 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     output.err += failure_text("run", e);
     return 2;
   };
+  // Before anything runs: a run whose results could not be written is not
+  // started (the folder itself is made only once the run succeeded).
+  if (rank0 && !options.out_dir.empty()) {
+    if (auto problem = out_dir_problem(options.out_dir))
+      return failed(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, *problem));
+  }
   std::optional<LoadedPlan> loaded;
   PlanFile file;
   try {

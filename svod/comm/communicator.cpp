@@ -15,26 +15,6 @@
 
 namespace svod {
 
-std::string_view to_string(ReduceOp op) noexcept {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Prod:
-      return "prod";
-    case ReduceOp::Min:
-      return "min";
-    case ReduceOp::Max:
-      return "max";
-  }
-  return "?";
-}
-
-ReduceOp parse_reduce_op(std::string_view text) {
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
-    if (text == to_string(op)) return op;
-  throw make_error(ErrorKind::Validation, "unknown reduction \"{}\" (expected sum, prod, min or max)", text);
-}
-
 CommOptions default_comm_options() {
   CommOptions options;
   const int64_t seconds = env_int("SVOD_COMM_TIMEOUT", 60);

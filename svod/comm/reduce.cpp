@@ -7,7 +7,29 @@
 
 #include "svod/base/error.h"
 
-namespace svod::detail {
+namespace svod {
+
+std::string_view to_string(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Prod:
+      return "prod";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Max:
+      return "max";
+  }
+  return "?";
+}
+
+ReduceOp parse_reduce_op(std::string_view text) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+    if (text == to_string(op)) return op;
+  throw make_error(ErrorKind::Validation, "unknown reduction \"{}\" (expected sum, prod, min or max)", text);
+}
+
+namespace detail {
 
 ChunkRange chunk_range(size_t count, int ranks, int rank) noexcept {
   const size_t n = static_cast<size_t>(ranks), r = static_cast<size_t>(rank);
@@ -168,4 +190,5 @@ void reduce_in_rank_order(DType dtype, ReduceOp op, std::span<const void* const>
   }
 }
 
-}  // namespace svod::detail
+}  // namespace detail
+}  // namespace svod

@@ -1,4 +1,6 @@
-// The arithmetic of svod's collectives, shared by every backend: how an
+// The arithmetic of svod's collectives, shared by every backend: the names of
+// the reductions (to_string, parse_reduce_op, declared in communicator.h and
+// kept here so that plan-file parsing needs nothing else of comm), how an
 // element count is split into one chunk per rank, and how the ranks'
 // contributions to a chunk are combined (in rank order, so that the result
 // does not depend on the transport).

@@ -89,7 +89,7 @@ std::vector<double> reference(const std::filesystem::path& npy) {
 bool train(const Args& args, const PlanFile& file, Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   // run_local_ranks and world_communicator own the communicator: lend it.
-  LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = {std::shared_ptr<Communicator>{}, &comm}});
+  LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
   for (int step = 1; step <= args.steps; ++step) {
     loaded.execute();
     if (rank0) fmt::print("step {:3d}: loss {:.6f}\n", step, values(loaded, "loss")[0]);

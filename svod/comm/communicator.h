@@ -178,6 +178,12 @@ bool launched_by_mpi();
 // Error(Validation) for an unknown backend name.
 Communicator& world_communicator(std::string_view backend = "auto", CommOptions options = default_comm_options());
 
+// A shared_ptr that does not own `comm`, for handing a communicator owned
+// elsewhere (world_communicator(), run_local_ranks) to what keeps one
+// (ExecutionPlanBuilder::set_communicator, LoadOptions): `comm` must outlive
+// what it is handed to.
+inline std::shared_ptr<Communicator> borrowed(Communicator& comm) { return {std::shared_ptr<Communicator>{}, &comm}; }
+
 // `ranks` communicators of one local group, rank i at index i, each to be
 // used from its own thread.
 std::vector<std::unique_ptr<Communicator>> create_local_communicators(int ranks,

@@ -49,7 +49,9 @@ struct ExecutionGraph::State {
       return std::array<Expr, 3>{Expr::constant(v[0]), Expr::constant(v[1]), Expr::constant(v[2])};
     };
     for (const ExecutionNode& node : nodes) {
-      OpOptions options{.after = node.after, .label = node.label};
+      OpOptions options;
+      options.after = node.after;
+      options.label = node.label;
       switch (node.kind) {
         case ExecutionNode::Kind::Kernel: {
           PreparedKernel k;

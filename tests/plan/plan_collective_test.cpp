@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
 
 #include "svod/comm/communicator.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/plan/plan_test_util.h"
+#include "tests/support/comm_checks.h"
 
 namespace svod {
 namespace {
@@ -19,9 +19,6 @@ using test::expect_error;
 using test::host_buffer;
 using Kind = PreparedCollective::Kind;
 using Clock = std::chrono::steady_clock;
-
-// run_local_ranks owns the communicators; the plans only borrow them.
-std::shared_ptr<Communicator> borrow(Communicator& comm) { return {std::shared_ptr<Communicator>{}, &comm}; }
 
 Buffer filled(size_t count, float value) {
   Buffer b = host_buffer(DType::F32, count);
@@ -39,8 +36,6 @@ std::vector<float> floats(const Buffer& b) {
   auto s = b.span<float>();
   return {s.begin(), s.end()};
 }
-
-CommOptions quick() { return CommOptions{.timeout = std::chrono::seconds(30)}; }
 
 // Custom functions for the overlap and failure tests:
 //  "gate" (writes its buffer): waits, bounded, until "signal" ran; throws if
@@ -93,7 +88,7 @@ TEST_P(PlanCollective, KernelsAndCollectivesGiveTheSameResultsOnEveryRank) {
       [&](Communicator& comm) {
         const int r = comm.rank();
         ExecutionPlanBuilder b;
-        b.set_communicator(borrow(comm));
+        b.set_communicator(borrowed(comm));
         const size_t g = b.add_buffer(host_buffer(DType::F32, 4), "g");
         const size_t h = b.add_buffer(host_buffer(DType::F32, 4), "h");
         const size_t mine = b.add_buffer(filled(2, float(10 * r)), "mine");
@@ -126,7 +121,7 @@ TEST_P(PlanCollective, KernelsAndCollectivesGiveTheSameResultsOnEveryRank) {
           EXPECT_EQ(floats(plan.buffer(w)), std::vector<float>(5, float(n - 1)));
         }
       },
-      quick());
+      test::quick_comm_options());
 }
 
 // Ranks sharing the two-thread pool, each with kernels after every
@@ -140,7 +135,7 @@ TEST_P(PlanCollective, RanksSharingThePoolDoNotStarve) {
       n,
       [&](Communicator& comm) {
         ExecutionPlanBuilder b;
-        b.set_communicator(borrow(comm));
+        b.set_communicator(borrowed(comm));
         const size_t a = b.add_buffer(host_buffer(DType::F32, 8));
         const size_t c = b.add_buffer(host_buffer(DType::F32, 8));
         const size_t d = b.add_buffer(host_buffer(DType::F32, 8));
@@ -154,7 +149,7 @@ TEST_P(PlanCollective, RanksSharingThePoolDoNotStarve) {
         EXPECT_EQ(floats(plan.buffer(c)), std::vector<float>(8, float(n * n)));
         EXPECT_EQ(floats(plan.buffer(d)), std::vector<float>(8, float(n * (n + 1))));
       },
-      quick());
+      test::quick_comm_options());
 }
 
 // One rank fails in a kernel-free op before its first collective: every
@@ -164,46 +159,41 @@ class PlanCollectiveFailure : public PlanCollective {};
 TEST_P(PlanCollectiveFailure, AFailedRankFailsTheOthersNamingIt) {
   const int n = GetParam();
   const int bad = n - 1;
-  std::mutex mutex;
-  std::vector<std::string> messages(static_cast<size_t>(n));
-  std::vector<ErrorKind> kinds(static_cast<size_t>(n));
+  std::atomic<int> poisoned{0};
   const auto start = Clock::now();
-  EXPECT_THROW(run_local_ranks(
-                   n,
-                   [&](Communicator& comm) {
-                     ExecutionPlanBuilder b;
-                     b.set_communicator(borrow(comm));
-                     const size_t x = b.add_buffer(host_buffer(DType::F32, 4));
-                     const size_t g = b.add_buffer(host_buffer(DType::F32, 4));
-                     OpOptions after;
-                     if (comm.rank() == bad) {
-                       b.add_op(PreparedCustomFunction{"fail", {x}, {}}, {.id = "breaks"});
-                       after.after_ids = {"breaks"};
-                     }
-                     b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}}, after);
-                     ExecutionPlan plan = b.build();
-                     try {
-                       plan.execute();
-                     } catch (const Error& e) {
-                       std::lock_guard lock(mutex);
-                       messages[size_t(comm.rank())] = e.what();
-                       kinds[size_t(comm.rank())] = e.kind();
-                       EXPECT_TRUE(plan.poisoned());
-                       throw;
-                     }
-                   },
-                   CommOptions{.timeout = std::chrono::seconds(60)}),
-               Error);
+  const auto errors = test::local_rank_errors(
+      n,
+      [&](Communicator& comm) {
+        ExecutionPlanBuilder b;
+        b.set_communicator(borrowed(comm));
+        const size_t x = b.add_buffer(host_buffer(DType::F32, 4));
+        const size_t g = b.add_buffer(host_buffer(DType::F32, 4));
+        OpOptions after;
+        if (comm.rank() == bad) {
+          b.add_op(PreparedCustomFunction{"fail", {x}, {}}, {.id = "breaks"});
+          after.after_ids = {"breaks"};
+        }
+        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}}, after);
+        ExecutionPlan plan = b.build();
+        try {
+          plan.execute();
+        } catch (const Error&) {
+          if (plan.poisoned()) ++poisoned;
+          throw;
+        }
+      },
+      CommOptions{.timeout = std::chrono::seconds(60)});
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(30)) << "the ranks waited for the timeout";
-  EXPECT_EQ(kinds[size_t(bad)], ErrorKind::Unsupported) << messages[size_t(bad)];
-  EXPECT_NE(messages[size_t(bad)].find("planned failure"), std::string::npos) << messages[size_t(bad)];
+  EXPECT_EQ(poisoned.load(), n);
   for (int k = 0; k < n; ++k) {
+    ASSERT_TRUE(errors[size_t(k)]) << "rank " << k << " did not fail";
+    const Error& e = *errors[size_t(k)];
+    const std::string message = e.what();
+    EXPECT_EQ(e.kind(), k == bad ? ErrorKind::Unsupported : ErrorKind::Execution) << message;
+    EXPECT_NE(message.find("planned failure"), std::string::npos) << message;
     if (k == bad) continue;
-    EXPECT_EQ(kinds[size_t(k)], ErrorKind::Execution) << messages[size_t(k)];
-    EXPECT_NE(messages[size_t(k)].find(fmt::format("because rank {} failed", bad)), std::string::npos)
-        << messages[size_t(k)];
-    EXPECT_NE(messages[size_t(k)].find("planned failure"), std::string::npos) << messages[size_t(k)];
-    EXPECT_NE(messages[size_t(k)].find("collective all_reduce"), std::string::npos) << messages[size_t(k)];
+    EXPECT_NE(message.find(fmt::format("because rank {} failed", bad)), std::string::npos) << message;
+    EXPECT_NE(message.find("collective all_reduce"), std::string::npos) << message;
   }
 }
 
@@ -221,7 +211,7 @@ TEST(PlanCollectiveOverlap, IndependentLocalWorkOverlapsACollective) {
       2,
       [&](Communicator& comm) {
         ExecutionPlanBuilder b;
-        b.set_communicator(borrow(comm));
+        b.set_communicator(borrowed(comm));
         const size_t x = b.add_buffer(host_buffer(DType::F32, 4));
         const size_t g = b.add_buffer(filled(4, 1));
         if (comm.rank() == 0) {
@@ -236,7 +226,7 @@ TEST(PlanCollectiveOverlap, IndependentLocalWorkOverlapsACollective) {
         plan.execute();
         EXPECT_EQ(floats(plan.buffer(g)), std::vector<float>(4, 2.0f));
       },
-      quick());
+      test::quick_comm_options());
 }
 
 // A rank that never issues its collective: the others fail with
@@ -249,7 +239,7 @@ TEST(PlanCollectiveTimeout, ARankThatNeverArrivesTimesTheOthersOut) {
       [&](Communicator& comm) {
         if (comm.rank() == 1) return;  // gone without a word
         ExecutionPlanBuilder b;
-        b.set_communicator(borrow(comm));
+        b.set_communicator(borrowed(comm));
         const size_t g = b.add_buffer(host_buffer(DType::F32, 4));
         b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}}, {.id = "reduce"});
         ExecutionPlan plan = b.build();
@@ -341,28 +331,17 @@ TEST(PlanCollectiveBuild, BadCollectivesAreRejectedNamingTheOp) {
 }
 
 TEST(PlanCollectiveBuild, MismatchedCollectivesAcrossRanksFailEveryRank) {
-  std::mutex mutex;
-  std::vector<std::string> messages(2);
-  EXPECT_THROW(run_local_ranks(
-                   2,
-                   [&](Communicator& comm) {
-                     ExecutionPlanBuilder b;
-                     b.set_communicator(borrow(comm));
-                     const size_t g = b.add_buffer(host_buffer(DType::F32, comm.rank() == 0 ? 4 : 8));
-                     b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}});
-                     ExecutionPlan plan = b.build();
-                     try {
-                       plan.execute();
-                     } catch (const Error& e) {
-                       EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
-                       std::lock_guard lock(mutex);
-                       messages[size_t(comm.rank())] = e.what();
-                       throw;
-                     }
-                   },
-                   quick()),
-               Error);
-  for (const auto& m : messages) {
+  const auto errors = test::local_rank_errors(2, [&](Communicator& comm) {
+    ExecutionPlanBuilder b;
+    b.set_communicator(borrowed(comm));
+    const size_t g = b.add_buffer(host_buffer(DType::F32, comm.rank() == 0 ? 4 : 8));
+    b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}});
+    b.build().execute();
+  });
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error);
+    EXPECT_EQ(error->kind(), ErrorKind::Validation) << error->what();
+    const std::string m = error->what();
     EXPECT_NE(m.find("op 0 (collective all_reduce) failed"), std::string::npos) << m;
     EXPECT_NE(m.find("f32 x 4"), std::string::npos) << m;
     EXPECT_NE(m.find("f32 x 8"), std::string::npos) << m;

@@ -25,15 +25,12 @@ const std::vector<std::string> kWeights = {"w1", "b1", "w2", "b2"};
 // One rank's weights after training, in kWeights order, as raw floats.
 using Weights = std::vector<std::vector<float>>;
 
-// The communicator run_local_ranks lends this rank's thread, for LoadOptions.
-std::shared_ptr<Communicator> borrow(Communicator& comm) { return {std::shared_ptr<Communicator>{}, &comm}; }
-
 // Trains kSteps steps on `ranks` local ranks; returns every rank's weights.
 std::vector<Weights> train(int ranks) {
   const PlanFile file = parse_plan_file(kExample / "plan.json");
   std::vector<Weights> weights(ranks);
   run_local_ranks(ranks, [&](Communicator& comm) {
-    LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrow(comm)});
+    LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
     for (int step = 0; step < kSteps; ++step) loaded.execute();
     for (const auto& name : kWeights) {
       const auto span = loaded.plan.buffer(*loaded.plan.find_buffer(name)).span<float>();

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "svod/base/error.h"
@@ -12,6 +11,7 @@
 #include "svod/device/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/planfile/temp_dir.h"
+#include "tests/support/comm_checks.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -59,10 +59,6 @@ std::vector<T> values(const LoadedPlan& loaded, std::string_view name) {
   return {span.begin(), span.end()};
 }
 
-std::shared_ptr<Communicator> borrow(Communicator& comm) { return {std::shared_ptr<Communicator>{}, &comm}; }
-
-CommOptions quick() { return CommOptions{.timeout = std::chrono::seconds(30)}; }
-
 TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
   TempDir dir;
   const PlanFile file = parse(dir, collective_plan());
@@ -74,7 +70,7 @@ TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
       [&](Communicator& comm) {
         // Ranks other than 0 start with other weights: the broadcast replaces them.
         PlanFile mine = file;
-        LoadedPlan loaded = load_plan(mine, LoadOptions{.communicator = borrow(comm)});
+        LoadedPlan loaded = load_plan(mine, LoadOptions{.communicator = borrowed(comm)});
         if (comm.rank() != 0) loaded.plan.buffer(*loaded.plan.find_buffer("w")).span<int32_t>()[1] = 99;
         EXPECT_EQ(loaded.plan.variable("rank"), comm.rank());
         EXPECT_EQ(loaded.plan.variable("world_size"), 4);
@@ -85,7 +81,7 @@ TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
         EXPECT_EQ(values<float>(loaded, "all"), (std::vector<float>{10, 10, 11, 11, 12, 12, 13, 13}));
         EXPECT_EQ(values<int32_t>(loaded, "w"), (std::vector<int32_t>{0, 1, 2}));
       },
-      quick());
+      test::quick_comm_options());
 }
 
 TEST(PlanFileCollective, WithoutALauncherRankIsZeroAndWorldSizeOne) {
@@ -189,14 +185,14 @@ TEST(PlanFileCollective, RankAndWorldSizeWorkInLaunchSizes) {
   run_local_ranks(
       3,
       [&](Communicator& comm) {
-        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrow(comm)});
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
         EXPECT_EQ(loaded.plan.communicator(), nullptr);  // no collectives: the plan never calls it
         loaded.execute();
         std::vector<float> want(4, -1.0f);
         for (int k = 0; k <= comm.rank(); ++k) want[size_t(k)] = float(k + 3);
         EXPECT_EQ(values<float>(loaded, "o"), want);
       },
-      quick());
+      test::quick_comm_options());
 }
 
 // What depends on the number of ranks is checked at load, naming the op.
@@ -207,29 +203,18 @@ TEST(PlanFileCollective, RootsAndSizesAreCheckedAgainstWorldSizeAtLoad) {
   std::string message;
   // Two ranks: all is 8 = 2 x 2 elements too many, so fix it first.
   plan["buffers"]["all"]["count"] = 4;
-  std::mutex mutex;
-  std::vector<std::string> messages(2);
-  EXPECT_THROW(run_local_ranks(
-                   2,
-                   [&](Communicator& comm) {
-                     try {
-                       load_plan(parse(dir, plan, fmt::format("plan{}.json", comm.rank())),
-                                 LoadOptions{.communicator = borrow(comm)});
-                     } catch (const Error& e) {
-                       EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
-                       std::lock_guard lock(mutex);
-                       messages[size_t(comm.rank())] = e.what();
-                       throw;
-                     }
-                   },
-                   quick()),
-               Error);
+  const auto errors = test::local_rank_errors(2, [&](Communicator& comm) {
+    load_plan(parse(dir, plan, fmt::format("plan{}.json", comm.rank())), LoadOptions{.communicator = borrowed(comm)});
+  });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(messages[size_t(r)].find(fmt::format("plan{}.json: ops: op 3 (ops[3]) (collective broadcast): root 2 is "
-                                                   "out of range (the communicator has ranks 0 to 1)",
-                                                   r)),
+    ASSERT_TRUE(errors[size_t(r)]);
+    EXPECT_EQ(errors[size_t(r)]->kind(), ErrorKind::Validation) << errors[size_t(r)]->what();
+    const std::string m = errors[size_t(r)]->what();
+    EXPECT_NE(m.find(fmt::format("plan{}.json: ops: op 3 (ops[3]) (collective broadcast): root 2 is out of range "
+                                 "(the communicator has ranks 0 to 1)",
+                                 r)),
               std::string::npos)
-        << messages[size_t(r)];
+        << m;
   }
   plan["ops"][3]["collective"]["root"] = 0;
   plan["buffers"]["all"]["count"] = 6;
@@ -261,28 +246,19 @@ TEST(PlanFileCollective, RanksWithDifferentPlansOrVariablesFailTogether) {
        [&](int) { return plan; }, nullptr},
   };
   for (const auto& c : cases) {
-    std::mutex mutex;
-    std::vector<std::string> messages(4);
-    auto body = [&](Communicator& comm) {
+    const auto errors = test::local_rank_errors(4, [&](Communicator& comm) {
       LoadOptions options = c.options(comm.rank());
-      options.communicator = borrow(comm);
-      const PlanFile file = parse(dir, c.plan(comm.rank()), fmt::format("plan{}.json", comm.rank()));
-      try {
-        load_plan(file, options).execute();
-      } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
-        std::lock_guard lock(mutex);
-        messages[size_t(comm.rank())] = e.what();
-        throw;
-      }
-    };
-    if (!c.differ) {
-      run_local_ranks(4, body, quick());
-      continue;
-    }
-    EXPECT_THROW(run_local_ranks(4, body, quick()), Error) << c.name;
+      options.communicator = borrowed(comm);
+      load_plan(parse(dir, c.plan(comm.rank()), fmt::format("plan{}.json", comm.rank())), options).execute();
+    });
     for (int r = 0; r < 4; ++r) {
-      const std::string& m = messages[size_t(r)];
+      if (!c.differ) {
+        EXPECT_FALSE(errors[size_t(r)]) << c.name << ": " << errors[size_t(r)]->what();
+        continue;
+      }
+      ASSERT_TRUE(errors[size_t(r)]) << c.name;
+      EXPECT_EQ(errors[size_t(r)]->kind(), ErrorKind::Validation) << errors[size_t(r)]->what();
+      const std::string m = errors[size_t(r)]->what();
       EXPECT_NE(m.find(fmt::format("plan{}.json: the ranks load different plans or variable values: {} from rank 0 "
                                    "(this is rank {} of 4)",
                                    r, c.differ, r)),
@@ -297,23 +273,16 @@ TEST(PlanFileCollective, RanksWithDifferentPlansOrVariablesFailTogether) {
 TEST(PlanFileCollective, ARankThatFailsBeforeLoadingFailsTheOthers) {
   TempDir dir;
   const PlanFile file = parse(dir, collective_plan());
-  std::mutex mutex;
-  std::string message;
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(run_local_ranks(
-                   2,
-                   [&](Communicator& comm) {
-                     if (comm.rank() == 1) throw make_error(ErrorKind::Io, "rank 1 cannot read its plan");
-                     try {
-                       load_plan(file, LoadOptions{.communicator = borrow(comm)});
-                     } catch (const Error& e) {
-                       std::lock_guard lock(mutex);
-                       message = e.what();
-                       throw;
-                     }
-                   },
-                   CommOptions{.timeout = std::chrono::seconds(60)}),
-               Error);
+  const auto errors = test::local_rank_errors(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) throw make_error(ErrorKind::Io, "rank 1 cannot read its plan");
+        load_plan(file, LoadOptions{.communicator = borrowed(comm)});
+      },
+      CommOptions{.timeout = std::chrono::seconds(60)});
+  ASSERT_TRUE(errors[0]);
+  const std::string message = errors[0]->what();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_NE(message.find("plan.json: (comparing the plan across ranks): local rank 0"), std::string::npos) << message;
   EXPECT_NE(message.find("because rank 1 failed: rank 1 cannot read its plan"), std::string::npos) << message;
@@ -383,14 +352,14 @@ TEST(PlanFileCollective, DeviceBuffersAreReducedBetweenDeviceKernels) {
   run_local_ranks(
       4,
       [&](Communicator& comm) {
-        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrow(comm)});
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
         EXPECT_TRUE(loaded.uses_devices);
         for (int run = 0; run < 3; ++run) {
           loaded.execute();
           EXPECT_EQ(values<float>(loaded, "h"), std::vector<float>(64, 11.0f));
         }
       },
-      quick());
+      test::quick_comm_options());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -216,6 +217,29 @@ void check_mismatches(Communicator& comm) {
   comm.all_reduce(ones, ReduceOp::Sum);
   for (int32_t v : ones.span<int32_t>())
     if (v != n) fail(comm, "all_reduce after the mismatches gave a wrong result");
+}
+
+std::vector<std::optional<Error>> local_rank_errors(int ranks, const std::function<void(Communicator&)>& body,
+                                                   CommOptions options) {
+  std::mutex mutex;
+  std::vector<std::optional<Error>> errors(static_cast<size_t>(ranks));
+  try {
+    run_local_ranks(
+        ranks,
+        [&](Communicator& comm) {
+          try {
+            body(comm);
+          } catch (const Error& e) {
+            const std::lock_guard lock(mutex);
+            errors[static_cast<size_t>(comm.rank())] = e;
+            throw;
+          }
+        },
+        options);
+  } catch (const Error&) {
+    // run_local_ranks rethrows the first failure; every rank's is kept above.
+  }
+  return errors;
 }
 
 }  // namespace svod::test

@@ -4,9 +4,13 @@
 // what differed, so they need no test framework.
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
@@ -32,6 +36,15 @@ void check_movement(Communicator& comm);
 // size): each must fail with Error(Validation) on every rank, and the
 // communicator must stay usable. Needs at least 2 ranks.
 void check_mismatches(Communicator& comm);
+
+// Options for tests whose ranks must fail each other well before the default
+// timeout.
+inline CommOptions quick_comm_options() { return CommOptions{.timeout = std::chrono::seconds(30)}; }
+
+// Runs body on `ranks` local ranks (run_local_ranks) and returns the Error
+// each rank threw, nullopt for a rank that returned.
+std::vector<std::optional<Error>> local_rank_errors(int ranks, const std::function<void(Communicator&)>& body,
+                                                   CommOptions options = quick_comm_options());
 
 // Calls fn, which must throw svod::Error of `kind` whose message contains
 // `text`; throws std::runtime_error otherwise.

@@ -263,7 +263,7 @@ int run(const RunOptions& options) {
   if (launched) {
     std::shared_ptr<Communicator> comm;
     try {
-      comm = std::shared_ptr<Communicator>(std::shared_ptr<Communicator>{}, &world_communicator("mpi"));
+      comm = borrowed(world_communicator("mpi"));
     } catch (const Error& e) {
       return fail("run", e);
     }

@@ -166,7 +166,7 @@ void BM_SvodVersionProcess(benchmark::State& state) { time_svod_process(state, {
 BENCHMARK(BM_SvodVersionProcess)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
 
 // `svod info` opens the plugin when it is there: the difference between the
-// two is what opening libLLVM costs a process.
+// two is what opening the plugin, and LLVM with it, costs a process.
 void BM_SvodInfoProcess(benchmark::State& state) {
   state.SetLabel(state.range(0) ? "plugin present" : "plugin absent");
   time_svod_process(state, {"info"}, state.range(0) != 0);

@@ -11,6 +11,11 @@
 #ifndef SVOD_LLVM_PLUGIN_BUILT
 #define SVOD_LLVM_PLUGIN_BUILT 0
 #endif
+// Whether the plugin holds LLVM and Clang itself (SVOD_LLVM_STATIC) rather
+// than linking libLLVM.so and libclang-cpp.so.
+#ifndef SVOD_LLVM_STATIC_BUILT
+#define SVOD_LLVM_STATIC_BUILT 0
+#endif
 
 // Skips the current test when the build has no llvm plugin.
 #define SVOD_REQUIRE_LLVM_PLUGIN() \

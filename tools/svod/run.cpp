@@ -109,8 +109,8 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     const bool package = is_package_file(options.plan);
     // A package's CPU programs are compiled already, so unless a backend is
     // asked for, the clang backend serves the rare recompile (a foreign CPU):
-    // choosing it costs nothing, while the default llvm backend opens libLLVM
-    // (about 180 ms, most of a package's start-up).
+    // choosing it costs nothing, while the default llvm backend opens its LLVM
+    // plugin (several milliseconds, a large part of a package's start-up).
     if (package && options.backend.empty() && !std::getenv("SVOD_CPU_BACKEND")) select_cpu_backend("clang");
     select_cpu_backend(options.backend);
     if (package) {

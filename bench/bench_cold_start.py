@@ -6,8 +6,10 @@ with (LD_LIBRARY_PATH points there, so it opens its own plugin too).
 
     /usr/bin/python3 bench/bench_cold_start.py [rounds=10] [baseline folder]
 
+Each round also runs every variant a second time on the cache its cold run filled (a warm
+start: nothing compiles, but the llvm backend still opens its plugin for the cache key).
 Prints each variant's median and range of wall time and its median user + system CPU time,
-and the baseline's median wall time over this build's.
+cold and warm, and the baseline's median wall times over this build's.
 """
 import os
 import resource
@@ -31,28 +33,31 @@ def main():
         variants["baseline"] = ([os.path.join(folder, "svod"), "run", PLAN], {"LD_LIBRARY_PATH": folder})
     variants["this build"] = ([SVOD, "run", PLAN], {})
     variants["this build, clang"] = ([SVOD, "run", "--backend", "clang", PLAN], {})
-    wall = {name: [] for name in variants}
-    cpu = {name: [] for name in variants}
+    kinds = ("cold", "warm")
+    wall = {(name, kind): [] for name in variants for kind in kinds}
+    cpu = {(name, kind): [] for name in variants for kind in kinds}
     for _ in range(rounds):
         for name, (argv, extra) in variants.items():
             cache = tempfile.mkdtemp(prefix="svod_cold_")
             env = dict(os.environ, SVOD_CACHE_DIR=cache, **extra)
             env.pop("SVOD_CPU_BACKEND", None)
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
-            wall[name].append(time.perf_counter() - start)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            for kind in kinds:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+                wall[name, kind].append(time.perf_counter() - start)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name, kind].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             shutil.rmtree(cache)
-    for name in variants:
-        w = wall[name]
-        print(f"{name:18s} wall median {statistics.median(w) * 1e3:6.1f} ms "
-              f"(range {min(w) * 1e3:.0f}-{max(w) * 1e3:.0f})  CPU median {statistics.median(cpu[name]) * 1e3:6.1f} ms")
-    if "baseline" in variants:
-        ratio = statistics.median(wall["baseline"]) / statistics.median(wall["this build"])
-        print(f"baseline / this build (median wall): {ratio:.2f}x")
-
+    for kind in kinds:
+        for name in variants:
+            w = wall[name, kind]
+            print(f"{kind} {name:18s} wall median {statistics.median(w) * 1e3:6.1f} ms "
+                  f"(range {min(w) * 1e3:.0f}-{max(w) * 1e3:.0f})  "
+                  f"CPU median {statistics.median(cpu[name, kind]) * 1e3:6.1f} ms")
+        if "baseline" in variants:
+            ratio = statistics.median(wall["baseline", kind]) / statistics.median(wall["this build", kind])
+            print(f"{kind}: baseline / this build (median wall): {ratio:.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@
 namespace svod {
 
 std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs,
-                                        const CompileCallback& on_compiled) {
+                                        const CompileCallback& on_compiled, const CompileCallback& on_started) {
   // Duplicates are folded here rather than left to the kernel cache's
   // single-flight, so no pool thread sits blocked waiting on a sibling.
   std::vector<size_t> unique;           // index of the first spec of each group
@@ -25,6 +25,7 @@ std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramS
   for (size_t i = 0; i < specs.size(); ++i) members[group[i]].push_back(i);
   std::vector<CompileResult> compiled(unique.size());
   parallel_for(unique.size(), [&](size_t u) {
+    if (on_started) on_started(unique[u]);
     try {
       compiled[u] = device.compile(specs[unique[u]]);
     } catch (const Error& e) {

@@ -20,11 +20,14 @@ namespace svod {
 
 using CompileResult = std::variant<std::shared_ptr<const Program>, Error>;
 
-// Called on a pool thread once for every position of `specs` as soon as its
-// result is known, with that position; calls may come concurrently.
+// Called on a pool thread with a position of `specs`; calls may come
+// concurrently. on_compiled: once for every position, as soon as its result
+// is known. on_started: once for every distinct spec, with its first
+// position, as its compile (or cache lookup) begins.
 using CompileCallback = std::function<void(size_t position)>;
 
 std::vector<CompileResult> compile_many(Device& device, std::span<const ProgramSpec> specs,
-                                        const CompileCallback& on_compiled = {});
+                                        const CompileCallback& on_compiled = {},
+                                        const CompileCallback& on_started = {});
 
 }  // namespace svod

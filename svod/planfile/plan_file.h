@@ -34,6 +34,7 @@
 //    and bool buffers default to exact comparison.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -170,6 +171,12 @@ struct LoadOptions {
   // plan_digest) and fails with Error(Validation) on every rank naming the
   // ranks that differ.
   std::shared_ptr<Communicator> communicator = {};
+
+  // When stderr is a terminal and the programs are still compiling this long
+  // after compiling began, a progress line shows there (programs done of
+  // the total, seconds, the programs compiling now), replaced by a summary
+  // when the compiles end. Nothing is written when stderr is not a terminal.
+  std::chrono::milliseconds progress_after = std::chrono::seconds(1);
 
   // Hooks for packages (svod/package), which carry a plan's data and compiled
   // programs in place of .npy files and source to compile. Each one unset

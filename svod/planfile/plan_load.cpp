@@ -3,13 +3,15 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
-#include <cstring>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <numbers>
 #include <optional>
+#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
@@ -27,37 +29,77 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Shows "compiling programs: 3/11 (name)" on a terminal once a load has been
-// compiling for about a second, so a long cold start is visibly working;
-// silent when stderr is not a terminal or the compiles finish sooner.
+// The progress line of a long compile on a terminal (LoadOptions::progress_after):
+//   compiling programs: 3/11 done, 4 s: layer4, layer5
+// A ticker thread shows it once compiling has lasted `after`, so that even one
+// long compile is visibly working, and refreshes it as programs start and end
+// and every quarter second; the summary line replaces it at the end. Without a
+// terminal there is no thread and nothing is written.
 class CompileProgress {
  public:
-  explicit CompileProgress(size_t total) : total_(total), tty_(isatty(STDERR_FILENO) != 0) {}
+  CompileProgress(size_t total, std::chrono::milliseconds after) : total_(total) {
+    if (total == 0 || isatty(STDERR_FILENO) == 0) return;
+    if (after <= std::chrono::milliseconds(0)) {  // from the start
+      shown_ = true;
+      show();
+    }
+    ticker_ = std::thread([this, after] { tick(after); });
+  }
+  ~CompileProgress() { finish(); }
 
-  // One more program compiled (from any thread).
+  // From any thread: a program's compile began, or ended.
+  void started(const std::string& name) {
+    const std::lock_guard lock(mutex_);
+    compiling_.push_back(name);
+    if (shown_) show();
+  }
   void done(const std::string& name) {
     const std::lock_guard lock(mutex_);
     ++done_;
-    if (!tty_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
-    std::fprintf(stderr, "\rcompiling programs: %zu/%zu (%s)\x1b[K", done_, total_, name.c_str());
-    std::fflush(stderr);
-    shown_ = true;
+    if (auto it = std::find(compiling_.begin(), compiling_.end(), name); it != compiling_.end()) compiling_.erase(it);
+    if (shown_) show();
   }
 
-  // Ends the line if one was shown.
+  // Stops the ticker and, if the line was shown, writes the summary.
   void finish() {
-    if (!shown_) return;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::fprintf(stderr, "\rcompiled %zu programs in %.1f s\x1b[K\n", total_, seconds);
+    {
+      const std::lock_guard lock(mutex_);
+      finished_ = true;
+    }
+    wake_.notify_all();
+    if (!ticker_.joinable()) return;
+    ticker_.join();
+    if (shown_) std::fprintf(stderr, "\rcompiled %zu programs in %.1f s\x1b[K\n", total_, seconds());
   }
 
  private:
+  void tick(std::chrono::milliseconds after) {
+    std::unique_lock lock(mutex_);
+    if (wake_.wait_for(lock, after, [this] { return finished_; })) return;
+    shown_ = true;
+    do show();
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return finished_; }));
+  }
+
+  // Under mutex_.
+  void show() {
+    std::string now;
+    for (const std::string& name : compiling_) now += (now.empty() ? ": " : ", ") + name;
+    std::fprintf(stderr, "\rcompiling programs: %zu/%zu done, %.0f s%s\x1b[K", done_, total_, seconds(), now.c_str());
+    std::fflush(stderr);
+  }
+
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
   const size_t total_;
-  const bool tty_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::mutex mutex_;
+  std::condition_variable wake_;
   size_t done_ = 0;
+  std::vector<std::string> compiling_;
   bool shown_ = false;
+  bool finished_ = false;
+  std::thread ticker_;  // last: it starts once every other member is ready
 };
 
 // Runs `fn`, moving any svod::Error it raises under the plan file and `path`
@@ -302,11 +344,12 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     }
     program_devices.push_back(&device);
   }
-  CompileProgress progress(file.programs.size());
+  CompileProgress progress(file.programs.size(), options.progress_after);
   std::vector<std::optional<CompileResult>> compiled(file.programs.size());
   if (options.build_program) {
     // The caller brings its programs (a package's objects): each is built alone.
     parallel_for(file.programs.size(), [&](size_t i) {
+      progress.started(file.programs[i].name);
       try {
         compiled[i] = options.build_program(file.programs[i], *program_devices[i]);
       } catch (const Error& e) {
@@ -329,9 +372,10 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     parallel_for(batches.size(), [&](size_t b) {
       std::vector<ProgramSpec> specs;
       for (const size_t i : batches[b]) specs.push_back(file.programs[i].spec);
-      std::vector<CompileResult> results = compile_many(*batch_devices[b], specs, [&](size_t position) {
-        progress.done(file.programs[batches[b][position]].name);
-      });
+      std::vector<CompileResult> results = compile_many(
+          *batch_devices[b], specs,
+          [&](size_t position) { progress.done(file.programs[batches[b][position]].name); },
+          [&](size_t position) { progress.started(file.programs[batches[b][position]].name); });
       for (size_t k = 0; k < results.size(); ++k) compiled[batches[b][k]] = std::move(results[k]);
     });
   }

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
+#include <string>
 
 #include "tests/cache/cache_test_support.h"
 
@@ -69,6 +71,30 @@ TEST_F(CompileManyTest, CallbackReportsEveryPositionOnce) {
   });
   EXPECT_EQ(calls, (std::vector<int>{1, 1, 1, 1}));  // the duplicate and the failure too
   EXPECT_TRUE(std::holds_alternative<Error>(results[3]));
+}
+
+TEST_F(CompileManyTest, StartedOncePerDistinctSpecBeforeItsResult) {
+  std::vector<ProgramSpec> specs = {add_kernel(21), add_kernel(22), add_kernel(21),
+                                    test::c_kernel("broken", "void broken(void) { nope }")};
+  std::mutex mutex;
+  std::vector<std::string> events;
+  compile_many(
+      *device, specs,
+      [&](size_t position) {
+        const std::lock_guard lock(mutex);
+        events.push_back("done " + std::to_string(position));
+      },
+      [&](size_t position) {
+        const std::lock_guard lock(mutex);
+        events.push_back("start " + std::to_string(position));
+      });
+  auto at = [&](const std::string& event) {
+    return std::find(events.begin(), events.end(), event) - events.begin();
+  };
+  EXPECT_EQ(events.size(), 7u);  // three distinct specs start, four positions end
+  EXPECT_EQ(std::count(events.begin(), events.end(), "start 2"), 0);  // a duplicate of position 0
+  for (const int position : {0, 1, 3}) EXPECT_LT(at("start " + std::to_string(position)), at("done " + std::to_string(position)));
+  EXPECT_LT(at("start 0"), at("done 2"));
 }
 
 TEST_F(CompileManyTest, EmptyBatch) { EXPECT_TRUE(compile_many(*device, {}).empty()); }

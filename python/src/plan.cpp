@@ -236,7 +236,7 @@ struct PyPlanBuilder {
 
   OpOptions options(const std::string& id, const py::object& after) const {
     OpRefs refs = op_refs(after);
-    return OpOptions{id, std::move(refs.ids), std::move(refs.indices)};
+    return OpOptions{.id = id, .after_ids = std::move(refs.ids), .after = std::move(refs.indices), .label = {}};
   }
 
   PyPlan build() {
@@ -443,7 +443,7 @@ void bind_plans(py::module_& m) {
           "custom",
           [](PyPlanBuilder& b, const std::string& name, std::vector<size_t> buffers, py::dict attrs,
              const std::string& id, py::object after) {
-            PreparedCustomFunction f{name, std::move(buffers), {}};
+            PreparedCustomFunction f{.name = name, .buffers = std::move(buffers), .attrs = {}, .def = {}};
             for (auto [k, v] : attrs) f.attrs[py::cast<std::string>(k)] = attr_of(v, py::cast<std::string>(k));
             return b.builder.add_op(std::move(f), b.options(id, after));
           },

@@ -3,9 +3,9 @@
 // libsvod_runtime does not link LLVM (the plugin holds it, and opening the
 // plugin costs a process several milliseconds, about 25 when it links
 // libLLVM.so and libclang-cpp.so); the plugin is opened the first time
-// something asks for the llvm backend. It is looked for at SVOD_LLVM_PLUGIN when that is set
-// (and only there), else beside libsvod_runtime.so, else in the library folder
-// of the install prefix. Once opened it stays open for the life of the process.
+// something asks for the llvm backend. It is looked for at SVOD_LLVM_PLUGIN
+// when that is set (and only there), else beside libsvod_runtime.so, else in
+// the library folder of the install prefix. Once opened it stays open for the life of the process.
 #pragma once
 
 #include <memory>

@@ -33,8 +33,9 @@ namespace fs = std::filesystem;
 //   compiling programs: 3/11 done, 4 s: layer4, layer5
 // A ticker thread shows it once compiling has lasted `after`, so that even one
 // long compile is visibly working, and refreshes it as programs start and end
-// and every quarter second; the summary line replaces it at the end. Without a
-// terminal there is no thread and nothing is written.
+// and every quarter second; a last line with the time taken ends it (a failed
+// compile counts as done: its error follows). Without a terminal there is no
+// thread and nothing is written.
 class CompileProgress {
  public:
   CompileProgress(size_t total, std::chrono::milliseconds after) : total_(total) {
@@ -69,7 +70,7 @@ class CompileProgress {
     wake_.notify_all();
     if (!ticker_.joinable()) return;
     ticker_.join();
-    if (shown_) std::fprintf(stderr, "\rcompiled %zu programs in %.1f s\x1b[K\n", total_, seconds());
+    if (shown_) std::fprintf(stderr, "\rcompiling programs: %zu/%zu done in %.1f s\x1b[K\n", done_, total_, seconds());
   }
 
  private:

@@ -59,5 +59,6 @@ def main():
             ratio = statistics.median(wall["baseline", kind]) / statistics.median(wall["this build", kind])
             print(f"{kind}: baseline / this build (median wall): {ratio:.2f}x")
 
+
 if __name__ == "__main__":
     main()

@@ -93,7 +93,9 @@ TEST_F(CompileManyTest, StartedOncePerDistinctSpecBeforeItsResult) {
   };
   EXPECT_EQ(events.size(), 7u);  // three distinct specs start, four positions end
   EXPECT_EQ(std::count(events.begin(), events.end(), "start 2"), 0);  // a duplicate of position 0
-  for (const int position : {0, 1, 3}) EXPECT_LT(at("start " + std::to_string(position)), at("done " + std::to_string(position)));
+  for (const int position : {0, 1, 3}) {
+    EXPECT_LT(at("start " + std::to_string(position)), at("done " + std::to_string(position)));
+  }
   EXPECT_LT(at("start 0"), at("done 2"));
 }
 

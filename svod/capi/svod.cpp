@@ -254,7 +254,7 @@ std::map<std::string, int64_t> parse_vars(const char* vars_json) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(vars_json);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw make_error(ErrorKind::Validation, "vars_json is not valid JSON: {}", e.what());
   }
   if (!json.is_object()) {

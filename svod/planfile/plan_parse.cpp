@@ -68,7 +68,7 @@ class Parser {
   Json parse_json(std::string_view text) const {
     try {
       return Json::parse(text.begin(), text.end());
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, e.what());
     }
   }

@@ -52,7 +52,7 @@ class Parser {
     Json root;
     try {
       root = Json::parse(text.begin(), text.end());
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, e.what());
     }
     if (!root.is_object()) fail("(the tune file)", fmt::format("expected an object, got {}", json_type_name(root)));

@@ -484,6 +484,8 @@ TEST(CApi, PlanErrors) {
   const std::string broken = dir.write("broken.json", R"({"svod_plan": 1, "buffers": {}, "ops": []})").string();
   expect_error(svod_plan_load(broken.c_str(), nullptr, &none), SVOD_ERROR_VALIDATION, "at least one buffer");
   expect_error(svod_plan_load(path.c_str(), "{\"N\": ", &none), SVOD_ERROR_VALIDATION, "vars_json is not valid JSON");
+  expect_error(svod_plan_load(path.c_str(), R"({"N": 1e999})", &none), SVOD_ERROR_VALIDATION,
+               "vars_json is not valid JSON");  // a number no double holds
   expect_error(svod_plan_load(path.c_str(), "[1]", &none), SVOD_ERROR_VALIDATION, "expected an object");
   expect_error(svod_plan_load(path.c_str(), R"({"N": 1.5})", &none), SVOD_ERROR_VALIDATION, "vars_json.N");
   expect_error(svod_plan_load(path.c_str(), R"({"M": 1})", &none), SVOD_ERROR_VALIDATION, "no variable named \"M\"");

@@ -11,6 +11,7 @@
 
 #include "svod/base/error.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/tune/tune_file.h"
 #include "tests/planfile/temp_dir.h"
 
 namespace svod {
@@ -47,6 +48,11 @@ TEST(FuzzRegressions, PlanFiles) {
   test::TempDir dir;
   dir.write("k.c", "void k(float* o) { o[0] = 1; }");
   replay("plan_file", [&](const std::string& text) { parse_plan_text(text, dir.path(), "fuzz.json"); });
+}
+
+TEST(FuzzRegressions, TuneFiles) {
+  test::TempDir dir;
+  replay("tune_file", [&](const std::string& text) { parse_tune_file(dir.write("tune.json", text)); });
 }
 
 }  // namespace

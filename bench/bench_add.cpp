@@ -4,7 +4,7 @@
 // GB/s; the counters report bytes moved per second.
 #include <benchmark/benchmark.h>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 extern "C" void native_add(float* restrict_o, const float* a, const float* b, int n);
 
@@ -14,7 +14,7 @@ constexpr int kN = 1 << 20;
 constexpr double kBytes = 3.0 * kN * sizeof(float);
 
 struct Data {
-  std::shared_ptr<svod::CpuDevice> cpu = svod::create_cpu_device();
+  std::shared_ptr<svod::CpuDevice> cpu = svod::cpu_device();
   svod::Buffer o = cpu->allocate(svod::DType::F32, kN), a = cpu->allocate(svod::DType::F32, kN),
                b = cpu->allocate(svod::DType::F32, kN);
   Data() {

@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "svod/base/subprocess.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/loader/shared_library.h"
 
@@ -56,7 +56,7 @@ svod::ProgramSpec small_ir_kernel(int64_t variant) {
 }
 
 void BM_Compile_C(benchmark::State& state) {
-  const svod::Compiler& compiler = svod::create_cpu_device_with_backend(backend_of(state))->compiler();
+  const svod::Compiler& compiler = svod::cpu_device(backend_of(state))->compiler();
   state.SetLabel(std::string(svod::to_string(backend_of(state))));
   int64_t i = 0;
   for (auto _ : state) benchmark::DoNotOptimize(compiler.compile(small_c_kernel(++i)));
@@ -64,7 +64,7 @@ void BM_Compile_C(benchmark::State& state) {
 BENCHMARK(BM_Compile_C)->Apply(name_backends)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
 
 void BM_Compile_LlvmIr(benchmark::State& state) {
-  const svod::Compiler& compiler = svod::create_cpu_device_with_backend(backend_of(state))->compiler();
+  const svod::Compiler& compiler = svod::cpu_device(backend_of(state))->compiler();
   state.SetLabel(std::string(svod::to_string(backend_of(state))));
   int64_t i = 0;
   for (auto _ : state) benchmark::DoNotOptimize(compiler.compile(small_ir_kernel(++i)));
@@ -75,14 +75,14 @@ BENCHMARK(BM_Compile_LlvmIr)->Apply(name_backends)->Unit(benchmark::kMillisecond
 // svod's ELF loader, a shared library through dlopen (via a private file).
 void BM_Load_ElfLoader(benchmark::State& state) {
   const auto spec = small_c_kernel(3);
-  const svod::Artifact object = svod::create_cpu_device_with_backend(CpuBackend::Clang)->compiler().compile(spec);
+  const svod::Artifact object = svod::cpu_device(CpuBackend::Clang)->compiler().compile(spec);
   for (auto _ : state) benchmark::DoNotOptimize(svod::LoadedImage::load(object.bytes)->symbol("saxpy"));
 }
 BENCHMARK(BM_Load_ElfLoader)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Load_Dlopen(benchmark::State& state) {
   const auto spec = small_c_kernel(3);
-  const svod::Artifact library = svod::create_cpu_device_with_backend(CpuBackend::Dlopen)->compiler().compile(spec);
+  const svod::Artifact library = svod::cpu_device(CpuBackend::Dlopen)->compiler().compile(spec);
   for (auto _ : state)
     benchmark::DoNotOptimize(svod::SharedLibrary::open_image(library.bytes, "saxpy")->symbol("saxpy"));
 }
@@ -104,7 +104,7 @@ KernelRun add_1m(CpuBackend backend) {
                 "  for (int i = 0; i < n; i++) o[i] = a[i] + b[i];\n}\n";
   spec.buffers = {{"o", svod::Access::Write}, {"a"}, {"b"}};
   spec.scalars = {{"n", svod::ScalarType::I32}};
-  KernelRun run{svod::create_cpu_device_with_backend(backend), nullptr, {}, {n}};
+  KernelRun run{svod::cpu_device(backend), nullptr, {}, {n}};
   run.program = run.cpu->compile(spec);
   for (int k = 0; k < 3; ++k) run.buffers.push_back(run.cpu->allocate(svod::DType::F32, n));
   for (int i = 0; i < n; ++i) run.buffers[1].span<float>()[i] = float(i), run.buffers[2].span<float>()[i] = 0.5f;
@@ -124,7 +124,7 @@ KernelRun matmul_128(CpuBackend backend) {
                 "    }\n  }\n}\n";
   spec.buffers = {{"c", svod::Access::Write}, {"a"}, {"b"}};
   spec.scalars = {{"n", svod::ScalarType::I32}};
-  KernelRun run{svod::create_cpu_device_with_backend(backend), nullptr, {}, {n}};
+  KernelRun run{svod::cpu_device(backend), nullptr, {}, {n}};
   run.program = run.cpu->compile(spec);
   for (int k = 0; k < 3; ++k) run.buffers.push_back(run.cpu->allocate(svod::DType::F32, n * n));
   for (int i = 0; i < n * n; ++i)

@@ -10,11 +10,11 @@
 #include <filesystem>
 
 #include "svod/cache/cache_key.h"
-#include "svod/cache/compile_many.h"
-#include "svod/cache/kernel_cache.h"
+#include "svod/device/compile_many.h"
+#include "svod/device/kernel_cache.h"
 #include "svod/cache/object_cache.h"
 #include "svod/compile/clang_compiler.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 namespace {
 

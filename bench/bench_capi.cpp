@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 namespace {
 
@@ -43,7 +43,7 @@ void BM_CApiLaunchEmpty(benchmark::State& state) {
 BENCHMARK(BM_CApiLaunchEmpty);
 
 void BM_ProgramLaunchEmpty(benchmark::State& state) {
-  auto cpu = svod::create_cpu_device();
+  auto cpu = svod::cpu_device();
   svod::ProgramSpec spec;
   spec.entry = "empty";
   spec.source = "void empty(float* restrict a, const float* restrict b, int n) {}";

@@ -9,7 +9,7 @@
 
 #include "svod/comm/communicator.h"
 #include "svod/device/device.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 
 namespace {
 

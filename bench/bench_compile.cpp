@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "svod/compile/clang_compiler.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 namespace {
 
@@ -25,7 +25,7 @@ void BM_ClangProcessCompile(benchmark::State& state) {
 BENCHMARK(BM_ClangProcessCompile)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
 void BM_ClangCompileAndLoad(benchmark::State& state) {
-  auto cpu = svod::create_cpu_device();
+  auto cpu = svod::cpu_device();
   svod::ClangCompiler clang;
   int64_t i = 0;
   for (auto _ : state) {

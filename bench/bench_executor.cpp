@@ -16,11 +16,11 @@
 #include <benchmark/benchmark.h>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 #include "svod/executor/executor.h"
 #if SVOD_HAVE_OPENCL
-#include "svod/device/opencl/opencl_device.h"
+#include "svod/backends/opencl/opencl_device.h"
 #endif
 
 namespace svod {
@@ -34,7 +34,7 @@ std::shared_ptr<const Program> empty_cpu_kernel() {
     spec.entry = "empty";
     spec.source = "void empty(int* c) { (void)c; }";
     spec.buffers = {BufferParam{"c", Access::ReadWrite, DType::I32}};
-    return create_cpu_device()->compile(spec);
+    return cpu_device()->compile(spec);
   }();
   return program;
 }
@@ -49,7 +49,7 @@ void run_graph(benchmark::State& state, ExecutionGraph& graph, SyncStrategy stra
 }
 
 void ExecutorCpuChain(benchmark::State& state) {
-  Buffer shared = create_cpu_device()->allocate(DType::I32, 1);
+  Buffer shared = cpu_device()->allocate(DType::I32, 1);
   ExecutionGraph graph;
   for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {shared}, {});
   run_graph(state, graph);
@@ -58,7 +58,7 @@ BENCHMARK(ExecutorCpuChain)->UseRealTime();
 
 void ExecutorCpuIndependent(benchmark::State& state) {
   ExecutionGraph graph;
-  for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {create_cpu_device()->allocate(DType::I32, 1)}, {});
+  for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {cpu_device()->allocate(DType::I32, 1)}, {});
   run_graph(state, graph);
 }
 BENCHMARK(ExecutorCpuIndependent)->UseRealTime();
@@ -86,7 +86,7 @@ std::shared_ptr<const OpenClProgram> empty_cl_kernel(OpenClDevice& device) {
 void ExecutorTwoDevicesIndependentChains(benchmark::State& state) {
   auto cl = opencl_or_skip(state);
   if (!cl) return;
-  Buffer host = create_cpu_device()->allocate(DType::I32, 1);
+  Buffer host = cpu_device()->allocate(DType::I32, 1);
   Buffer device = cl->allocate(DType::I32, 1);
   auto cl_kernel = empty_cl_kernel(*cl);
   ExecutionGraph graph;
@@ -101,7 +101,7 @@ BENCHMARK(ExecutorTwoDevicesIndependentChains)->UseRealTime();
 void ExecutorTwoDevicesPingPong(benchmark::State& state) {
   auto cl = opencl_or_skip(state);
   if (!cl) return;
-  Buffer host = create_cpu_device()->allocate(DType::I32, 1);
+  Buffer host = cpu_device()->allocate(DType::I32, 1);
   Buffer device = cl->allocate(DType::I32, 1);
   auto cl_kernel = empty_cl_kernel(*cl);
   ExecutionGraph graph;

@@ -3,13 +3,13 @@
 // call of the same loaded entry as the floor.
 #include <benchmark/benchmark.h>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/program/cpu_abi.h"
 
 namespace {
 
 struct EmptyKernel {
-  std::shared_ptr<svod::CpuDevice> cpu = svod::create_cpu_device();
+  std::shared_ptr<svod::CpuDevice> cpu = svod::cpu_device();
   std::shared_ptr<const svod::CpuProgram> program;
   svod::Buffer a = cpu->allocate(svod::DType::F32, 16), b = cpu->allocate(svod::DType::F32, 16);
 
@@ -57,7 +57,7 @@ BENCHMARK(BM_DirectCallEmpty);
 
 // Fan-out cost: an empty kernel split into one core_id slice per pool thread.
 void BM_ProgramLaunchCoreIdSlices(benchmark::State& state) {
-  auto cpu = svod::create_cpu_device();
+  auto cpu = svod::cpu_device();
   svod::ProgramSpec spec;
   spec.entry = "slice";
   spec.source = "void slice(float* restrict a, int core_id) {}";

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/plan/execution_plan.h"
 
 namespace svod {
@@ -32,14 +32,14 @@ ProgramSpec spec_of(std::string entry, std::string source, std::vector<BufferPar
 }
 
 std::shared_ptr<const CpuProgram> empty_kernel() {
-  static auto program = std::dynamic_pointer_cast<const CpuProgram>(create_cpu_device()->compile(
+  static auto program = std::dynamic_pointer_cast<const CpuProgram>(cpu_device()->compile(
       spec_of("empty", "void empty(int* c) { (void)c; }", {BufferParam{"c", Access::ReadWrite, DType::I32}})));
   return program;
 }
 
 // A dependent chain of floating-point steps the compiler cannot shorten.
 std::shared_ptr<const Program> busy_kernel() {
-  static auto program = create_cpu_device()->compile(
+  static auto program = cpu_device()->compile(
       spec_of("busy",
               "void busy(float* out, int iters) { float a = out[0];"
               " for (int i = 0; i < iters; ++i) a = a * 0.999f + 1.0f; out[0] = a; }",
@@ -48,7 +48,7 @@ std::shared_ptr<const Program> busy_kernel() {
 }
 
 ExecutionPlan empty_plan(bool shared_buffer) {
-  auto device = create_cpu_device();
+  auto device = cpu_device();
   ExecutionPlanBuilder b;
   size_t shared = b.add_buffer(device->allocate(DType::I32, 1));
   for (int i = 0; i < kOps; ++i) {
@@ -65,7 +65,7 @@ void set_per_op(benchmark::State& state) {
 
 void BM_ChainDirectCalls(benchmark::State& state) {
   auto program = empty_kernel();
-  Buffer c = create_cpu_device()->allocate(DType::I32, 1);
+  Buffer c = cpu_device()->allocate(DType::I32, 1);
   uint64_t args[1] = {reinterpret_cast<uint64_t>(c.data())};
   for (auto _ : state)
     for (int i = 0; i < kOps; ++i) program->run(args, 1);
@@ -92,7 +92,7 @@ BENCHMARK(BM_IndependentPlan)->Arg(0)->Arg(1)->ArgName("sequential")->Unit(bench
 // Iterations of busy_kernel that take about a millisecond here.
 int64_t iterations_per_ms() {
   static const int64_t iters = [] {
-    auto device = create_cpu_device();
+    auto device = cpu_device();
     Buffer out = device->allocate(DType::F32, 1);
     const int64_t probe = 1'000'000;
     busy_kernel()->launch(std::vector<Buffer>{out}, std::vector<int64_t>{probe});
@@ -105,7 +105,7 @@ int64_t iterations_per_ms() {
 }
 
 void BM_EightOneMsKernels(benchmark::State& state) {
-  auto device = create_cpu_device();
+  auto device = cpu_device();
   ExecutionPlanBuilder b;
   b.add_variable(Variable{"ITERS", 1, INT32_MAX}, iterations_per_ms());
   for (int i = 0; i < 8; ++i)

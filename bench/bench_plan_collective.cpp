@@ -17,7 +17,7 @@
 
 #include "svod/comm/communicator.h"
 #include "svod/custom/custom_function.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "svod/plan/execution_plan.h"
 
 namespace {

@@ -8,7 +8,7 @@
 // machine, and CPU time alongside wall time.
 #include <benchmark/benchmark.h>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/profile/profile.h"
 
@@ -22,12 +22,12 @@ std::shared_ptr<const Program> empty_kernel() {
   spec.entry = "empty";
   spec.source = "void empty(int* c) { (void)c; }";
   spec.buffers = {BufferParam{"c", Access::ReadWrite, DType::I32}};
-  static auto program = create_cpu_device()->compile(spec);
+  static auto program = cpu_device()->compile(spec);
   return program;
 }
 
 ExecutionPlan chain_plan() {
-  auto device = create_cpu_device();
+  auto device = cpu_device();
   ExecutionPlanBuilder b;
   const size_t shared = b.add_buffer(device->allocate(DType::I32, 1));
   for (int i = 0; i < kOps; ++i) b.add_op(PreparedKernel{empty_kernel(), {shared}, {}, {}});

@@ -8,13 +8,13 @@
 
 #include <algorithm>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/tune/benchmark.h"
 
 namespace {
 
 struct Spin {
-  std::shared_ptr<svod::CpuDevice> cpu = svod::create_cpu_device();
+  std::shared_ptr<svod::CpuDevice> cpu = svod::cpu_device();
   std::shared_ptr<const svod::Program> program;
   svod::Buffer counter = cpu->allocate(svod::DType::I64, 1);
   int64_t iterations = 0;  // loop trips for about 1 ms

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/cuda/cuda_device.h"
-#include "svod/device/cuda/nvrtc_compiler.h"
-#include "svod/device/registry.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/backends/cuda/cuda_device.h"
+#include "svod/backends/cuda/nvrtc_compiler.h"
+#include "svod/registry/registry.h"
 #include "svod/executor/executor.h"
 
 namespace svod {
@@ -112,7 +112,7 @@ void cuda_copy(benchmark::State& state, bool to_device, bool pinned) {
   if (!device) return;
   const size_t bytes = size_t{64} << 20;
   const Buffer on_device = device->allocate(DType::U8, bytes);
-  const Buffer on_host = pinned ? device->allocate_pinned(DType::U8, bytes) : create_cpu_device()->allocate(DType::U8, bytes);
+  const Buffer on_host = pinned ? device->allocate_host(DType::U8, bytes) : cpu_device()->allocate(DType::U8, bytes);
   for (auto _ : state) {
     if (to_device) device->copy(on_device, on_host);
     else device->copy(on_host, on_device);

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/tuner.h"
 

@@ -2,10 +2,10 @@
 // it, run it on host buffers and check the result.
 #include <cstdio>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 int main() {
-  auto cpu = svod::create_cpu_device();
+  auto cpu = svod::cpu_device();
 
   svod::ProgramSpec spec;
   spec.entry = "scale";

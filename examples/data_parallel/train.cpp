@@ -30,7 +30,7 @@
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "svod/comm/communicator.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 
 namespace {

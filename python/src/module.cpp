@@ -5,7 +5,7 @@
 
 #include <Python.h>
 
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 
 namespace svod::python {
 

@@ -10,8 +10,8 @@
 
 #include "bindings.h"
 #include "svod/compile/compile_policy.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/compile/cpu_backend.h"
+#include "svod/registry/registry.h"
 #include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/benchmark.h"
@@ -167,7 +167,7 @@ PyPlan load(const std::filesystem::path& path, const py::object& vars, const std
     // Plans open "CPU" through the registry, which creates it once per process
     // with the default backend; the variable decides that default.
     ::setenv("SVOD_CPU_BACKEND", std::string(to_string(wanted)).c_str(), 1);
-    if (open_device("CPU") != create_cpu_device_with_backend(wanted))
+    if (open_device("CPU") != device_registry().open("CPU", to_string(wanted)))
       throw make_error(ErrorKind::Unsupported,
                        "load_plan(backend=\"{}\"): the process's CPU device was already opened with another backend; "
                        "set SVOD_CPU_BACKEND before using svod",

@@ -4,17 +4,17 @@
 // kernel it emits, so svod.Program's call slot is a plain CPython tp_call
 // rather than a pybind11 method: the signature is worked out once when the
 // program is compiled (numpy type numbers, which buffers are written, the
-// parameter names as interned strings), and a call on a CPU program checks
-// the arguments in place and runs CpuProgram::run on raw addresses — no
-// svod::Buffer, no allocation — with the GIL released.
+// parameter names as interned strings), and a call on a program that binds
+// host arguments (the CPU's) checks the arguments in place and runs
+// Program::run_bound on raw addresses — no svod::Buffer, no allocation — with
+// the GIL released.
 #include <Python.h>
 
 #include <array>
 #include <filesystem>
 
 #include "bindings.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/program/cpu_abi.h"
 #include "svod/tune/benchmark.h"
@@ -26,7 +26,7 @@ namespace {
 // A compiled program and its call signature.
 struct PyProgram {
   std::shared_ptr<const Program> program;
-  const CpuProgram* cpu = nullptr;  // set when it runs on the CPU device
+  bool host = false;  // the program runs on the host with pre-bound arguments (the CPU)
   size_t buffer_count = 0;
   size_t scalar_count = 0;     // the caller's scalars (core_id excluded)
   std::vector<int> numpy_type;  // per buffer: the declared dtype's type number, or NPY_NOTYPE
@@ -36,7 +36,7 @@ struct PyProgram {
   std::vector<std::string> name_text;
 
   explicit PyProgram(std::shared_ptr<const Program> p) : program(std::move(p)) {
-    cpu = dynamic_cast<const CpuProgram*>(program.get());
+    host = program->binds_host_arguments();
     const ProgramSpec& spec = program->spec();
     buffer_count = spec.buffers.size();
     for (const auto& b : spec.buffers) {
@@ -196,8 +196,8 @@ void run_unlocked(const PyProgram& p, Fn&& fn) {
   PyEval_RestoreThread(state);
 }
 
-void call_cpu(const PyProgram& p, PyObject** slots) {
-  const CpuProgram& program = *p.cpu;
+void call_host(const PyProgram& p, PyObject** slots) {
+  const Program& program = *p.program;
   const LaunchLayout& layout = program.layout();
   uint64_t args[kMaxKernelArgs];
   size_t bytes[kMaxKernelArgs];
@@ -210,8 +210,8 @@ void call_cpu(const PyProgram& p, PyObject** slots) {
     } else {
       const Buffer& b = other_buffer(p, i, obj, keep);
       if (!b.is_host())
-        throw make_error(ErrorKind::Validation, "{}: the buffer is on {}, the program on CPU", where(p, i),
-                         b.device().name());
+        throw make_error(ErrorKind::Validation, "{}: the buffer is on {}, the program on {}", where(p, i),
+                         b.device().name(), program.device().name());
       address = b.data();
       bytes[i] = b.bytes();
     }
@@ -226,7 +226,7 @@ void call_cpu(const PyProgram& p, PyObject** slots) {
       throw make_error(ErrorKind::Validation, "{}: holds {} bytes but the launch needs {}", where(p, i), bytes[i], *need);
   }
   const int64_t slices = layout.global_size(0, abi);
-  run_unlocked(p, [&] { program.run(args, slices); });
+  run_unlocked(p, [&] { program.run_bound(args, slices); });
 }
 
 // Any other device: svod::Buffers through Program::launch, which checks
@@ -253,7 +253,7 @@ PyObject* call_program(PyObject* self, PyObject* args, PyObject* kwargs) {
     const PyProgram& p = program_of(self);
     PyObject* slots[kMaxKernelArgs];
     gather(p, args, kwargs, slots);
-    if (p.cpu) call_cpu(p, slots);
+    if (p.host) call_host(p, slots);
     else call_device(p, slots);
     Py_RETURN_NONE;
   } catch (...) {
@@ -393,12 +393,7 @@ void bind_devices(py::module_& m) {
       "device",
       [](const std::string& name, std::optional<std::string> backend) -> std::shared_ptr<Device> {
         py::gil_scoped_release unlocked;
-        if (backend) {
-          if (device_registry().canonical_name(name) != "CPU")
-            throw make_error(ErrorKind::Validation, "device(\"{}\"): backend= applies to the CPU device only", name);
-          return create_cpu_device_with_backend(parse_cpu_backend(*backend));
-        }
-        return open_device(name);
+        return device_registry().open(name, backend.value_or(""));
       },
       py::arg("name") = "CPU", py::arg("backend") = py::none(),
       "The device named `name` (\"CPU\", \"CL:0\", \"CUDA:0\"), shared across the process.\n"
@@ -459,8 +454,8 @@ void bind_programs(py::module_& m) {
       .def_property_readonly(
           "entry_address",
           [](const PyProgram& p) -> std::optional<uintptr_t> {
-            if (!p.cpu) return std::nullopt;
-            return reinterpret_cast<uintptr_t>(p.cpu->entry());
+            if (!p.program->host_entry()) return std::nullopt;
+            return reinterpret_cast<uintptr_t>(p.program->host_entry());
           },
           "Address of the loaded CPU entry point (None on other devices), e.g. for ctypes.")
       .def("__repr__", [](const PyProgram& p) {

@@ -17,7 +17,6 @@
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
-#include "svod/compile/compile_policy.h"
 
 namespace svod {
 namespace {
@@ -49,7 +48,12 @@ struct EntryHeader {
 };
 static_assert(sizeof(EntryHeader) == 56);
 
-constexpr uint32_t kMaxArtifactKind = static_cast<uint32_t>(ArtifactKind::OpenClBinary);
+bool known_kind(uint32_t kind) {
+  for (ArtifactKind k : {ArtifactKind::ElfObject, ArtifactKind::SharedLibrary, ArtifactKind::Ptx, ArtifactKind::Cubin,
+                         ArtifactKind::OpenClBinary})
+    if (kind == static_cast<uint32_t>(k)) return true;
+  return false;
+}
 
 class Fd {
  public:
@@ -219,7 +223,7 @@ std::optional<Artifact> ObjectCache::get(const Hash128& key) {
   if (!read_all(fd.get(), iov, artifact.bytes.empty() ? 1 : 2)) return damaged();
   if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0 || header.schema != kEntrySchema ||
       header.key_low != key.low || header.key_high != key.high || header.payload_size != artifact.bytes.size() ||
-      header.kind > kMaxArtifactKind)
+      !known_kind(header.kind))
     return damaged();
   if (digest(artifact.bytes) != Hash128{header.digest_low, header.digest_high}) return damaged();
   artifact.kind = static_cast<ArtifactKind>(header.kind);
@@ -404,45 +408,6 @@ void set_object_cache(std::shared_ptr<ObjectCache> cache) {
   std::lock_guard lock(g.mutex);
   g.cache = std::move(cache);
   g.chosen = true;
-}
-
-namespace {
-// How the builds on this thread since the last take_build_source() got their Program.
-thread_local detail::BuildSource build_source = detail::BuildSource::Compiled;
-}  // namespace
-
-detail::BuildSource detail::take_build_source() noexcept {
-  return std::exchange(build_source, BuildSource::Compiled);
-}
-
-std::shared_ptr<const Program> load_or_compile(
-    ObjectCache* objects, const Compiler& compiler, const ProgramSpec& spec,
-    const std::function<std::shared_ptr<const Program>(const Artifact&)>& load) {
-  if (objects == nullptr || !objects->enabled()) {
-    begin_compile(spec, {});
-    return load(compiler.compile(spec));
-  }
-  const Hash128 key = object_key(spec, compiler.identity());
-  if (auto stored = objects->get(key)) {
-    try {
-      auto program = load(*stored);
-      build_source = detail::BuildSource::DiskCache;
-      return program;
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::Load && e.kind() != ErrorKind::UndefinedSymbol) throw;
-      // The bytes passed the digest, so they are what some compiler wrote;
-      // they just do not load here. Start over from the source.
-      logger().warn("object cache: stored object for \"{}\" does not load ({}); recompiling", spec.display_name(),
-                    e.what());
-      objects->remove(key);
-    }
-  }
-  begin_compile(spec, {});
-  Artifact artifact = compiler.compile(spec);
-  // Load before publishing, so an object that cannot load is never stored.
-  auto program = load(artifact);
-  objects->put(key, artifact);
-  return program;
 }
 
 }  // namespace svod

@@ -26,7 +26,6 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,8 +35,6 @@
 #include "svod/compile/compiler.h"
 
 namespace svod {
-
-class Program;
 
 struct ObjectCacheConfig {
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
@@ -112,22 +109,5 @@ std::shared_ptr<ObjectCache> object_cache();
 // Replaces the process's object cache (nullptr turns it off), e.g. to point
 // an embedding application or a test at its own directory.
 void set_object_cache(std::shared_ptr<ObjectCache> cache);
-
-// Builds a Program for `spec` through `objects` (may be null): a stored object
-// is loaded with `load`; otherwise `compiler` compiles, `load` loads, and the
-// object is published. A stored object that fails to load is removed and
-// compiled afresh.
-std::shared_ptr<const Program> load_or_compile(
-    ObjectCache* objects, const Compiler& compiler, const ProgramSpec& spec,
-    const std::function<std::shared_ptr<const Program>(const Artifact&)>& load);
-
-namespace detail {
-// Where the builds on the calling thread got their Program: DiskCache once
-// load_or_compile has loaded a stored object, else Compiled. The kernel
-// cache takes it (which starts it over) around each build, to report disk
-// hits and compiles apart under SVOD_DEBUG.
-enum class BuildSource { Compiled, DiskCache };
-BuildSource take_build_source() noexcept;
-}  // namespace detail
 
 }  // namespace svod

@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "svod/base/error.h"
-#include "svod/device/registry.h"
+#include "svod/device/host_device.h"
+#include "svod/registry/registry.h"
 #include "svod/package/package.h"
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_file.h"
@@ -221,10 +222,9 @@ DType checked_dtype(const char* dtype, size_t count) {
   return type;
 }
 
-// Host memory the caller owns, as a buffer of the CPU device.
+// Host memory the caller owns, as a buffer of the host device.
 Buffer host_buffer(void* data, DType dtype, size_t count) {
-  std::shared_ptr<Device> cpu = open_device("CPU");
-  return Buffer(std::make_shared<Storage>(*cpu, count * size_of(dtype), data), dtype);
+  return Buffer(std::make_shared<Storage>(host_device(), count * size_of(dtype), data), dtype);
 }
 
 // Copies between a buffer and caller memory of exactly the buffer's size.

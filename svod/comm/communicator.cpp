@@ -11,7 +11,6 @@
 #include "svod/base/error.h"
 #include "svod/comm/mpi_plugin.h"
 #include "svod/device/device.h"
-#include "svod/device/registry.h"
 
 namespace svod {
 
@@ -98,7 +97,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
         if (buffer.is_host()) {
           host[i].data = buffer.data();
         } else {
-          host[i].staged = open_device("CPU")->allocate(buffer.dtype(), buffer.count());
+          host[i].staged = buffer.device().allocate_host(buffer.dtype(), buffer.count());
           host[i].data = host[i].staged.data();
           if (operand.staging != Staging::Out) buffer.device().copy(host[i].staged, buffer);
         }

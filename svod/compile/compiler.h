@@ -27,8 +27,9 @@ struct CompilerIdentity {
   std::string describe() const;  // one line for logs and `svod info`
 };
 
-// Stored in object cache entries: append new kinds at the end.
-enum class ArtifactKind { ElfObject, SharedLibrary, Ptx, Cubin, OpenClSource, OpenClBinary };
+// Stored in object cache entries by value: new kinds take new values (4 was
+// OpenCL source, never produced, and stays unused).
+enum class ArtifactKind { ElfObject = 0, SharedLibrary = 1, Ptx = 2, Cubin = 3, OpenClBinary = 5 };
 
 // Where one compile's time went (CPU time of the compiling thread), for
 // benchmarks and SVOD_DEBUG logs. Zero for the phases a compiler does not

@@ -7,13 +7,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <new>
 #include <string>
 #include <string_view>
 
 #include "svod/base/error.h"
+#include "svod/base/host_memory.h"
 #include "svod/device/device.h"
 
 namespace svod {
@@ -26,42 +25,8 @@ Storage::Storage(Device& device, size_t bytes, void* host_data)
 Storage::~Storage() = default;
 
 namespace {
-
-// A "<key>: <n> kB" line of /proc/meminfo, in bytes; 0 when absent.
-uint64_t meminfo_bytes(const std::string& text, std::string_view key) {
-  const std::string line = "\n" + std::string(key) + ":";
-  const size_t at = ("\n" + text).find(line);  // at is then the line's start in text
-  if (at == std::string::npos) return 0;
-  return std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
-}
-
-std::string read_small_file(const char* path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::string size_text(uint64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
-
 }  // namespace
-
-uint64_t host_memory_limit() noexcept {
-  static const uint64_t limit = [] {
-    try {
-      const std::string meminfo = read_small_file("/proc/meminfo");
-      uint64_t total = meminfo_bytes(meminfo, "MemTotal") + meminfo_bytes(meminfo, "SwapTotal");
-      if (total == 0) total = UINT64_MAX;  // no /proc: leave the decision to the allocator
-      // cgroup v2: "max" or a byte count.
-      const std::string cgroup = read_small_file("/sys/fs/cgroup/memory.max");
-      if (!cgroup.empty() && cgroup[0] >= '0' && cgroup[0] <= '9') {
-        total = std::min<uint64_t>(total, std::strtoull(cgroup.c_str(), nullptr, 10));
-      }
-      return total;
-    } catch (...) {
-      return UINT64_MAX;
-    }
-  }();
-  return limit;
-}
 
 HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) {
   const uint64_t limit = host_memory_limit();
@@ -94,6 +59,20 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
 HostStorage::~HostStorage() {
   if (mapped_bytes_ != 0) ::munmap(host_data(), mapped_bytes_);
   else std::free(host_data());
+}
+
+Buffer allocate_host_buffer(Device& owner, DType dtype, size_t count) {
+  const size_t elem = size_of(dtype);
+  if (count > SIZE_MAX / elem)
+    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
+  return Buffer(std::make_shared<HostStorage>(owner, count * elem), dtype);
+}
+
+void copy_host_buffers(const Buffer& dst, const Buffer& src) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal", src.bytes(),
+                     dst.bytes());
+  std::memmove(dst.data(), src.data(), src.bytes());
 }
 
 Buffer::Buffer(std::shared_ptr<Storage> storage, DType dtype, size_t byte_offset, size_t bytes)

@@ -57,11 +57,6 @@ class HostStorage final : public Storage {
   size_t mapped_bytes_ = 0;  // nonzero when the memory is a mapping of this size
 };
 
-// The most memory the machine can give to one host buffer: physical RAM plus
-// swap, lowered to this process's cgroup memory limit when it has one. Read
-// once per process.
-uint64_t host_memory_limit() noexcept;
-
 class Buffer {
  public:
   Buffer() = default;
@@ -101,5 +96,12 @@ class Buffer {
   size_t offset_ = 0;
   size_t bytes_ = 0;
 };
+
+// `count` elements of `dtype` in new HostStorage owned by `owner`;
+// Error(Validation) when the byte size overflows.
+Buffer allocate_host_buffer(Device& owner, DType dtype, size_t count);
+// dst <- src for host buffers (equal byte sizes, Error(Validation) otherwise);
+// the ranges may overlap.
+void copy_host_buffers(const Buffer& dst, const Buffer& src);
 
 }  // namespace svod

@@ -1,16 +1,64 @@
 #include "svod/device/device.h"
 
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
 #include "svod/base/error.h"
+#include "svod/base/log.h"
+#include "svod/cache/cache_key.h"
+#include "svod/cache/object_cache.h"
+#include "svod/compile/compile_policy.h"
+#include "svod/device/host_device.h"
+#include "svod/device/kernel_cache.h"
 
 namespace svod {
 
-Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)) {}
+Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)), cache_scope_(new_cache_scope()) {}
 Device::~Device() = default;
+
+Buffer Device::allocate_host(DType dtype, size_t count) { return host_device().allocate(dtype, count); }
+
+bool Device::accepts(Language language) const noexcept {
+  const auto own = languages();
+  return std::find(own.begin(), own.end(), language) != own.end();
+}
+
+std::string Device::artifact_mismatch(const CompilerIdentity& made_by) const {
+  const CompilerIdentity& here = compiler().identity();
+  auto fields = [](const CompilerIdentity& id) {
+    return std::tie(id.backend, id.path, id.version, id.target_triple, id.target_cpu, id.target_features, id.flags,
+                    id.abi_version);
+  };
+  if (fields(made_by) == fields(here)) return {};
+  auto describe = [](const CompilerIdentity& id) {
+    return fmt::format("{} {} for \"{}\" ({})", id.backend, id.path, id.target_cpu, id.version);
+  };
+  return fmt::format("they were made by {}, and {} compiles with {}", describe(made_by), name(), describe(here));
+}
+
+void Device::check_spec(const ProgramSpec&) const {}
+
+std::shared_ptr<const Program> Device::compile(const ProgramSpec& spec) {
+  // The kernel key covers the whole spec, so a hit was checked when it was built.
+  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
+    if (!accepts(spec.language)) {
+      std::string runs;
+      for (Language l : languages()) runs += (runs.empty() ? "" : ", ") + std::string(to_string(l));
+      throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs {} programs, not {}", spec.display_name(),
+                       name(), runs.empty() ? "no" : runs, to_string(spec.language));
+    }
+    spec.validate();
+    check_spec(spec);
+    return load_or_compile(*this, spec);
+  });
+}
 
 bool Device::direct_copy(const Buffer&, const Buffer&) const noexcept { return false; }
 
-bool Device::submit_graph(std::span<const GraphLaunch>) { return false; }
-Program::Program(ProgramSpec spec) : spec_(std::move(spec)) {}
+bool Device::submit_graph(std::span<const KernelLaunch>) { return false; }
+
+Program::Program(ProgramSpec spec) : spec_(std::move(spec)), layout_(spec_) {}
 Program::~Program() = default;
 
 std::chrono::nanoseconds Program::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
@@ -23,6 +71,59 @@ std::chrono::nanoseconds Program::time_launch(std::span<const Buffer> buffers, s
 void Program::run_bound(const uint64_t*, int64_t) const {
   throw make_error(ErrorKind::Unsupported, "program \"{}\" on {} takes no pre-bound host arguments",
                    spec().display_name(), device().name());
+}
+
+std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec,
+                                               const std::function<void(const Artifact&)>& loaded) {
+  auto load = [&](const Artifact& artifact) {
+    auto program = device.load(spec, artifact);
+    if (loaded) loaded(artifact);
+    return program;
+  };
+  const std::shared_ptr<ObjectCache> objects = object_cache();
+  const Compiler& compiler = device.compiler();
+  if (objects == nullptr || !objects->enabled()) {
+    begin_compile(spec, {});
+    return load(compiler.compile(spec));
+  }
+  const Hash128 key = object_key(spec, compiler.identity());
+  if (auto stored = objects->get(key)) {
+    try {
+      auto program = load(*stored);
+      detail::note_build_source(detail::BuildSource::DiskCache);
+      return program;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Load && e.kind() != ErrorKind::UndefinedSymbol) throw;
+      // The bytes passed the digest, so they are what some compiler wrote;
+      // they just do not load here. Start over from the source.
+      logger().warn("object cache: stored object for \"{}\" does not load ({}); recompiling", spec.display_name(),
+                    e.what());
+      objects->remove(key);
+    }
+  }
+  begin_compile(spec, {});
+  Artifact artifact = compiler.compile(spec);
+  // Load before publishing, so an object that cannot load is never stored.
+  auto program = load(artifact);
+  objects->put(key, artifact);
+  return program;
+}
+
+void copy_through_host(const Buffer& dst, const Buffer& src) {
+  if (dst.bytes() != src.bytes())
+    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",
+                     src.bytes(), dst.bytes());
+  if (dst.is_host() && src.is_host()) {
+    std::memmove(dst.data(), src.data(), src.bytes());
+    return;
+  }
+  const Buffer staging = host_device().allocate(DType::U8, src.bytes());
+  const Buffer from = src.view_bytes(0, src.bytes(), DType::U8);
+  const Buffer to = dst.view_bytes(0, dst.bytes(), DType::U8);
+  if (from.is_host()) std::memcpy(staging.data(), from.data(), from.bytes());
+  else from.device().copy(staging, from);
+  if (to.is_host()) std::memcpy(to.data(), staging.data(), to.bytes());
+  else to.device().copy(to, staging);
 }
 
 void check_launch_buffer(const ProgramSpec& spec, const LaunchLayout& layout, size_t index, const Buffer& buffer,

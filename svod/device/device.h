@@ -1,13 +1,20 @@
-// Device and Program: where kernels run. A Device allocates buffers, compiles
-// and loads programs, and copies; a Program is one loaded kernel, callable
-// many times and from many threads at once.
+// Device and Program: the contract every device keeps.
+//
+// A Device allocates buffers, names the languages it runs and the compiler
+// that turns them into artifacts, loads artifacts into Programs, and copies.
+// Compiling is the same for every device and lives here, once: the kernel
+// cache in memory, then the object cache on disk, then the device's
+// compiler, then the device's load (Device::compile). A Program is one
+// loaded kernel, callable many times and from many threads at once.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 
+#include "svod/compile/compiler.h"
 #include "svod/device/buffer.h"
 #include "svod/device/queue.h"
 #include "svod/program/launch_layout.h"
@@ -21,10 +28,42 @@ class Device {
  public:
   Device();
   virtual ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
   virtual std::string name() const = 0;  // "CPU", "CUDA:0", "CL:0"
   virtual Buffer allocate(DType dtype, size_t count) = 0;
-  // Compiles and loads a kernel; throws Compile/Load/Validation errors.
-  virtual std::shared_ptr<const Program> compile(const ProgramSpec& spec) = 0;
+  // Host memory that this device copies to and from fastest (pinned memory
+  // on CUDA); plain host memory by default. For staging and for results read
+  // back on the host.
+  virtual Buffer allocate_host(DType dtype, size_t count);
+  // True when this device's buffers are host memory, so that any host
+  // memory (a mapped file, a caller's array) can serve as one of its buffers.
+  virtual bool memory_is_host() const noexcept { return false; }
+
+  // The languages this device runs, its own first (C for the CPU, OpenCL C,
+  // CUDA C); empty for a device that runs no kernels.
+  virtual std::span<const Language> languages() const noexcept = 0;
+  bool accepts(Language language) const noexcept;
+  // The compiler that turns this device's languages into artifacts it loads.
+  // Error(DeviceUnavailable) when it is missing here (NVRTC not installed),
+  // Error(Unsupported) for a device that compiles nothing.
+  virtual const Compiler& compiler() const = 0;
+  // Loads an artifact made by a compiler of this device's kind (here, from
+  // the object cache or from a package) into a Program. Error(Load) when the
+  // device refuses it, Error(UndefinedSymbol) when the entry is missing.
+  virtual std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact) = 0;
+  // Why artifacts made by the compiler `made_by` cannot load on this device;
+  // empty when they can. By default they can when `made_by` equals this
+  // device's compiler identity in every field.
+  virtual std::string artifact_mismatch(const CompilerIdentity& made_by) const;
+
+  // Compiles and loads a kernel: the kernel cache (this device and the whole
+  // spec), else the object cache on disk, else compiler() — then load().
+  // Error(Unsupported) for a language the device does not run; Compile,
+  // Load and Validation errors as the compiler and load() throw them.
+  std::shared_ptr<const Program> compile(const ProgramSpec& spec);
+
   // Copies src into dst (equal byte sizes). Either may live on this device or
   // on the host.
   virtual void copy(const Buffer& dst, const Buffer& src) = 0;
@@ -41,10 +80,17 @@ class Device {
   // Optional whole-graph submission: runs `kernels` (programs of this
   // device, each after its `after` list) as one submission and waits for
   // it. Returns false, running nothing, where the device has no such path.
-  virtual bool submit_graph(std::span<const GraphLaunch> kernels);
+  virtual bool submit_graph(std::span<const KernelLaunch> kernels);
+
+ protected:
+  // Checks a spec beyond what ProgramSpec::validate does, before anything is
+  // compiled: what this device cannot run (core_id on a GPU-style device).
+  virtual void check_spec(const ProgramSpec& spec) const;
 
  private:
   std::unique_ptr<HostQueue> host_queue_;
+  // This device's key space in the process-wide kernel cache.
+  const uint64_t cache_scope_;
 };
 
 class Program {
@@ -55,6 +101,8 @@ class Program {
   Program& operator=(const Program&) = delete;
 
   const ProgramSpec& spec() const noexcept { return spec_; }
+  // How the spec's parameters become the kernel's arguments and launch sizes.
+  const LaunchLayout& layout() const noexcept { return layout_; }
   virtual Device& device() const noexcept = 0;
 
   // Runs the kernel to completion: the one launch of every device (queues
@@ -75,15 +123,35 @@ class Program {
 
   // The pre-bound host path, for programs that run on the calling thread
   // with the CPU ABI (cpu_abi.h): a caller that checked everything once (a
-  // plan) keeps the argument words (buffer addresses, then every ABI scalar)
-  // and calls run_bound(args, slices) with no further checks.
+  // plan, the Python binding) keeps the argument words (buffer addresses,
+  // then every ABI scalar) and calls run_bound(args, slices) with no further
+  // checks.
   virtual bool binds_host_arguments() const noexcept { return false; }
   // Error(Unsupported) unless binds_host_arguments().
   virtual void run_bound(const uint64_t* args, int64_t slices) const;
+  // The loaded entry point of a program that binds host arguments (for
+  // callers that call it themselves, e.g. through ctypes); null otherwise.
+  virtual void* host_entry() const noexcept { return nullptr; }
 
  private:
   ProgramSpec spec_;
+  LaunchLayout layout_;
 };
+
+// Builds a Program for `spec` on `device` without the kernel cache: a stored
+// object from the object cache is loaded with device.load(); otherwise the
+// device's compiler compiles, the device loads, and the object is published.
+// A stored object that fails to load is removed and compiled afresh.
+// `loaded`, when given, sees the artifact that became the Program (packages
+// keep it).
+std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec,
+                                               const std::function<void(const Artifact&)>& loaded = {});
+
+// dst <- src (equal byte sizes) for copies no single command of a device
+// does (between devices, or overlapping bytes of one device storage): a
+// memmove when both are host memory, else through a host buffer, each leg
+// copied by the device that owns that side.
+void copy_through_host(const Buffer& dst, const Buffer& src);
 
 // For devices that pass buffers by handle (OpenCL, CUDA): checks buffer
 // `index` of a launch of `spec` — that it is not empty and holds what the

@@ -102,8 +102,10 @@ class HostQueue final : public Queue {
 // Waits on the host for each event that is not null.
 void wait_all(std::span<const EventPtr> events);
 
-// One kernel of a whole-graph submission (Device::submit_graph).
-struct GraphLaunch {
+// One kernel launch with its arguments: the record a runner hands to a
+// device for a whole-graph submission (Device::submit_graph), where `after`
+// orders it within the graph.
+struct KernelLaunch {
   std::shared_ptr<const Program> program;
   std::span<const Buffer> buffers;
   std::span<const int64_t> scalars;  // caller scalars

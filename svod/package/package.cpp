@@ -18,11 +18,8 @@
 #include "svod/base/file_write.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
-#include "svod/cache/object_cache.h"
 #include "svod/compile/compile_policy.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/opencl/opencl_device.h"
-#include "svod/package/cpu_features.h"
+#include "svod/device/host_device.h"
 
 namespace svod {
 namespace {
@@ -39,7 +36,7 @@ std::vector<std::byte> host_copy(const Buffer& buffer) {
     const auto bytes = as_bytes(buffer);
     return {bytes.begin(), bytes.end()};
   }
-  const Buffer staging = create_cpu_device()->allocate(buffer.dtype(), buffer.count());
+  const Buffer staging = buffer.device().allocate_host(buffer.dtype(), buffer.count());
   buffer.device().copy(staging, buffer);
   const auto bytes = as_bytes(staging);
   return {bytes.begin(), bytes.end()};
@@ -117,39 +114,11 @@ class FileMapping {
   size_t size_ = 0;
 };
 
-// Why the package's CPU objects cannot run here; empty when they can.
-std::string cpu_mismatch(const CompilerIdentity& id) {
-  const std::string arch = id.target_triple.substr(0, id.target_triple.find('-'));
-  if (arch != host_arch()) return fmt::format("they are for {}, this machine is {}", id.target_triple, host_arch());
-  if (id.abi_version != CompilerIdentity{}.abi_version)
-    return fmt::format("they use svod object ABI {}, this svod loads ABI {}", id.abi_version,
-                       CompilerIdentity{}.abi_version);
-  const auto missing = missing_cpu_features(id.target_features);
-  if (missing.empty()) return {};
-  std::string names;
-  for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-  return fmt::format("they were compiled for a {} CPU with features this CPU lacks: {}", id.target_cpu, names);
-}
-
-// Why a package's OpenCL binary built by `packed` cannot load on the device
-// whose compiler is `here`; empty when they are the same.
-std::string opencl_mismatch(const CompilerIdentity& packed, const CompilerIdentity& here) {
-  auto fields = [](const CompilerIdentity& id) {
-    return std::tie(id.backend, id.path, id.version, id.target_triple, id.target_cpu, id.target_features, id.flags,
-                    id.abi_version);
-  };
-  if (fields(packed) == fields(here)) return {};
-  auto describe = [](const CompilerIdentity& id) {
-    return fmt::format("device \"{}\" (platform \"{}\", {})", id.target_cpu, id.path, id.version);
-  };
-  return fmt::format("it was built for {}, and this is {}", describe(packed), describe(here));
-}
-
 // The packaged artifact of `program`, copied out of the package.
-Artifact artifact_of(const PackageReader& reader, const std::string& program, ArtifactKind kind) {
+Artifact artifact_of(const PackageReader& reader, const std::string& program, PackageProgram::Artifact kind) {
   const auto bytes = reader.get(program_section(program)).bytes;
   Artifact artifact;
-  artifact.kind = kind;
+  artifact.kind = artifact_kind(kind);
   artifact.bytes.assign(bytes.begin(), bytes.end());
   return artifact;
 }
@@ -158,7 +127,6 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
                         const PackageLoadOptions& options) {
   PackageManifest manifest = read_manifest(reader.text(kManifestSection), reader.source());
   PlanFile file = parse_plan_text(reader.text(kPlanSection), folder, reader.source());
-  const std::string mismatch = manifest.cpu ? cpu_mismatch(*manifest.cpu) : std::string();
   const bool may_compile = compile_allowed();  // also checks SVOD_COMPILE's value up front
   std::atomic<size_t> compiled{0};
 
@@ -171,13 +139,13 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     if (data.size() != desc.bytes())
       throw make_error(ErrorKind::Load, "section \"{}\" holds {} bytes, the buffer has {}", init_section(desc.name),
                        data.size(), desc.bytes());
-    if (mapping && dynamic_cast<CpuDevice*>(&device) != nullptr)
+    if (mapping && device.memory_is_host())
       return Buffer(std::make_shared<PackageStorage>(device, data, mapping), desc.dtype);
     Buffer buffer = device.allocate(desc.dtype, desc.count);
     if (buffer.is_host()) {
       if (!data.empty()) std::memcpy(buffer.data(), data.data(), data.size());
     } else {
-      device.copy(buffer, Buffer(std::make_shared<PackageStorage>(*create_cpu_device(), data, nullptr), desc.dtype));
+      device.copy(buffer, Buffer(std::make_shared<PackageStorage>(host_device(), data, nullptr), desc.dtype));
     }
     return buffer;
   };
@@ -213,30 +181,22 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
       compiled.fetch_add(1);
       return device.compile(program.spec);
     };
-    if (entry->artifact == PackageProgram::Artifact::OpenClBinary) {
-      auto* cl = dynamic_cast<OpenClDevice*>(&device);
-      if (cl == nullptr)
-        throw make_error(ErrorKind::Load, "program \"{}\" is packaged as an OpenCL binary but the plan runs it on {}",
-                         program.name, device.name());
-      const std::string what = fmt::format("OpenCL binary for {}", entry->device);
-      const std::string why = opencl_mismatch(manifest.opencl.at(entry->device), cl->compiler().identity());
-      if (!why.empty()) return rebuild(what, why);
-      try {
-        return cl->load(program.spec, artifact_of(reader, program.name, ArtifactKind::OpenClBinary));
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::Load) throw;
-        return rebuild(what, e.what());
-      }
+    // The identity of the compiler that made the artifact (read_manifest
+    // checked that the manifest records it) decides whether it can run on
+    // this device; the device says why not.
+    const CompilerIdentity& made_by =
+        is_cpu_artifact(entry->artifact) ? *manifest.cpu : manifest.devices.at(entry->device);
+    const std::string what = is_cpu_artifact(entry->artifact)
+                                 ? std::string("CPU objects")
+                                 : fmt::format("{} for {}", artifact_description(entry->artifact), entry->device);
+    const std::string why = device.artifact_mismatch(made_by);
+    if (!why.empty()) return rebuild(what, why);
+    try {
+      return device.load(program.spec, artifact_of(reader, program.name, entry->artifact));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Load) throw;
+      return rebuild(what, e.what());
     }
-    auto* cpu = dynamic_cast<CpuDevice*>(&device);
-    if (cpu == nullptr)
-      throw make_error(ErrorKind::Load, "program \"{}\" is packaged as a CPU object but the plan runs it on {}",
-                       program.name, device.name());
-    if (!mismatch.empty()) return rebuild("CPU objects", mismatch);
-    return cpu->load(program.spec, artifact_of(reader, program.name,
-                                               entry->artifact == PackageProgram::Artifact::ElfObject
-                                                   ? ArtifactKind::ElfObject
-                                                   : ArtifactKind::SharedLibrary));
   };
   LoadedPlan loaded = load_plan(file, load);
   return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load()};
@@ -247,33 +207,24 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
 std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& options) {
   PlanFile file = parse_plan_file(plan);
 
-  // Load the plan once, keeping what the CPU and OpenCL compilers produced for
+  // Load the plan once, keeping what each device's compiler produced for
   // each program (through the object cache, so a warm cache compiles nothing).
   std::mutex mutex;
   std::map<std::string, Artifact> objects;
   std::optional<CompilerIdentity> cpu_identity;
-  std::map<std::string, CompilerIdentity> opencl_identities;
+  std::map<std::string, CompilerIdentity> device_identities;
   LoadOptions load;
   load.vars = options.vars;
   load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
-    const std::shared_ptr<ObjectCache> cache = object_cache();
-    if (auto* cl = dynamic_cast<OpenClDevice*>(&device)) {
-      return load_or_compile(cache.get(), cl->compiler(), program.spec, [&](const Artifact& artifact) {
-        auto loaded = cl->load(program.spec, artifact);
-        std::lock_guard lock(mutex);
-        objects[program.name] = artifact;
-        opencl_identities[program.device.empty() ? file.device : program.device] = cl->compiler().identity();
-        return loaded;
-      });
-    }
-    auto* cpu = dynamic_cast<CpuDevice*>(&device);
-    if (cpu == nullptr) return device.compile(program.spec);
-    return load_or_compile(cache.get(), cpu->compiler(), program.spec, [&](const Artifact& artifact) {
-      auto loaded = cpu->load(program.spec, artifact);
+    return load_or_compile(device, program.spec, [&](const Artifact& artifact) {
+      const CompilerIdentity& identity = device.compiler().identity();
       std::lock_guard lock(mutex);
       objects[program.name] = artifact;
-      if (!cpu_identity) cpu_identity = cpu->compiler().identity();
-      return loaded;
+      if (is_cpu_artifact(package_artifact(artifact.kind))) {
+        if (!cpu_identity) cpu_identity = identity;
+      } else {
+        device_identities[program.device.empty() ? file.device : program.device] = identity;
+      }
     });
   };
   LoadedPlan loaded = load_plan(file, load);
@@ -283,16 +234,12 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   manifest.plan_name = plan.string();
   manifest.variables = options.vars;
   manifest.cpu = cpu_identity;
-  manifest.opencl = std::move(opencl_identities);
+  manifest.devices = std::move(device_identities);
   PackageWriter writer;
   for (const auto& p : file.programs) {
     PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, PackageProgram::Artifact::Source};
     if (auto it = objects.find(p.name); it != objects.end()) {
-      switch (it->second.kind) {
-        case ArtifactKind::SharedLibrary: entry.artifact = PackageProgram::Artifact::SharedLibrary; break;
-        case ArtifactKind::OpenClBinary: entry.artifact = PackageProgram::Artifact::OpenClBinary; break;
-        default: entry.artifact = PackageProgram::Artifact::ElfObject; break;
-      }
+      entry.artifact = package_artifact(it->second.kind);
       writer.add(program_section(p.name), std::move(it->second.bytes));
     }
     manifest.programs.push_back(std::move(entry));

@@ -175,8 +175,49 @@ std::string_view to_string(PackageProgram::Artifact artifact) noexcept {
     case PackageProgram::Artifact::SharedLibrary: return "shared_library";
     case PackageProgram::Artifact::Source: return "source";
     case PackageProgram::Artifact::OpenClBinary: return "opencl_binary";
+    case PackageProgram::Artifact::Cubin: return "cubin";
+    case PackageProgram::Artifact::Ptx: return "ptx";
   }
   return "unknown";
+}
+
+std::string_view artifact_description(PackageProgram::Artifact artifact) noexcept {
+  switch (artifact) {
+    case PackageProgram::Artifact::ElfObject: return "CPU object";
+    case PackageProgram::Artifact::SharedLibrary: return "CPU shared library";
+    case PackageProgram::Artifact::Source: return "source";
+    case PackageProgram::Artifact::OpenClBinary: return "OpenCL binary";
+    case PackageProgram::Artifact::Cubin: return "CUDA cubin";
+    case PackageProgram::Artifact::Ptx: return "CUDA PTX";
+  }
+  return "unknown artifact";
+}
+
+bool is_cpu_artifact(PackageProgram::Artifact artifact) noexcept {
+  return artifact == PackageProgram::Artifact::ElfObject || artifact == PackageProgram::Artifact::SharedLibrary;
+}
+
+ArtifactKind artifact_kind(PackageProgram::Artifact artifact) {
+  switch (artifact) {
+    case PackageProgram::Artifact::ElfObject: return ArtifactKind::ElfObject;
+    case PackageProgram::Artifact::SharedLibrary: return ArtifactKind::SharedLibrary;
+    case PackageProgram::Artifact::OpenClBinary: return ArtifactKind::OpenClBinary;
+    case PackageProgram::Artifact::Cubin: return ArtifactKind::Cubin;
+    case PackageProgram::Artifact::Ptx: return ArtifactKind::Ptx;
+    case PackageProgram::Artifact::Source: break;
+  }
+  throw make_error(ErrorKind::Internal, "a packaged source has no artifact kind");
+}
+
+PackageProgram::Artifact package_artifact(ArtifactKind kind) {
+  switch (kind) {
+    case ArtifactKind::ElfObject: return PackageProgram::Artifact::ElfObject;
+    case ArtifactKind::SharedLibrary: return PackageProgram::Artifact::SharedLibrary;
+    case ArtifactKind::OpenClBinary: return PackageProgram::Artifact::OpenClBinary;
+    case ArtifactKind::Cubin: return PackageProgram::Artifact::Cubin;
+    case ArtifactKind::Ptx: return PackageProgram::Artifact::Ptx;
+  }
+  return PackageProgram::Artifact::Source;
 }
 
 std::string program_section(std::string_view program) { return "program/" + std::string(program); }
@@ -201,10 +242,10 @@ std::string write_manifest(const PackageManifest& m) {
   j["plan"] = m.plan_name;
   j["variables"] = m.variables;
   if (m.cpu) j["cpu"] = identity_json(*m.cpu);
-  if (!m.opencl.empty()) {
-    Json opencl = Json::object();
-    for (const auto& [device, id] : m.opencl) opencl[device] = identity_json(id);
-    j["opencl"] = std::move(opencl);
+  if (!m.devices.empty()) {
+    Json devices = Json::object();
+    for (const auto& [device, id] : m.devices) devices[device] = identity_json(id);
+    j["devices"] = std::move(devices);
   }
   Json programs = Json::array();
   for (const auto& p : m.programs)
@@ -269,9 +310,11 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
     return id;
   };
   if (j.contains("cpu")) m.cpu = identity(field(j, "cpu", T::object, ""), "cpu");
-  if (j.contains("opencl")) {
-    for (const auto& [device, id] : field(j, "opencl", T::object, "").items())
-      m.opencl[device] = identity(id, "opencl." + device);
+  // "opencl" is what packages wrote before CUDA binaries were packed.
+  for (const char* key : {"devices", "opencl"}) {
+    if (!j.contains(key)) continue;
+    for (const auto& [device, id] : field(j, key, T::object, "").items())
+      m.devices[device] = identity(id, fmt::format("{}.{}", key, device));
   }
   const Json& programs = field(j, "programs", T::array, "");
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -282,20 +325,19 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
     const auto artifact = field(programs[i], "artifact", T::string, path).get<std::string>();
     bool known = false;
     for (auto a : {PackageProgram::Artifact::ElfObject, PackageProgram::Artifact::SharedLibrary,
-                   PackageProgram::Artifact::Source, PackageProgram::Artifact::OpenClBinary}) {
+                   PackageProgram::Artifact::Source, PackageProgram::Artifact::OpenClBinary,
+                   PackageProgram::Artifact::Cubin, PackageProgram::Artifact::Ptx}) {
       if (artifact == to_string(a)) {
         p.artifact = a;
         known = true;
       }
     }
     if (!known) throw fail(path + ".artifact", fmt::format("unknown artifact kind \"{}\"", artifact));
-    if (p.artifact == PackageProgram::Artifact::OpenClBinary) {
-      if (!m.opencl.contains(p.device))
-        throw fail(path + ".artifact",
-                   fmt::format("an OpenCL binary but the manifest records no OpenCL compiler for {}", p.device));
-    } else if (p.artifact != PackageProgram::Artifact::Source && !m.cpu) {
+    if (p.artifact != PackageProgram::Artifact::Source && is_cpu_artifact(p.artifact) && !m.cpu)
       throw fail(path + ".artifact", "a CPU object but the manifest records no CPU compiler");
-    }
+    if (p.artifact != PackageProgram::Artifact::Source && !is_cpu_artifact(p.artifact) && !m.devices.contains(p.device))
+      throw fail(path + ".artifact", fmt::format("{} for {}, but the manifest records no compiler for that device",
+                                                 artifact_description(p.artifact), p.device));
     m.programs.push_back(std::move(p));
   }
   m.buffers = strings(field(j, "buffers", T::array, ""), "buffers");

@@ -67,9 +67,11 @@ class PackageReader {
 
 // One program of the packaged plan and what the package holds for it.
 struct PackageProgram {
-  // OpenClBinary: a CL_PROGRAM_BINARIES binary for the OpenCL device of
-  // PackageManifest::opencl[device]; the source travels in the plan too.
-  enum class Artifact { ElfObject, SharedLibrary, Source, OpenClBinary };
+  // ElfObject, SharedLibrary: made by the compiler PackageManifest::cpu
+  // names. OpenClBinary (CL_PROGRAM_BINARIES), Cubin, Ptx: made by the
+  // compiler PackageManifest::devices[device] names. The source travels in
+  // the plan too, for when the artifact cannot run.
+  enum class Artifact { ElfObject, SharedLibrary, Source, OpenClBinary, Cubin, Ptx };
   std::string name;
   std::string device;  // as the plan names it ("CPU", "CL:0")
   Artifact artifact = Artifact::Source;
@@ -82,9 +84,10 @@ struct PackageManifest {
   std::string plan_name;                      // the plan file it was packed from
   std::map<std::string, int64_t> variables;   // --var values given to svod pack
   std::optional<CompilerIdentity> cpu;        // the compiler of the CPU objects
-  // The OpenClCompiler identity (platform, device, OpenCL and driver
-  // versions) of the binaries for each OpenCL device, by the plan's name ("CL:0").
-  std::map<std::string, CompilerIdentity> opencl;
+  // The compiler identity of the binaries for each other device, by the
+  // plan's name for it ("CL:0", "CUDA:0"): for OpenCL the platform, device,
+  // OpenCL and driver versions; for CUDA NVRTC and the architecture.
+  std::map<std::string, CompilerIdentity> devices;
   std::vector<PackageProgram> programs;       // in plan order
   std::vector<std::string> buffers;           // buffers with an "init/<name>" section
   std::vector<std::string> expected;          // outputs with an "expect/<name>" section
@@ -95,6 +98,15 @@ std::string write_manifest(const PackageManifest& manifest);
 PackageManifest read_manifest(std::string_view json, std::string_view source);
 
 std::string_view to_string(PackageProgram::Artifact artifact) noexcept;
+// "CPU object", "OpenCL binary", "CUDA cubin", ... for messages.
+std::string_view artifact_description(PackageProgram::Artifact artifact) noexcept;
+// True for what PackageManifest::cpu describes (objects, shared libraries).
+bool is_cpu_artifact(PackageProgram::Artifact artifact) noexcept;
+// The artifact kind of a packaged program's bytes; Source has none
+// (Error(Internal)).
+ArtifactKind artifact_kind(PackageProgram::Artifact artifact);
+// How a package records an artifact of `kind`.
+PackageProgram::Artifact package_artifact(ArtifactKind kind);
 
 // Section names.
 inline constexpr std::string_view kManifestSection = "manifest";

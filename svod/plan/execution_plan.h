@@ -39,7 +39,7 @@
 
 namespace svod {
 
-class CpuQueue;
+class WorkerThread;
 
 // Identity and explicit ordering of an operation. `id` names the operation in
 // errors and lets others depend on it (ids are unique when given); `after_ids`
@@ -210,12 +210,12 @@ class ExecutionPlan {
   // op's scalars and launch sizes, then runs. Nothing changes and nothing runs
   // when a check fails (Error(Validation)).
   void execute_with_vars(const std::map<std::string, int64_t>& vars, const ExecuteOptions& options = {});
-  // Runs the plan on the queue's worker thread, after the commands submitted
-  // before it; returns the timeline value to wait for. Variable names and
-  // bounds are checked now (Error(Validation), nothing queued); the values
-  // are applied when the command runs, and run errors surface at the queue's
+  // Runs the plan on `worker`, after the commands submitted to it before;
+  // returns the timeline value to wait for. Variable names and bounds are
+  // checked now (Error(Validation), nothing queued); the values are applied
+  // when the command runs, and run errors surface at the worker's
   // wait/synchronize. The plan's state stays alive until the command is done.
-  uint64_t execute_async(CpuQueue& queue, const std::map<std::string, int64_t>& vars = {});
+  uint64_t execute_async(WorkerThread& worker, const std::map<std::string, int64_t>& vars = {});
 
   // Replaces slot `buffer` with a buffer of the same byte size, dtype and device.
   // Views of it follow; hazards are recomputed if aliasing changed. View slots

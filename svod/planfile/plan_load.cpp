@@ -17,9 +17,9 @@
 #include "svod/base/npy.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/cache_key.h"
-#include "svod/cache/compile_many.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/device/compile_many.h"
+#include "svod/device/host_device.h"
+#include "svod/registry/registry.h"
 #include "svod/executor/plan_execution.h"
 #include "svod/planfile/plan_file.h"
 
@@ -209,7 +209,7 @@ void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& 
     initialise_host(file, desc, buffer);
     return;
   }
-  const Buffer staging = create_cpu_device()->allocate(desc.dtype, desc.count);
+  const Buffer staging = buffer.device().allocate_host(desc.dtype, desc.count);
   initialise_host(file, desc, staging);
   at(file, "buffers." + desc.name, [&] { buffer.device().copy(buffer, staging); });
 }
@@ -248,9 +248,8 @@ std::string op_label(const PlanFileOp& op, size_t index) {
 // fail together.
 void check_same_plan(const PlanFile& file, const std::map<std::string, int64_t>& vars, Communicator& comm) {
   const Hash128 mine = plan_digest(file, vars);
-  auto cpu = create_cpu_device();
-  const Buffer own = cpu->allocate(DType::U64, 2);
-  const Buffer all = cpu->allocate(DType::U64, 2 * static_cast<size_t>(comm.size()));
+  const Buffer own = host_device().allocate(DType::U64, 2);
+  const Buffer all = host_device().allocate(DType::U64, 2 * static_cast<size_t>(comm.size()));
   static_cast<uint64_t*>(own.data())[0] = mine.low;
   static_cast<uint64_t*>(own.data())[1] = mine.high;
   at(file, "(comparing the plan across ranks)", [&] { comm.all_gather(own, all); });
@@ -338,10 +337,9 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
   for (const auto& p : file.programs) {
     const std::string path = "programs." + p.name;
     Device& device = devices.get(p.device, path + ".device");
-    const bool cpu = dynamic_cast<CpuDevice*>(&device) != nullptr;
-    if (cpu && p.spec.language != Language::C && p.spec.language != Language::LlvmIr) {
-      throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the CPU device",
-                       file.source_name, path, to_string(p.spec.language));
+    if (!device.accepts(p.spec.language)) {
+      throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the {} device",
+                       file.source_name, path, to_string(p.spec.language), device.name());
     }
     program_devices.push_back(&device);
   }

@@ -11,7 +11,6 @@
 
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
-#include "svod/device/registry.h"
 
 namespace svod {
 
@@ -40,7 +39,7 @@ class CacheFlusher {
   CacheFlusher(Device& device, size_t bytes) {
     if (bytes == 0) return;
     scratch_ = device.allocate(DType::U8, bytes);
-    if (!scratch_.is_host()) source_ = open_device("CPU")->allocate(DType::U8, bytes);
+    if (!scratch_.is_host()) source_ = device.allocate_host(DType::U8, bytes);
   }
   void flush() {
     if (!scratch_.valid()) return;

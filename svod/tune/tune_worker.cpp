@@ -11,9 +11,8 @@
 
 #include "svod/base/file_write.h"
 #include "svod/base/error.h"
-#include "svod/cache/compile_many.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/device/compile_many.h"
+#include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/tune_file.h"
 
@@ -85,11 +84,10 @@ class Worker {
 
     const PlanFileOp& op = tune_.plan.ops[tune_.op];
     const ProgramSpec& spec = tune_.program().spec;
-    auto host = create_cpu_device();
     for (size_t i = 0; i < op.buffers.size(); ++i) {
       const Buffer& b = loaded_->plan.buffer(*loaded_->plan.find_buffer(op.buffers[i]));
       args_.buffers.push_back(b);
-      Buffer saved = host->allocate(b.dtype(), b.count());
+      Buffer saved = b.device().allocate_host(b.dtype(), b.count());
       b.device().copy(saved, b);
       saved_.push_back(std::move(saved));
       if (!writes(spec.buffers[i].access)) continue;
@@ -101,7 +99,7 @@ class Worker {
       output.expect->atol = tune_.atol;
       written_.push_back(i);
       outputs_.push_back(std::move(output));
-      got_.push_back(host->allocate(b.dtype(), b.count()));
+      got_.push_back(b.device().allocate_host(b.dtype(), b.count()));
     }
     if (!write_reference_) {
       for (size_t w = 0; w < written_.size(); ++w) read_reference(w);

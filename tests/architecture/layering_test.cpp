@@ -19,17 +19,19 @@ namespace {
 namespace fs = std::filesystem;
 
 // Lowest first. A module may include modules of its own layer and of the
-// layers before it. The device core (the files directly in svod/device/) and
-// the device backends are separate layers because the caches sit between
-// them: backends compile through the caches, the caches know only the core.
+// layers before it. The device core (svod/device/) compiles through the
+// object cache below it; each backend (svod/backends/NAME/) implements the
+// core's contract, and the registry above them is the one place that names
+// them.
 const std::vector<std::vector<std::string_view>> kLayers = {
     {"base"},
     {"program"},
     {"loader"},
     {"compile"},
-    {"device"},
     {"cache"},
-    {"device/cpu", "device/opencl", "device/cuda", "device/registry"},
+    {"device"},
+    {"backends/cpu", "backends/opencl", "backends/cuda"},
+    {"registry"},
     {"custom", "comm"},
     {"plan"},
     {"executor"},
@@ -39,15 +41,7 @@ const std::vector<std::vector<std::string_view>> kLayers = {
     {"python", "tools"},
 };
 
-// The runner knows no backend: plans and the executor reach devices only
-// through the device core (Device, Program, Queue, Event), so a new device is
-// its folder and a registry line.
-const std::vector<std::string_view> kBackendFree = {"plan", "executor"};
-const std::vector<std::string_view> kBackends = {"device/cpu", "device/opencl", "device/cuda", "device/registry"};
-
-bool contains(const std::vector<std::string_view>& list, std::string_view name) {
-  return std::find(list.begin(), list.end(), name) != list.end();
-}
+bool is_backend(std::string_view module) { return module.starts_with("backends/"); }
 
 std::optional<std::size_t> layer_of(std::string_view module) {
   for (std::size_t i = 0; i < kLayers.size(); ++i) {
@@ -56,8 +50,8 @@ std::optional<std::size_t> layer_of(std::string_view module) {
   return std::nullopt;
 }
 
-// The module of a path relative to the source root ("svod/device/cpu/x.h" ->
-// "device/cpu", "svod/device/registry.h" -> "device/registry",
+// The module of a path relative to the source root ("svod/backends/cpu/x.h"
+// -> "backends/cpu", "svod/registry/registry.h" -> "registry",
 // "svod/compile/llvm/x.cpp" -> "compile", "python/..." -> "python").
 std::string module_of(std::string_view path) {
   std::vector<std::string> parts;
@@ -66,9 +60,8 @@ std::string module_of(std::string_view path) {
   if (parts.size() < 2) return {};
   if (parts[0] != "svod") return parts[0];
   if (parts.size() < 3) return {};
-  if (parts[1] != "device") return parts[1];
-  if (parts.size() > 3) return "device/" + parts[2];
-  return fs::path(parts[2]).stem() == "registry" ? "device/registry" : "device";
+  if (parts[1] == "backends" && parts.size() > 3) return "backends/" + parts[2];
+  return parts[1];
 }
 
 struct Violation {
@@ -100,8 +93,14 @@ std::vector<Violation> check_file(const std::string& path, const std::string& te
       found.push_back({path, included,
                        "'" + module + "' (layer " + std::to_string(*own) + ") includes '" +
                            target + "' (layer " + std::to_string(*layer) + ")"});
-    } else if (contains(kBackendFree, module) && contains(kBackends, target)) {
-      found.push_back({path, included, "'" + module + "' must not include a device backend ('" + target + "')"});
+    } else if (is_backend(target) && *own > *layer_of("registry")) {
+      // Above the registry, devices are reached through the device core
+      // (Device, Program, Queue, Event) and the registry only: a new device
+      // is its folder and a registry line.
+      found.push_back({path, included, "'" + module + "' is above the registry and must not include a device backend ('" +
+                                           target + "')"});
+    } else if (is_backend(module) && is_backend(target) && module != target) {
+      found.push_back({path, included, "backend '" + module + "' must not include another backend ('" + target + "')"});
     }
   }
   return found;
@@ -165,23 +164,28 @@ TEST(Layering, ModulesAreNamedByTheirFolders) {
   EXPECT_EQ(module_of("svod/base/error.h"), "base");
   EXPECT_EQ(module_of("svod/compile/llvm/llvm_compiler.cpp"), "compile");
   EXPECT_EQ(module_of("svod/device/buffer.h"), "device");
-  EXPECT_EQ(module_of("svod/device/registry.cpp"), "device/registry");
-  EXPECT_EQ(module_of("svod/device/cuda/cuda_device.h"), "device/cuda");
+  EXPECT_EQ(module_of("svod/registry/registry.cpp"), "registry");
+  EXPECT_EQ(module_of("svod/backends/cuda/cuda_device.h"), "backends/cuda");
   EXPECT_EQ(module_of("tools/svod/main.cpp"), "tools");
 }
 
 TEST(Layering, AnUpwardIncludeIsReported) {
-  const auto upward = check_file("svod/cache/kernel_cache.cpp",
-                                 "#include <vector>\n#include \"svod/device/cpu/cpu_device.h\"\n");
+  const auto upward = check_file("svod/device/kernel_cache.cpp",
+                                 "#include <vector>\n#include \"svod/backends/cpu/cpu_device.h\"\n");
   ASSERT_EQ(upward.size(), 1u);
-  EXPECT_EQ(upward[0].include, "svod/device/cpu/cpu_device.h");
+  EXPECT_EQ(upward[0].include, "svod/backends/cpu/cpu_device.h");
 
-  EXPECT_TRUE(check_file("svod/device/cpu/cpu_device.cpp",
-                         "#include \"svod/cache/kernel_cache.h\"\n#include \"svod/device/device.h\"\n")
+  EXPECT_TRUE(check_file("svod/backends/cpu/cpu_device.cpp",
+                         "#include \"svod/device/kernel_cache.h\"\n#include \"svod/device/device.h\"\n")
                   .empty());
+  EXPECT_EQ(check_file("svod/cache/object_cache.cpp", "#include \"svod/device/device.h\"\n").size(), 1u);
+  EXPECT_TRUE(check_file("svod/registry/registry.cpp", "#include \"svod/backends/cuda/cuda_device.h\"\n").empty());
+  EXPECT_EQ(check_file("svod/package/x.cpp", "#include \"svod/backends/cpu/cpu_device.h\"\n").size(), 1u);
+  EXPECT_EQ(check_file("tools/svod/x.cpp", "#include \"svod/backends/cuda/cuda_api.h\"\n").size(), 1u);
+  EXPECT_EQ(check_file("svod/backends/opencl/x.cpp", "#include \"svod/backends/cpu/cpu_device.h\"\n").size(), 1u);
   EXPECT_EQ(check_file("svod/base/log.cpp", "  #  include <svod/plan/dag.h>\n").size(), 1u);
   EXPECT_EQ(check_file("svod/newmodule/x.h", "").size(), 1u);  // every folder needs a layer
-  EXPECT_EQ(check_file("svod/plan/x.cpp", "#include \"svod/device/opencl/opencl_device.h\"\n").size(), 1u);
+  EXPECT_EQ(check_file("svod/plan/x.cpp", "#include \"svod/backends/opencl/opencl_device.h\"\n").size(), 1u);
   EXPECT_TRUE(check_file("svod/plan/x.cpp", "#include \"svod/device/queue.h\"\n").empty());
   EXPECT_EQ(check_file("svod/base/x.h", "#include \"svod/nowhere/y.h\"\n").size(), 1u);
 }

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "tests/backends/backends_built.h"
 #include "tests/support/test_support.h"
 
@@ -17,7 +17,7 @@ using test::c_kernel;
 
 class BackendKernels : public ::testing::TestWithParam<CpuBackend> {
  protected:
-  std::shared_ptr<CpuDevice> cpu = create_cpu_device_with_backend(GetParam());
+  std::shared_ptr<CpuDevice> cpu = cpu_device(GetParam());
 
   Buffer floats(const std::vector<float>& values) {
     Buffer b = cpu->allocate(DType::F32, values.size());
@@ -43,7 +43,7 @@ TEST_P(BackendKernels, IdentityNamesTheBackend) {
   EXPECT_FALSE(id.target_features.empty());
   for (CpuBackend other : test::cpu_backends_built()) {
     if (other == GetParam()) continue;
-    EXPECT_NE(create_cpu_device_with_backend(other)->compiler().identity().hash(), id.hash()) << to_string(other);
+    EXPECT_NE(cpu_device(other)->compiler().identity().hash(), id.hash()) << to_string(other);
   }
 }
 

@@ -14,7 +14,7 @@
 #include "svod/base/subprocess.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm_plugin.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "tests/backends/backends_built.h"
 #include "tests/support/test_support.h"
 
@@ -67,7 +67,7 @@ TEST(CpuBackendSelection, UnknownNameIsAnErrorListingTheValidOnes) {
     EXPECT_NE(std::string(e.what()).find("SVOD_CPU_BACKEND"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("clang, llvm or dlopen"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(create_cpu_device(), Error);
+  EXPECT_THROW(cpu_device(), Error);
 }
 
 TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
@@ -76,8 +76,8 @@ TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
     const CpuBackendChoice choice = default_cpu_backend();
     EXPECT_EQ(choice.backend, b);
     EXPECT_EQ(choice.reason, "SVOD_CPU_BACKEND=" + std::string(to_string(b)));
-    EXPECT_EQ(create_cpu_device(), create_cpu_device_with_backend(b));
-    EXPECT_EQ(create_cpu_device()->compiler().identity().backend, to_string(b));
+    EXPECT_EQ(cpu_device(), cpu_device(b));
+    EXPECT_EQ(cpu_device()->compiler().identity().backend, to_string(b));
   }
 }
 
@@ -116,7 +116,7 @@ TEST(CpuBackendSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+        auto cpu = cpu_device(CpuBackend::Clang);
         auto p = cpu->compile(c_kernel("clang_only", "void clang_only(int* o) { o[0] = 7; }", {{"o", Access::Write}}));
         Buffer o = cpu->allocate(DType::I32, 1);
         Buffer bufs[] = {o};
@@ -132,7 +132,7 @@ TEST(CpuBackendSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
 
 TEST(LlvmBackend, EightThreadsCompileAtOnce) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuBackend::Llvm);
   const Compiler& compiler = cpu->compiler();
   constexpr int kThreads = 8, kPerThread = 4;
   std::atomic<int> correct{0};
@@ -179,7 +179,7 @@ TEST(LlvmBackend, EightThreadsCompileAtOnce) {
 // it; the front end, optimisation and code generation are each timed.
 TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuBackend::Llvm);
   const Compiler& compiler = cpu->compiler();
   ProgramSpec c = c_kernel("dot8",
                            "void dot8(float* restrict o, const float* restrict a, int n) {\n"
@@ -211,7 +211,7 @@ TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
 // has seen the others, with their loops, constants and globals.
 TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuBackend::Llvm);
   const Compiler& compiler = cpu->compiler();
   std::vector<ProgramSpec> specs = {
       c_kernel("axpy", "void axpy(float* restrict y, const float* restrict x, int n) {\n"
@@ -242,7 +242,7 @@ TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
 // without the verifier, so the clang and dlopen backends accept this module.
 TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuBackend::Llvm);
   // Forward references parse; using %x before its definition does not verify.
   ProgramSpec spec = c_kernel("use_before_def",
                               "define void @use_before_def(ptr %o) {\n  store i32 %x, ptr %o\n"
@@ -259,7 +259,7 @@ TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
 }
 
 TEST(DlopenBackend, LibraryClosesWhenItsLastProgramIsReleased) {
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Dlopen);
+  auto cpu = cpu_device(CpuBackend::Dlopen);
   ProgramSpec spec = c_kernel("dlopen_lifetime_probe", "void dlopen_lifetime_probe(int* o) { o[0] = 5; }", {{"o", Access::Write}});
   const Artifact artifact = cpu->compiler().compile(spec);
   ASSERT_EQ(artifact.kind, ArtifactKind::SharedLibrary);
@@ -305,7 +305,7 @@ class PrebuiltLibrary : public ::testing::Test {
 };
 
 TEST_F(PrebuiltLibrary, LoadsWithADeclaredSpecRunsAndClosesOnRelease) {
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+  auto cpu = cpu_device(CpuBackend::Clang);
   ProgramSpec spec;
   spec.entry = "prebuilt_scale";
   spec.buffers = {{"o", Access::Write, DType::F32, Expr::parse("n")}, {"a", Access::Read, DType::F32, Expr::parse("n")}};
@@ -327,7 +327,7 @@ TEST_F(PrebuiltLibrary, LoadsWithADeclaredSpecRunsAndClosesOnRelease) {
 }
 
 TEST_F(PrebuiltLibrary, EntriesMustBeTheLibrarysOwn) {
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+  auto cpu = cpu_device(CpuBackend::Clang);
   for (const char* entry : {"hidden_helper", "no_such_kernel", "sqrtf"}) {
     ProgramSpec spec;
     spec.entry = entry;
@@ -343,7 +343,7 @@ TEST_F(PrebuiltLibrary, EntriesMustBeTheLibrarysOwn) {
 }
 
 TEST_F(PrebuiltLibrary, MissingOrInvalidFilesAreLoadErrors) {
-  auto cpu = create_cpu_device_with_backend(CpuBackend::Clang);
+  auto cpu = cpu_device(CpuBackend::Clang);
   ProgramSpec spec;
   spec.entry = "prebuilt_scale";
   try {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "svod/device/cpu/cpu_backend.h"
+#include "svod/compile/cpu_backend.h"
 
 #ifndef SVOD_LLVM_PLUGIN_BUILT
 #define SVOD_LLVM_PLUGIN_BUILT 0

@@ -16,7 +16,7 @@
 
 #include "svod/cache/object_cache.h"
 #include "svod/compile/clang_compiler.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "tests/support/test_support.h"
 
 namespace svod::test {

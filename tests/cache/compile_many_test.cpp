@@ -1,6 +1,6 @@
 // compile_many: per-spec results in order, duplicates compiled once, failures
 // confined to their own position.
-#include "svod/cache/compile_many.h"
+#include "svod/device/compile_many.h"
 
 #include <gtest/gtest.h>
 

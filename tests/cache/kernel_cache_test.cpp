@@ -1,6 +1,6 @@
 // KernelCache: single-flight, failure propagation, LRU eviction with live
 // references, and how CpuDevice keys Programs.
-#include "svod/cache/kernel_cache.h"
+#include "svod/device/kernel_cache.h"
 
 #include <gtest/gtest.h>
 

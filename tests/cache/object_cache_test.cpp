@@ -65,12 +65,19 @@ class WarningCounter {
   std::shared_ptr<Sink> sink_;
 };
 
-// Compiles through `cache` (which may be off) with `compiler`, as CpuDevice does.
+// Compiles through `cache` (which may be off) with `device`'s compiler, as
+// Device::compile does after the kernel cache: `cache` stands in for the
+// process's object cache meanwhile.
 std::shared_ptr<const Program> compile_through(ObjectCache* cache, CpuDevice& device, const Compiler& compiler,
                                                const ProgramSpec& spec) {
-  return load_or_compile(cache, compiler, spec, [&](const Artifact& a) -> std::shared_ptr<const Program> {
-    return device.load(spec, a);
-  });
+  EXPECT_EQ(&device.compiler(), &compiler);
+  const std::shared_ptr<ObjectCache> process = object_cache();
+  set_object_cache(std::shared_ptr<ObjectCache>(cache, [](ObjectCache*) {}));
+  struct Restore {
+    std::shared_ptr<ObjectCache> cache;
+    ~Restore() { set_object_cache(cache); }
+  } restore{process};
+  return load_or_compile(device, spec);
 }
 
 TEST(ObjectCacheTest, StoresAndReturnsAnArtifact) {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "svod/base/subprocess.h"
-#include "svod/cache/kernel_cache.h"
+#include "svod/device/kernel_cache.h"
 #include "tests/cache/cache_test_support.h"
 
 namespace svod {
@@ -27,7 +27,7 @@ struct ChildReport {
 
 // The child: everything comes from the environment, as in a real process.
 TEST(CacheChild, DISABLED_CompileRunAndReport) {
-  auto device = create_cpu_device();
+  auto device = cpu_device();
   auto program = device->compile(test::add_kernel(6));
   const float result = test::run_add_kernel(*device, *program);
   const ObjectCacheStats s = object_cache()->stats();

@@ -13,7 +13,7 @@
 #include "svod/comm/mpi_plugin.h"
 #include "svod/comm/reduce.h"
 #include "svod/device/device.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "tests/support/comm_checks.h"
 #include "tests/support/test_support.h"
 

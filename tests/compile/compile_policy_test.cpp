@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -18,7 +18,7 @@ ProgramSpec fresh_kernel(const std::string& entry) {
 }
 
 TEST(CompilePolicy, CountsCompilesNotCacheHits) {
-  auto cpu = create_cpu_device();
+  auto cpu = cpu_device();
   const ProgramSpec spec = fresh_kernel("counted");
   const uint64_t before = compile_count();
   cpu->compile(spec);
@@ -28,7 +28,7 @@ TEST(CompilePolicy, CountsCompilesNotCacheHits) {
 }
 
 TEST(CompilePolicy, ForbiddenCompilesNameTheProgram) {
-  auto cpu = create_cpu_device();
+  auto cpu = cpu_device();
   ASSERT_TRUE(compile_allowed());
   set_compile_allowed(false);
   const uint64_t before = compile_count();

@@ -14,12 +14,12 @@
 
 #include "svod/base/error.h"
 #include "svod/cache/cache_key.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/cuda/cuda_api.h"
-#include "svod/device/cuda/cuda_device.h"
-#include "svod/device/cuda/kernel_params.h"
-#include "svod/device/cuda/nvrtc_compiler.h"
-#include "svod/device/registry.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/backends/cuda/cuda_api.h"
+#include "svod/backends/cuda/cuda_device.h"
+#include "svod/backends/cuda/kernel_params.h"
+#include "svod/backends/cuda/nvrtc_compiler.h"
+#include "svod/registry/registry.h"
 #include "svod/executor/plan_execution.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/planfile/plan_file.h"
@@ -275,7 +275,7 @@ class Cuda : public ::testing::Test {
 
   CudaDevice& gpu() { return *device_; }
   Buffer host(const std::vector<float>& values) {
-    Buffer b = create_cpu_device()->allocate(DType::F32, values.size());
+    Buffer b = cpu_device()->allocate(DType::F32, values.size());
     std::copy(values.begin(), values.end(), b.span<float>().begin());
     return b;
   }
@@ -286,7 +286,7 @@ class Cuda : public ::testing::Test {
   }
   template <typename T = float>
   std::vector<T> download(const Buffer& device) {
-    Buffer b = create_cpu_device()->allocate(device.dtype(), device.count());
+    Buffer b = cpu_device()->allocate(device.dtype(), device.count());
     gpu().copy(b, device);
     auto s = b.span<T>();
     return {s.begin(), s.end()};
@@ -307,7 +307,7 @@ TEST_F(Cuda, DescribesItself) {
   EXPECT_GE(gpu().details().compute_major, 5);
   EXPECT_GE(gpu().details().multiprocessors, 1);
   EXPECT_GE(gpu().details().max_threads_per_block, 256);
-  EXPECT_EQ(gpu().compiler().target(), cuda_sm_target(gpu().details().compute_major, gpu().details().compute_minor));
+  EXPECT_EQ(static_cast<const NvrtcCompiler&>(gpu().compiler()).target(), cuda_sm_target(gpu().details().compute_major, gpu().details().compute_minor));
 }
 
 TEST_F(Cuda, BlockReductionMatchesTheCpu) {
@@ -355,7 +355,7 @@ TEST_F(Cuda, CopiesBothWaysThroughStagingAndPinnedMemory) {
   gpu().copy(d2, d1);  // device to device
   EXPECT_EQ(download(d2), values);
 
-  Buffer pinned = gpu().allocate_pinned(DType::F32, n);
+  Buffer pinned = gpu().allocate_host(DType::F32, n);
   EXPECT_TRUE(pinned.is_host());
   gpu().copy(pinned, d2);  // straight to pinned memory
   EXPECT_TRUE(std::equal(values.begin(), values.end(), pinned.span<float>().begin()));
@@ -369,7 +369,7 @@ TEST_F(Cuda, CopiesBothWaysThroughStagingAndPinnedMemory) {
   EXPECT_EQ(download(small), (std::vector<float>{1, 2, 3, 4, 40, 50, 7, 8}));
   gpu().copy(small.view(0, 4), small.view(2, 4));  // overlapping: staged through the host
   EXPECT_EQ(download(small), (std::vector<float>{3, 4, 40, 50, 40, 50, 7, 8}));
-  Buffer back = create_cpu_device()->allocate(DType::F32, 2);
+  Buffer back = cpu_device()->allocate(DType::F32, 2);
   gpu().copy(back, small.view(6, 2));
   EXPECT_EQ((std::vector<float>{back.span<float>()[0], back.span<float>()[1]}), (std::vector<float>{7, 8}));
   EXPECT_EQ(expect_error([&] { gpu().copy(small, back); }).kind(), ErrorKind::Validation);

@@ -9,13 +9,13 @@
 #include <limits>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 namespace svod {
 namespace {
 
 Buffer make(DType dtype, std::initializer_list<double> values) {
-  Buffer b = create_cpu_device()->allocate(dtype, values.size());
+  Buffer b = cpu_device()->allocate(dtype, values.size());
   auto* p = static_cast<unsigned char*>(b.data());
   size_t i = 0;
   for (double v : values) store_from_double(dtype, p + size_of(dtype) * i++, v);
@@ -31,7 +31,7 @@ std::vector<double> read(const Buffer& b) {
 
 template <typename T>
 Buffer make_raw(DType dtype, std::initializer_list<T> values) {
-  Buffer b = create_cpu_device()->allocate(dtype, values.size());
+  Buffer b = cpu_device()->allocate(dtype, values.size());
   std::memcpy(b.data(), values.begin(), values.size() * sizeof(T));
   return b;
 }
@@ -172,22 +172,22 @@ TEST(AllReduce, RejectsBadArguments) {
   expect_validation(
       [&] { run_custom_function("all_reduce", std::vector<Buffer>{f(), make(DType::F32, {1})}, {{"op", "sum"}}); },
       "buffer 1 holds 1 f32");
-  Buffer arena = create_cpu_device()->allocate(DType::F32, 3);
+  Buffer arena = cpu_device()->allocate(DType::F32, 3);
   expect_validation(
       [&] { run_custom_function("all_reduce", std::vector<Buffer>{arena.view(0, 2), arena.view(1, 2)}, {{"op", "sum"}}); },
       "overlap");
 }
 
 TEST(Fill, WritesExactValues) {
-  Buffer i64 = create_cpu_device()->allocate(DType::I64, 3);
+  Buffer i64 = cpu_device()->allocate(DType::I64, 3);
   run_custom_function("fill", std::vector<Buffer>{i64}, {{"value", (int64_t{1} << 62) + 1}});
   EXPECT_EQ(raw<int64_t>(i64), std::vector<int64_t>(3, (int64_t{1} << 62) + 1));
 }
 
 TEST(Fill, ValuesMustFit) {
-  Buffer h = create_cpu_device()->allocate(DType::F16, 2);
-  Buffer f = create_cpu_device()->allocate(DType::F32, 2);
-  Buffer i = create_cpu_device()->allocate(DType::I32, 2);
+  Buffer h = cpu_device()->allocate(DType::F16, 2);
+  Buffer f = cpu_device()->allocate(DType::F32, 2);
+  Buffer i = cpu_device()->allocate(DType::I32, 2);
   run_custom_function("fill", std::vector<Buffer>{h, f}, {{"value", 0.1}});
   EXPECT_EQ(raw<uint16_t>(h), std::vector<uint16_t>(2, double_to_f16(0.1)));
   EXPECT_EQ(raw<float>(f), std::vector<float>(2, 0.1f));

@@ -1,7 +1,7 @@
 // The CPU device: launch checks, core_id fan-out, concurrency, buffers and
 // copies. The kernels of every language feature run on each CPU backend in
 // tests/backends/backend_kernels_test.cpp.
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ using test::expect_error;
 
 class CpuDeviceTest : public ::testing::Test {
  protected:
-  std::shared_ptr<CpuDevice> cpu = create_cpu_device();
+  std::shared_ptr<CpuDevice> cpu = cpu_device();
 
   Buffer floats(std::vector<float> values) {
     Buffer b = cpu->allocate(DType::F32, values.size());

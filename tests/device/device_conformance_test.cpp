@@ -1,8 +1,10 @@
 // Device conformance: one suite, written once against Device, Program, Queue
-// and ExecutionPlan, and instantiated for every device kind svod ships (CPU,
-// CL:0, CUDA:0). A device this machine lacks skips with the reason. Each
-// kernel exists in the device's own language (C, OpenCL C, CUDA C) with the
-// same parameters, so the checks are the same everywhere: allocation,
+// and ExecutionPlan, and instantiated for device 0 of every kind the registry
+// holds (CPU, CL:0, CUDA:0, and any kind a test registers, like the NULL
+// device beside this file). A device this machine lacks skips with the
+// reason. Each kernel exists in the device's own language (its first
+// Device::languages(): C, OpenCL C, CUDA C) with the same parameters, so the
+// checks are the same everywhere: allocation,
 // copies both ways and device to device, views at offsets, elementwise and
 // reduction kernels against the CPU, launch checks, events and timing, plans
 // with variables in launch sizes, poisoning and rebinding. Device-only
@@ -17,7 +19,7 @@
 #include "svod/base/error.h"
 #include "svod/custom/custom_function.h"
 #include "svod/device/queue.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/support/test_support.h"
 
@@ -38,8 +40,14 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
       GTEST_SKIP() << GetParam() << " is not available here: " << e.what();
     }
     host_ = open_device("CPU");
-    const std::string name = device_->name();
-    dialect_ = name.rfind("CL:", 0) == 0 ? Dialect::OpenCl : name.rfind("CUDA:", 0) == 0 ? Dialect::Cuda : Dialect::C;
+    const auto languages = device_->languages();
+    ASSERT_FALSE(languages.empty()) << device_->name() << " runs no language";
+    switch (languages.front()) {
+      case Language::C: dialect_ = Dialect::C; break;
+      case Language::OpenCl: dialect_ = Dialect::OpenCl; break;
+      case Language::Cuda: dialect_ = Dialect::Cuda; break;
+      default: FAIL() << device_->name() << ": no conformance kernels in " << to_string(languages.front());
+    }
   }
 
   Device& dev() { return *device_; }
@@ -374,7 +382,14 @@ std::string device_test_name(const ::testing::TestParamInfo<std::string>& info) 
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, DeviceConformance, ::testing::Values("CPU", "CL:0", "CUDA:0"), device_test_name);
+// Device 0 of every registered kind, named as the registry names it.
+std::vector<std::string> every_kind() {
+  std::vector<std::string> devices;
+  for (const auto& kind : device_registry().kinds()) devices.push_back(device_registry().canonical_name(kind));
+  return devices;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceConformance, ::testing::ValuesIn(every_kind()), device_test_name);
 
 }  // namespace
 }  // namespace svod

@@ -10,13 +10,13 @@
 
 #include "svod/base/error.h"
 #include "svod/base/subprocess.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 #include "svod/executor/executor.h"
 #include "svod/executor/plan_execution.h"
 #include "svod/planfile/plan_file.h"
 #if SVOD_HAVE_OPENCL
-#include "svod/device/opencl/opencl_device.h"
+#include "svod/backends/opencl/opencl_device.h"
 #include "tests/support/test_support.h"
 #endif
 
@@ -26,7 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 using Preds = std::vector<std::vector<size_t>>;
 
-Buffer host_buffer(size_t count, DType dtype = DType::F32) { return create_cpu_device()->allocate(dtype, count); }
+Buffer host_buffer(size_t count, DType dtype = DType::F32) { return cpu_device()->allocate(dtype, count); }
 
 std::shared_ptr<const Program> c_program(const std::string& source, const std::string& entry,
                                          std::vector<BufferParam> buffers, std::vector<ScalarParam> scalars = {},
@@ -37,7 +37,7 @@ std::shared_ptr<const Program> c_program(const std::string& source, const std::s
   spec.buffers = std::move(buffers);
   spec.scalars = std::move(scalars);
   spec.global_size[0] = Expr::parse(slices);
-  return create_cpu_device()->compile(spec);
+  return cpu_device()->compile(spec);
 }
 
 using test::kind_of;
@@ -176,7 +176,7 @@ TEST(UnifiedExecutor, ObserverSeesEveryNode) {
 }
 
 TEST(UnifiedExecutor, CpuWaitKindsAreHostWaits) {
-  Device& cpu = *create_cpu_device();
+  Device& cpu = *cpu_device();
   EXPECT_TRUE(cpu.queue().runs_inline());
   EXPECT_EQ(UnifiedExecutor::wait_kind(cpu, cpu, SyncStrategy::DeviceEvents), WaitKind::HostWait);
 }
@@ -236,7 +236,7 @@ class CrossDevice : public ::testing::Test {
 
 TEST_F(CrossDevice, WaitKindsBetweenDevices) {
   UnifiedExecutor executor;
-  Device& cpu = *create_cpu_device();
+  Device& cpu = *cpu_device();
   EXPECT_FALSE(cl_->queue().runs_inline());
   EXPECT_EQ(executor.wait_kind(*cl_, *cl_, SyncStrategy::DeviceEvents), WaitKind::InOrder);
   EXPECT_EQ(executor.wait_kind(*cl_, *cl_, SyncStrategy::BlockingHostWait), WaitKind::InOrder);

@@ -15,9 +15,9 @@
 #include "svod/base/error.h"
 #include "svod/cache/object_cache.h"
 #include "svod/compile/clang_compiler.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/opencl/opencl_device.h"
-#include "svod/device/registry.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/backends/opencl/opencl_device.h"
+#include "svod/registry/registry.h"
 #include "tests/cache/cache_test_support.h"
 #include "tests/support/test_support.h"
 
@@ -37,7 +37,7 @@ class OpenCl : public ::testing::Test {
 
   OpenClDevice& cl() { return *device_; }
   Buffer upload(const std::vector<float>& values) {
-    Buffer host = create_cpu_device()->allocate(DType::F32, values.size());
+    Buffer host = cpu_device()->allocate(DType::F32, values.size());
     std::copy(values.begin(), values.end(), host.span<float>().begin());
     Buffer device = cl().allocate(DType::F32, values.size());
     cl().copy(device, host);
@@ -45,7 +45,7 @@ class OpenCl : public ::testing::Test {
   }
   template <typename T = float>
   std::vector<T> download(const Buffer& device) {
-    Buffer host = create_cpu_device()->allocate(device.dtype(), device.count());
+    Buffer host = cpu_device()->allocate(device.dtype(), device.count());
     cl().copy(host, device);
     auto s = host.span<T>();
     return {s.begin(), s.end()};
@@ -211,7 +211,7 @@ TEST_F(OpenCl, KernelsTakeOnlyBuffersOfTheirContext) {
   ProgramSpec spec = opencl_spec("__kernel void k(__global float* o) { o[0] = 1.0f; }", "k");
   spec.buffers = {{"o", Access::Write}};
   auto program = cl().compile(spec);
-  const Buffer host[] = {create_cpu_device()->allocate(DType::F32, 1)};
+  const Buffer host[] = {cpu_device()->allocate(DType::F32, 1)};
   std::string message;
   EXPECT_EQ(kind_of([&] { program->launch(host, {}); }, &message), ErrorKind::Validation);
   EXPECT_NE(message.find("is on CPU"), std::string::npos) << message;
@@ -241,7 +241,7 @@ TEST_F(OpenCl, DeviceMemoryIsNotHostVisibleAndOverlapsAreStaged) {
   for (int i = 0; i < 200; ++i) ASSERT_EQ(got[1 + i], values[i]);
 
   // A view of device memory read back into part of a host buffer.
-  Buffer host = create_cpu_device()->allocate(DType::F32, 10);
+  Buffer host = cpu_device()->allocate(DType::F32, 10);
   cl().copy(host.view(5, 5), b.view(20, 5));
   for (int i = 0; i < 5; ++i) EXPECT_EQ(host.span<float>()[5 + i], download(b)[20 + i]);
 

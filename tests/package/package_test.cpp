@@ -8,11 +8,11 @@
 #include <typeinfo>
 
 #include "svod/base/npy.h"
-#include "svod/cache/kernel_cache.h"
+#include "svod/device/kernel_cache.h"
 #include "svod/cache/object_cache.h"
 #include "svod/compile/compile_policy.h"
-#include "svod/device/registry.h"
-#include "svod/package/cpu_features.h"
+#include "svod/registry/registry.h"
+#include "svod/base/cpu_features.h"
 #include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
@@ -238,8 +238,8 @@ TEST(Package, OpenClProgramsTravelAsBinaries) {
       EXPECT_EQ(p.artifact == PackageProgram::Artifact::OpenClBinary, p.device == "CL:0") << p.name;
     }
     EXPECT_EQ(binaries, 2u);
-    ASSERT_TRUE(package.manifest.opencl.contains("CL:0"));
-    EXPECT_EQ(package.manifest.opencl.at("CL:0").backend, "opencl");
+    ASSERT_TRUE(package.manifest.devices.contains("CL:0"));
+    EXPECT_EQ(package.manifest.devices.at("CL:0").backend, "opencl");
     EXPECT_EQ(run_outputs(package.loaded), expected);
     expect_checks_pass(package.loaded);
     EXPECT_EQ(compile_count(), before);
@@ -248,8 +248,8 @@ TEST(Package, OpenClProgramsTravelAsBinaries) {
   // A package from another OpenCL device: rebuilt from the packaged source
   // when compiling is allowed, refused naming the program and the device when not.
   const auto foreign = with_manifest(bytes, [](nlohmann::json& m) {
-    m["opencl"]["CL:0"]["version"] = "OpenCL 9.9 elsewhere; driver 0.1";
-    m["opencl"]["CL:0"]["target_cpu"] = "foreign-gpu";
+    m["devices"]["CL:0"]["version"] = "OpenCL 9.9 elsewhere; driver 0.1";
+    m["devices"]["CL:0"]["target_cpu"] = "foreign-gpu";
   });
   {
     NoCompiling off;
@@ -258,7 +258,7 @@ TEST(Package, OpenClProgramsTravelAsBinaries) {
     const std::string what = e.what();
     EXPECT_NE(what.find("program \"axpb\": the package's OpenCL binary for CL:0 cannot run here"), std::string::npos)
         << what;
-    EXPECT_NE(what.find("built for device \"foreign-gpu\""), std::string::npos) << what;
+    EXPECT_NE(what.find("for \"foreign-gpu\""), std::string::npos) << what;
     EXPECT_NE(what.find("OpenCL 9.9 elsewhere"), std::string::npos) << what;
     EXPECT_NE(what.find("compiling is off"), std::string::npos) << what;
   }
@@ -436,8 +436,8 @@ TEST(PackageFormat, MalformedManifestsAreLoadErrors) {
   const auto unkeyed = with_manifest(bytes, [](nlohmann::json& m) { m["programs"][1]["artifact"] = "opencl_binary"; });
   e = expect_error([&] { load_package(std::span<const std::byte>(unkeyed)); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
-  EXPECT_NE(std::string(e.what()).find("programs[1].artifact: an OpenCL binary but the manifest records no OpenCL "
-                                       "compiler for CPU"),
+  EXPECT_NE(std::string(e.what()).find("programs[1].artifact: OpenCL binary for CPU, but the manifest records no "
+                                       "compiler for that device"),
             std::string::npos)
       << e.what();
   const auto bad_identity = with_manifest(bytes, [](nlohmann::json& m) { m["opencl"]["CL:0"] = {{"backend", 1}}; });

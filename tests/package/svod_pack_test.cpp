@@ -8,8 +8,8 @@
 
 #include "svod/base/error.h"
 #include "svod/base/subprocess.h"
-#include "svod/device/registry.h"
-#include "svod/package/cpu_features.h"
+#include "svod/registry/registry.h"
+#include "svod/base/cpu_features.h"
 #include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
 
@@ -76,7 +76,7 @@ TEST(SvodPack, CrossDevicePackageRunsWithCompilingOff) {
   const ProcessResult packed = svod({}, {"pack", SVOD_SOURCE_DIR "/examples/cross_device/plan.json", "-o", package});
   ASSERT_TRUE(packed.ok()) << packed.err;
   EXPECT_NE(packed.out.find("3 as CPU objects"), std::string::npos) << packed.out;
-  EXPECT_NE(packed.out.find("2 as OpenCL binaries for CL:0"), std::string::npos) << packed.out;
+  EXPECT_NE(packed.out.find("2 as device binaries for CL:0"), std::string::npos) << packed.out;
   const ProcessResult run = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", package});
   ASSERT_TRUE(run.ok()) << run.err;
   EXPECT_EQ(count(run.out, "expect: ok"), 3u) << run.out;

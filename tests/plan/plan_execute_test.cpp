@@ -112,7 +112,7 @@ TEST_F(PlanExecute, IndependentKernelsRunAtTheSameTime) {
                              "}\n",
                              {BufferParam{"counter", Access::Read, DType::I32},
                               BufferParam{"met", Access::Write, DType::I32}});
-  auto program = create_cpu_device()->compile(spec);
+  auto program = cpu_device()->compile(spec);
   ExecutionPlanBuilder b;
   const size_t counter = b.add_buffer(host_buffer(DType::I32, 1));
   const size_t met0 = b.add_buffer(host_buffer(DType::I32, 1));

@@ -23,7 +23,7 @@ void register_access_functions() {
 
 namespace {
 
-std::shared_ptr<const Program> compile(ProgramSpec spec) { return create_cpu_device()->compile(spec); }
+std::shared_ptr<const Program> compile(ProgramSpec spec) { return cpu_device()->compile(spec); }
 
 }  // namespace
 

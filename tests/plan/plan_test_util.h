@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/plan/execution_plan.h"
 
 namespace svod::test {
@@ -46,6 +46,6 @@ std::shared_ptr<const Program> put_kernel();
 std::shared_ptr<const Program> put_n_kernel();
 std::shared_ptr<const Program> set_kernel();
 
-inline Buffer host_buffer(DType dtype, size_t count) { return create_cpu_device()->allocate(dtype, count); }
+inline Buffer host_buffer(DType dtype, size_t count) { return cpu_device()->allocate(dtype, count); }
 
 }  // namespace svod::test

@@ -7,7 +7,8 @@
 
 #include "svod/base/error.h"
 #include "svod/device/buffer.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/host_memory.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/rss.h"
@@ -65,7 +66,7 @@ TEST(BigBuffers, AnEightGiBZerosBufferCostsOnlyThePagesAKernelTouches) {
 }
 
 TEST(BigBuffers, SmallAndMappedBuffersStartZeroed) {
-  auto cpu = create_cpu_device();
+  auto cpu = cpu_device();
   for (size_t count : {size_t{1}, size_t{1000}, HostStorage::kMapThreshold, HostStorage::kMapThreshold * 3 + 5}) {
     Buffer b = cpu->allocate(DType::U8, count);
     const auto bytes = b.span<const uint8_t>();
@@ -78,7 +79,7 @@ TEST(BigBuffers, ABufferLargerThanTheMachineIsRefusedWithTheSizes) {
   const uint64_t limit = host_memory_limit();
   ASSERT_LT(limit, UINT64_MAX / 2) << "no /proc/meminfo on this machine";
   const uint64_t asked = limit + limit / 2;
-  auto cpu = create_cpu_device();
+  auto cpu = cpu_device();
   const Error e = test::expect_error([&] { cpu->allocate(DType::U8, asked); });
   EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
   EXPECT_NE(std::string(e.what()).find(std::to_string(asked) + " bytes"), std::string::npos) << e.what();

@@ -8,7 +8,7 @@
 
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/comm_checks.h"

@@ -14,7 +14,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/profile/profile.h"
 #include "tests/support/test_support.h"
 
@@ -149,13 +149,13 @@ std::shared_ptr<const Program> busy_kernel() {
                                     {BufferParam{"out", Access::ReadWrite, DType::F32}}, {ScalarParam{"iters"}});
   spec.flops = Expr::parse("2*iters");
   spec.bytes = Expr::parse("8");
-  static auto program = create_cpu_device()->compile(spec);
+  static auto program = cpu_device()->compile(spec);
   return program;
 }
 
 // Two independent busy kernels and one after both.
 ExecutionPlan fork_join_plan() {
-  auto device = create_cpu_device();
+  auto device = cpu_device();
   ExecutionPlanBuilder b;
   const size_t x = b.add_buffer(device->allocate(DType::F32, 1), "x");
   const size_t y = b.add_buffer(device->allocate(DType::F32, 1), "y");

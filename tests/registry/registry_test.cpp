@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/registry.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -25,7 +25,9 @@ class NamedDevice final : public Device {
   explicit NamedDevice(std::string name) : name_(std::move(name)) {}
   std::string name() const override { return name_; }
   Buffer allocate(DType, size_t) override { throw make_error(ErrorKind::Unsupported, "test device"); }
-  std::shared_ptr<const Program> compile(const ProgramSpec&) override {
+  std::span<const Language> languages() const noexcept override { return {}; }
+  const Compiler& compiler() const override { throw make_error(ErrorKind::Unsupported, "test device"); }
+  std::shared_ptr<const Program> load(const ProgramSpec&, const Artifact&) override {
     throw make_error(ErrorKind::Unsupported, "test device");
   }
   void copy(const Buffer&, const Buffer&) override { throw make_error(ErrorKind::Unsupported, "test device"); }
@@ -50,7 +52,7 @@ using test::kind_of;
 
 TEST(Registry, CpuIsTheProcessCpuDeviceUnderEverySpelling) {
   auto cpu = open_device("CPU");
-  EXPECT_EQ(cpu.get(), create_cpu_device().get());
+  EXPECT_EQ(cpu.get(), cpu_device().get());
   EXPECT_EQ(open_device("cpu").get(), cpu.get());
   EXPECT_EQ(open_device("CPU:0").get(), cpu.get());
   EXPECT_EQ(cpu->name(), "CPU");

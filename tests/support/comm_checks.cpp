@@ -10,7 +10,7 @@
 
 #include "svod/base/dtype.h"
 #include "svod/device/device.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 
 namespace svod::test {
 namespace {

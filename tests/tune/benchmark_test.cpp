@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "svod/base/thread_pool.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -28,7 +28,7 @@ std::shared_ptr<const Program> spin_kernel(Device& device) {
 
 class BenchmarkTest : public ::testing::Test {
  protected:
-  std::shared_ptr<CpuDevice> cpu = create_cpu_device();
+  std::shared_ptr<CpuDevice> cpu = cpu_device();
   std::shared_ptr<const Program> spin = spin_kernel(*cpu);
   Buffer counter = cpu->allocate(DType::I64, 1);
 

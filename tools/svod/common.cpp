@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "svod/device/cpu/cpu_backend.h"
+#include "svod/compile/cpu_backend.h"
 
 namespace svod::cli {
 

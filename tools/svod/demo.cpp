@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "svod/base/thread_pool.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 #include "tools/svod/commands.h"
 
 namespace svod::cli {
@@ -37,7 +37,7 @@ struct Compiled {
   double compile_ms;
 };
 
-Compiled compile(CpuDevice& cpu, const ProgramSpec& spec) {
+Compiled compile(Device& cpu, const ProgramSpec& spec) {
   auto start = Clock::now();
   auto program = cpu.compile(spec);
   return {program, ms_since(start)};
@@ -53,7 +53,7 @@ bool report(const char* name, double compile_ms, double run_us, double max_err, 
 }  // namespace
 
 int demo() {
-  auto cpu = create_cpu_device();
+  auto cpu = open_device("CPU");
   bool ok = true;
   fmt::print("svod demo on {} with {} threads\n", cpu->name(), thread_count());
 

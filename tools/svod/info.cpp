@@ -6,10 +6,9 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/compile/llvm_plugin.h"
-#include "svod/device/cpu/cpu_backend.h"
-#include "svod/device/cuda/cuda_api.h"
-#include "svod/device/registry.h"
-#include "svod/package/cpu_features.h"
+#include "svod/compile/cpu_backend.h"
+#include "svod/registry/registry.h"
+#include "svod/base/cpu_features.h"
 #include "tools/svod/commands.h"
 
 namespace svod::cli {
@@ -44,13 +43,8 @@ int info() {
     if (!f.present) lacking.push_back(f.name);
   fmt::print("cpu features: {} checked for packages ({}), lacking: {}\n", known_cpu_features().size(), host_arch(),
              lacking.empty() ? "none" : fmt::format("{}", fmt::join(lacking, ", ")));
-  // CUDA C compiles without a GPU; the CUDA devices below need the driver.
-  try {
-    const auto& nvrtc = detail::nvrtc_api();
-    fmt::print("nvrtc: {}.{} ({})\n", nvrtc.major, nvrtc.minor, nvrtc.path);
-  } catch (const Error& e) {
-    fmt::print("nvrtc: none ({})\n", e.what());
-  }
+  // The device kinds' own compilers (NVRTC compiles without a GPU).
+  for (const auto& line : device_registry().toolchains()) fmt::print("{}\n", line);
   // Every device the registry can open, and the kinds that have none here
   // with the reason.
   fmt::print("devices:\n");

@@ -20,19 +20,19 @@ int pack(const PackOptions& options) {
     const PackageManifest manifest = read_manifest(reader.text(kManifestSection), options.out);
     size_t objects = 0, binaries = 0;
     for (const auto& p : manifest.programs) {
-      objects += p.artifact == PackageProgram::Artifact::ElfObject ||
-                 p.artifact == PackageProgram::Artifact::SharedLibrary;
-      binaries += p.artifact == PackageProgram::Artifact::OpenClBinary;
+      if (p.artifact == PackageProgram::Artifact::Source) continue;
+      if (is_cpu_artifact(p.artifact)) ++objects;
+      else ++binaries;
     }
-    std::string opencl;
-    for (const auto& [device, id] : manifest.opencl) opencl += fmt::format(" {} ({})", device, id.target_cpu);
+    std::string devices;
+    for (const auto& [device, id] : manifest.devices) devices += fmt::format(" {} ({})", device, id.target_cpu);
     write_package(options.out, bytes);
     fmt::print("packed {} -> {}: {} bytes, {} sections\n", options.plan, options.out, bytes.size(),
                reader.sections().size());
-    fmt::print("  programs: {} ({} as CPU objects{}, {} as OpenCL binaries{}, {} as source only)\n",
+    fmt::print("  programs: {} ({} as CPU objects{}, {} as device binaries{}, {} as source only)\n",
                manifest.programs.size(), objects,
                manifest.cpu ? fmt::format(" for {} {}", manifest.cpu->target_triple, manifest.cpu->target_cpu) : "",
-               binaries, binaries ? " for" + opencl : "", manifest.programs.size() - objects - binaries);
+               binaries, binaries ? " for" + devices : "", manifest.programs.size() - objects - binaries);
     fmt::print("  initial data: {} buffer{}; expected outputs: {}\n", manifest.buffers.size(),
                manifest.buffers.size() == 1 ? "" : "s", manifest.expected.size());
   } catch (const Error& e) {

@@ -22,7 +22,7 @@
 #include "svod/base/file_write.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/object_cache.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 #include "tools/svod/svg.h"
 
 namespace svod::cli {
@@ -51,7 +51,7 @@ double best_seconds(const Program& program, std::span<const Buffer> buffers, std
 }
 
 MachinePeaks measure_peaks() {
-  auto cpu = create_cpu_device();
+  auto cpu = open_device("CPU");
   const int64_t slices = thread_count();
   MachinePeaks peaks;
   {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "svod/comm/communicator.h"
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 #include "tests/support/comm_checks.h"
 
 namespace {

@@ -1,14 +1,14 @@
-#include "svod/cache/kernel_cache.h"
+#include "svod/device/kernel_cache.h"
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <utility>
 #include <vector>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
-#include "svod/cache/object_cache.h"
 #include "svod/device/device.h"
 
 namespace svod {
@@ -178,6 +178,17 @@ KernelCache& kernel_cache() {
   }());
   return cache;
 }
+
+namespace {
+// How the builds on this thread since the last take_build_source() got their Program.
+thread_local detail::BuildSource build_source = detail::BuildSource::Compiled;
+}  // namespace
+
+detail::BuildSource detail::take_build_source() noexcept {
+  return std::exchange(build_source, BuildSource::Compiled);
+}
+
+void detail::note_build_source(BuildSource source) noexcept { build_source = source; }
 
 uint64_t new_cache_scope() noexcept {
   static std::atomic<uint64_t> next{1};

@@ -1,11 +1,11 @@
-#include "svod/device/cuda/nvrtc_compiler.h"
+#include "svod/backends/cuda/nvrtc_compiler.h"
 
 #include <cstring>
 #include <vector>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
-#include "svod/device/cuda/cuda_api.h"
+#include "svod/backends/cuda/cuda_api.h"
 
 namespace svod {
 

@@ -1,5 +1,5 @@
-// CpuQueue: ordering, timeline waits, errors, and plans run through it.
-#include "svod/device/cpu_queue.h"
+// WorkerThread: ordering, timeline waits, errors, and plans run through it.
+#include "svod/base/worker_thread.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/support/test_support.h"
 
@@ -27,17 +27,17 @@ void expect_error(ErrorKind kind, Fn&& fn, std::string_view fragment) {
 }
 
 std::shared_ptr<const Program> scale_kernel() {
-  static auto program = create_cpu_device()->compile(test::c_kernel(
+  static auto program = cpu_device()->compile(test::c_kernel(
       "scale", "void scale(float* x, int n, int k) { for (int i = 0; i < n; ++i) x[i] *= k; }",
       {BufferParam{"x", Access::ReadWrite, DType::F32}}, {ScalarParam{"n"}, ScalarParam{"k"}}));
   return program;
 }
 
-TEST(CpuQueue, RunsCommandsInOrder) {
-  CpuQueue queue;
+TEST(WorkerThread, RunsCommandsInOrder) {
+  WorkerThread queue;
   std::vector<int> seen;  // touched only by the worker until synchronize
   std::vector<uint64_t> values;
-  for (int i = 0; i < 100; ++i) values.push_back(queue.submit_callback([&seen, i] { seen.push_back(i); }));
+  for (int i = 0; i < 100; ++i) values.push_back(queue.submit([&seen, i] { seen.push_back(i); }));
   for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], i + 1);
   queue.synchronize();
   ASSERT_EQ(seen.size(), 100u);
@@ -45,16 +45,16 @@ TEST(CpuQueue, RunsCommandsInOrder) {
   EXPECT_EQ(queue.last_completed(), 100u);
 }
 
-TEST(CpuQueue, SubmitterRunsAheadAndWaitsOnTimelineValues) {
-  CpuQueue queue;
+TEST(WorkerThread, SubmitterRunsAheadAndWaitsOnTimelineValues) {
+  WorkerThread queue;
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<int> done{0};
-  const uint64_t first = queue.submit_callback([gate, &done] {
+  const uint64_t first = queue.submit([gate, &done] {
     gate.wait();
     done = 1;
   });
-  const uint64_t second = queue.submit_callback([&done] { done = 2; });
+  const uint64_t second = queue.submit([&done] { done = 2; });
   // Both submissions returned while the first command is still blocked.
   EXPECT_EQ(queue.last_submitted(), second);
   EXPECT_EQ(queue.last_completed(), 0u);
@@ -68,59 +68,48 @@ TEST(CpuQueue, SubmitterRunsAheadAndWaitsOnTimelineValues) {
   expect_error(ErrorKind::Validation, [&] { queue.wait(99); }, "only 2 commands");
 }
 
-TEST(CpuQueue, LaunchesAndCopies) {
-  auto device = create_cpu_device();
-  CpuQueue queue;
-  Buffer x = device->allocate(DType::F32, 4);
-  Buffer y = device->allocate(DType::F32, 4);
-  for (int i = 0; i < 4; ++i) x.span<float>()[i] = static_cast<float>(i);
-  queue.submit_launch(scale_kernel(), {x}, {4, 3});
-  queue.submit_copy(y, x);
-  const uint64_t last = queue.submit_launch(scale_kernel(), {y}, {2, 10});
-  queue.wait(last);
-  EXPECT_EQ(std::vector<float>(y.span<float>().begin(), y.span<float>().end()), (std::vector<float>{0, 30, 6, 9}));
-  expect_error(ErrorKind::Validation, [&] { queue.submit_launch(scale_kernel(), {x, y}, {4, 3}); }, "takes 1 buffers");
-  expect_error(ErrorKind::Validation, [&] { queue.submit_launch(scale_kernel(), {x}, {4}); }, "2 scalars, got 1 and 1");
-  expect_error(ErrorKind::Validation, [&] { queue.submit_copy(x, device->allocate(DType::F32, 3)); }, "sizes");
-}
-
-TEST(CpuQueue, ErrorsSurfaceAtTheCoveringWaitAndSkipLaterCommands) {
-  CpuQueue queue;
+TEST(WorkerThread, ErrorsSurfaceAtTheCoveringWaitAndSkipLaterCommands) {
+  WorkerThread queue;
   std::atomic<bool> third_ran{false};
-  const uint64_t ok = queue.submit_callback([] {});
-  const uint64_t bad = queue.submit_callback([] { throw make_error(ErrorKind::Unsupported, "nope"); });
-  const uint64_t third = queue.submit_callback([&] { third_ran = true; });
+  const uint64_t ok = queue.submit([] {});
+  const uint64_t bad = queue.submit([] { throw make_error(ErrorKind::Unsupported, "nope"); });
+  const uint64_t third = queue.submit([&] { third_ran = true; });
   queue.wait(ok);  // the failure comes after the awaited value
   expect_error(ErrorKind::Unsupported, [&] { queue.wait(third); },
-               "queue command 2 (callback) failed and the 1 command after it was skipped: nope");
+               "worker command 2 failed and the 1 command after it was skipped: nope");
   EXPECT_EQ(bad, 2u);
   EXPECT_FALSE(third_ran.load());
   // Reported once; the queue works again.
   queue.wait(third);
-  const uint64_t fourth = queue.submit_callback([&] { third_ran = true; });
+  const uint64_t fourth = queue.submit([&] { third_ran = true; });
   queue.wait(fourth);
   EXPECT_TRUE(third_ran.load());
   // A launch that fails when it runs: a scalar outside its bounds.
   auto spec = test::c_kernel("bounded", "void bounded(float* x, int n) { x[0] = n; }",
                              {BufferParam{"x", Access::Write, DType::F32}}, {ScalarParam{"n", ScalarType::I32, 0, 5}});
-  Buffer x = create_cpu_device()->allocate(DType::F32, 1);
-  queue.submit_launch(create_cpu_device()->compile(spec), {x}, {9});
-  expect_error(ErrorKind::Validation, [&] { queue.synchronize(); }, "queue command 5 (launch) failed");
-  queue.submit_callback([] { throw std::runtime_error("plain"); });
+  Buffer x = cpu_device()->allocate(DType::F32, 1);
+  auto bounded = cpu_device()->compile(spec);
+  queue.submit([&] {
+    const int64_t n = 9;
+    bounded->launch({&x, 1}, {&n, 1});
+  });
+  expect_error(ErrorKind::Validation, [&] { queue.synchronize(); }, "worker command 5 failed");
+  expect_error(ErrorKind::Validation, [&] { queue.submit({}); }, "empty command");
+  queue.submit([] { throw std::runtime_error("plain"); });
   expect_error(ErrorKind::Execution, [&] { queue.synchronize(); }, "plain");
 }
 
-TEST(CpuQueue, DestructorFinishesSubmittedWork) {
+TEST(WorkerThread, DestructorFinishesSubmittedWork) {
   std::atomic<int> count{0};
   {
-    CpuQueue queue;
-    for (int i = 0; i < 50; ++i) queue.submit_callback([&] { ++count; });
+    WorkerThread queue;
+    for (int i = 0; i < 50; ++i) queue.submit([&] { ++count; });
   }
   EXPECT_EQ(count.load(), 50);
 }
 
-TEST(CpuQueue, ExecutesPlansAsynchronously) {
-  auto device = create_cpu_device();
+TEST(WorkerThread, ExecutesPlansAsynchronously) {
+  auto device = cpu_device();
   ExecutionPlanBuilder b;
   const size_t x = b.add_buffer(device->allocate(DType::F32, 4));
   b.add_variable(Variable{"K", 1, 100}, 1);
@@ -128,10 +117,10 @@ TEST(CpuQueue, ExecutesPlansAsynchronously) {
   b.add_op(PreparedKernel{scale_kernel(), {x}, {Expr::constant(4), Expr::parse("K")}, {}});
   ExecutionPlan plan = b.build();
 
-  CpuQueue queue;
+  WorkerThread queue;
   std::vector<float> after_first;
   plan.execute_async(queue, {{"K", 5}});
-  queue.submit_callback([&] {
+  queue.submit([&] {
     auto s = plan.buffer(x).span<float>();
     after_first.assign(s.begin(), s.end());
   });
@@ -149,8 +138,8 @@ TEST(CpuQueue, ExecutesPlansAsynchronously) {
   EXPECT_EQ(queue.last_submitted(), before);
 }
 
-TEST(CpuQueue, AsyncPlanFailurePoisonsThePlan) {
-  auto device = create_cpu_device();
+TEST(WorkerThread, AsyncPlanFailurePoisonsThePlan) {
+  auto device = cpu_device();
   static std::once_flag once;
   std::call_once(once, [] {
     register_custom_function("queue_boom", {[](std::span<const Buffer>, const Attrs&, const VariableValues&) {
@@ -164,7 +153,7 @@ TEST(CpuQueue, AsyncPlanFailurePoisonsThePlan) {
   b.add_buffer(device->allocate(DType::F32, 1));
   b.add_op(PreparedCustomFunction{"queue_boom", {0}, {}}, {.id = "explode"});
   ExecutionPlan plan = b.build();
-  CpuQueue queue;
+  WorkerThread queue;
   const uint64_t v = plan.execute_async(queue);
   expect_error(ErrorKind::Execution, [&] { queue.wait(v); }, "op 0 (\"explode\")");
   EXPECT_TRUE(plan.poisoned());

@@ -9,10 +9,10 @@
 #include <span>
 #include <string>
 
-#include "svod/cache/kernel_cache.h"
 #include "svod/compile/compiler.h"
-#include "svod/device/cpu/cpu_backend.h"
+#include "svod/compile/cpu_backend.h"
 #include "svod/device/device.h"
+#include "svod/device/device_kind.h"
 #include "svod/program/launch_layout.h"
 
 namespace svod {
@@ -23,17 +23,19 @@ class CpuProgram final : public Program {
  public:
   // `entry` lies in code that `owner` keeps mapped (a LoadedImage or a
   // SharedLibrary); the program holds it for as long as it lives.
-  CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry);
+  // `device` is the device the program belongs to: the CPU device, or any
+  // device whose kernels run on the host with the CPU ABI.
+  CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry);
 
   Device& device() const noexcept override;
   void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
               const LaunchDims* dims = nullptr) const override;
   bool binds_host_arguments() const noexcept override { return true; }
   void run_bound(const uint64_t* args, int64_t slices) const override;
+  void* host_entry() const noexcept override { return entry_; }
 
-  const LaunchLayout& layout() const noexcept { return layout_; }
   void* entry() const noexcept { return entry_; }
-  size_t abi_arg_count() const noexcept { return layout_.buffer_count() + layout_.scalar_count(); }
+  size_t abi_arg_count() const noexcept { return layout().buffer_count() + layout().scalar_count(); }
 
   // Runs already-checked ABI arguments (buffer addresses, then every ABI
   // scalar) as `slices` core_id slices in parallel (one call when slices is 1):
@@ -41,10 +43,9 @@ class CpuProgram final : public Program {
   void run(const uint64_t* args, int64_t slices) const { CpuProgram::run_bound(args, slices); }
 
  private:
-  CpuDevice* device_;
+  Device* device_;
   std::shared_ptr<const void> owner_;
   void* entry_;
-  LaunchLayout layout_;
 };
 
 class CpuDevice final : public Device {
@@ -53,29 +54,37 @@ class CpuDevice final : public Device {
 
   std::string name() const override { return "CPU"; }
   Buffer allocate(DType dtype, size_t count) override;
-  std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
+  bool memory_is_host() const noexcept override { return true; }
   void copy(const Buffer& dst, const Buffer& src) override;
 
-  // Loads an artifact compiled elsewhere (by this device's compiler
-  // identity): an ELF object through svod's loader, a shared library through
-  // dlopen.
-  std::shared_ptr<const CpuProgram> load(const ProgramSpec& spec, const Artifact& artifact);
+  // C and LLVM IR.
+  std::span<const Language> languages() const noexcept override;
+  const Compiler& compiler() const override { return *compiler_; }
+  // Loads an artifact compiled by a CPU compiler: an ELF object through
+  // svod's loader, a shared library through dlopen.
+  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact) override;
+  // Objects run here when they were made for this machine's architecture and
+  // svod's object ABI with no CPU feature this CPU lacks, whichever CPU
+  // compiler made them.
+  std::string artifact_mismatch(const CompilerIdentity& made_by) const override;
+
   // Opens a shared library built elsewhere and binds spec.entry in it;
   // spec.source may be empty (it is not compiled). Not cached: each call
   // returns a new program, and the library closes with the last of them.
   std::shared_ptr<const CpuProgram> load_library(const ProgramSpec& spec, const std::filesystem::path& library);
-  const Compiler& compiler() const noexcept { return *compiler_; }
 
  private:
   std::shared_ptr<const Compiler> compiler_;
-  // This device's key space in the process-wide kernel cache.
-  const uint64_t cache_scope_ = new_cache_scope();
 };
 
-// The process's CPU device for `backend`, created on first use (one per
+// The process's CPU device for `backend`, made on first use (one per
 // backend). Throws Error(DeviceUnavailable) when the backend cannot work here.
-std::shared_ptr<CpuDevice> create_cpu_device_with_backend(CpuBackend backend);
+std::shared_ptr<CpuDevice> cpu_device(CpuBackend backend);
 // The process's CPU device for default_cpu_backend().
-std::shared_ptr<CpuDevice> create_cpu_device();
+std::shared_ptr<CpuDevice> cpu_device();
+
+// The "CPU" kind for the device registry; its compiler choices are the CPU
+// backends (clang, llvm, dlopen).
+DeviceKind cpu_device_kind();
 
 }  // namespace svod

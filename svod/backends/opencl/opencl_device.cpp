@@ -1,4 +1,4 @@
-#include "svod/device/opencl/opencl_device.h"
+#include "svod/backends/opencl/opencl_device.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,11 +6,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
-#include "svod/cache/cache_key.h"
-#include "svod/cache/kernel_cache.h"
-#include "svod/cache/object_cache.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/opencl/opencl_api.h"
+#include "svod/backends/opencl/opencl_api.h"
 
 namespace svod {
 
@@ -342,7 +338,7 @@ void OpenClQueue::finish() { device_->synchronize(); }
 
 // ---- OpenClDevice --------------------------------------------------------------
 
-OpenClDevice::OpenClDevice(size_t index) : index_(index), cache_scope_(new_cache_scope()) {
+OpenClDevice::OpenClDevice(size_t index) : index_(index) {
   const auto located = locate_devices();
   if (index >= located.size())
     throw make_error(ErrorKind::DeviceUnavailable, "CL:{}: this machine has {} OpenCL device(s)", index,
@@ -380,13 +376,9 @@ Buffer OpenClDevice::allocate(DType dtype, size_t count) {
   return Buffer(std::move(storage), dtype);
 }
 
-std::shared_ptr<const Program> OpenClDevice::compile(const ProgramSpec& spec) {
-  // In memory first, then binaries on disk, then the compiler.
-  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
-    const std::shared_ptr<ObjectCache> objects = object_cache();
-    return load_or_compile(objects.get(), *compiler_, spec,
-                           [&](const Artifact& artifact) { return load(spec, artifact); });
-  });
+std::span<const Language> OpenClDevice::languages() const noexcept {
+  static constexpr Language kLanguages[] = {Language::OpenCl};
+  return kLanguages;
 }
 
 std::shared_ptr<const Program> OpenClDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
@@ -488,20 +480,7 @@ void OpenClDevice::copy(const Buffer& dst, const Buffer& src) {
     enqueue_copy(dst, src).wait();
     return;
   }
-  if (dst.is_host() && src.is_host()) {
-    std::memmove(dst.data(), src.data(), src.bytes());
-    return;
-  }
-  // No single command does it: through host memory, each leg by the device
-  // that owns that side.
-  auto cpu = create_cpu_device();
-  const Buffer staging(std::make_shared<HostStorage>(*cpu, src.bytes()), DType::U8);
-  const Buffer from = src.view_bytes(0, src.bytes(), DType::U8);
-  const Buffer to = dst.view_bytes(0, dst.bytes(), DType::U8);
-  if (from.is_host()) std::memcpy(staging.data(), from.data(), from.bytes());
-  else from.device().copy(staging, from);
-  if (to.is_host()) std::memcpy(to.data(), staging.data(), to.bytes());
-  else to.device().copy(to, staging);
+  copy_through_host(dst, src);
 }
 
 void OpenClDevice::synchronize() { check_cl(opencl_api().clFinish(queue_.get()), fmt::format("{}: clFinish", name())); }

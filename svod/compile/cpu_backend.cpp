@@ -1,4 +1,4 @@
-#include "svod/device/cpu/cpu_backend.h"
+#include "svod/compile/cpu_backend.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "svod/package/cpu_features.h"
+#include "svod/base/cpu_features.h"
 
 #include <algorithm>
 #include <cstdint>

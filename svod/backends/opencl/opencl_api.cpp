@@ -1,4 +1,4 @@
-#include "svod/device/opencl/opencl_api.h"
+#include "svod/backends/opencl/opencl_api.h"
 
 #include <dlfcn.h>
 
@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "svod/base/error.h"
-#include "svod/device/opencl/cl_handle.h"
+#include "svod/backends/opencl/cl_handle.h"
 
 namespace svod::detail {
 

@@ -1,15 +1,11 @@
-#include "svod/device/cuda/cuda_device.h"
+#include "svod/backends/cuda/cuda_device.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
-#include "svod/cache/cache_key.h"
-#include "svod/cache/kernel_cache.h"
-#include "svod/cache/object_cache.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/cuda/nvrtc_compiler.h"
+#include "svod/backends/cuda/nvrtc_compiler.h"
 
 namespace svod {
 
@@ -273,10 +269,10 @@ struct CudaDevice::GraphEntry {
     if (graph) api.cuGraphDestroy(graph);
   }
 
-  bool matches(std::span<const CudaGraphKernel> kernels) const {
+  bool matches(std::span<const KernelLaunch> kernels) const {
     if (kernels.size() != programs.size()) return false;
     for (size_t i = 0; i < kernels.size(); ++i)
-      if (kernels[i].program != programs[i] || kernels[i].after != after[i]) return false;
+      if (kernels[i].program != programs[i] || !std::ranges::equal(kernels[i].after, after[i])) return false;
     return true;
   }
 };
@@ -299,7 +295,7 @@ cu::KernelNodeParams node_params(const CudaProgram& program, CudaKernelParams& p
 
 }  // namespace
 
-void CudaDevice::run_graph(std::span<const CudaGraphKernel> kernels) {
+void CudaDevice::run_graph(std::span<const KernelLaunch> kernels) {
   if (kernels.empty()) return;
   const auto& api = *api_;
   // Everything is checked and packed before the graph is touched.
@@ -352,7 +348,7 @@ void CudaDevice::run_graph(std::span<const CudaGraphKernel> kernels) {
                fmt::format("{}: adding kernel {} (\"{}\", {}) to a CUDA graph", name(), i,
                            program.spec().display_name(), dims_text(kernels[i].dims)));
       entry->programs.push_back(kernels[i].program);
-      entry->after.push_back(kernels[i].after);
+      entry->after.emplace_back(kernels[i].after.begin(), kernels[i].after.end());
       entry->dims.push_back(kernels[i].dims);
     }
     entry->params = params;
@@ -368,12 +364,8 @@ void CudaDevice::run_graph(std::span<const CudaGraphKernel> kernels) {
   wait_stream(fmt::format("a CUDA graph of {} kernels", kernels.size()));
 }
 
-bool CudaDevice::submit_graph(std::span<const GraphLaunch> kernels) {
-  std::vector<CudaGraphKernel> graph;
-  graph.reserve(kernels.size());
-  for (const GraphLaunch& k : kernels)
-    graph.push_back({k.program, k.buffers, k.scalars, k.dims, std::vector<size_t>(k.after.begin(), k.after.end())});
-  run_graph(graph);
+bool CudaDevice::submit_graph(std::span<const KernelLaunch> kernels) {
+  run_graph(kernels);
   return true;
 }
 
@@ -390,7 +382,7 @@ CudaGraphStats CudaDevice::graph_stats() const {
 
 // ---- CudaDevice --------------------------------------------------------------------
 
-CudaDevice::CudaDevice(size_t index) : api_(&cuda_driver()), index_(index), cache_scope_(new_cache_scope()) {
+CudaDevice::CudaDevice(size_t index) : api_(&cuda_driver()), index_(index) {
   const auto& api = *api_;
   const int count = device_count(api);
   if (index >= static_cast<size_t>(count))
@@ -449,7 +441,7 @@ Buffer CudaDevice::allocate(DType dtype, size_t count) {
   return Buffer(std::move(storage), dtype);
 }
 
-Buffer CudaDevice::allocate_pinned(DType dtype, size_t count) {
+Buffer CudaDevice::allocate_host(DType dtype, size_t count) {
   const size_t elem = size_of(dtype);
   if (count > SIZE_MAX / elem)
     throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
@@ -462,27 +454,33 @@ Buffer CudaDevice::allocate_pinned(DType dtype, size_t count) {
   return Buffer(std::make_shared<CudaPinnedStorage>(*this, bytes, host), dtype);
 }
 
-const NvrtcCompiler& CudaDevice::compiler() {
+std::span<const Language> CudaDevice::languages() const noexcept {
+  static constexpr Language kLanguages[] = {Language::Cuda};
+  return kLanguages;
+}
+
+const Compiler& CudaDevice::compiler() const {
   std::lock_guard lock(compiler_mutex_);
   if (!compiler_)
     compiler_ = std::make_shared<NvrtcCompiler>(cuda_sm_target(details_.compute_major, details_.compute_minor));
   return *compiler_;
 }
 
-std::shared_ptr<const Program> CudaDevice::compile(const ProgramSpec& spec) {
-  if (spec.language != Language::Cuda)
-    throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs CUDA C programs, not {}", spec.display_name(),
-                     name(), to_string(spec.language));
-  spec.validate();
+void CudaDevice::check_spec(const ProgramSpec& spec) const {
   if (spec.core_id_index())
     throw make_error(ErrorKind::Validation,
                      "program \"{}\": core_id is the CPU's slice index; CUDA kernels use blockIdx and threadIdx instead",
                      spec.display_name());
-  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
-    const std::shared_ptr<ObjectCache> objects = object_cache();
-    return load_or_compile(objects.get(), compiler(), spec,
-                           [&](const Artifact& artifact) { return load(spec, artifact); });
-  });
+}
+
+std::string CudaDevice::artifact_mismatch(const CompilerIdentity& made_by) const {
+  // A cubin runs on the architecture it was built for; the driver, not
+  // NVRTC, loads it, so which NVRTC made it does not matter.
+  const std::string here = cuda_sm_target(details_.compute_major, details_.compute_minor);
+  if (made_by.backend != "nvrtc" || made_by.target_cpu != here || made_by.abi_version != CompilerIdentity{}.abi_version)
+    return fmt::format("they were built by {} for {}, and {} is {} ({})", made_by.backend, made_by.target_cpu, name(),
+                       here, details_.name);
+  return {};
 }
 
 std::shared_ptr<const Program> CudaDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
@@ -613,20 +611,7 @@ void CudaDevice::copy(const Buffer& dst, const Buffer& src) {
     }
     return;
   }
-  if (dst.is_host() && src.is_host()) {
-    std::memmove(dst.data(), src.data(), bytes);
-    return;
-  }
-  // No single transfer does it (another device, or overlapping bytes of one
-  // storage): through host memory, each leg by the device that owns that side.
-  auto cpu = create_cpu_device();
-  const Buffer staging(std::make_shared<HostStorage>(*cpu, bytes), DType::U8);
-  const Buffer from = src.view_bytes(0, bytes, DType::U8);
-  const Buffer to = dst.view_bytes(0, bytes, DType::U8);
-  if (from.is_host()) std::memcpy(staging.data(), from.data(), bytes);
-  else from.device().copy(staging, from);
-  if (to.is_host()) std::memcpy(to.data(), staging.data(), bytes);
-  else to.device().copy(to, staging);
+  copy_through_host(dst, src);
 }
 
 void CudaDevice::synchronize() {
@@ -651,6 +636,15 @@ DeviceKind cuda_device_kind() {
   kind.name = "CUDA";
   kind.enumerate = enumerate_cuda_devices;
   kind.create = [](size_t index) -> std::shared_ptr<Device> { return std::make_shared<CudaDevice>(index); };
+  // CUDA C compiles without a GPU; the devices need the driver.
+  kind.toolchain = []() -> std::string {
+    try {
+      const auto& nvrtc = detail::nvrtc_api();
+      return fmt::format("nvrtc: {}.{} ({})", nvrtc.major, nvrtc.minor, nvrtc.path);
+    } catch (const Error& e) {
+      return fmt::format("nvrtc: none ({})", e.what());
+    }
+  };
   return kind;
 }
 

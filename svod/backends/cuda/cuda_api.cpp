@@ -1,4 +1,4 @@
-#include "svod/device/cuda/cuda_api.h"
+#include "svod/backends/cuda/cuda_api.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,24 +1,23 @@
-#include "svod/device/cpu/cpu_device.h"
+#include "svod/backends/cpu/cpu_device.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 
+#include "svod/base/cpu_features.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/base/subprocess.h"
 #include "svod/base/thread_pool.h"
-#include "svod/cache/cache_key.h"
-#include "svod/cache/object_cache.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/loader/shared_library.h"
 #include "svod/program/cpu_abi.h"
 
 namespace svod {
 
-CpuProgram::CpuProgram(CpuDevice& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry)
-    : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry), layout_(this->spec()) {
+CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry)
+    : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry) {
   if (abi_arg_count() > kMaxKernelArgs)
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
@@ -28,20 +27,20 @@ Device& CpuProgram::device() const noexcept { return *device_; }
 
 void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                         const LaunchDims* dims) const {
-  const size_t nbuf = layout_.buffer_count();
+  const size_t nbuf = layout().buffer_count();
   if (buffers.size() != nbuf) [[unlikely]]
     throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", spec().display_name(), nbuf,
                      buffers.size());
   uint64_t args[kMaxKernelArgs];
   int64_t* abi_scalars = reinterpret_cast<int64_t*>(args + nbuf);
-  layout_.fill_scalars(scalars, abi_scalars);
+  layout().fill_scalars(scalars, abi_scalars);
   for (size_t i = 0; i < nbuf; ++i) {
     const Buffer& b = buffers[i];
     void* host = b.valid() ? b.storage().host_data() : nullptr;
     if (host == nullptr) [[unlikely]]
       throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is {}", spec().display_name(), i,
                        spec().buffers[i].name, b.valid() ? "not in host memory" : "empty");
-    if (auto need = layout_.min_bytes(i, abi_scalars); need && b.bytes() < *need) [[unlikely]]
+    if (auto need = layout().min_bytes(i, abi_scalars); need && b.bytes() < *need) [[unlikely]]
       throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
                        spec().display_name(), i, spec().buffers[i].name, b.bytes(), *need);
     args[i] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(host) + b.byte_offset());
@@ -49,7 +48,7 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
   if (dims && dims->global[0] < 1) [[unlikely]]
     throw make_error(ErrorKind::Validation, "program \"{}\": {} core_id slices; a launch needs at least 1",
                      spec().display_name(), dims->global[0]);
-  run(args, dims ? dims->global[0] : layout_.global_size(0, abi_scalars));
+  run(args, dims ? dims->global[0] : layout().global_size(0, abi_scalars));
 }
 
 namespace {
@@ -137,24 +136,16 @@ void CpuProgram::run_bound(const uint64_t* args, int64_t slices) const {
 
 CpuDevice::CpuDevice(std::shared_ptr<const Compiler> compiler) : compiler_(std::move(compiler)) {}
 
-Buffer CpuDevice::allocate(DType dtype, size_t count) {
-  const size_t elem = size_of(dtype);
-  if (count > SIZE_MAX / elem)
-    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
-  return Buffer(std::make_shared<HostStorage>(*this, count * elem), dtype);
+Buffer CpuDevice::allocate(DType dtype, size_t count) { return allocate_host_buffer(*this, dtype, count); }
+
+void CpuDevice::copy(const Buffer& dst, const Buffer& src) { copy_host_buffers(dst, src); }
+
+std::span<const Language> CpuDevice::languages() const noexcept {
+  static constexpr Language kLanguages[] = {Language::C, Language::LlvmIr};
+  return kLanguages;
 }
 
-std::shared_ptr<const Program> CpuDevice::compile(const ProgramSpec& spec) {
-  // In memory first (this device and the whole spec, no toolchain probe),
-  // then compiled objects on disk, then the compiler.
-  return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
-    const std::shared_ptr<ObjectCache> objects = object_cache();
-    return load_or_compile(objects.get(), *compiler_, spec,
-                           [&](const Artifact& artifact) -> std::shared_ptr<const Program> { return load(spec, artifact); });
-  });
-}
-
-std::shared_ptr<const CpuProgram> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
+std::shared_ptr<const Program> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
   spec.validate();
   if (launch_debug_level >= 4) [[unlikely]]
     log_disassembly(spec, artifact.bytes);
@@ -168,8 +159,21 @@ std::shared_ptr<const CpuProgram> CpuDevice::load(const ProgramSpec& spec, const
     void* entry = library->symbol(spec.entry);
     return std::make_shared<CpuProgram>(*this, spec, std::move(library), entry);
   }
-  throw make_error(ErrorKind::Unsupported, "program \"{}\": the CPU device loads ELF objects and shared libraries",
+  throw make_error(ErrorKind::Load, "program \"{}\": the CPU device loads ELF objects and shared libraries",
                    spec.display_name());
+}
+
+std::string CpuDevice::artifact_mismatch(const CompilerIdentity& id) const {
+  const std::string arch = id.target_triple.substr(0, id.target_triple.find('-'));
+  if (arch != host_arch()) return fmt::format("they are for {}, this machine is {}", id.target_triple, host_arch());
+  if (id.abi_version != CompilerIdentity{}.abi_version)
+    return fmt::format("they use svod object ABI {}, this svod loads ABI {}", id.abi_version,
+                       CompilerIdentity{}.abi_version);
+  const auto missing = missing_cpu_features(id.target_features);
+  if (missing.empty()) return {};
+  std::string names;
+  for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+  return fmt::format("they were compiled for a {} CPU with features this CPU lacks: {}", id.target_cpu, names);
 }
 
 std::shared_ptr<const CpuProgram> CpuDevice::load_library(const ProgramSpec& spec, const std::filesystem::path& library) {
@@ -184,14 +188,7 @@ std::shared_ptr<const CpuProgram> CpuDevice::load_library(const ProgramSpec& spe
   return std::make_shared<CpuProgram>(*this, spec, std::move(opened), entry);
 }
 
-void CpuDevice::copy(const Buffer& dst, const Buffer& src) {
-  if (dst.bytes() != src.bytes())
-    throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal", src.bytes(),
-                     dst.bytes());
-  std::memmove(dst.data(), src.data(), src.bytes());
-}
-
-std::shared_ptr<CpuDevice> create_cpu_device_with_backend(CpuBackend backend) {
+std::shared_ptr<CpuDevice> cpu_device(CpuBackend backend) {
   static std::mutex mutex;
   static std::shared_ptr<CpuDevice> devices[3];
   std::lock_guard lock(mutex);
@@ -200,6 +197,20 @@ std::shared_ptr<CpuDevice> create_cpu_device_with_backend(CpuBackend backend) {
   return device;
 }
 
-std::shared_ptr<CpuDevice> create_cpu_device() { return create_cpu_device_with_backend(default_cpu_backend().backend); }
+std::shared_ptr<CpuDevice> cpu_device() { return cpu_device(default_cpu_backend().backend); }
+
+DeviceKind cpu_device_kind() {
+  DeviceKind kind;
+  kind.name = "CPU";
+  kind.indexed = false;
+  kind.enumerate = [] { return std::vector<DeviceInfo>{{"CPU", "host memory; kernels in C or LLVM IR"}}; };
+  kind.create = [](size_t) -> std::shared_ptr<Device> { return cpu_device(); };
+  for (CpuBackend b : {CpuBackend::Llvm, CpuBackend::Clang, CpuBackend::Dlopen})
+    kind.compilers.emplace_back(to_string(b));
+  kind.create_with_compiler = [](size_t, std::string_view compiler) -> std::shared_ptr<Device> {
+    return cpu_device(parse_cpu_backend(compiler));
+  };
+  return kind;
+}
 
 }  // namespace svod

@@ -1,11 +1,11 @@
-#include "svod/device/opencl/opencl_compiler.h"
+#include "svod/backends/opencl/opencl_compiler.h"
 
 #include <cstring>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
-#include "svod/device/opencl/cl_handle.h"
-#include "svod/device/opencl/opencl_api.h"
+#include "svod/backends/opencl/cl_handle.h"
+#include "svod/backends/opencl/opencl_api.h"
 
 namespace svod {
 

@@ -89,4 +89,14 @@ KernelCache& kernel_cache();
 // which point at their device, are only shared within it.
 uint64_t new_cache_scope() noexcept;
 
+namespace detail {
+// Where the builds on the calling thread got their Program: DiskCache once
+// load_or_compile (device.h) has loaded a stored object, else Compiled. The
+// kernel cache takes it (which starts it over) around each build, to report
+// disk hits and compiles apart under SVOD_DEBUG.
+enum class BuildSource { Compiled, DiskCache };
+BuildSource take_build_source() noexcept;
+void note_build_source(BuildSource source) noexcept;
+}  // namespace detail
+
 }  // namespace svod

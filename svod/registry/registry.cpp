@@ -1,4 +1,4 @@
-#include "svod/device/registry.h"
+#include "svod/registry/registry.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,10 +8,10 @@
 #include <shared_mutex>
 
 #include "svod/base/error.h"
-#include "svod/device/cpu/cpu_device.h"
-#include "svod/device/cuda/cuda_device.h"
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/backends/cuda/cuda_device.h"
 #if SVOD_HAVE_OPENCL
-#include "svod/device/opencl/opencl_device.h"
+#include "svod/backends/opencl/opencl_device.h"
 #endif
 
 namespace svod {
@@ -39,23 +39,18 @@ std::string upper(std::string_view text) {
   return out;
 }
 
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 struct ParsedSpec {
   std::string kind;
   size_t index = 0;
 };
 
 }  // namespace
-
-// The CPU kind lives here rather than in device/cpu so that the CPU folder
-// does not depend on the registry; it is the one device every build has.
-DeviceKind cpu_device_kind() {
-  DeviceKind kind;
-  kind.name = "CPU";
-  kind.indexed = false;
-  kind.enumerate = [] { return std::vector<DeviceInfo>{{"CPU", "host memory; kernels in C or LLVM IR"}}; };
-  kind.create = [](size_t) -> std::shared_ptr<Device> { return create_cpu_device(); };
-  return kind;
-}
 
 // One device string's once-cell. `mutex` is held while the device is built,
 // so racers for the same device wait for the builder instead of building
@@ -70,6 +65,14 @@ struct DeviceRegistry::State {
   std::map<std::string, std::shared_ptr<const DeviceKind>, std::less<>> kinds;
   std::vector<std::string> order;  // kind names in registration order
   std::map<std::string, std::shared_ptr<DeviceCell>, std::less<>> cells;
+
+  // The kinds in registration order, taken under the lock.
+  std::vector<std::shared_ptr<const DeviceKind>> snapshot() const {
+    std::shared_lock lock(mutex);
+    std::vector<std::shared_ptr<const DeviceKind>> out;
+    for (const auto& name : order) out.push_back(kinds.at(name));
+    return out;
+  }
 
   std::string kind_list() const {
     std::string out;
@@ -114,6 +117,9 @@ void DeviceRegistry::register_kind(DeviceKind kind) {
     throw make_error(ErrorKind::Validation, "device kind \"{}\": names are non-empty and have no ':'", kind.name);
   if (!kind.enumerate || !kind.create)
     throw make_error(ErrorKind::Validation, "device kind \"{}\": enumerate and create are required", kind.name);
+  if (!kind.compilers.empty() && !kind.create_with_compiler)
+    throw make_error(ErrorKind::Validation, "device kind \"{}\": compilers are named but create_with_compiler is missing",
+                     kind.name);
   std::unique_lock lock(state_->mutex);
   if (state_->kinds.count(kind.name))
     throw make_error(ErrorKind::Validation, "device kind \"{}\" is already registered", kind.name);
@@ -129,7 +135,9 @@ std::string DeviceRegistry::canonical_name(std::string_view spec) const {
   return parsed.kind + ":" + std::to_string(parsed.index);
 }
 
-std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) {
+std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) { return open(spec, {}); }
+
+std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec, std::string_view compiler) {
   ParsedSpec parsed;
   std::shared_ptr<const DeviceKind> kind;
   std::shared_ptr<DeviceCell> cell;
@@ -137,7 +145,16 @@ std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) {
     std::shared_lock lock(state_->mutex);
     std::tie(parsed, kind) = state_->parse(spec);
   }
-  const std::string key = parsed.kind + ":" + std::to_string(parsed.index);
+  const std::string chosen = compiler.empty() ? std::string() : lower(compiler);
+  if (!chosen.empty() && std::find(kind->compilers.begin(), kind->compilers.end(), chosen) == kind->compilers.end()) {
+    std::string names;
+    for (const auto& c : kind->compilers) names += (names.empty() ? "" : ", ") + c;
+    throw make_error(ErrorKind::Validation, "device \"{}\": compiler \"{}\": {}", spec, compiler,
+                     names.empty() ? fmt::format("{} devices have no choice of compiler", kind->name)
+                                   : fmt::format("{} devices compile with {}", kind->name, names));
+  }
+  const std::string key =
+      parsed.kind + ":" + std::to_string(parsed.index) + (chosen.empty() ? std::string() : "/" + chosen);
   {
     std::unique_lock lock(state_->mutex);
     auto& slot = state_->cells[key];
@@ -159,7 +176,8 @@ std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) {
                      present.size(), kind->name, present.size() == 1 ? "" : "s", kind->name,
                      present.size() == 1 ? std::string() : fmt::format(" to {}:{}", kind->name, present.size() - 1));
   }
-  std::shared_ptr<Device> device = kind->create(parsed.index);
+  std::shared_ptr<Device> device =
+      chosen.empty() ? kind->create(parsed.index) : kind->create_with_compiler(parsed.index, chosen);
   if (!device) throw make_error(ErrorKind::Internal, "device kind {} created no device for \"{}\"", kind->name, spec);
   cell->device = device;
   return device;
@@ -170,12 +188,16 @@ std::vector<std::string> DeviceRegistry::kinds() const {
   return state_->order;
 }
 
+std::vector<std::string> DeviceRegistry::toolchains() const {
+  const auto kinds = state_->snapshot();
+  std::vector<std::string> out;
+  for (const auto& kind : kinds)
+    if (kind->toolchain) out.push_back(kind->toolchain());
+  return out;
+}
+
 std::vector<DeviceListing> DeviceRegistry::list_devices() const {
-  std::vector<std::shared_ptr<const DeviceKind>> kinds;
-  {
-    std::shared_lock lock(state_->mutex);
-    for (const auto& name : state_->order) kinds.push_back(state_->kinds.at(name));
-  }
+  const auto kinds = state_->snapshot();
   std::vector<DeviceListing> out;
   for (const auto& kind : kinds) {
     try {

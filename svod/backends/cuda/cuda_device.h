@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "svod/compile/compiler.h"
-#include "svod/device/cuda/cuda_api.h"
-#include "svod/device/cuda/kernel_params.h"
+#include "svod/backends/cuda/cuda_api.h"
+#include "svod/backends/cuda/kernel_params.h"
 #include "svod/device/device.h"
-#include "svod/device/registry.h"
+#include "svod/device/device_kind.h"
 #include "svod/program/launch_layout.h"
 
 namespace svod {
@@ -151,15 +151,6 @@ struct CudaDeviceDetails {
   int driver_version = 0;  // 1000 * major + 10 * minor
 };
 
-// One kernel of a graph run (CudaDevice::run_graph).
-struct CudaGraphKernel {
-  std::shared_ptr<const Program> program;  // a CudaProgram of the device
-  std::span<const Buffer> buffers;
-  std::span<const int64_t> scalars;  // caller scalars
-  LaunchDims dims;
-  std::vector<size_t> after;  // earlier kernels of the run this one waits for
-};
-
 struct CudaGraphStats {
   uint64_t instantiations = 0;  // graphs built and instantiated
   uint64_t launches = 0;        // graph launches (replays included)
@@ -177,12 +168,17 @@ class CudaDevice final : public Device {
   // Zero-filled device memory.
   Buffer allocate(DType dtype, size_t count) override;
   // Zero-filled pinned host memory (see CudaPinnedStorage).
-  Buffer allocate_pinned(DType dtype, size_t count);
-  // Compiles CUDA C with NVRTC to a cubin for this device's architecture,
-  // loads it and finds the entry. Compile errors are Error(Compile) with
-  // NVRTC's log; a missing entry is Error(UndefinedSymbol). Programs are
-  // cached per device in memory and by the object cache on disk.
-  std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
+  Buffer allocate_host(DType dtype, size_t count) override;
+  // CUDA C, compiled by NVRTC to a cubin for this device's architecture
+  // (compile errors are Error(Compile) with NVRTC's log). The compiler is
+  // made on first use: Error(DeviceUnavailable) when NVRTC is not installed.
+  std::span<const Language> languages() const noexcept override;
+  const Compiler& compiler() const override;
+  // Loads a cubin or PTX as a module and finds the entry; a missing entry is
+  // Error(UndefinedSymbol).
+  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact) override;
+  // Cubins load where they were built for this device's architecture.
+  std::string artifact_mismatch(const CompilerIdentity& made_by) const override;
   // Synchronous copy between this device's memory and the host, within this
   // device, or (through host memory) with any other device. Pageable host
   // memory is staged through pinned buffers in chunks, overlapping the
@@ -193,7 +189,7 @@ class CudaDevice final : public Device {
   // Copies within this device's memory, or between it and host memory.
   bool direct_copy(const Buffer& dst, const Buffer& src) const noexcept override;
   // The whole-graph hook: run_graph over the kernels.
-  bool submit_graph(std::span<const GraphLaunch> kernels) override;
+  bool submit_graph(std::span<const KernelLaunch> kernels) override;
 
   // Runs `kernels` (all CudaPrograms of this device) as one CUDA graph whose
   // edges are their `after` lists, and waits for it. The instantiated graph
@@ -201,14 +197,11 @@ class CudaDevice final : public Device {
   // only updates the nodes whose parameters or launch sizes changed
   // (cuGraphExecKernelNodeSetParams) and replays it. Arguments are checked
   // before anything runs.
-  void run_graph(std::span<const CudaGraphKernel> kernels);
+  void run_graph(std::span<const KernelLaunch> kernels);
   CudaGraphStats graph_stats() const;
 
   const CudaDeviceDetails& details() const noexcept { return details_; }
   size_t index() const noexcept { return index_; }
-  // The device's NVRTC compiler (target sm_XY); Error(DeviceUnavailable)
-  // when NVRTC is not installed.
-  const NvrtcCompiler& compiler();
 
   // The driver this device was opened with.
   const detail::CudaDriverApi& api() const noexcept { return *api_; }
@@ -222,7 +215,7 @@ class CudaDevice final : public Device {
 
  private:
   struct GraphEntry;
-  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact);
+  void check_spec(const ProgramSpec& spec) const override;
   // Allocates the two pinned staging halves and their events on first use
   // (staging_mutex_ held).
   void ensure_staging();
@@ -236,10 +229,9 @@ class CudaDevice final : public Device {
   cu::CUcontext context_ = nullptr;
   cu::CUstream stream_ = nullptr;
   CudaDeviceDetails details_;
-  const uint64_t cache_scope_;
 
-  std::mutex compiler_mutex_;
-  std::shared_ptr<const NvrtcCompiler> compiler_;
+  mutable std::mutex compiler_mutex_;
+  mutable std::shared_ptr<const NvrtcCompiler> compiler_;
 
   // Two pinned staging halves, each with an event marking when its last
   // transfer finished; one transfer at a time uses them.

@@ -7,7 +7,7 @@
 // platform share one context, so their queues can wait on each other's events.
 //
 // Launch sizes follow svod's convention for every GPU-style backend (CUDA
-// will use the same rule): ProgramSpec.global_size is the number of work-
+// too): ProgramSpec.global_size is the number of work-
 // groups in each dimension (CUDA's grid) and local_size the work-items per
 // group (CUDA's block), so the OpenCL global work size is global_size *
 // local_size. get_group_id(d) runs over [0, global_size[d]).
@@ -32,10 +32,10 @@
 
 #include "svod/compile/compiler.h"
 #include "svod/device/device.h"
-#include "svod/device/opencl/cl_handle.h"
-#include "svod/device/opencl/opencl_compiler.h"
+#include "svod/backends/opencl/cl_handle.h"
+#include "svod/backends/opencl/opencl_compiler.h"
 #include "svod/device/queue.h"
-#include "svod/device/registry.h"
+#include "svod/device/device_kind.h"
 #include "svod/program/launch_layout.h"
 
 // The OpenCL handle types, declared as the Khronos headers declare them so
@@ -184,15 +184,14 @@ class OpenClDevice final : public Device {
   std::string name() const override;
   // Zero-filled device memory.
   Buffer allocate(DType dtype, size_t count) override;
-  // Compiles OpenCL C (spec.language OpenCl) to a binary with this device's
-  // OpenClCompiler and loads it. Build failures are Error(Compile) carrying
-  // the build log; a missing entry is Error(UndefinedSymbol). Programs are
-  // cached per device in memory and, as binaries, by the object cache.
-  std::shared_ptr<const Program> compile(const ProgramSpec& spec) override;
-  // Loads a binary made by this device's compiler (ArtifactKind::
-  // OpenClBinary); Error(Load) when the device refuses it.
-  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact);
-  const OpenClCompiler& compiler() const noexcept { return *compiler_; }
+  // OpenCL C, compiled by this device's OpenClCompiler to device binaries
+  // (build failures are Error(Compile) carrying the build log).
+  std::span<const Language> languages() const noexcept override;
+  const Compiler& compiler() const override { return *compiler_; }
+  // Loads a binary made by an OpenClCompiler for this device (ArtifactKind::
+  // OpenClBinary); Error(Load) when the device refuses it, a missing entry
+  // is Error(UndefinedSymbol).
+  std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact) override;
   // Synchronous copy; see enqueue_copy for the direct cases, everything else
   // (another context, another device kind, overlapping bytes of one storage)
   // is staged through host memory.
@@ -230,7 +229,6 @@ class OpenClDevice final : public Device {
   _cl_context* context_ = nullptr;
   detail::ClHandle<_cl_command_queue*> queue_;
   OpenClDeviceDetails details_;
-  const uint64_t cache_scope_;
   std::unique_ptr<OpenClCompiler> compiler_;
   OpenClQueue queue_object_{*this};
 };

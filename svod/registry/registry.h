@@ -1,9 +1,10 @@
 // DeviceRegistry: opens devices from strings ("CPU", "CL:0", "CL:1") and
 // shares each one across the process.
 //
-// A device kind ("CPU", "CL") is a factory plus an enumerator. Each backend
-// folder provides its kind and registry.cpp lists the built-in ones, so a new
-// backend touches its folder and one line there. Opening a device creates it
+// A device kind ("CPU", "CL"; svod/device/device_kind.h) is a factory plus an
+// enumerator. Each backend folder under svod/backends/ provides its kind and
+// registry.cpp lists the built-in ones, so a new backend is its folder and
+// one line there; nothing above this layer names a backend. Opening a device creates it
 // at most once per process: every device string has its own once-cell, built
 // outside the registry's lock, so two threads opening the same device get the
 // same object while different devices are created in parallel. A creation that
@@ -16,28 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "svod/device/device.h"
+#include "svod/device/device_kind.h"
 
 namespace svod {
-
-// One device a kind can open, for listings: its name ("CL:0") and a line
-// saying what it is.
-struct DeviceInfo {
-  std::string name;
-  std::string description;
-};
-
-struct DeviceKind {
-  std::string name;  // upper case, no ':' ("CPU", "CL")
-  // False for a kind with a single device named by the kind alone ("CPU";
-  // "CPU:0" is accepted as the same device).
-  bool indexed = true;
-  // The devices present, index i opened as "NAME:i". Throws
-  // Error(DeviceUnavailable) when the driver or platform itself is missing.
-  std::function<std::vector<DeviceInfo>()> enumerate;
-  // Creates device `index` (< enumerate().size()); may throw any Error.
-  std::function<std::shared_ptr<Device>(size_t index)> create;
-};
 
 // A row of list_devices(): an available device, or a kind that has none
 // (`available` false, `description` says why).
@@ -49,7 +31,8 @@ struct DeviceListing {
 
 class DeviceRegistry {
  public:
-  // A registry holding the built-in kinds (CPU, and CL when built with OpenCL).
+  // A registry holding the built-in kinds (CPU, CUDA, and CL when built with
+  // OpenCL).
   DeviceRegistry();
   ~DeviceRegistry();
   DeviceRegistry(const DeviceRegistry&) = delete;
@@ -66,12 +49,20 @@ class DeviceRegistry {
   // kind with no device at that index (saying how many it has) or whose
   // driver is missing, and whatever the kind's creation throws.
   std::shared_ptr<Device> open(std::string_view spec);
+  // The device named by `spec` opened with the compiler named `compiler`
+  // (one of its kind's DeviceKind::compilers, any letter case), shared like
+  // open(spec); an empty name is open(spec). Error(Validation) when the kind
+  // offers no such compiler (naming the ones it has).
+  std::shared_ptr<Device> open(std::string_view spec, std::string_view compiler);
 
   // Canonical name of a device string ("cl" -> "CL:0", "CPU:0" -> "CPU"),
   // without opening it; Error(Validation) as open().
   std::string canonical_name(std::string_view spec) const;
 
   std::vector<std::string> kinds() const;  // in registration order
+  // The toolchain line of every kind that has one (DeviceKind::toolchain),
+  // in kind order.
+  std::vector<std::string> toolchains() const;
   // Every device of every kind, in kind order then index order.
   std::vector<DeviceListing> list_devices() const;
 
@@ -80,7 +71,7 @@ class DeviceRegistry {
   std::unique_ptr<State> state_;
 };
 
-// The CPU kind: the host device of create_cpu_device().
+// The CPU kind: the host device of cpu_device().
 DeviceKind cpu_device_kind();
 
 // The process's registry.

@@ -1,4 +1,4 @@
-#include "svod/cache/compile_many.h"
+#include "svod/device/compile_many.h"
 
 #include <exception>
 #include <unordered_map>

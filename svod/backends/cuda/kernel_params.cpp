@@ -1,4 +1,4 @@
-#include "svod/device/cuda/kernel_params.h"
+#include "svod/backends/cuda/kernel_params.h"
 
 #include "svod/base/error.h"
 

@@ -1,0 +1,355 @@
+// Run time: kernels evaluated for the variables, ops run on the host, submitted
+// to their queues, handed to the communication thread or sent as one graph;
+// failures poison the plan. Also the ExecutionPlan methods that run it
+// (execute*, time_op).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "svod/base/error.h"
+#include "svod/plan/plan_state.h"
+
+namespace svod {
+namespace detail {
+
+void PlanState::prepare(const std::vector<int64_t>& values) {
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (auto* k = std::get_if<KernelRun>(&runs[i])) prepare_kernel(i, *k, values);
+}
+
+void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values) {
+  try {
+    int64_t* named = k.env.data() + k.abi_scalars;
+    for (size_t s = 0; s < k.sources.size(); ++s)
+      named[s] = k.sources[s].fixed ? k.sources[s].value : values[static_cast<size_t>(k.sources[s].value)];
+    int64_t* caller = k.caller();
+    for (size_t s = 0; s < k.scalars.size(); ++s) caller[s] = k.scalars[s].evaluate({named, k.sources.size()});
+    k.layout->fill_scalars({caller, k.scalars.size()}, k.env.data());
+    const std::span<const int64_t> launch_env(k.env.data(), k.abi_scalars + k.sources.size());
+    LaunchDims dims;
+    for (size_t d = 0; d < 3; ++d) {
+      dims.global[d] = k.global[d].evaluate(launch_env);
+      dims.local[d] = k.local[d].evaluate(launch_env);
+      if (dims.global[d] < 1)
+        throw make_error(ErrorKind::Validation, "global_size[{}] \"{}\" = {} is below 1", d, k.global[d].text(),
+                         dims.global[d]);
+      if (dims.local[d] < 1)
+        throw make_error(ErrorKind::Validation, "local_size[{}] \"{}\" = {} is below 1", d, k.local[d].text(),
+                         dims.local[d]);
+    }
+    if (k.bound && dims.global[0] > 1 && !k.layout->core_id())
+      throw make_error(ErrorKind::Validation, "global_size[0] = {} needs a core_id scalar to split the work",
+                       dims.global[0]);
+    for (size_t p = 0; p < k.slots.size(); ++p) {
+      const auto need = k.layout->min_bytes(p, k.env.data());
+      if (need && buffers[k.slots[p]].bytes() < *need)
+        throw make_error(ErrorKind::Validation, "parameter \"{}\" gets {} of {} bytes but the launch needs {}",
+                         k.program->spec().buffers[p].name, slot_name(k.slots[p]), buffers[k.slots[p]].bytes(),
+                         *need);
+    }
+    k.dims = dims;
+    if (k.bound) std::copy_n(k.env.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
+  } catch (...) {
+    rethrow_with(fmt::format("{} ({})", op_name(i), op_kind(ops[i])));
+  }
+}
+
+void PlanState::wait_for_op(size_t p) {
+  try {
+    events[p]->wait();
+  } catch (...) {
+    // The failure is the device command's, found by the op waiting for it.
+    rethrow_with(fmt::format("waiting for {} ({})", op_name(p), op_kind(ops[p])));
+  }
+}
+
+void PlanState::run_inline(size_t i) {
+  // Host work waits for the device work it depends on.
+  for (const auto& [p, on_device] : cross_waits[i])
+    if (events[p]) wait_for_op(p);
+  run_host_work(i);
+}
+
+void PlanState::run_host_work(size_t i) {
+  OpRun& r = runs[i];
+  if (auto* k = std::get_if<KernelRun>(&r)) {
+    if (k->bound)
+      k->program->run_bound(k->args.data(), k->dims.global[0]);
+    else
+      k->program->launch(k->launch_buffers, k->caller_scalars(), &k->dims);
+  } else if (auto* c = std::get_if<CopyRun>(&r)) {
+    const Buffer& dst = buffers[c->dst];
+    const Buffer& src = buffers[c->src];
+    if (dst.is_host() && src.is_host())
+      std::memmove(dst.data(), src.data(), src.bytes());
+    else
+      (dst.is_host() ? src : dst).device().copy(dst, src);
+  } else if (auto* f = std::get_if<CustomRun>(&r)) {
+    f->def->run(f->buffers, *f->attrs, variables());
+  } else if (auto* c = std::get_if<CollectiveRun>(&r)) {
+    run_collective(*c);
+  }
+}
+
+void PlanState::run_collective(const CollectiveRun& c) {
+  switch (c.kind) {
+    case PreparedCollective::Kind::AllReduce:
+      for (size_t slot : c.slots) comm->all_reduce(buffers[slot], c.op);
+      return;
+    case PreparedCollective::Kind::Broadcast:
+      for (size_t slot : c.slots) comm->broadcast(buffers[slot], c.root);
+      return;
+    case PreparedCollective::Kind::AllGather:
+      comm->all_gather(buffers[c.slots[0]], buffers[c.slots[1]]);
+      return;
+    case PreparedCollective::Kind::ReduceScatter:
+      comm->reduce_scatter(buffers[c.slots[0]], buffers[c.slots[1]], c.op);
+      return;
+  }
+}
+
+// Hands collective i to the communication thread, which waits there for its
+// device predecessors and its peers and then completes the node; the pool
+// thread returns at once.
+void PlanState::start_collective(size_t i, const ExecuteOptions& options) {
+  PlanObserver* observer = options.observer;
+  if (observer) observer->op_started(i);
+  comm_thread->submit([this, i, observer] {
+    std::exception_ptr error;
+    try {
+      run_inline(i);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (observer) observer->op_finished(i);
+    runner.complete(i, std::move(error));
+  });
+}
+
+void PlanState::submit(size_t i, const ExecuteOptions& options) {
+  // Predecessors on this queue are ordered by it; those on queues it can
+  // wait on go into the wait list; for the rest the host waits.
+  EventPtr waits[8];
+  std::vector<EventPtr> more;
+  size_t count = 0;
+  for (const auto& [p, on_device] : cross_waits[i]) {
+    if (!events[p]) continue;
+    if (!on_device || options.strategy == SyncStrategy::BlockingHostWait) {
+      wait_for_op(p);
+    } else if (count < std::size(waits)) {
+      waits[count++] = events[p];
+    } else {
+      more.push_back(events[p]);
+    }
+  }
+  if (!more.empty()) more.insert(more.begin(), waits, waits + count);
+  const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
+  Queue& queue = *queues[i];
+  if (auto* k = std::get_if<KernelRun>(&runs[i])) {
+    events[i] = queue.launch(*k->program, k->launch_buffers, k->caller_scalars(), &k->dims, list);
+  } else {
+    const auto& c = std::get<CopyRun>(runs[i]);
+    events[i] = queue.copy(buffers[c.dst], buffers[c.src], list);
+  }
+  // Sequential runs and observed runs see each op end before the next.
+  if ((options.sequential || options.observer) && events[i]) events[i]->wait();
+}
+
+void PlanState::run_op(size_t i, const ExecuteOptions& options) {
+  struct Notify {
+    PlanObserver* observer;
+    size_t op;
+    ~Notify() {
+      if (observer) observer->op_finished(op);
+    }
+  } notify{options.observer, i};
+  if (options.observer) options.observer->op_started(i);
+  if (queues[i])
+    submit(i, options);
+  else
+    run_inline(i);
+}
+
+bool PlanState::run_as_graph() {
+  std::vector<KernelLaunch> kernels;
+  kernels.reserve(runs.size());
+  const auto& preds = runner.dag().predecessors();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto& k = std::get<KernelRun>(runs[i]);
+    kernels.push_back({k.program, k.launch_buffers, k.caller_scalars(), k.dims, preds[i]});
+  }
+  try {
+    return graph_device->submit_graph(kernels);
+  } catch (const Error& e) {
+    poison_reason = e.what();
+    poisoned.store(true);
+    throw;
+  }
+}
+
+// Waits for every op submitted to a queue in this run, so that no device
+// work outlives it (even after a failure), and records the first failure
+// among them when the run had none.
+void PlanState::wait_for_devices(std::optional<DagFailure>& failure) {
+  for (size_t i : runner.dag().order()) {
+    if (!events[i]) continue;
+    try {
+      events[i]->wait();
+    } catch (...) {
+      if (!failure) failure = DagFailure{i, std::current_exception()};
+    }
+    events[i] = nullptr;
+  }
+}
+
+void PlanState::check_not_poisoned() const {
+  if (poisoned.load(std::memory_order_relaxed))
+    throw make_error(ErrorKind::PlanPoisoned,
+                     "the plan failed in an earlier run and its buffers may be half-written; build it again "
+                     "(the failure: {})",
+                     poison_reason);
+}
+
+// Rethrows the exception in flight with op i named, and poisons the plan.
+void PlanState::poison_with(size_t i, std::string_view what) {
+  try {
+    rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
+  } catch (const Error& e) {
+    // The other ranks would wait for this one in their next collective.
+    if (comm) comm->abort(e.what());
+    poison_reason = e.what();
+    poisoned.store(true);
+    throw;
+  }
+}
+
+void PlanState::run(const ExecuteOptions& options) {
+  check_not_poisoned();
+  if (dirty) {
+    prepare(var_values);
+    dirty = false;
+  }
+  if (graph_device && !options.sequential && !options.observer && run_as_graph()) return;
+  std::optional<DagFailure> failure;
+  if (comm && !options.sequential) {
+    auto node = [this, &options](size_t i) {
+      if (std::holds_alternative<CollectiveRun>(runs[i]))
+        start_collective(i, options);
+      else
+        run_op(i, options);
+    };
+    failure = runner.run(false, node);
+    wait_for_devices(failure);
+  } else if (!uses_queues) {
+    // Everything runs on the host: no events to keep or wait for.
+    PlanObserver* observer = options.observer;
+    if (observer) {
+      auto node = [this, &options](size_t i) { run_op(i, options); };
+      failure = runner.run(options.sequential, node);
+    } else {
+      auto node = [this](size_t i) { run_host_work(i); };
+      failure = runner.run(options.sequential, node);
+    }
+  } else {
+    auto node = [this, &options](size_t i) { run_op(i, options); };
+    failure = runner.run(options.sequential, node);
+    wait_for_devices(failure);
+  }
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure->error);
+  } catch (...) {
+    poison_with(failure->node, "failed");
+  }
+}
+
+std::chrono::nanoseconds PlanState::time_op(size_t i) {
+  check_not_poisoned();
+  if (dirty) {
+    prepare(var_values);
+    dirty = false;
+  }
+  try {
+    auto* k = std::get_if<KernelRun>(&runs[i]);
+    if (k && !k->bound) return k->program->time_launch(k->launch_buffers, k->caller_scalars(), &k->dims);
+    const auto start = std::chrono::steady_clock::now();
+    run_op(i, ExecuteOptions{.sequential = true});
+    events[i] = nullptr;
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  } catch (...) {
+    events[i] = nullptr;
+    poison_with(i, "failed");
+  }
+}
+
+void PlanState::apply_vars(const std::map<std::string, int64_t>& vars, std::vector<int64_t>& values) const {
+  // Both sides are sorted by name: one merge pass, no lookups.
+  size_t slot = 0;
+  for (const auto& [name, value] : vars) {
+    while (slot < var_names.size() && var_names[slot] < name) ++slot;
+    if (slot == var_names.size() || var_names[slot] != name) {
+      std::string known;
+      for (const auto& n : var_names) known += (known.empty() ? "" : ", ") + n;
+      throw make_error(ErrorKind::Validation, "unknown plan variable \"{}\" (the plan has: {})", name,
+                       known.empty() ? "none" : known);
+    }
+    if (var_defs[slot].read_only)
+      throw make_error(ErrorKind::Validation, "plan variable \"{}\" is read-only: it is set by the runtime", name);
+    var_defs[slot].check(value);
+    values[slot] = value;
+  }
+}
+
+}  // namespace detail
+
+// ---- ExecutionPlan: running ------------------------------------------------
+
+void ExecutionPlan::execute(const ExecuteOptions& options) {
+  std::lock_guard lock(state_->mutex);
+  state_->run(options);
+}
+
+std::chrono::nanoseconds ExecutionPlan::time_op(size_t index) {
+  if (index >= state_->ops.size())
+    throw make_error(ErrorKind::Validation, "op {} is out of range: the plan has {} ops", index, state_->ops.size());
+  std::lock_guard lock(state_->mutex);
+  return state_->time_op(index);
+}
+
+void ExecutionPlan::execute_sequential() { execute(ExecuteOptions{.sequential = true}); }
+
+void ExecutionPlan::execute_with_vars(const std::map<std::string, int64_t>& vars, const ExecuteOptions& options) {
+  detail::PlanState& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (!vars.empty()) {
+    std::copy(s.var_values.begin(), s.var_values.end(), s.staged_values.begin());
+    s.apply_vars(vars, s.staged_values);
+    if (s.staged_values != s.var_values) {
+      try {
+        s.prepare(s.staged_values);
+      } catch (...) {
+        // Some kernels hold the rejected values now; the next run re-prepares
+        // them from the kept ones.
+        s.dirty = true;
+        throw;
+      }
+      s.var_values.swap(s.staged_values);
+      s.dirty = false;
+    }
+  }
+  s.run(options);
+}
+
+uint64_t ExecutionPlan::execute_async(WorkerThread& worker, const std::map<std::string, int64_t>& vars) {
+  // Variable names and bounds are fixed at build time, so they can be checked
+  // here without the run lock; the values are applied when the command runs,
+  // after any earlier queued run of this plan.
+  std::vector<int64_t> scratch(state_->var_defs.size());
+  state_->apply_vars(vars, scratch);
+  return worker.submit([state = state_, vars] {
+    ExecutionPlan plan(state);
+    plan.execute_with_vars(vars);
+  });
+}
+
+}  // namespace svod

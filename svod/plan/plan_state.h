@@ -1,0 +1,209 @@
+// The resolved form of an execution plan: what ExecutionPlanBuilder collected
+// and what build() derived from it (views, variables, per-op runs, the DAG,
+// queues), plus the run state. Shared by the plan's own files: plan_build.cpp
+// builds it, plan_run.cpp runs it, plan_rebind.cpp changes or copies a built
+// one, execution_plan.cpp answers the public queries. Not part of the public
+// API (execution_plan.h only forward-declares PlanState).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "svod/base/rethrow.h"
+#include "svod/base/worker_thread.h"
+#include "svod/plan/dag.h"
+#include "svod/plan/execution_plan.h"
+#include "svod/program/launch_layout.h"
+
+namespace svod::detail {
+
+struct ViewRule {
+  size_t base;
+  size_t byte_offset;
+  size_t bytes;
+  DType dtype;
+};
+
+// Where a name in a kernel's expressions gets its value: a fixed value of
+// the op, or a plan variable.
+struct EnvSource {
+  bool fixed;
+  int64_t value;  // the fixed value, or the plan variable's slot
+};
+
+// A kernel with everything resolved at build time. `env` holds, in order:
+// the ABI scalars, the values of the names its expressions use (`sources`),
+// and its caller scalars; the launch-size expressions are bound to the first
+// two parts (scalar parameters take precedence by name), the scalar
+// expressions to the second. Evaluating therefore needs no lookups.
+struct KernelRun {
+  std::shared_ptr<const Program> program;
+  // Programs with the pre-bound host path (the CPU) keep their argument
+  // words in `args` and run through run_bound(); others get `launch_buffers`,
+  // the caller scalars and `dims`.
+  bool bound = false;
+  // On the heap so that it stays put when runs move (KernelRuns live in a
+  // growing vector).
+  std::shared_ptr<const LaunchLayout> layout;
+  std::vector<size_t> slots;
+  std::vector<Expr> scalars;
+  std::array<Expr, 3> global;
+  std::array<Expr, 3> local;
+  std::vector<EnvSource> sources;
+  std::vector<int64_t> env;
+  size_t abi_scalars = 0;
+  std::vector<uint64_t> args;          // bound: buffer addresses, then ABI scalars
+  std::vector<Buffer> launch_buffers;  // not bound
+  LaunchDims dims;                     // global[0] is the slice count when bound
+
+  int64_t* caller() { return env.data() + abi_scalars + sources.size(); }
+  std::span<const int64_t> caller_scalars() { return {caller(), scalars.size()}; }
+};
+
+struct CopyRun {
+  size_t dst;
+  size_t src;
+};
+
+struct CustomRun {
+  std::shared_ptr<const CustomFunctionDef> def;
+  const Attrs* attrs;
+  std::vector<size_t> slots;
+  std::vector<Buffer> buffers;
+};
+
+struct ViewOpRun {};
+
+// A collective with its slots: all_reduce/broadcast: `buffers`;
+// all_gather/reduce_scatter: {src, dst}.
+struct CollectiveRun {
+  PreparedCollective::Kind kind;
+  std::vector<size_t> slots;
+  ReduceOp op;
+  int root;
+};
+
+using OpRun = std::variant<KernelRun, CopyRun, CustomRun, ViewOpRun, CollectiveRun>;
+
+struct PlanState {
+  // ---- definition, as given to the builder ----
+  std::vector<Buffer> given_buffers;
+  std::vector<std::string> buffer_names;
+  std::vector<std::optional<ViewRule>> given_views;  // from add_view
+  std::vector<std::pair<Variable, int64_t>> given_variables;
+  std::vector<PreparedOp> ops;
+  std::vector<OpOptions> options;
+  std::vector<size_t> outputs;
+  std::shared_ptr<Communicator> comm;  // set when the plan has collectives
+
+  // ---- built ----
+  std::vector<Buffer> buffers;                 // live, views derived
+  std::vector<std::optional<ViewRule>> views;  // add_view and view ops
+  std::vector<size_t> derive_order;            // view slots, bases first
+  std::vector<std::string> var_names;          // sorted
+  std::vector<Variable> var_defs;              // same order
+  std::vector<int64_t> var_values;
+  std::vector<int64_t> staged_values;  // execute_with_vars works here first
+  std::vector<std::vector<size_t>> declared;
+  std::vector<size_t> declared_order;
+  std::vector<std::vector<std::pair<size_t, Access>>> access;  // per op: slot, access
+  std::vector<OpRun> runs;
+  // Resolved custom functions by op (null for other ops); a replica starts
+  // with its original's, so it never picks up a later registration.
+  std::vector<std::shared_ptr<const CustomFunctionDef>> custom_defs;
+  DagRunner runner;
+  // Where each op runs: its device's queue, or null for work on the calling
+  // thread (kernels of devices whose queue runs inline, host copies, custom
+  // functions).
+  std::vector<Queue*> queues;
+  // Per op, the predecessors on another queue whose events it must wait for,
+  // and whether its own queue can wait for them on the device.
+  std::vector<std::vector<std::pair<size_t, bool>>> cross_waits;
+  bool uses_queues = false;
+  // Set when every op is a kernel of this one device: the run may go to it
+  // as one submission (Device::submit_graph).
+  Device* graph_device = nullptr;
+  // Where collectives wait for their peers, off the thread pool; null for a
+  // plan without collectives.
+  std::unique_ptr<WorkerThread> comm_thread;
+
+  // ---- run state ----
+  std::vector<EventPtr> events;  // per op, the last run's submission (null when done on the host)
+  mutable std::mutex mutex;
+  bool dirty = true;  // kernels must be re-evaluated before the next run
+  std::atomic<bool> poisoned{false};
+  std::string poison_reason;
+
+  std::string op_name(size_t i) const {
+    const std::string& id = options[i].id;
+    if (!id.empty()) return fmt::format("op {} (\"{}\")", i, id);
+    const std::string& label = options[i].label;
+    return label.empty() ? fmt::format("op {}", i) : fmt::format("op {} ({})", i, label);
+  }
+  std::string slot_name(size_t i) const {
+    return buffer_names[i].empty() ? fmt::format("buffer {}", i) : fmt::format("buffer {} (\"{}\")", i, buffer_names[i]);
+  }
+  VariableValues variables() const { return VariableValues{var_names, var_values}; }
+
+  void finalize();
+  void check_buffers();
+  void derive_views();
+  void check_variables();
+  void resolve_dependencies();
+  void compile_ops();
+  void compile_kernel(size_t i, const PreparedKernel& k);
+  void compile_custom(size_t i, const PreparedCustomFunction& c);
+  void compile_collective(size_t i, const PreparedCollective& c);
+  void schedule();
+  void assign_queues();
+  void bind_addresses();
+  void prepare(const std::vector<int64_t>& values);
+  void prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values);
+  void run_op(size_t i, const ExecuteOptions& options);
+  void wait_for_op(size_t p);
+  void run_inline(size_t i);
+  void run_host_work(size_t i);
+  void run_collective(const CollectiveRun& c);
+  void start_collective(size_t i, const ExecuteOptions& options);
+  void submit(size_t i, const ExecuteOptions& options);
+  bool run_as_graph();
+  void wait_for_devices(std::optional<DagFailure>& failure);
+  void run(const ExecuteOptions& options);
+  std::chrono::nanoseconds time_op(size_t i);
+  void check_not_poisoned() const;
+  [[noreturn]] void poison_with(size_t i, std::string_view what);
+  void apply_vars(const std::map<std::string, int64_t>& vars, std::vector<int64_t>& values) const;
+};
+
+// Rethrows the current exception as an Error of the same kind (Execution for
+// foreign exceptions) whose message starts with `where`.
+[[noreturn]] inline void rethrow_with(const std::string& where) {
+  rethrow_with_context(std::current_exception(), where);
+}
+
+// What an op is, for messages: "kernel \"name\"", "copy", "custom function
+// \"name\"", "collective all_reduce", "view".
+inline std::string op_kind(const PreparedOp& op) {
+  if (auto* k = std::get_if<PreparedKernel>(&op))
+    return k->program ? fmt::format("kernel \"{}\"", k->program->spec().display_name()) : "kernel";
+  if (std::holds_alternative<PreparedCopy>(op)) return "copy";
+  if (auto* c = std::get_if<PreparedCustomFunction>(&op)) return fmt::format("custom function \"{}\"", c->name);
+  if (auto* c = std::get_if<PreparedCollective>(&op)) return fmt::format("collective {}", to_string(c->kind));
+  return "view";
+}
+
+}  // namespace svod::detail

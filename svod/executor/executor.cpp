@@ -7,15 +7,6 @@
 
 namespace svod {
 
-std::string_view to_string(WaitKind kind) noexcept {
-  switch (kind) {
-    case WaitKind::InOrder: return "in order";
-    case WaitKind::DeviceEvent: return "device event";
-    case WaitKind::HostWait: return "host wait";
-  }
-  return "?";
-}
-
 // ---- ExecutionGraph --------------------------------------------------------
 
 struct ExecutionGraph::State {
@@ -182,15 +173,6 @@ std::vector<std::vector<size_t>> ExecutionGraph::parallel_groups() {
 
 UnifiedExecutor::UnifiedExecutor() = default;
 UnifiedExecutor::~UnifiedExecutor() = default;
-
-WaitKind UnifiedExecutor::wait_kind(Device& from, Device& to, SyncStrategy strategy) {
-  Queue& a = from.queue();
-  Queue& b = to.queue();
-  if (a.runs_inline() || b.runs_inline()) return WaitKind::HostWait;
-  if (&a == &b) return WaitKind::InOrder;
-  if (strategy == SyncStrategy::DeviceEvents && b.can_wait_on(a)) return WaitKind::DeviceEvent;
-  return WaitKind::HostWait;
-}
 
 void UnifiedExecutor::execute(ExecutionGraph& graph, const GraphRunOptions& options) {
   ExecutionPlan& plan = graph.plan();

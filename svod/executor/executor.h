@@ -36,14 +36,6 @@
 
 namespace svod {
 
-// How a node waits for one predecessor, given both devices and the strategy.
-enum class WaitKind {
-  InOrder,      // same in-order queue: submission order suffices
-  DeviceEvent,  // the device waits on the predecessor's event
-  HostWait,     // the host waits for the predecessor to finish, then submits
-};
-std::string_view to_string(WaitKind kind) noexcept;
-
 // One buffer a node touches and how.
 struct KernelBufferAccess {
   Buffer buffer;
@@ -133,11 +125,6 @@ class UnifiedExecutor {
   ~UnifiedExecutor();
   UnifiedExecutor(const UnifiedExecutor&) = delete;
   UnifiedExecutor& operator=(const UnifiedExecutor&) = delete;
-
-  // How `to` waits for a predecessor `from` under `strategy`: in order on
-  // one queue, on the device where `to`'s queue can wait on `from`'s, else on
-  // the host (always for devices whose queue runs inline, like the CPU).
-  static WaitKind wait_kind(Device& from, Device& to, SyncStrategy strategy);
 
   // Runs every node once and returns when all finished. The first failure is
   // rethrown with its kind, its message naming the node; after a failure no

@@ -1,4 +1,4 @@
-// Kernel timing for benchmarks and auto-tuning (the seed's benchmark module).
+// Kernel timing for benchmarks and auto-tuning.
 //
 // benchmark_kernel() times one program on fixed arguments: warm-up runs, then
 // timed runs until both the minimum run count and the minimum total time are

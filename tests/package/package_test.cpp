@@ -21,6 +21,7 @@ namespace svod {
 namespace {
 
 using test::expect_error;
+using test::kind_of;
 using test::TempDir;
 
 const std::filesystem::path kMlp = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/mlp/plan.json";
@@ -334,6 +335,36 @@ TEST(Package, ForeignCpuIsRefusedOrRecompiled) {
   EXPECT_NE(std::string(e.what()).find("this machine is " + host_arch()), std::string::npos) << e.what();
 }
 
+// The generic path every device's binaries take: a program packaged as a
+// binary whose compiler the loading device refuses (here a cubin on the CPU)
+// is rebuilt from its source, or refused naming the program, the artifact
+// and the device's reason when compiling is off.
+TEST(Package, BinariesTheDeviceRefusesFallBackToSource) {
+  const auto bytes = pack_plan(kMlp);
+  const auto cubin = with_manifest(bytes, [](nlohmann::json& m) {
+    const std::string device = m["programs"][0]["device"];
+    m["programs"][0]["artifact"] = "cubin";
+    m["devices"][device] = m["cpu"];
+    m["devices"][device]["backend"] = "nvrtc";
+    m["devices"][device]["target_triple"] = "nvptx64-nvidia-cuda";
+    m["devices"][device]["target_cpu"] = "sm_90";
+  });
+  const std::string first = nlohmann::json::parse(
+      PackageReader(bytes, "original").text(kManifestSection))["programs"][0]["name"];
+  {
+    NoCompiling off;
+    const Error e = expect_error([&] { load_package(std::span<const std::byte>(cubin)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("program \"" + first + "\": the package's CUDA cubin for CPU cannot run here"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("nvptx64-nvidia-cuda"), std::string::npos) << e.what();
+  }
+  LoadedPackage package = load_package(std::span<const std::byte>(cubin));
+  EXPECT_EQ(package.compiled, 1u);
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(kMlp));
+}
+
 // A small package of three sections for the damage tests.
 std::vector<std::byte> small_package() {
   PackageWriter writer;
@@ -444,6 +475,60 @@ TEST(PackageFormat, MalformedManifestsAreLoadErrors) {
   e = expect_error([&] { load_package(std::span<const std::byte>(bad_identity)); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
   EXPECT_NE(std::string(e.what()).find("opencl.CL:0.backend: expected string"), std::string::npos) << e.what();
+}
+
+// Every artifact kind a device makes has its manifest name and comes back
+// as the same kind; identities of device binaries are kept by device name,
+// and manifests written before CUDA binaries were packed ("opencl") still read.
+TEST(PackageFormat, DeviceBinariesOfEveryKindRoundTrip) {
+  for (ArtifactKind kind : {ArtifactKind::ElfObject, ArtifactKind::SharedLibrary, ArtifactKind::OpenClBinary,
+                            ArtifactKind::Cubin, ArtifactKind::Ptx})
+    EXPECT_EQ(artifact_kind(package_artifact(kind)), kind);
+  EXPECT_EQ(kind_of([] { artifact_kind(PackageProgram::Artifact::Source); }), ErrorKind::Internal);
+
+  PackageManifest m;
+  m.svod_version = "test";
+  m.plan_name = "plan.json";
+  CompilerIdentity nvrtc;
+  nvrtc.backend = "nvrtc";
+  nvrtc.target_triple = "nvptx64-nvidia-cuda";
+  nvrtc.target_cpu = "sm_90";
+  CompilerIdentity opencl;
+  opencl.backend = "opencl";
+  opencl.target_cpu = "some-gpu";
+  m.devices = {{"CUDA:0", nvrtc}, {"CUDA:1", nvrtc}, {"CL:0", opencl}};
+  m.programs = {{"a", "CUDA:0", PackageProgram::Artifact::Cubin},
+                {"b", "CUDA:1", PackageProgram::Artifact::Ptx},
+                {"c", "CL:0", PackageProgram::Artifact::OpenClBinary}};
+  const std::string text = write_manifest(m);
+  EXPECT_NE(text.find("\"cubin\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"ptx\""), std::string::npos) << text;
+  const PackageManifest back = read_manifest(text, "test");
+  ASSERT_EQ(back.programs.size(), 3u);
+  EXPECT_EQ(back.programs[0].artifact, PackageProgram::Artifact::Cubin);
+  EXPECT_EQ(back.programs[1].artifact, PackageProgram::Artifact::Ptx);
+  EXPECT_EQ(back.programs[2].artifact, PackageProgram::Artifact::OpenClBinary);
+  ASSERT_EQ(back.devices.size(), 3u);
+  EXPECT_EQ(back.devices.at("CUDA:1").target_cpu, "sm_90");
+  EXPECT_EQ(back.devices.at("CL:0").target_cpu, "some-gpu");
+
+  auto old = nlohmann::json::parse(text);
+  old["opencl"] = old["devices"];
+  old.erase("devices");
+  EXPECT_EQ(read_manifest(old.dump(), "old").devices.at("CUDA:0").backend, "nvrtc");
+
+  auto missing = nlohmann::json::parse(text);
+  missing["devices"].erase("CUDA:1");
+  try {
+    read_manifest(missing.dump(), "test");
+    ADD_FAILURE() << "a ptx program without its compiler was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Load);
+    EXPECT_NE(std::string(e.what()).find("programs[1].artifact: CUDA PTX for CUDA:1, but the manifest records no "
+                                         "compiler for that device"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PackageFormat, MissingFileIsAnIoError) {

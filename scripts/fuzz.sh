@@ -69,7 +69,8 @@ seed_packages() {  # packages of the examples, when a built svod can pack them
 
 # Each target: the runtime sources it needs beyond svod/base/error.cpp and
 # dtype.cpp, how it is seeded, and libFuzzer's input size and memory limits.
-plan_sources=(svod/planfile/plan_parse.cpp svod/planfile/json_text.cpp svod/program/program_spec.cpp
+plan_sources=(svod/planfile/plan_parse.cpp svod/planfile/plan_parse_program.cpp svod/planfile/plan_parse_ops.cpp
+              svod/planfile/json_text.cpp svod/program/program_spec.cpp
               svod/program/expr.cpp svod/comm/reduce.cpp)
 max_len=65536
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024)

@@ -55,6 +55,15 @@ const std::vector<std::vector<size_t>>& ExecutionPlan::predecessors() const {
 
 bool ExecutionPlan::poisoned() const { return state_->poisoned.load(); }
 
+bool ExecutionPlan::uses_devices() const {
+  for (size_t b = 0; b < buffer_count(); ++b)
+    if (buffer(b).valid() && !buffer(b).device().queue().runs_inline()) return true;
+  for (size_t i = 0; i < op_count(); ++i)
+    if (const auto* k = std::get_if<PreparedKernel>(&op(i)); k && !k->program->device().queue().runs_inline())
+      return true;
+  return false;
+}
+
 const std::shared_ptr<Communicator>& ExecutionPlan::communicator() const { return state_->comm; }
 
 std::string_view to_string(PreparedCollective::Kind kind) noexcept {

@@ -249,6 +249,9 @@ class ExecutionPlan {
   const std::vector<std::vector<size_t>>& predecessors() const;
 
   bool poisoned() const;
+  // True when some buffer or kernel of the plan is on a device whose queue
+  // does not run on the host (OpenCL, CUDA).
+  bool uses_devices() const;
   // The communicator the plan's collectives run on; null for a plan without
   // collectives.
   const std::shared_ptr<Communicator>& communicator() const;

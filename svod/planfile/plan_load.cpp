@@ -1,17 +1,10 @@
 // PlanFile → buffers, programs and an ExecutionPlan; output checks.
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <numbers>
 #include <optional>
-#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
@@ -20,7 +13,7 @@
 #include "svod/device/compile_many.h"
 #include "svod/device/host_device.h"
 #include "svod/registry/registry.h"
-#include "svod/executor/plan_execution.h"
+#include "svod/planfile/compile_progress.h"
 #include "svod/planfile/plan_file.h"
 
 namespace svod {
@@ -28,80 +21,7 @@ namespace svod {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The progress line of a long compile on a terminal (LoadOptions::progress_after):
-//   compiling programs: 3/11 done, 4 s: layer4, layer5
-// A ticker thread shows it once compiling has lasted `after`, so that even one
-// long compile is visibly working, and refreshes it as programs start and end
-// and every quarter second; a last line with the time taken ends it (a failed
-// compile counts as done: its error follows). Without a terminal there is no
-// thread and nothing is written.
-class CompileProgress {
- public:
-  CompileProgress(size_t total, std::chrono::milliseconds after) : total_(total) {
-    if (total == 0 || isatty(STDERR_FILENO) == 0) return;
-    if (after <= std::chrono::milliseconds(0)) {  // from the start
-      shown_ = true;
-      show();
-    }
-    ticker_ = std::thread([this, after] { tick(after); });
-  }
-  ~CompileProgress() { finish(); }
-
-  // From any thread: a program's compile began, or ended.
-  void started(const std::string& name) {
-    const std::lock_guard lock(mutex_);
-    compiling_.push_back(name);
-    if (shown_) show();
-  }
-  void done(const std::string& name) {
-    const std::lock_guard lock(mutex_);
-    ++done_;
-    if (auto it = std::find(compiling_.begin(), compiling_.end(), name); it != compiling_.end()) compiling_.erase(it);
-    if (shown_) show();
-  }
-
-  // Stops the ticker and, if the line was shown, writes the summary.
-  void finish() {
-    {
-      const std::lock_guard lock(mutex_);
-      finished_ = true;
-    }
-    wake_.notify_all();
-    if (!ticker_.joinable()) return;
-    ticker_.join();
-    if (shown_) std::fprintf(stderr, "\rcompiling programs: %zu/%zu done in %.1f s\x1b[K\n", done_, total_, seconds());
-  }
-
- private:
-  void tick(std::chrono::milliseconds after) {
-    std::unique_lock lock(mutex_);
-    if (wake_.wait_for(lock, after, [this] { return finished_; })) return;
-    shown_ = true;
-    do show();
-    while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return finished_; }));
-  }
-
-  // Under mutex_.
-  void show() {
-    std::string now;
-    for (const std::string& name : compiling_) now += (now.empty() ? ": " : ", ") + name;
-    std::fprintf(stderr, "\rcompiling programs: %zu/%zu done, %.0f s%s\x1b[K", done_, total_, seconds(), now.c_str());
-    std::fflush(stderr);
-  }
-
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-
-  const size_t total_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  size_t done_ = 0;
-  std::vector<std::string> compiling_;
-  bool shown_ = false;
-  bool finished_ = false;
-  std::thread ticker_;  // last: it starts once every other member is ready
-};
+using detail::CompileProgress;
 
 // Runs `fn`, moving any svod::Error it raises under the plan file and `path`
 // while keeping its kind.
@@ -268,95 +188,184 @@ void check_same_plan(const PlanFile& file, const std::map<std::string, int64_t>&
   }
 }
 
-}  // namespace
+// One load_plan() call, whose steps run in the order declared here:
+// variables, buffers, programs, ops, outputs, then build(). Each step keeps
+// what later ones need: buffer slots, the buffers made, compiled programs.
+class PlanLoader {
+ public:
+  PlanLoader(const PlanFile& file, const LoadOptions& options) : file_(file), options_(options), devices_(file) {}
 
-LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
-  Devices devices(file);
-  ExecutionPlanBuilder builder;
+  // The plan's variables at the file's values or options.vars' (each
+  // override checked), then rank and world_size; with a communicator, the
+  // check that every rank loads the same plan.
+  void add_variables() {
+    for (const auto& [name, value] : options_.vars) {
+      if (name == kRankVariable || name == kWorldSizeVariable) {
+        throw make_error(ErrorKind::Validation,
+                         "{}: variables: \"{}\" is read-only: it is set by the launcher (svod run --ranks, mpirun)",
+                         file_.source_name, name);
+      }
+      const bool known = std::any_of(file_.variables.begin(), file_.variables.end(),
+                                     [&](const PlanFileVariable& v) { return v.variable.name == name; });
+      if (!known) {
+        std::string names;
+        for (const auto& v : file_.variables) names += (names.empty() ? "" : ", ") + v.variable.name;
+        throw make_error(ErrorKind::Validation, "{}: variables: no variable named \"{}\" to set (the plan has: {})",
+                         file_.source_name, name, names.empty() ? "none" : names);
+      }
+    }
+    for (const auto& v : file_.variables) {
+      auto it = options_.vars.find(v.variable.name);
+      const int64_t value = it == options_.vars.end() ? v.value : it->second;
+      at(file_, "variables." + v.variable.name, [&] { v.variable.check(value); });
+      builder_.add_variable(v.variable, value);
+    }
+    const int rank = options_.communicator ? options_.communicator->rank() : 0;
+    const int world_size = options_.communicator ? options_.communicator->size() : 1;
+    builder_.add_variable(Variable{std::string(kRankVariable), rank, rank, true}, rank);
+    builder_.add_variable(Variable{std::string(kWorldSizeVariable), world_size, world_size, true}, world_size);
+    if (options_.communicator) {
+      builder_.set_communicator(options_.communicator);
+      if (world_size > 1) check_same_plan(file_, options_.vars, *options_.communicator);
+    }
+  }
 
-  for (const auto& [name, value] : options.vars) {
-    if (name == kRankVariable || name == kWorldSizeVariable) {
-      throw make_error(ErrorKind::Validation,
-                       "{}: variables: \"{}\" is read-only: it is set by the launcher (svod run --ranks, mpirun)",
-                       file.source_name, name);
+  // Base buffers on their devices, created and initialised (or brought by
+  // options.npy_buffer), then the views of them.
+  void add_buffers() {
+    for (const auto& b : file_.buffers) {
+      if (b.view_of) continue;
+      const std::string path = "buffers." + b.name;
+      Device& device = devices_.get(b.device, path + ".device");
+      Buffer buffer;
+      if (options_.npy_buffer && b.init.kind == BufferInit::Kind::Npy) {
+        buffer = at(file_, path + ".init.npy", [&] { return options_.npy_buffer(b, device); });
+      } else {
+        buffer = at(file_, path, [&] { return device.allocate(b.dtype, b.count); });
+        initialise(file_, b, buffer);
+      }
+      made_[b.name] = buffer;
+      slots_[b.name] = builder_.add_buffer(std::move(buffer), b.name);
     }
-    const bool known = std::any_of(file.variables.begin(), file.variables.end(),
-                                   [&](const PlanFileVariable& v) { return v.variable.name == name; });
-    if (!known) {
-      std::string names;
-      for (const auto& v : file.variables) names += (names.empty() ? "" : ", ") + v.variable.name;
-      throw make_error(ErrorKind::Validation, "{}: variables: no variable named \"{}\" to set (the plan has: {})",
-                       file.source_name, name, names.empty() ? "none" : names);
+    for (const auto& b : file_.buffers) {
+      if (!b.view_of) continue;
+      const size_t size = size_of(b.dtype);
+      made_[b.name] = made_.at(*b.view_of).view_bytes(b.offset * size, b.count * size, b.dtype);
+      slots_[b.name] = at(file_, "buffers." + b.name, [&] {
+        return builder_.add_view(slots_.at(*b.view_of), b.offset * size, b.count * size, b.dtype, b.name);
+      });
     }
-  }
-  for (const auto& v : file.variables) {
-    auto it = options.vars.find(v.variable.name);
-    const int64_t value = it == options.vars.end() ? v.value : it->second;
-    at(file, "variables." + v.variable.name, [&] { v.variable.check(value); });
-    builder.add_variable(v.variable, value);
-  }
-  const int rank = options.communicator ? options.communicator->rank() : 0;
-  const int world_size = options.communicator ? options.communicator->size() : 1;
-  builder.add_variable(Variable{std::string(kRankVariable), rank, rank, true}, rank);
-  builder.add_variable(Variable{std::string(kWorldSizeVariable), world_size, world_size, true}, world_size);
-  if (options.communicator) {
-    builder.set_communicator(options.communicator);
-    if (world_size > 1) check_same_plan(file, options.vars, *options.communicator);
-  }
-
-  std::map<std::string, size_t, std::less<>> slots;
-  std::map<std::string, Buffer, std::less<>> made;  // for validating custom ops before the plan exists
-  for (const auto& b : file.buffers) {
-    if (b.view_of) continue;
-    const std::string path = "buffers." + b.name;
-    Device& device = devices.get(b.device, path + ".device");
-    Buffer buffer;
-    if (options.npy_buffer && b.init.kind == BufferInit::Kind::Npy) {
-      buffer = at(file, path + ".init.npy", [&] { return options.npy_buffer(b, device); });
-    } else {
-      buffer = at(file, path, [&] { return device.allocate(b.dtype, b.count); });
-      initialise(file, b, buffer);
-    }
-    made[b.name] = buffer;
-    slots[b.name] = builder.add_buffer(std::move(buffer), b.name);
-  }
-  for (const auto& b : file.buffers) {
-    if (!b.view_of) continue;
-    const size_t size = size_of(b.dtype);
-    made[b.name] = made.at(*b.view_of).view_bytes(b.offset * size, b.count * size, b.dtype);
-    slots[b.name] = at(file, "buffers." + b.name, [&] {
-      return builder.add_view(slots.at(*b.view_of), b.offset * size, b.count * size, b.dtype, b.name);
-    });
   }
 
   // Compiling is the slow part, so the programs of each device compile in
   // parallel (compile_many), and the devices' batches in parallel too; errors
   // are reported for the first failing program in file order, so the message
   // does not depend on scheduling.
-  std::vector<Device*> program_devices;
-  for (const auto& p : file.programs) {
-    const std::string path = "programs." + p.name;
-    Device& device = devices.get(p.device, path + ".device");
-    if (!device.accepts(p.spec.language)) {
-      throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the {} device",
-                       file.source_name, path, to_string(p.spec.language), device.name());
+  void compile_programs() {
+    const std::vector<Device*> program_devices = open_program_devices();
+    CompileProgress progress(file_.programs.size(), options_.progress_after);
+    std::vector<std::optional<CompileResult>> compiled(file_.programs.size());
+    if (options_.build_program) {
+      build_each(program_devices, progress, compiled);
+    } else {
+      compile_per_device(program_devices, progress, compiled);
     }
-    program_devices.push_back(&device);
+    progress.finish();
+    programs_.resize(file_.programs.size());
+    for (size_t i = 0; i < compiled.size(); ++i) {
+      if (const Error* error = std::get_if<Error>(&*compiled[i])) {
+        at(file_, "programs." + file_.programs[i].name, [&] { throw *error; });
+      }
+      programs_[i] = std::get<std::shared_ptr<const Program>>(*compiled[i]);
+    }
   }
-  CompileProgress progress(file.programs.size(), options.progress_after);
-  std::vector<std::optional<CompileResult>> compiled(file.programs.size());
-  if (options.build_program) {
-    // The caller brings its programs (a package's objects): each is built alone.
-    parallel_for(file.programs.size(), [&](size_t i) {
-      progress.started(file.programs[i].name);
+
+  // The ops, in file order, each with its label for reports.
+  void add_ops() {
+    for (size_t i = 0; i < file_.ops.size(); ++i) {
+      const PlanFileOp& op = file_.ops[i];
+      OpOptions opts;
+      opts.id = op.id;
+      for (const auto& ref : op.after) {
+        if (const auto* id = std::get_if<std::string>(&ref)) opts.after_ids.push_back(*id);
+        else opts.after.push_back(std::get<size_t>(ref));
+      }
+      const std::string path = fmt::format("ops[{}]", i);
+      // build() checks a collective's root and sizes against world_size; its
+      // errors then name the op by its place in the file.
+      if (op.kind == PlanFileOp::Kind::Collective && opts.id.empty()) opts.label = path;
+      PreparedOp prepared = prepare_op(op, path);
+      at(file_, path, [&] { builder_.add_op(std::move(prepared), std::move(opts)); });
+      labels_.push_back(op_label(op, i));
+    }
+  }
+
+  // The outputs (CPU buffers) with their expected values.
+  void add_outputs() {
+    for (const auto& out : file_.outputs) {
+      const PlanFileBuffer& buf = *file_.find_buffer(out.buffer);
+      LoadedOutput loaded;
+      loaded.name = out.buffer;
+      loaded.slot = slots_.at(out.buffer);
+      if (!made_.at(out.buffer).is_host()) {
+        throw make_error(ErrorKind::Validation,
+                         "{}: outputs.{}: the buffer is in {} memory; copy it into a CPU buffer with a copy op and "
+                         "name that buffer here",
+                         file_.source_name, out.buffer, made_.at(out.buffer).device().name());
+      }
+      loaded.shape = buf.shape;
+      loaded.expect = out.expect;
+      if (out.expect && out.expect->npy && options_.npy_expected) {
+        loaded.expected =
+            at(file_, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options_.npy_expected(out); });
+      } else if (out.expect) {
+        loaded.expected = expected_values(file_, out, buf);
+      }
+      builder_.add_output(loaded.slot);
+      outputs_.push_back(std::move(loaded));
+    }
+  }
+
+  // Builds the plan from everything added; the loader is spent after.
+  LoadedPlan build() {
+    ExecutionPlan plan = at(file_, "ops", [&] { return builder_.build(); });
+    const bool uses_devices = plan.uses_devices();
+    return LoadedPlan{std::move(plan), std::move(labels_), std::move(outputs_), uses_devices};
+  }
+
+ private:
+  // Each program's device, checked to accept the program's language.
+  std::vector<Device*> open_program_devices() {
+    std::vector<Device*> program_devices;
+    for (const auto& p : file_.programs) {
+      const std::string path = "programs." + p.name;
+      Device& device = devices_.get(p.device, path + ".device");
+      if (!device.accepts(p.spec.language)) {
+        throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the {} device",
+                         file_.source_name, path, to_string(p.spec.language), device.name());
+      }
+      program_devices.push_back(&device);
+    }
+    return program_devices;
+  }
+
+  // The caller brings its programs (a package's objects): each is built alone.
+  void build_each(const std::vector<Device*>& program_devices, CompileProgress& progress,
+                  std::vector<std::optional<CompileResult>>& compiled) const {
+    parallel_for(file_.programs.size(), [&](size_t i) {
+      progress.started(file_.programs[i].name);
       try {
-        compiled[i] = options.build_program(file.programs[i], *program_devices[i]);
+        compiled[i] = options_.build_program(file_.programs[i], *program_devices[i]);
       } catch (const Error& e) {
         compiled[i] = e;
       }
-      progress.done(file.programs[i].name);
+      progress.done(file_.programs[i].name);
     });
-  } else {
+  }
+
+  // One compile_many batch per device, the batches in parallel.
+  void compile_per_device(const std::vector<Device*>& program_devices, CompileProgress& progress,
+                          std::vector<std::optional<CompileResult>>& compiled) const {
     std::vector<Device*> batch_devices;
     std::vector<std::vector<size_t>> batches;  // program indices per device
     for (size_t i = 0; i < program_devices.size(); ++i) {
@@ -370,48 +379,30 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
     }
     parallel_for(batches.size(), [&](size_t b) {
       std::vector<ProgramSpec> specs;
-      for (const size_t i : batches[b]) specs.push_back(file.programs[i].spec);
+      for (const size_t i : batches[b]) specs.push_back(file_.programs[i].spec);
       std::vector<CompileResult> results = compile_many(
           *batch_devices[b], specs,
-          [&](size_t position) { progress.done(file.programs[batches[b][position]].name); },
-          [&](size_t position) { progress.started(file.programs[batches[b][position]].name); });
+          [&](size_t position) { progress.done(file_.programs[batches[b][position]].name); },
+          [&](size_t position) { progress.started(file_.programs[batches[b][position]].name); });
       for (size_t k = 0; k < results.size(); ++k) compiled[batches[b][k]] = std::move(results[k]);
     });
   }
-  progress.finish();
-  std::vector<std::shared_ptr<const Program>> programs(file.programs.size());
-  for (size_t i = 0; i < compiled.size(); ++i) {
-    if (const Error* error = std::get_if<Error>(&*compiled[i])) {
-      at(file, "programs." + file.programs[i].name, [&] { throw *error; });
-    }
-    programs[i] = std::get<std::shared_ptr<const Program>>(*compiled[i]);
-  }
 
-  std::vector<std::string> labels;
-  for (size_t i = 0; i < file.ops.size(); ++i) {
-    const PlanFileOp& op = file.ops[i];
-    OpOptions opts;
-    opts.id = op.id;
-    for (const auto& ref : op.after) {
-      if (const auto* id = std::get_if<std::string>(&ref)) opts.after_ids.push_back(*id);
-      else opts.after.push_back(std::get<size_t>(ref));
-    }
+  // `op` over the plan's buffer slots and programs; `path` is its JSON path.
+  PreparedOp prepare_op(const PlanFileOp& op, const std::string& path) const {
     std::vector<size_t> op_slots;
-    for (const auto& name : op.buffers) op_slots.push_back(slots.at(name));
-    const std::string path = fmt::format("ops[{}]", i);
-    PreparedOp prepared;
+    for (const auto& name : op.buffers) op_slots.push_back(slots_.at(name));
     switch (op.kind) {
       case PlanFileOp::Kind::Run: {
         size_t index = 0;
-        while (file.programs[index].name != op.target) ++index;
+        while (file_.programs[index].name != op.target) ++index;
         PreparedKernel kernel;
-        kernel.program = programs[index];
+        kernel.program = programs_[index];
         kernel.buffers = std::move(op_slots);
         kernel.scalars = op.scalars;
-        prepared = std::move(kernel);
-        break;
+        return kernel;
       }
-      case PlanFileOp::Kind::Copy: prepared = PreparedCopy{op_slots[0], op_slots[1]}; break;
+      case PlanFileOp::Kind::Copy: return PreparedCopy{op_slots[0], op_slots[1]};
       case PlanFileOp::Kind::Collective: {
         PreparedCollective c;
         c.kind = op.collective;
@@ -424,59 +415,47 @@ LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
         } else {
           c.buffers = std::move(op_slots);
         }
-        // build() checks the root and the sizes against world_size; its
-        // errors then name the op by its place in the file.
-        if (opts.id.empty()) opts.label = path;
-        prepared = std::move(c);
-        break;
+        return c;
       }
       case PlanFileOp::Kind::Custom: {
         // Validating here as well as in build() puts the op's JSON path on the message.
-        at(file, path, [&] {
+        at(file_, path, [&] {
           auto def = find_custom_function(op.target);
           std::vector<Buffer> args;
-          for (const auto& name : op.buffers) args.push_back(made.at(name));
+          for (const auto& name : op.buffers) args.push_back(made_.at(name));
           def->validate(args, op.attrs);
         });
         PreparedCustomFunction call;
         call.name = op.target;
         call.buffers = std::move(op_slots);
         call.attrs = op.attrs;
-        prepared = std::move(call);
-        break;
+        return call;
       }
     }
-    at(file, path, [&] { builder.add_op(std::move(prepared), std::move(opts)); });
-    labels.push_back(op_label(op, i));
+    return {};
   }
 
-  std::vector<LoadedOutput> outputs;
-  for (const auto& out : file.outputs) {
-    const PlanFileBuffer& buf = *file.find_buffer(out.buffer);
-    LoadedOutput loaded;
-    loaded.name = out.buffer;
-    loaded.slot = slots.at(out.buffer);
-    if (!made.at(out.buffer).is_host()) {
-      throw make_error(ErrorKind::Validation,
-                       "{}: outputs.{}: the buffer is in {} memory; copy it into a CPU buffer with a copy op and name "
-                       "that buffer here",
-                       file.source_name, out.buffer, made.at(out.buffer).device().name());
-    }
-    loaded.shape = buf.shape;
-    loaded.expect = out.expect;
-    if (out.expect && out.expect->npy && options.npy_expected) {
-      loaded.expected =
-          at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options.npy_expected(out); });
-    } else if (out.expect) {
-      loaded.expected = expected_values(file, out, buf);
-    }
-    builder.add_output(loaded.slot);
-    outputs.push_back(std::move(loaded));
-  }
+  const PlanFile& file_;
+  const LoadOptions& options_;
+  Devices devices_;
+  ExecutionPlanBuilder builder_;
+  std::map<std::string, size_t, std::less<>> slots_;
+  std::map<std::string, Buffer, std::less<>> made_;  // for validating custom ops before the plan exists
+  std::vector<std::shared_ptr<const Program>> programs_;  // per file.programs
+  std::vector<std::string> labels_;
+  std::vector<LoadedOutput> outputs_;
+};
 
-  ExecutionPlan plan = at(file, "ops", [&] { return builder.build(); });
-  const bool uses_devices = plan_uses_devices(plan);
-  return LoadedPlan{std::move(plan), std::move(labels), std::move(outputs), uses_devices};
+}  // namespace
+
+LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options) {
+  PlanLoader loader(file, options);
+  loader.add_variables();
+  loader.add_buffers();
+  loader.compile_programs();
+  loader.add_ops();
+  loader.add_outputs();
+  return loader.build();
 }
 
 void LoadedPlan::execute(const ExecuteOptions& options) { plan.execute(options); }

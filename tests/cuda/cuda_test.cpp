@@ -20,7 +20,6 @@
 #include "svod/backends/cuda/kernel_params.h"
 #include "svod/backends/cuda/nvrtc_compiler.h"
 #include "svod/registry/registry.h"
-#include "svod/executor/plan_execution.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/support/test_support.h"

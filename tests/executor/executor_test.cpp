@@ -13,7 +13,6 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/registry/registry.h"
 #include "svod/executor/executor.h"
-#include "svod/executor/plan_execution.h"
 #include "svod/planfile/plan_file.h"
 #if SVOD_HAVE_OPENCL
 #include "svod/backends/opencl/opencl_device.h"
@@ -432,7 +431,7 @@ TEST_F(CrossDevice, PlansWithOpsOnBothDevices) {
   builder.add_output(out);
   ExecutionPlan plan = builder.build();
   for (int i = 0; i < kN; ++i) plan.buffer(x).span<float>()[i] = float(i);
-  EXPECT_TRUE(plan_uses_devices(plan));
+  EXPECT_TRUE(plan.uses_devices());
 
   for (auto strategy : {SyncStrategy::DeviceEvents, SyncStrategy::BlockingHostWait}) {
     for (bool sequential : {false, true}) {

@@ -116,6 +116,12 @@ void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, con
   }
 }
 
+// Binds each keyword argument to the plan's buffer of that name (bind_buffer).
+void bind_arrays(const PyPlan& p, const py::kwargs& arrays) {
+  const auto written = written_storages(p.plan());
+  for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
+}
+
 py::object output_array(const PyPlan& p, size_t slot) {
   const Buffer& b = p.plan().buffer(slot);
   if (b.is_host()) return numpy_view(b, p.shapes[slot]);
@@ -287,9 +293,8 @@ AttrValue attr_of(py::handle v, const std::string& key) {
                    Py_TYPE(v.ptr())->tp_name);
 }
 
-}  // namespace
-
-void bind_plans(py::module_& m) {
+// svod.Plan.
+void bind_plan_class(py::module_& m) {
   py::class_<PyPlan>(m, "Plan",
                      "An execution plan: kernels, copies and host functions over named buffers, run in\n"
                      "dependency order (independent ops in parallel).")
@@ -305,10 +310,7 @@ void bind_plans(py::module_& m) {
       .def(
           "run",
           [](const PyPlan& p, py::object vars, bool check, bool sequential, py::kwargs arrays) {
-            if (arrays.size() > 0) {
-              const auto written = written_storages(p.plan());
-              for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
-            }
+            if (arrays.size() > 0) bind_arrays(p, arrays);
             execute(p, vars_of(vars), sequential);
             if (check) check_outputs(p);
             py::dict out;
@@ -321,10 +323,7 @@ void bind_plans(py::module_& m) {
           "check=True (ValidationError on a mismatch) and returns {output name: numpy array}.")
       .def(
           "bind",
-          [](const PyPlan& p, py::kwargs arrays) {
-            const auto written = written_storages(p.plan());
-            for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
-          },
+          [](const PyPlan& p, py::kwargs arrays) { bind_arrays(p, arrays); },
           "Binds named buffers as run() does, without running.")
       .def_property_readonly("buffers",
                              [](const PyPlan& p) {
@@ -360,7 +359,11 @@ void bind_plans(py::module_& m) {
       .def("__repr__", [](const PyPlan& p) {
         return fmt::format("svod.Plan({}, {} ops, {} buffers)", p.source, p.plan().op_count(), p.plan().buffer_count());
       });
+}
 
+// svod.load_plan and svod.load_package, and the private _compile_count and
+// _benchmark_plan.
+void bind_load_functions(py::module_& m) {
   m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("backend") = py::none(),
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
         "the plan. vars= overrides variable values; backend= picks the CPU compiler (it must be\n"
@@ -387,7 +390,10 @@ void bind_plans(py::module_& m) {
             host_device(), config);
       },
       py::arg("plan"), py::arg("warmup"), py::arg("runs"), py::arg("min_total_s"), py::arg("timeout_s"));
+}
 
+// svod.PlanBuilder.
+void bind_plan_builder(py::module_& m) {
   py::class_<PyPlanBuilder>(m, "PlanBuilder",
                             "Builds a Plan op by op, like ExecutionPlanBuilder in C++. Buffers are indices\n"
                             "returned by add_buffer/add_view; ops are indices returned by run/copy/custom.")
@@ -457,6 +463,16 @@ void bind_plans(py::module_& m) {
       .def("build", &PyPlanBuilder::build,
            "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
            "builder is empty afterwards.");
+}
+
+}  // namespace
+
+// svod.Plan is registered first, so that the signatures of the functions (and
+// PlanBuilder.build) that return one name it.
+void bind_plans(py::module_& m) {
+  bind_plan_class(m);
+  bind_load_functions(m);
+  bind_plan_builder(m);
 }
 
 }  // namespace svod::python

@@ -85,6 +85,119 @@ struct RankOutput {
   }
 };
 
+// One rank's plan, with the file it came from (its name, folder and outputs).
+struct RankPlan {
+  PlanFile file;
+  LoadedPlan loaded;
+};
+
+// Loads the plan file or package `options.plan` as this rank of `comm` (null
+// for a plain run).
+RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communicator>& comm) {
+  const bool package = is_package_file(options.plan);
+  // A package's CPU programs are compiled already, so unless a backend is
+  // asked for, the clang backend serves the rare recompile (a foreign CPU):
+  // choosing it costs nothing, while the default llvm backend opens its LLVM
+  // plugin (several milliseconds, a large part of a package's start-up).
+  if (package && options.backend.empty() && !std::getenv("SVOD_CPU_BACKEND")) select_cpu_backend("clang");
+  select_cpu_backend(options.backend);
+  if (package) {
+    LoadedPackage loaded_package = load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm});
+    return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
+  }
+  PlanFile file = parse_plan_file(options.plan);
+  LoadedPlan loaded = load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm});
+  return {std::move(file), std::move(loaded)};
+}
+
+// A profiler for the plan's ops, each described by its label from the file.
+Profiler labelled_profiler(const LoadedPlan& loaded) {
+  std::vector<OpDescription> ops = describe_ops(loaded.plan);
+  for (size_t op = 0; op < ops.size(); ++op) ops[op].label = loaded.op_labels[op];
+  return Profiler(std::move(ops));
+}
+
+// Executes the plan --repeat times under `profiler`; returns each output's
+// bytes as they were after the first execution.
+std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
+                                                       Profiler& profiler) {
+  std::vector<std::vector<std::byte>> snapshots;
+  for (int r = 0; r < options.repeat; ++r) {
+    profiler.begin_run();
+    loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &profiler});
+    profiler.end_run();
+    if (r == 0) {
+      for (const auto& out : loaded.outputs) {
+        const Buffer& b = loaded.plan.buffer(out.slot);
+        const auto* p = static_cast<const std::byte*>(b.data());
+        snapshots.emplace_back(p, p + b.bytes());
+      }
+    }
+  }
+  return snapshots;
+}
+
+// An output's line: dtype, shape, its first values, their sum and checksum.
+void print_values(RankOutput& output, const LoadedOutput& out, DType dtype, const std::vector<std::byte>& data) {
+  const size_t size = size_of(dtype);
+  const size_t count = data.size() / size;
+  std::vector<std::string> shown;
+  double sum = 0;
+  for (size_t k = 0; k < count; ++k) {
+    if (k < kShownValues) shown.push_back(value_text(dtype, data.data() + k * size));
+    sum += load_as_double(dtype, data.data() + k * size);
+  }
+  output.print("{}: {} {} [{}{}]  sum {:.9g}  xxh3 {}\n", out.name, to_string(dtype), shape_text(out.shape),
+               fmt::join(shown, ", "), count > kShownValues ? ", …" : "", sum,
+               hash_bytes(data).to_hex().substr(0, 16));
+}
+
+// Where an output's .npy is written: under --out when given (by the file's
+// npy name, else the output's), else where the file's npy names it; nullopt
+// when neither asks for one.
+std::optional<std::filesystem::path> npy_path(const RunOptions& options, const PlanFile& file,
+                                              const LoadedOutput& out, const PlanFileOutput& spec) {
+  if (options.out_dir.empty()) {
+    if (!spec.npy) return std::nullopt;
+    return file.folder / *spec.npy;
+  }
+  return std::filesystem::path(options.out_dir) /
+         (spec.npy ? std::filesystem::path(*spec.npy).filename() : std::filesystem::path(out.name + ".npy"));
+}
+
+// Prints how an output compares with its expectation, when it has one; false
+// when the values do not match.
+bool expectation_met(RankOutput& output, const LoadedOutput& out, DType dtype, const std::vector<std::byte>& data) {
+  if (!out.expect) return true;
+  const OutputCheck check = check_output(out, dtype, data);
+  if (check.passed()) {
+    output.print("  expect: ok ({} values, max abs error {:.3g})\n", check.compared, check.max_abs_error);
+    return true;
+  }
+  std::vector<std::string> where;
+  for (const auto& m : check.first) where.push_back(fmt::format("[{}] got {:.9g} expected {:.9g}", m.index, m.got, m.expected));
+  output.print("  expect: FAILED: {} of {} values differ (max abs error {:.3g}); first: {}\n", check.mismatches,
+               check.compared, check.max_abs_error, fmt::join(where, ", "));
+  return false;
+}
+
+// The execution times, then the per-op table (and the per-kernel one under
+// SVOD_PROFILE) when the plan has ops.
+void print_times(RankOutput& output, const RunOptions& options, const PlanProfile& profile,
+                 const ExecutionPlan& plan) {
+  const RunTimes times = run_times(profile);
+  output.print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
+               options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
+               profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
+               times.min_us);
+  if (plan.op_count() > 0) {
+    output.print("per op (each op's own start to end, from the plan's observer hook):\n{}",
+                 render_table(aggregate_ops(profile), "op"));
+    if (profile_requested())
+      output.print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
+  }
+}
+
 // One rank's run: `comm` is null for a plain run. A failure while the ranks
 // still depend on each other (loading, running) aborts the communicator so
 // that the others stop waiting for this one; later ones (writing outputs)
@@ -103,48 +216,21 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     if (auto problem = out_dir_problem(options.out_dir))
       return failed(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, *problem));
   }
-  std::optional<LoadedPlan> loaded;
-  PlanFile file;
+  std::optional<RankPlan> rank_plan;
   try {
-    const bool package = is_package_file(options.plan);
-    // A package's CPU programs are compiled already, so unless a backend is
-    // asked for, the clang backend serves the rare recompile (a foreign CPU):
-    // choosing it costs nothing, while the default llvm backend opens its LLVM
-    // plugin (several milliseconds, a large part of a package's start-up).
-    if (package && options.backend.empty() && !std::getenv("SVOD_CPU_BACKEND")) select_cpu_backend("clang");
-    select_cpu_backend(options.backend);
-    if (package) {
-      LoadedPackage package = load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm});
-      file = std::move(package.file);
-      loaded.emplace(std::move(package.loaded));
-    } else {
-      file = parse_plan_file(options.plan);
-      loaded.emplace(load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm}));
-    }
+    rank_plan.emplace(load_rank_plan(options, comm));
   } catch (const Error& e) {
     return failed(e);
   }
-  ExecutionPlan& plan = loaded->plan;
+  const PlanFile& file = rank_plan->file;
+  LoadedPlan& loaded = rank_plan->loaded;
   if (comm && comm->size() > 1)
     output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
 
-  std::vector<OpDescription> ops = describe_ops(plan);
-  for (size_t op = 0; op < ops.size(); ++op) ops[op].label = loaded->op_labels[op];
-  Profiler profiler(std::move(ops));
+  Profiler profiler = labelled_profiler(loaded);
   std::vector<std::vector<std::byte>> snapshots;
   try {
-    for (int r = 0; r < options.repeat; ++r) {
-      profiler.begin_run();
-      loaded->execute(ExecuteOptions{.sequential = options.sequential, .observer = &profiler});
-      profiler.end_run();
-      if (r == 0) {
-        for (const auto& out : loaded->outputs) {
-          const Buffer& b = plan.buffer(out.slot);
-          const auto* p = static_cast<const std::byte*>(b.data());
-          snapshots.emplace_back(p, p + b.bytes());
-        }
-      }
-    }
+    snapshots = execute_repeatedly(options, loaded, profiler);
   } catch (const Error& e) {
     return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
@@ -157,62 +243,24 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   } catch (const std::filesystem::filesystem_error& e) {
     return failed(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, e.what()));
   }
-  for (size_t i = 0; i < loaded->outputs.size(); ++i) {
-    const LoadedOutput& out = loaded->outputs[i];
-    const PlanFileOutput& spec = file.outputs[i];
-    const DType dtype = plan.buffer(out.slot).dtype();
+  for (size_t i = 0; i < loaded.outputs.size(); ++i) {
+    const LoadedOutput& out = loaded.outputs[i];
+    const DType dtype = loaded.plan.buffer(out.slot).dtype();
     const auto& data = snapshots[i];
-    const size_t size = size_of(dtype);
-    const size_t count = data.size() / size;
-    std::vector<std::string> shown;
-    double sum = 0;
-    for (size_t k = 0; k < count; ++k) {
-      if (k < kShownValues) shown.push_back(value_text(dtype, data.data() + k * size));
-      sum += load_as_double(dtype, data.data() + k * size);
-    }
-    output.print("{}: {} {} [{}{}]  sum {:.9g}  xxh3 {}\n", out.name, to_string(dtype), shape_text(out.shape),
-                 fmt::join(shown, ", "), count > kShownValues ? ", …" : "", sum,
-                 hash_bytes(data).to_hex().substr(0, 16));
-
-    if (rank0 && (!options.out_dir.empty() || spec.npy)) {
-      std::filesystem::path path;
-      if (options.out_dir.empty()) path = file.folder / *spec.npy;
-      else path = std::filesystem::path(options.out_dir) / (spec.npy ? std::filesystem::path(*spec.npy).filename()
-                                                                         : std::filesystem::path(out.name + ".npy"));
+    print_values(output, out, dtype, data);
+    if (const auto path = rank0 ? npy_path(options, file, out, file.outputs[i]) : std::nullopt) {
       try {
-        write_output_npy(path, out, dtype, data);
+        write_output_npy(*path, out, dtype, data);
       } catch (const Error& e) {
         return failed(make_error(e.kind(), "{}: outputs.{}.npy: {}", file.source_name, out.name, e.what()));
       }
-      output.print("  wrote {}\n", path.string());
+      output.print("  wrote {}\n", path->string());
     }
-    if (!out.expect) continue;
-    const OutputCheck check = check_output(out, dtype, data);
-    if (check.passed()) {
-      output.print("  expect: ok ({} values, max abs error {:.3g})\n", check.compared, check.max_abs_error);
-      continue;
-    }
-    ++mismatched;
-    std::vector<std::string> where;
-    for (const auto& m : check.first) where.push_back(fmt::format("[{}] got {:.9g} expected {:.9g}", m.index, m.got, m.expected));
-    output.print("  expect: FAILED: {} of {} values differ (max abs error {:.3g}); first: {}\n", check.mismatches,
-                 check.compared, check.max_abs_error, fmt::join(where, ", "));
+    if (!expectation_met(output, out, dtype, data)) ++mismatched;
   }
 
-  // Times.
   const PlanProfile& profile = profiler.profile();
-  const RunTimes times = run_times(profile);
-  output.print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
-               options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
-               profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
-               times.min_us);
-  if (plan.op_count() > 0) {
-    output.print("per op (each op's own start to end, from the plan's observer hook):\n{}",
-                 render_table(aggregate_ops(profile), "op"));
-    if (profile_requested())
-      output.print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
-  }
-
+  print_times(output, options, profile, loaded.plan);
   if (rank0 && !options.profile.empty()) {
     try {
       write_chrome_trace(profile, options.profile);

@@ -18,11 +18,26 @@ namespace {
 
 constexpr double kWidth = 820, kHeight = 480;
 constexpr double kLeft = 80, kRight = 20, kTop = 40, kBottom = 60;
+constexpr double kPlotWidth = kWidth - kLeft - kRight, kPlotHeight = kHeight - kTop - kBottom;
 
-}  // namespace
+// Where the plot puts things: a column per round across, median times up on
+// a log scale from 10^log_lo to 10^log_hi ns.
+struct Scales {
+  size_t rounds = 1;
+  double log_lo = 0, log_hi = 1;
 
-std::string tune_svg(const TuneFile& file, const TuneReport& report) {
-  const auto& candidates = report.candidates;
+  // The slot-th of `slots` places spread across round `round`'s column.
+  double x(size_t round, size_t slot, size_t slots) const {
+    const double column = kPlotWidth / static_cast<double>(rounds);
+    return kLeft + column * (static_cast<double>(round) + (static_cast<double>(slot) + 1) / (static_cast<double>(slots) + 1));
+  }
+  double y(double ns) const {
+    return kTop + kPlotHeight * (1 - (std::log10(std::max(ns, 1.0)) - log_lo) / (log_hi - log_lo));
+  }
+};
+
+// Scales that hold every round and every candidate that ran.
+Scales scales_of(const std::vector<TuneCandidate>& candidates) {
   double lo = std::numeric_limits<double>::max(), hi = 0;
   size_t rounds = 1;
   for (const auto& c : candidates) {
@@ -35,15 +50,96 @@ std::string tune_svg(const TuneFile& file, const TuneReport& report) {
   // Whole decades around the data, so the axis labels are round numbers.
   const double log_lo = std::floor(std::log10(std::max(lo, 1.0)));
   const double log_hi = std::max(std::ceil(std::log10(std::max(hi, 1.0))), log_lo + 1);
-  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  auto x_of = [&](size_t round, size_t slot, size_t slots) {
-    const double column = plot_w / static_cast<double>(rounds);
-    return kLeft + column * (static_cast<double>(round) + (static_cast<double>(slot) + 1) / (static_cast<double>(slots) + 1));
-  };
-  auto y_of = [&](double ns) {
-    return kTop + plot_h * (1 - (std::log10(std::max(ns, 1.0)) - log_lo) / (log_hi - log_lo));
-  };
+  return Scales{.rounds = rounds, .log_lo = log_lo, .log_hi = log_hi};
+}
 
+// Axes: decades on the left, rounds below, then the axis titles and the frame.
+std::string axes_svg(const Scales& scales) {
+  std::string svg;
+  for (double d = scales.log_lo; d <= scales.log_hi; ++d) {
+    const double y = scales.y(std::pow(10.0, d));
+    const double us = std::pow(10.0, d) / 1e3;
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
+        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g} us</text>\n",
+        kLeft, y, kWidth - kRight, kLeft - 6, y + 4, us);
+  }
+  for (size_t r = 0; r < scales.rounds; ++r) {
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", scales.x(r, 0, 1),
+                       kHeight - kBottom + 18, r == 0 ? std::string("start") : fmt::format("round {}", r));
+  }
+  svg += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">round</text>\n"
+      "<text x=\"16\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {:.1f})\">median time (log "
+      "scale)</text>\n"
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n",
+      kLeft + kPlotWidth / 2, kHeight - 16, kTop + kPlotHeight / 2, kTop + kPlotHeight / 2, kLeft, kTop, kPlotWidth,
+      kPlotHeight);
+  return svg;
+}
+
+// Where each candidate sits across: spread over its round's column, in order.
+std::vector<double> candidate_xs(const std::vector<TuneCandidate>& candidates, const Scales& scales) {
+  std::vector<size_t> per_round(scales.rounds, 0), slot(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) slot[i] = per_round[candidates[i].round]++;
+  std::vector<double> xs(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i)
+    xs[i] = scales.x(candidates[i].round, slot[i], per_round[candidates[i].round]);
+  return xs;
+}
+
+// The best-so-far path: after each round, the fastest candidate seen; empty
+// when no candidate ran.
+std::string best_path_svg(const std::vector<TuneCandidate>& candidates, const Scales& scales,
+                          const std::vector<double>& xs) {
+  std::string path;
+  std::optional<size_t> best;
+  for (size_t r = 0; r < scales.rounds; ++r) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const TuneCandidate& c = candidates[i];
+      if (c.round == r && c.status == TuneStatus::Ok && (!best || c.median_ns < candidates[*best].median_ns)) best = i;
+    }
+    if (!best) continue;
+    path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", xs[*best], scales.y(candidates[*best].median_ns));
+  }
+  if (path.empty()) return path;
+  return fmt::format("<polyline class=\"best-path\" points=\"{}\" fill=\"none\" stroke=\"#2a7\" "
+                     "stroke-width=\"2.5\"/>\n",
+                     path);
+}
+
+// A mark per candidate, its <title> naming its parameters: a circle at its
+// time (larger and green for the best) or, for a failed one, a cross.
+std::string candidate_marks_svg(const TuneFile& file, const TuneReport& report, const Scales& scales,
+                                const std::vector<double>& xs) {
+  std::string svg;
+  for (size_t i = 0; i < report.candidates.size(); ++i) {
+    const TuneCandidate& c = report.candidates[i];
+    const std::string params = file.describe(c.point);
+    if (c.status == TuneStatus::Ok) {
+      const bool is_best = i == report.best;
+      svg += fmt::format(
+          "<circle class=\"candidate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" stroke=\"#234\">"
+          "<title>{}: {:.2f} us{}</title></circle>\n",
+          xs[i], scales.y(c.median_ns), is_best ? 7 : 4, is_best ? "#2a7" : "#69c", svg_escape(params),
+          c.median_ns / 1e3, is_best ? " (best)" : "");
+    } else {
+      // Failed candidates have no time: a cross along the top of their round.
+      svg += fmt::format(
+          "<path class=\"candidate\" d=\"M{0:.1f},{1:.1f} l6,6 m0,-6 l-6,6\" transform=\"translate(-3 -3)\" "
+          "stroke=\"#c33\" stroke-width=\"2\"><title>{2}: {3}</title></path>\n",
+          xs[i], kTop + 8, svg_escape(params), to_string(c.status));
+    }
+  }
+  return svg;
+}
+
+}  // namespace
+
+std::string tune_svg(const TuneFile& file, const TuneReport& report) {
+  const auto& candidates = report.candidates;
+  const Scales scales = scales_of(candidates);
+  const std::vector<double> xs = candidate_xs(candidates, scales);
   std::string svg = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -52,73 +148,10 @@ std::string tune_svg(const TuneFile& file, const TuneReport& report) {
       "<text x=\"{2}\" y=\"22\" font-size=\"15\">{3}</text>\n",
       kWidth, kHeight, kLeft,
       svg_escape(fmt::format("svod tune {}: program \"{}\", {} candidates", file.source_name, file.program().name,
-                         candidates.size())));
-  // Axes: decades on the left, rounds below.
-  for (double d = log_lo; d <= log_hi; ++d) {
-    const double y = y_of(std::pow(10.0, d));
-    const double us = std::pow(10.0, d) / 1e3;
-    svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g} us</text>\n",
-        kLeft, y, kWidth - kRight, kLeft - 6, y + 4, us);
-  }
-  for (size_t r = 0; r < rounds; ++r) {
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_of(r, 0, 1),
-                       kHeight - kBottom + 18, r == 0 ? std::string("start") : fmt::format("round {}", r));
-  }
-  svg += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">round</text>\n"
-      "<text x=\"16\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {:.1f})\">median time (log "
-      "scale)</text>\n"
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n",
-      kLeft + plot_w / 2, kHeight - 16, kTop + plot_h / 2, kTop + plot_h / 2, kLeft, kTop, plot_w, plot_h);
-
-  // Where each candidate sits: spread across its round's column.
-  std::vector<size_t> per_round(rounds, 0), slot(candidates.size());
-  for (size_t i = 0; i < candidates.size(); ++i) slot[i] = per_round[candidates[i].round]++;
-  auto point = [&](size_t i) {
-    const TuneCandidate& c = candidates[i];
-    return std::pair{x_of(c.round, slot[i], per_round[c.round]), y_of(c.median_ns)};
-  };
-
-  // The best-so-far path: after each round, the fastest candidate seen.
-  std::string path;
-  std::optional<size_t> best;
-  for (size_t r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const TuneCandidate& c = candidates[i];
-      if (c.round == r && c.status == TuneStatus::Ok && (!best || c.median_ns < candidates[*best].median_ns)) best = i;
-    }
-    if (!best) continue;
-    const auto [x, y] = point(*best);
-    path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", x, y);
-  }
-  if (!path.empty()) {
-    svg += fmt::format("<polyline class=\"best-path\" points=\"{}\" fill=\"none\" stroke=\"#2a7\" "
-                       "stroke-width=\"2.5\"/>\n",
-                       path);
-  }
-
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const TuneCandidate& c = candidates[i];
-    const std::string params = file.describe(c.point);
-    if (c.status == TuneStatus::Ok) {
-      const auto [x, y] = point(i);
-      const bool is_best = i == report.best;
-      svg += fmt::format(
-          "<circle class=\"candidate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" stroke=\"#234\">"
-          "<title>{}: {:.2f} us{}</title></circle>\n",
-          x, y, is_best ? 7 : 4, is_best ? "#2a7" : "#69c", svg_escape(params), c.median_ns / 1e3,
-          is_best ? " (best)" : "");
-    } else {
-      // Failed candidates have no time: a cross along the top of their round.
-      const double x = x_of(c.round, slot[i], per_round[c.round]), y = kTop + 8;
-      svg += fmt::format(
-          "<path class=\"candidate\" d=\"M{0:.1f},{1:.1f} l6,6 m0,-6 l-6,6\" transform=\"translate(-3 -3)\" "
-          "stroke=\"#c33\" stroke-width=\"2\"><title>{2}: {3}</title></path>\n",
-          x, y, svg_escape(params), to_string(c.status));
-    }
-  }
+                             candidates.size())));
+  svg += axes_svg(scales);
+  svg += best_path_svg(candidates, scales, xs);
+  svg += candidate_marks_svg(file, report, scales, xs);
   svg += "</svg>\n";
   return svg;
 }

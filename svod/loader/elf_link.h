@@ -127,12 +127,29 @@ class ObjectLinker {
     std::uint32_t slot;  // GOT or stub slot, kNoSlot when none
   };
   static constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;
+  // The GOT and stub slots handed out so far (elf_parse.cpp).
+  struct SlotMaps;
 
+  // The constructor's steps, in order: elf_parse.cpp reads and checks the
+  // object, elf_link.cpp lays it out.
   void parse_header();
   void parse_sections();
   void parse_symbols();
   void parse_relocations();
   void lay_out();
+  // The section that relocation section `index` patches, once the relocation
+  // section's header is checked; nullopt when `index` is not a relocation
+  // section or its target is not loaded.
+  std::optional<std::uint32_t> relocation_target(std::uint32_t index) const;
+  // Reads, checks and records the entries of relocation section `index`,
+  // which patches section `target`.
+  void read_relocations(std::uint32_t index, std::uint32_t target, SlotMaps& slots);
+  // Checks that a relocation names a symbol of the table, not one in a section
+  // the loader leaves out, and patches bytes inside its section.
+  void check_relocation(const Relocation& relocation, const RelocationInfo& info) const;
+  // Gives a GOT relocation, or a branch to a symbol outside the image, its
+  // slot: the one already given to the same symbol and key, else a new one.
+  void assign_slot(Relocation& relocation, const RelocationInfo& info, SlotMaps& slots) const;
   Elf64_Shdr header(std::size_t index) const noexcept;
   std::string_view string_at(std::uint64_t table_offset, std::uint64_t table_size,
                              std::uint64_t name) const noexcept;

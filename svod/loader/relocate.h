@@ -3,8 +3,9 @@
 // far-call stub), the arithmetic that patches it, and the few conventions in
 // which machines differ (what a GOT slot holds, where a branch counts from,
 // what a far-call stub looks like). The machine-independent linker
-// (elf_link.cpp) owns layout, symbols, GOT and stub slots and asks an
-// ArchTraits for everything else; each relocate_<machine>.cpp defines one.
+// (elf_link.h: elf_parse.cpp and elf_link.cpp) owns layout, symbols, GOT and
+// stub slots and asks an ArchTraits for everything else; each
+// relocate_<machine>.cpp defines one.
 // A new machine is one such file, one Machine enumerator and one line in the
 // table of relocate.cpp.
 #pragma once

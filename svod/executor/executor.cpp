@@ -7,75 +7,53 @@
 
 namespace svod {
 
-// ---- ExecutionGraph --------------------------------------------------------
-
 struct ExecutionGraph::State {
-  std::vector<ExecutionNode> nodes;
+  // What an ExecutionPlanBuilder takes, kept so that the plan can be built
+  // again after more nodes were added: every buffer a node names gets its own
+  // slot (the plan finds hazards by storage and byte range, not by slot).
+  std::vector<Buffer> buffers;
+  std::vector<PreparedOp> ops;
+  std::vector<OpOptions> options;
   std::optional<ExecutionPlan> plan;  // reset when a node is added
-  std::vector<Device*> devices;       // the distinct devices of the nodes, with the plan
+  std::vector<Device*> devices;       // the distinct devices of the ops, with the plan
   std::mutex mutex;                   // guards building the plan
 
-  size_t add(ExecutionNode node, NodeOptions options) {
-    const size_t id = nodes.size();
-    for (size_t p : options.after)
-      if (p >= id)
-        throw make_error(ErrorKind::Validation, "node {}: `after` names node {}, which is not an earlier node", id, p);
-    for (const auto& a : node.accesses)
-      if (!a.buffer.valid()) throw make_error(ErrorKind::Validation, "node {}: an access names an empty buffer", id);
-    node.id = id;
-    node.label = std::move(options.label);
-    node.after = std::move(options.after);
-    node.global = options.global;
-    node.local = options.local;
-    nodes.push_back(std::move(node));
+  // A slot for each of `named` (all checked first, so a refused node adds
+  // nothing).
+  std::vector<size_t> slots(std::vector<Buffer> named) {
+    for (const Buffer& b : named)
+      if (!b.valid()) throw make_error(ErrorKind::Validation, "node {}: an access names an empty buffer", ops.size());
+    std::vector<size_t> out;
+    for (Buffer& b : named) {
+      out.push_back(buffers.size());
+      buffers.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  // Checks what the next node's options name (before anything is added).
+  void check_after(const NodeOptions& node) const {
+    for (size_t p : node.after)
+      if (p >= ops.size())
+        throw make_error(ErrorKind::Validation, "node {}: `after` names node {}, which is not an earlier node",
+                         ops.size(), p);
+  }
+
+  size_t add(PreparedOp op, NodeOptions node) {
+    const size_t id = ops.size();
+    OpOptions opts;
+    opts.after = std::move(node.after);
+    opts.label = std::move(node.label);
+    ops.push_back(std::move(op));
+    options.push_back(std::move(opts));
     plan.reset();
     return id;
   }
 
-  // Node i becomes op i; every buffer a node names gets its own slot (the
-  // plan finds hazards by storage and byte range, not by slot).
   ExecutionPlan build() const {
     ExecutionPlanBuilder builder;
-    auto constants = [](const std::array<int64_t, 3>& v) {
-      return std::array<Expr, 3>{Expr::constant(v[0]), Expr::constant(v[1]), Expr::constant(v[2])};
-    };
-    for (const ExecutionNode& node : nodes) {
-      OpOptions options;
-      options.after = node.after;
-      options.label = node.label;
-      switch (node.kind) {
-        case ExecutionNode::Kind::Kernel: {
-          PreparedKernel k;
-          k.program = node.program;
-          for (const Buffer& b : node.buffers) k.buffers.push_back(builder.add_buffer(b));
-          for (int64_t v : node.scalars) k.scalars.push_back(Expr::constant(v));
-          if (node.global) k.global = constants(*node.global);
-          if (node.local) k.local = constants(*node.local);
-          builder.add_op(std::move(k), std::move(options));
-          break;
-        }
-        case ExecutionNode::Kind::Copy: {
-          const size_t dst = builder.add_buffer(node.accesses[0].buffer);
-          const size_t src = builder.add_buffer(node.accesses[1].buffer);
-          builder.add_op(PreparedCopy{dst, src}, std::move(options));
-          break;
-        }
-        case ExecutionNode::Kind::Host: {
-          PreparedCustomFunction f;
-          f.name = "host function";
-          std::vector<Access> access;
-          for (const auto& a : node.accesses) {
-            f.buffers.push_back(builder.add_buffer(a.buffer));
-            access.push_back(a.access);
-          }
-          f.def = std::make_shared<const CustomFunctionDef>(CustomFunctionDef{
-              [function = node.function](std::span<const Buffer>, const Attrs&, const VariableValues&) { function(); },
-              [access](std::span<const Buffer>, const Attrs&) { return access; }});
-          builder.add_op(std::move(f), std::move(options));
-          break;
-        }
-      }
-    }
+    for (const Buffer& b : buffers) builder.add_buffer(b);
+    for (size_t i = 0; i < ops.size(); ++i) builder.add_op(ops[i], options[i]);
     return builder.build();
   }
 };
@@ -88,6 +66,7 @@ ExecutionGraph& ExecutionGraph::operator=(ExecutionGraph&&) noexcept = default;
 size_t ExecutionGraph::add_kernel(std::shared_ptr<const Program> program, std::vector<Buffer> buffers,
                                   std::vector<int64_t> scalars, NodeOptions options) {
   if (!program) throw make_error(ErrorKind::Validation, "node {}: no program", size());
+  state_->check_after(options);
   const ProgramSpec& spec = program->spec();
   if (buffers.size() != spec.buffers.size())
     throw make_error(ErrorKind::Validation, "node {}: program \"{}\" takes {} buffers, got {}", size(),
@@ -96,15 +75,17 @@ size_t ExecutionGraph::add_kernel(std::shared_ptr<const Program> program, std::v
   if (scalars.size() != caller_scalars)
     throw make_error(ErrorKind::Validation, "node {}: program \"{}\" takes {} scalars, got {}", size(),
                      spec.display_name(), caller_scalars, scalars.size());
-  ExecutionNode node;
-  node.kind = ExecutionNode::Kind::Kernel;
-  node.device = &program->device();
-  for (size_t i = 0; i < buffers.size(); ++i) node.accesses.push_back({buffers[i], spec.buffers[i].access});
-  node.program = std::move(program);
-  node.buffers = std::move(buffers);
-  node.scalars = std::move(scalars);
+  auto constants = [](const std::array<int64_t, 3>& v) {
+    return std::array<Expr, 3>{Expr::constant(v[0]), Expr::constant(v[1]), Expr::constant(v[2])};
+  };
+  PreparedKernel k;
+  k.buffers = state_->slots(std::move(buffers));
+  for (int64_t v : scalars) k.scalars.push_back(Expr::constant(v));
+  if (options.global) k.global = constants(*options.global);
+  if (options.local) k.local = constants(*options.local);
   if (options.label.empty()) options.label = spec.display_name();
-  return state_->add(std::move(node), std::move(options));
+  k.program = std::move(program);
+  return state_->add(std::move(k), std::move(options));
 }
 
 size_t ExecutionGraph::add_copy(Buffer dst, Buffer src, NodeOptions options) {
@@ -112,42 +93,42 @@ size_t ExecutionGraph::add_copy(Buffer dst, Buffer src, NodeOptions options) {
   if (dst.bytes() != src.bytes())
     throw make_error(ErrorKind::Validation, "node {}: copy of {} bytes into a buffer of {} bytes: sizes must be equal",
                      size(), src.bytes(), dst.bytes());
-  ExecutionNode node;
-  node.kind = ExecutionNode::Kind::Copy;
-  // The plan makes the same choice when it picks the copy's queue.
-  if (dst.device().direct_copy(dst, src)) node.device = &dst.device();
-  else if (src.device().direct_copy(dst, src)) node.device = &src.device();
-  node.accesses = {{dst, Access::Write}, {src, Access::Read}};
+  state_->check_after(options);
   if (options.label.empty()) options.label = fmt::format("copy {} -> {}", src.device().name(), dst.device().name());
-  return state_->add(std::move(node), std::move(options));
+  const auto slots = state_->slots({std::move(dst), std::move(src)});
+  return state_->add(PreparedCopy{slots[0], slots[1]}, std::move(options));
 }
 
 size_t ExecutionGraph::add_host(std::function<void()> function, std::vector<KernelBufferAccess> accesses,
                                 NodeOptions options) {
   if (!function) throw make_error(ErrorKind::Validation, "node {}: no host function", size());
-  ExecutionNode node;
-  node.kind = ExecutionNode::Kind::Host;
-  node.accesses = std::move(accesses);
-  node.function = std::move(function);
-  return state_->add(std::move(node), std::move(options));
+  state_->check_after(options);
+  PreparedCustomFunction f;
+  f.name = "host function";
+  std::vector<Buffer> buffers;
+  std::vector<Access> access;
+  for (auto& a : accesses) {
+    buffers.push_back(std::move(a.buffer));
+    access.push_back(a.access);
+  }
+  f.buffers = state_->slots(std::move(buffers));
+  f.def = std::make_shared<const CustomFunctionDef>(CustomFunctionDef{
+      [function = std::move(function)](std::span<const Buffer>, const Attrs&, const VariableValues&) { function(); },
+      [access](std::span<const Buffer>, const Attrs&) { return access; }});
+  return state_->add(std::move(f), std::move(options));
 }
 
-size_t ExecutionGraph::size() const noexcept { return state_->nodes.size(); }
-
-const ExecutionNode& ExecutionGraph::node(size_t id) const {
-  if (id >= state_->nodes.size())
-    throw make_error(ErrorKind::Validation, "node {} does not exist (the graph has {})", id, state_->nodes.size());
-  return state_->nodes[id];
-}
+size_t ExecutionGraph::size() const noexcept { return state_->ops.size(); }
 
 ExecutionPlan& ExecutionGraph::plan() {
   std::lock_guard lock(state_->mutex);
   if (!state_->plan) {
-    state_->plan.emplace(state_->build());
+    ExecutionPlan& plan = state_->plan.emplace(state_->build());
     state_->devices.clear();
-    for (const ExecutionNode& n : state_->nodes)
-      if (n.device && std::find(state_->devices.begin(), state_->devices.end(), n.device) == state_->devices.end())
-        state_->devices.push_back(n.device);
+    for (size_t i = 0; i < plan.op_count(); ++i)
+      if (Device* d = plan.op_device(i);
+          d && std::find(state_->devices.begin(), state_->devices.end(), d) == state_->devices.end())
+        state_->devices.push_back(d);
   }
   return *state_->plan;
 }

@@ -2,15 +2,19 @@
 // span several devices, each node on its own device's queue, in dependency
 // order, with independent work on different devices overlapping.
 //
-// An ExecutionGraph is built by adding nodes in program order. Each node
-// states the byte ranges it reads and writes (KernelBufferAccess); the
-// dependencies are the read/write hazards between those ranges (RAW, WAR,
-// WAW, from the same analysis plans use) plus explicit `after` edges.
+// An ExecutionGraph is a front end of ExecutionPlanBuilder for callers that
+// hold buffers rather than plan slots: each node added in program order
+// becomes the plan op of the same index (a PreparedKernel, PreparedCopy or
+// PreparedCustomFunction) over slots of the buffers it names. Each node
+// states the byte ranges it reads and writes (kernels by their parameters'
+// access, host functions by KernelBufferAccess); the dependencies are the
+// read/write hazards between those ranges (RAW, WAR, WAW) plus explicit
+// `after` edges.
 //
-// A graph is an ExecutionPlan underneath: the first execute() after nodes
-// were added builds one (hazards, queues and waits worked out once), and
-// every run goes through the plan's runner, so graphs and plans share one
-// runner and one set of semantics on every device: kernels of devices with
+// The first execute() after nodes were added builds the plan (hazards,
+// queues and waits worked out once), and every run goes through the plan's
+// runner, so graphs and plans share one runner and one set of semantics on
+// every device: kernels of devices with
 // queues are submitted to them (queue.h) and wait for other queues on the
 // device where the queues allow it (SyncStrategy::DeviceEvents), host work
 // waits on the host; a graph made only of kernels of one device may go to
@@ -52,26 +56,6 @@ struct NodeOptions {
   std::optional<std::array<int64_t, 3>> local;
 };
 
-struct ExecutionNode {
-  enum class Kind { Kernel, Copy, Host };
-  size_t id = 0;
-  Kind kind = Kind::Kernel;
-  std::string label;
-  // Where it runs: a kernel's device, the device whose queue does a copy in
-  // one command, or null for work on the host (host functions, staged copies).
-  Device* device = nullptr;
-  std::vector<KernelBufferAccess> accesses;  // Copy: {dst (write), src (read)}
-  std::vector<size_t> after;
-  // Kernel
-  std::shared_ptr<const Program> program;
-  std::vector<Buffer> buffers;   // in declared order
-  std::vector<int64_t> scalars;  // caller scalars (all but core_id)
-  std::optional<std::array<int64_t, 3>> global;
-  std::optional<std::array<int64_t, 3>> local;
-  // Host
-  std::function<void()> function;
-};
-
 class UnifiedExecutor;
 
 class ExecutionGraph {
@@ -92,9 +76,9 @@ class ExecutionGraph {
   size_t add_host(std::function<void()> function, std::vector<KernelBufferAccess> accesses, NodeOptions options = {});
 
   size_t size() const noexcept;
-  const ExecutionNode& node(size_t id) const;
   // The graph's plan, built on first use after nodes were added; building
-  // checks every node as plans do (Error(Validation) naming the op).
+  // checks every node as plans do (Error(Validation) naming the op). Node i
+  // is its op i (ExecutionPlan::op, op_device).
   ExecutionPlan& plan();
   // Predecessors of each node (hazards and `after`, sorted, unique).
   const std::vector<std::vector<size_t>>& predecessors();

@@ -42,6 +42,11 @@ const std::string& ExecutionPlan::op_id(size_t index) const {
   return state_->options[index].id;
 }
 
+Device* ExecutionPlan::op_device(size_t index) const {
+  op(index);
+  return state_->devices[index];
+}
+
 std::optional<int64_t> ExecutionPlan::variable(std::string_view name) const {
   std::lock_guard lock(state_->mutex);
   return state_->variables().find(name);

@@ -239,6 +239,10 @@ class ExecutionPlan {
   size_t op_count() const;
   const PreparedOp& op(size_t index) const;
   const std::string& op_id(size_t index) const;
+  // The device that runs op `index`: a kernel's device, the device whose
+  // queue moves a copy in one command; null for work on the host (host
+  // functions, collectives, copies staged through host memory).
+  Device* op_device(size_t index) const;
   // The current value of a plan variable (waits for a running execute; do
   // not call it from inside an op of this plan).
   std::optional<int64_t> variable(std::string_view name) const;

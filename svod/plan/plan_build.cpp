@@ -355,6 +355,7 @@ void PlanState::schedule() {
 void PlanState::assign_queues() {
   const size_t n = ops.size();
   queues.assign(n, nullptr);
+  devices.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
     Queue* queue = nullptr;
     if (const auto* k = std::get_if<KernelRun>(&runs[i])) {
@@ -367,6 +368,7 @@ void PlanState::assign_queues() {
       if (dst.device().direct_copy(dst, src)) queue = &dst.device().queue();
       else if (src.device().direct_copy(dst, src)) queue = &src.device().queue();
     }
+    if (queue) devices[i] = &queue->device();
     if (queue && !queue->runs_inline()) queues[i] = queue;
   }
   const auto& preds = runner.dag().predecessors();

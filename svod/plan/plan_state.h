@@ -130,6 +130,9 @@ struct PlanState {
   // thread (kernels of devices whose queue runs inline, host copies, custom
   // functions).
   std::vector<Queue*> queues;
+  // Per op, the device that runs it (queues[i]'s device, or the device of a
+  // kernel or direct copy whose queue runs inline); null for host work.
+  std::vector<Device*> devices;
   // Per op, the predecessors on another queue whose events it must wait for,
   // and whether its own queue can wait for them on the device.
   std::vector<std::vector<std::pair<size_t, bool>>> cross_waits;

@@ -18,6 +18,7 @@
 
 #include "svod/base/error.h"
 #include "svod/custom/custom_function.h"
+#include "svod/device/host_device.h"
 #include "svod/device/queue.h"
 #include "svod/registry/registry.h"
 #include "svod/plan/execution_plan.h"
@@ -39,7 +40,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
       ASSERT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();
       GTEST_SKIP() << GetParam() << " is not available here: " << e.what();
     }
-    host_ = open_device("CPU");
+    host_ = &host_device();
     const auto languages = device_->languages();
     ASSERT_FALSE(languages.empty()) << device_->name() << " runs no language";
     switch (languages.front()) {
@@ -160,7 +161,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
   }
 
   std::shared_ptr<Device> device_;
-  std::shared_ptr<Device> host_;
+  Device* host_ = nullptr;
   Dialect dialect_ = Dialect::C;
 };
 

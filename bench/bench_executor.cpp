@@ -74,13 +74,13 @@ std::shared_ptr<OpenClDevice> opencl_or_skip(benchmark::State& state) {
   }
 }
 
-std::shared_ptr<const OpenClProgram> empty_cl_kernel(OpenClDevice& device) {
+std::shared_ptr<const Program> empty_cl_kernel(OpenClDevice& device) {
   ProgramSpec spec;
   spec.language = Language::OpenCl;
   spec.entry = "empty";
   spec.source = "__kernel void empty(__global int* c) { if (get_global_id(0) == 1u << 30) c[0] = 0; }";
   spec.buffers = {BufferParam{"c", Access::ReadWrite, DType::I32}};
-  return std::static_pointer_cast<const OpenClProgram>(device.compile(spec));
+  return device.compile(spec);
 }
 
 void ExecutorTwoDevicesIndependentChains(benchmark::State& state) {

@@ -17,6 +17,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/backends/opencl/opencl_device.h"
+#include "svod/backends/opencl/opencl_internal.h"  // OpenClEvent::on_complete
 #include "svod/registry/registry.h"
 #include "tests/cache/cache_test_support.h"
 #include "tests/support/test_support.h"
@@ -271,7 +272,7 @@ TEST_F(OpenCl, EventsTimeLaunchesAndOrderWork) {
   ProgramSpec spec = opencl_spec("__kernel void inc(__global int* o) { o[get_global_id(0)] += 1; }", "inc");
   spec.buffers = {{"o", Access::ReadWrite}};
   spec.global_size[0] = Expr::constant(256);
-  auto program = std::static_pointer_cast<const OpenClProgram>(cl().compile(spec));
+  auto program = cl().compile(spec);
   Buffer counter = cl().allocate(DType::I32, 256);
   const Buffer args[] = {counter};
   const auto took = program->time_launch(args, {});

@@ -59,7 +59,7 @@ class CudaProgram final : public Program {
 
   // The spec's launch sizes for these caller scalars: blocks in `global`,
   // threads per block in `local`.
-  LaunchDims dims(std::span<const int64_t> scalars) const { return layout_.dims(scalars); }
+  LaunchDims dims(std::span<const int64_t> scalars) const { return layout().dims(scalars); }
   // Checks the arguments (counts, bounds, buffer sizes and devices) and
   // packs the kernel parameters; Error(Validation) naming what is wrong.
   void prepare(std::span<const Buffer> buffers, std::span<const int64_t> scalars, CudaKernelParams& out) const;
@@ -74,7 +74,6 @@ class CudaProgram final : public Program {
   CudaDevice* device_;
   cu::CUmodule module_;
   cu::CUfunction function_;
-  LaunchLayout layout_;
 };
 
 // Two CUevents recorded around one command on a stream: waiting, device-side

@@ -36,7 +36,7 @@ std::string dims_text(const LaunchDims& d) {
 // ---- CudaProgram -----------------------------------------------------------------
 
 CudaProgram::CudaProgram(CudaDevice& device, ProgramSpec spec, cu::CUmodule module, cu::CUfunction function)
-    : Program(std::move(spec)), device_(&device), module_(module), function_(function), layout_(this->spec()) {}
+    : Program(std::move(spec)), device_(&device), module_(module), function_(function) {}
 
 CudaProgram::~CudaProgram() {
   device_->state().make_current();
@@ -48,24 +48,24 @@ Device& CudaProgram::device() const noexcept { return *device_; }
 void CudaProgram::prepare(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                           CudaKernelParams& out) const {
   const std::string& program = spec().display_name();
-  const size_t nbuf = layout_.buffer_count();
+  const size_t nbuf = layout().buffer_count();
   if (buffers.size() != nbuf)
     throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", program, nbuf, buffers.size());
   std::array<int64_t, CudaKernelParams::kMaxParams> abi{};
-  if (layout_.scalar_count() > abi.size())
+  if (layout().scalar_count() > abi.size())
     throw make_error(ErrorKind::Validation, "program \"{}\" declares {} scalars; a CUDA kernel takes at most {}",
-                     program, layout_.scalar_count(), abi.size());
-  layout_.fill_scalars(scalars, abi.data());
+                     program, layout().scalar_count(), abi.size());
+  layout().fill_scalars(scalars, abi.data());
   std::array<uint64_t, CudaKernelParams::kMaxParams> pointers{};
   if (nbuf > pointers.size())
     throw make_error(ErrorKind::Validation, "program \"{}\" declares {} buffers; a CUDA kernel takes at most {}",
                      program, nbuf, pointers.size());
   for (size_t i = 0; i < nbuf; ++i) {
-    check_launch_buffer(spec(), layout_, i, buffers[i], abi.data());
+    check_launch_buffer(spec(), layout(), i, buffers[i], abi.data());
     pointers[i] = device_->state().pointer_of(
         buffers[i], fmt::format("program \"{}\": buffer {} (\"{}\")", program, i, spec().buffers[i].name));
   }
-  out.pack({pointers.data(), nbuf}, spec().scalars, {abi.data(), layout_.scalar_count()});
+  out.pack({pointers.data(), nbuf}, spec().scalars, {abi.data(), layout().scalar_count()});
 }
 
 void CudaProgram::enqueue(CudaKernelParams& params, const LaunchDims& dims) const {

@@ -11,13 +11,13 @@
 #include <cstdio>
 
 #include "svod/base/error.h"
-#include "svod/backends/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 #include "svod/plan/execution_plan.h"
 
 int main() {
   using namespace svod;
   try {
-    auto cpu = cpu_device();
+    auto cpu = open_device("CPU");
     constexpr size_t kMax = 1024;
 
     // One arena, three views of it: x, y and z are disjoint, so the plan only

@@ -2,10 +2,10 @@
 // it, run it on host buffers and check the result.
 #include <cstdio>
 
-#include "svod/backends/cpu/cpu_device.h"
+#include "svod/registry/registry.h"
 
 int main() {
-  auto cpu = svod::cpu_device();
+  auto cpu = svod::open_device("CPU");
 
   svod::ProgramSpec spec;
   spec.entry = "scale";

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "svod/base/error.h"
@@ -21,7 +22,10 @@
 #include "svod/backends/cuda/nvrtc_compiler.h"
 #include "svod/registry/registry.h"
 #include "svod/plan/execution_plan.h"
+#include "svod/compile/compile_policy.h"
+#include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
+#include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -479,8 +483,8 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
   check(z3, 5, 300);
 }
 
-TEST_F(Cuda, PlanFilesRunOnTheGpuWithCopies) {
-  const char* text = R"({
+// A plan with a CUDA kernel between copies to and from the host.
+constexpr const char* kGpuPlan = R"({
     "svod_plan": 1,
     "device": "CUDA:0",
     "variables": { "N": { "min": 1, "max": 4096, "value": 1000 } },
@@ -509,13 +513,42 @@ TEST_F(Cuda, PlanFilesRunOnTheGpuWithCopies) {
     ],
     "outputs": { "result": { "expect": { "values": [2, 3, 4, 5], "prefix": true } } }
   })";
-  LoadedPlan loaded = load_plan(parse_plan_text(text, std::filesystem::temp_directory_path(), "gpu_plan.json"));
-  EXPECT_TRUE(loaded.uses_devices);
+
+void expect_gpu_plan_result(LoadedPlan& loaded) {
   loaded.execute();
   const Buffer& result = loaded.plan.buffer(loaded.outputs[0].slot);
   const auto* data = static_cast<const std::byte*>(result.data());
   EXPECT_TRUE(check_output(loaded.outputs[0], DType::F32, {data, result.bytes()}).passed());
   EXPECT_EQ(result.span<float>()[999], 999.0f + 2.0f);
+}
+
+TEST_F(Cuda, PlanFilesRunOnTheGpuWithCopies) {
+  LoadedPlan loaded = load_plan(parse_plan_text(kGpuPlan, std::filesystem::temp_directory_path(), "gpu_plan.json"));
+  EXPECT_TRUE(loaded.uses_devices);
+  expect_gpu_plan_result(loaded);
+}
+
+// Packages carry CUDA programs as the cubin NVRTC built for this device, and
+// load them with the driver alone: no compile, so compiling may be off.
+TEST_F(Cuda, PackagesCarryCubinsThatLoadWithoutCompiling) {
+  test::TempDir dir;
+  const std::filesystem::path plan = dir.path() / "gpu_plan.json";
+  std::ofstream(plan) << kGpuPlan;
+  const std::vector<std::byte> bytes = pack_plan(plan);
+  const PackageReader reader(bytes, "packed");
+  const PackageManifest manifest = read_manifest(reader.text(kManifestSection), "packed");
+  ASSERT_EQ(manifest.programs.size(), 1u);
+  EXPECT_EQ(manifest.programs[0].artifact, PackageProgram::Artifact::Cubin);
+  ASSERT_TRUE(manifest.devices.contains("CUDA:0"));
+  EXPECT_EQ(manifest.devices.at("CUDA:0").target_cpu,
+            cuda_sm_target(gpu().details().compute_major, gpu().details().compute_minor));
+  set_compile_allowed(false);
+  struct Restore {
+    ~Restore() { set_compile_allowed(true); }
+  } restore;
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(package.compiled, 0u);
+  expect_gpu_plan_result(package.loaded);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ seed_packages() {  # packages of the examples, when a built svod can pack them
 # dtype.cpp, how it is seeded, and libFuzzer's input size and memory limits.
 plan_sources=(svod/planfile/plan_parse.cpp svod/planfile/plan_parse_program.cpp svod/planfile/plan_parse_ops.cpp
               svod/planfile/json_text.cpp svod/program/program_spec.cpp
-              svod/program/expr.cpp svod/comm/reduce.cpp)
+              svod/program/expr.cpp svod/comm/reduce.cpp svod/base/json_depth.cpp)
 max_len=65536
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024)
 case "$target" in
@@ -83,7 +83,7 @@ case "$target" in
                          svod/compile/compile_policy.cpp svod/base/hash.cpp svod/base/env.cpp svod/base/log.cpp)
                 seed=: ;;
   elf_loader) sources=($(cd "$root" && echo svod/loader/*.cpp)); seed=seed_objects; limits=(-rss_limit_mb=4096) ;;
-  package) sources=(svod/package/package_format.cpp svod/base/hash.cpp); seed=seed_packages
+  package) sources=(svod/package/package_format.cpp svod/base/hash.cpp svod/base/json_depth.cpp); seed=seed_packages
            max_len=262144; limits=(-rss_limit_mb=4096) ;;
   *)
     echo "usage: scripts/fuzz.sh $targets [seconds]" >&2

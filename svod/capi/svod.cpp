@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/device/host_device.h"
 #include "svod/registry/registry.h"
 #include "svod/package/package.h"
@@ -251,6 +252,7 @@ size_t plan_slot(const svod_plan& plan, const char* name) {
 std::map<std::string, int64_t> parse_vars(const char* vars_json) {
   std::map<std::string, int64_t> vars;
   if (vars_json == nullptr) return vars;
+  check_json_depth(vars_json, ErrorKind::Validation, "vars_json");  // deeper values overflow the stack
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(vars_json);

@@ -154,9 +154,10 @@ typedef struct svod_program svod_program;
  * global_size, local_size, defines, flops, bytes; sizes may name the
  * program's scalars. A "device" field, if present, must name `device`.
  * Compiled objects are cached as for every svod program. Errors: VALIDATION
- * for malformed JSON or a bad field (the message names the field), IO for an
- * unreadable source_file, COMPILE with the compiler's log, LOAD and
- * UNDEFINED_SYMBOL for objects that cannot be loaded. Thread-safe. */
+ * for malformed JSON, JSON nested more than 256 deep or a bad field (the
+ * message names the field), IO for an unreadable source_file, COMPILE with
+ * the compiler's log, LOAD and UNDEFINED_SYMBOL for objects that cannot be
+ * loaded. Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_program_compile(svod_device* device, const char* spec_json, svod_program** out);
 /* Runs the kernel to completion. `buffers` in the spec's order; `scalars` for
  * every declared scalar except core_id (which svod sets for each parallel
@@ -177,6 +178,8 @@ typedef struct svod_plan svod_plan;
 /* Loads a plan file (svod's JSON plan format): allocates and initialises its
  * buffers, compiles its programs and builds the plan. `vars_json` sets plan
  * variables, e.g. "{\"N\": 64}", or is NULL to keep the file's values.
+ * vars_json, like the plan file, may nest arrays and objects at most 256
+ * deep: deeper is VALIDATION, refused before it is parsed.
  * Errors: IO for unreadable files, VALIDATION naming the file and field,
  * DEVICE_UNAVAILABLE, COMPILE and the other compile kinds. Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan** out);

@@ -17,6 +17,7 @@
 
 #include "svod/base/file_write.h"
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/base/log.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/device/host_device.h"
@@ -49,7 +50,9 @@ std::string self_contained_plan(const fs::path& path, const PlanFile& file) {
   std::ostringstream text;
   text << in.rdbuf();
   // parse_plan_file accepted this text a moment ago; failing now means the file changed meanwhile.
-  auto json = nlohmann::ordered_json::parse(text.str(), nullptr, false);
+  const std::string contents = text.str();
+  auto json = json_too_deep_at(contents) ? nlohmann::ordered_json(nullptr)  // would overflow the stack
+                                         : nlohmann::ordered_json::parse(contents, nullptr, false);
   if (json.is_discarded() || !json.is_object())
     throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
   if (auto programs = json.find("programs"); programs != json.end()) {
@@ -126,7 +129,10 @@ Artifact artifact_of(const PackageReader& reader, const std::string& program, Pa
 LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> mapping, const fs::path& folder,
                         const PackageLoadOptions& options) {
   PackageManifest manifest = read_manifest(reader.text(kManifestSection), reader.source());
-  PlanFile file = parse_plan_text(reader.text(kPlanSection), folder, reader.source());
+  const std::string_view plan_text = reader.text(kPlanSection);
+  // parse_plan_text checks too, but its message names only the package.
+  check_json_depth(plan_text, ErrorKind::Validation, fmt::format("{}: section \"plan\"", reader.source()));
+  PlanFile file = parse_plan_text(plan_text, folder, reader.source());
   const bool may_compile = compile_allowed();  // also checks SVOD_COMPILE's value up front
   std::atomic<size_t> compiled{0};
 

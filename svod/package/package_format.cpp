@@ -7,6 +7,7 @@
 #include <set>
 
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/base/hash.h"
 
 namespace svod {
@@ -260,6 +261,8 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
   auto fail = [&](std::string_view field, std::string_view what) {
     return make_error(ErrorKind::Load, "{}: section \"manifest\": {}: {}", source, field, what);
   };
+  // Deeper values would overflow the stack.
+  check_json_depth(json, ErrorKind::Load, fmt::format("{}: section \"manifest\"", source));
   Json j;
   try {
     j = Json::parse(json);

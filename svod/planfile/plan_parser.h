@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_file.h"
 
@@ -53,6 +54,7 @@ class Parser {
 
  private:
   Json parse_json(std::string_view text) const {
+    check_json_depth(text, ErrorKind::Validation, file_.source_name);  // deeper values overflow the stack
     try {
       return Json::parse(text.begin(), text.end());
     } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/planfile/json_text.h"
 
 namespace svod {
@@ -50,6 +51,7 @@ class Parser {
 
   void parse(std::string_view text) {
     Json root;
+    check_json_depth(text, ErrorKind::Validation, file_.source_name);  // deeper values overflow the stack
     try {
       root = Json::parse(text.begin(), text.end());
     } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999

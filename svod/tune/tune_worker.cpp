@@ -11,6 +11,7 @@
 
 #include "svod/base/file_write.h"
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/device/compile_many.h"
 #include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
@@ -240,6 +241,7 @@ class Worker {
 int run_tune_worker(std::string_view job_json, std::FILE* events) {
   std::signal(SIGALRM, SIG_DFL);
   try {
+    check_json_depth(job_json, ErrorKind::Validation, "worker job");  // deeper values overflow the stack
     const Json job = Json::parse(job_json.begin(), job_json.end());
     Worker(job, events).run();
     return 0;

@@ -10,6 +10,7 @@
 
 #include "svod/base/file_write.h"
 #include "svod/base/error.h"
+#include "svod/base/json_depth.h"
 #include "svod/base/subprocess.h"
 
 namespace svod {
@@ -81,6 +82,8 @@ class WorkerEvaluator final : public TuneEvaluator {
       std::optional<Error> setup_error;
       std::string partial;
       auto on_line = [&](std::string_view line) {
+        // Deeper nesting than any event has would overflow the stack: not ours either.
+        if (json_too_deep_at(line)) return;
         const Json event = Json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (!event.is_object() || !event.contains("event")) return;  // not ours (a kernel printing?)
         const std::string kind = event.value("event", "");

@@ -531,6 +531,78 @@ TEST(PackageFormat, DeviceBinariesOfEveryKindRoundTrip) {
   }
 }
 
+// Rebuilds `bytes` with section `name` holding `text` (every other section kept).
+std::vector<std::byte> with_section(std::span<const std::byte> bytes, std::string_view name, std::string_view text) {
+  const PackageReader reader(bytes, "original");
+  PackageWriter writer;
+  for (const auto& s : reader.sections()) {
+    if (s.name == name) writer.add(s.name, text);
+    else writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
+  }
+  return writer.finish();
+}
+
+std::string deep_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+std::string deep_objects(size_t depth) {
+  std::string text;
+  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
+  return text + "{}" + std::string(depth - 1, '}');
+}
+
+// JSON nested 100,000 deep (which once overflowed the stack) is refused
+// before parsing, naming the package and the section: the manifest as
+// Error(Load), like any malformed manifest; the plan as Error(Validation),
+// like any malformed plan. Packing a plan file nested too deep is refused
+// with the plan file's error.
+TEST(PackageFormat, JsonNestedTooDeepIsRefusedNamingTheSection) {
+  TempDir dir;
+  const auto plan = dir.write("plan.json", R"({"svod_plan": 1,
+    "buffers": {"x": {"dtype": "f32", "count": 4}},
+    "ops": [{"custom": "fill", "buffers": ["x"], "attrs": {"value": 0.5}}],
+    "outputs": {"x": {"expect": {"values": [0.5, 0.5, 0.5, 0.5]}}}})");
+  const auto bytes = pack_plan(plan);
+  const std::string limit = "JSON nesting exceeds the limit of 256 levels";
+
+  Error e = expect_error([&] { read_manifest("{\"format\": " + deep_arrays(100000) + "}", "m.svodpkg"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_EQ(std::string(e.what()), "m.svodpkg: section \"manifest\": " + limit + " (line 1, column 267)");
+
+  const auto deep_manifest =
+      with_section(bytes, kManifestSection, "{\"format\": 1,\n \"cpu\": " + deep_objects(100000) + "}");
+  e = expect_error([&] { load_package(std::span<const std::byte>(deep_manifest)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_EQ(std::string(e.what()), "package in memory: section \"manifest\": " + limit + " (line 2, column 1284)");
+
+  const auto deep_plan = with_section(bytes, kPlanSection, "{\"svod_plan\": " + deep_arrays(100000) + "}");
+  e = expect_error([&] { load_package(std::span<const std::byte>(deep_plan)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_EQ(std::string(e.what()), "package in memory: section \"plan\": " + limit + " (line 1, column 270)");
+  const auto path = dir / "deep.svodpkg";
+  write_package(path, deep_plan);
+  e = expect_error([&] { load_package(path); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_EQ(std::string(e.what()), path.string() + ": section \"plan\": " + limit + " (line 1, column 270)");
+
+  const auto deep_file = dir.write("deep.json", "{\"svod_plan\": " + deep_objects(100000) + "}");
+  e = expect_error([&] { pack_plan(deep_file); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_EQ(std::string(e.what()), deep_file.string() + ": " + limit + " (line 1, column 1290)");
+
+  // Up to the limit the manifest goes on to its field checks; the package
+  // itself still loads and runs.
+  const auto at_limit = with_manifest(bytes, [](nlohmann::json& m) {
+    nlohmann::json v = nlohmann::json::array();
+    for (int i = 1; i < 255; ++i) v = nlohmann::json::array({std::move(v)});
+    m["buffers"] = std::move(v);  // 1 + 255 levels
+  });
+  e = expect_error([&] { load_package(std::span<const std::byte>(at_limit)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_EQ(std::string(e.what()).find(limit), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("buffers"), std::string::npos) << e.what();
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(plan));
+}
+
 TEST(PackageFormat, MissingFileIsAnIoError) {
   const Error e = expect_error([] { load_package(std::filesystem::path("/nonexistent/model.svodpkg")); });
   EXPECT_EQ(e.kind(), ErrorKind::Io);

@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
 
+#include "svod/base/json_depth.h"
 #include "svod/base/subprocess.h"
+#include "svod/tune/tune_worker.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
 
@@ -128,6 +132,68 @@ TEST_F(TunerTest, BadTuneFilesNameTheFileAndField) {
              "below min_runs");
   const Error json = expect_error([&] { parse_tune_file(tune_file("{ nope")); });
   EXPECT_NE(std::string(json.what()).find("not valid JSON"), std::string::npos);
+}
+
+std::string deep_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+std::string deep_objects(size_t depth) {
+  std::string text;
+  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
+  return text + "{}" + std::string(depth - 1, '}');
+}
+
+// JSON nested 100,000 deep (which once overflowed the stack) is refused
+// before parsing: in the tune file, and in the plan it names.
+TEST_F(TunerTest, TuneFilesNestedTooDeepAreRefused) {
+  const std::string file = (dir / "tune.json").string();
+  auto expect_too_deep = [&](const fs::path& path, const std::string& message) {
+    const Error e = expect_error([&] { parse_tune_file(path); });
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_EQ(std::string(e.what()), message);
+  };
+  expect_too_deep(tune_file("{\"svod_tune\": " + deep_arrays(100000) + "}"),
+                  file + ": JSON nesting exceeds the limit of 256 levels (line 1, column 270)");
+  expect_too_deep(tune_with(R"("op": 1, "vars": )" + deep_objects(100000)),
+                  file + ": JSON nesting exceeds the limit of 256 levels (line 1, column 1331)");
+  dir.write("deep_plan.json", "{\"svod_plan\": " + deep_arrays(100000) + "}");
+  expect_too_deep(tune_file(R"({"svod_tune": 1, "plan": "deep_plan.json", "op": 1, "parameters": {"MODE": [0]}})"),
+                  file + ": plan: " + (dir / "deep_plan.json").string() +
+                      ": JSON nesting exceeds the limit of 256 levels (line 1, column 270)");
+  // At the limit the depth passes and the field is checked as usual.
+  const Error e = bad(R"("op": 1, "parameters": {"MODE": [0]}, "vars": )" + deep_arrays(kMaxJsonDepth - 1));
+  EXPECT_NE(std::string(e.what()).find("vars: expected an object"), std::string::npos) << e.what();
+}
+
+// The worker refuses a job nested too deep with an error event (its parent
+// writes jobs a few levels deep).
+TEST_F(TunerTest, WorkerRefusesAJobNestedTooDeep) {
+  std::FILE* events = std::tmpfile();
+  ASSERT_NE(events, nullptr);
+  const std::string job = R"({"tune_file": "tune.json", "candidates": )" + deep_arrays(100000) + "}";
+  EXPECT_EQ(run_tune_worker(job, events), 2);
+  std::rewind(events);
+  std::string out;
+  for (int c; (c = std::fgetc(events)) != EOF;) out += static_cast<char>(c);
+  std::fclose(events);
+  const auto event = nlohmann::json::parse(out);
+  EXPECT_EQ(event["event"], "error");
+  EXPECT_EQ(event["kind"], "validation");
+  EXPECT_EQ(event["message"], "worker job: JSON nesting exceeds the limit of 256 levels (line 1, column 297)");
+}
+
+// Lines of the worker's output nested too deep are not events: the tuner
+// skips them (as it skips a kernel's own printing) and reads on.
+TEST_F(TunerTest, TunerSkipsWorkerLinesNestedTooDeep) {
+  const TuneFile f = parse_tune_file(tune_with(R"("op": "k", "parameters": {"MODE": [0, 5]})"));
+  // A real error event, then a deeper one that, were it read, would replace it.
+  const std::string script =
+      "cat >/dev/null; "
+      "printf '{\"event\": \"error\", \"kind\": \"validation\", \"message\": \"the worker error\"}\\n'; "
+      "printf '{\"event\": \"error\", \"kind\": \"io\", \"message\": \"too deep to read\", \"x\": '; "
+      "head -c 100000 /dev/zero | tr '\\0' '['; head -c 100000 /dev/zero | tr '\\0' ']'; printf '}\\n'";
+  const TuneOptions options{.worker_command = {"/bin/sh", "-c", script}, .on_progress = {}};
+  const Error e = expect_error([&] { tune(f, options); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_STREQ(e.what(), "the worker error");
 }
 
 TuneOptions worker_options() { return {.worker_command = {kSvod.string(), "tune", "--worker"}, .on_progress = {}}; }

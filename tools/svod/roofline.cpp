@@ -16,10 +16,12 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "svod/base/error.h"
 #include "svod/base/file_write.h"
+#include "svod/base/json_depth.h"
 #include "svod/base/thread_pool.h"
 #include "svod/cache/object_cache.h"
 #include "svod/registry/registry.h"
@@ -114,7 +116,10 @@ MachinePeaks machine_peaks() {
   const fs::path file = folder.empty() ? fs::path() : folder / "machine.json";
   if (!file.empty()) {
     std::ifstream in(file);
-    const auto cached = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // A file nested deeper than the limit is no file of ours (and would overflow the stack): measure again.
+    const auto cached = json_too_deep_at(text) ? nlohmann::json()
+                                               : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (cached.is_object() && cached.contains("gflops") && cached.contains("gbps") &&
         cached.at("gflops").is_number() && cached.at("gbps").is_number() &&
         cached.value("machine", std::string()) == key) {

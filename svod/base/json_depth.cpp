@@ -1,0 +1,47 @@
+#include "svod/base/json_depth.h"
+
+#include <algorithm>
+
+namespace svod {
+
+std::optional<size_t> json_too_deep_at(std::string_view text, size_t limit) noexcept {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character, a quote or a backslash included
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > limit) return i;
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;  // unbalanced: the parser reports it
+        break;
+      default:
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+void check_json_depth(std::string_view text, ErrorKind kind, std::string_view where, size_t limit) {
+  const std::optional<size_t> at = json_too_deep_at(text, limit);
+  if (!at) return;
+  const std::string_view before = text.substr(0, *at);
+  const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+  const size_t line_start = before.rfind('\n');
+  const size_t column = *at + 1 - (line_start == std::string_view::npos ? 0 : line_start + 1);
+  throw make_error(kind, "{}: JSON nesting exceeds the limit of {} levels (line {}, column {})", where, limit, line,
+                   column);
+}
+
+}  // namespace svod

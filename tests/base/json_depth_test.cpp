@@ -1,0 +1,79 @@
+// The JSON nesting limit every parser of outside JSON checks first
+// (svod/base/json_depth.h): exact at the limit, blind to brackets inside
+// strings, and a typed error naming where and how deep.
+#include "svod/base/json_depth.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "svod/base/error.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using test::expect_error;
+
+// `depth` arrays, one inside the other: [[[ ... ]]].
+std::string arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+// `depth` objects, one inside the other: {"a":{"a": ... {}}}.
+std::string objects(size_t depth) {
+  std::string text;
+  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
+  return text + "{}" + std::string(depth - 1, '}');
+}
+
+TEST(JsonDepth, ExactAtTheLimit) {
+  EXPECT_FALSE(json_too_deep_at(""));
+  EXPECT_FALSE(json_too_deep_at("1"));
+  EXPECT_FALSE(json_too_deep_at(arrays(kMaxJsonDepth)));
+  EXPECT_FALSE(json_too_deep_at(objects(kMaxJsonDepth)));
+  EXPECT_EQ(json_too_deep_at(arrays(kMaxJsonDepth + 1)), kMaxJsonDepth);  // the innermost '['
+  EXPECT_EQ(json_too_deep_at(objects(kMaxJsonDepth + 1)), 5 * kMaxJsonDepth);
+  // Other limits.
+  EXPECT_FALSE(json_too_deep_at("[[1], {\"a\": 2}]", 2));
+  EXPECT_EQ(json_too_deep_at("[[1], {\"a\": [2]}]", 2), 12u);
+  EXPECT_EQ(json_too_deep_at("[]", 0), 0u);
+}
+
+TEST(JsonDepth, WidthIsNotDepth) {
+  std::string wide = "[";
+  for (int i = 0; i < 10000; ++i) wide += "[[{}]],";
+  wide += "1]";
+  EXPECT_FALSE(json_too_deep_at(wide, 4));
+  EXPECT_EQ(json_too_deep_at(wide, 3), 3u);
+  // Stray closers neither go below zero nor hide later depth.
+  EXPECT_EQ(json_too_deep_at("]]]]}}[[[", 2), 8u);
+}
+
+TEST(JsonDepth, BracketsInStringsDoNotCount) {
+  const std::string in_string = "{\"k\": \"" + std::string(100000, '[') + "\"}";
+  EXPECT_FALSE(json_too_deep_at(in_string));
+  // An escaped quote does not end the string; an escaped backslash does not
+  // escape the quote after it.
+  EXPECT_FALSE(json_too_deep_at(R"(["\"[[[[", 1])", 1));
+  EXPECT_EQ(json_too_deep_at(R"(["\\", [1]])", 1), 7u);
+  EXPECT_EQ(json_too_deep_at(R"({"[[": "]]", "x": {}})", 1), 18u);
+  // Keys are strings too.
+  EXPECT_FALSE(json_too_deep_at("{\"" + std::string(1000, '{') + "\": 1}", 1));
+}
+
+TEST(JsonDepth, HundredThousandDeep) {
+  EXPECT_EQ(json_too_deep_at(arrays(100000)), kMaxJsonDepth);
+  EXPECT_EQ(json_too_deep_at(objects(100000)), 5 * kMaxJsonDepth);
+  EXPECT_EQ(json_too_deep_at(std::string(100000, '[')), kMaxJsonDepth);  // unclosed: still refused
+}
+
+TEST(JsonDepth, CheckThrowsTheCallersKindNamingWhereAndHowDeep) {
+  EXPECT_NO_THROW(check_json_depth(arrays(kMaxJsonDepth), ErrorKind::Load, "x"));
+  Error e = expect_error([] { check_json_depth(arrays(100000), ErrorKind::Validation, "plan.json"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_STREQ(e.what(), "plan.json: JSON nesting exceeds the limit of 256 levels (line 1, column 257)");
+  e = expect_error([] { check_json_depth("{\n  \"a\": [\n    [[1]]]}", ErrorKind::Load, "m: section \"x\"", 3); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_STREQ(e.what(), "m: section \"x\": JSON nesting exceeds the limit of 3 levels (line 3, column 6)");
+}
+
+}  // namespace
+}  // namespace svod

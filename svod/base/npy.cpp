@@ -2,14 +2,13 @@
 
 #include <fmt/ranges.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 #include "svod/base/file_write.h"
 
 namespace svod {
@@ -175,8 +174,6 @@ std::string make_header(DType dtype, std::span<const size_t> shape, int& major) 
   return dict;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
 }  // namespace
 
 size_t NpyArray::count() const noexcept { return element_count(shape).value_or(0); }
@@ -237,18 +234,8 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view name) {
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
-  const std::string name = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::Io, name, fmt::format("cannot open .npy file: {}", errno_text()));
-  std::vector<std::byte> bytes;
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  if (size < 0) fail(ErrorKind::Io, name, "cannot determine the file size");
-  bytes.resize(static_cast<size_t>(size));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!in) fail(ErrorKind::Io, name, fmt::format("cannot read .npy file: {}", errno_text()));
-  return parse_npy(bytes, name);
+  const std::string bytes = read_regular_file(path, ".npy file");
+  return parse_npy(std::as_bytes(std::span(bytes.data(), bytes.size())), path.string());
 }
 
 void write_npy(const std::filesystem::path& path, DType dtype, std::span<const size_t> shape,

@@ -7,7 +7,9 @@
 // does not have: write_npy refuses it with Error(Unsupported) — callers store
 // bf16 either as its "<u2" bit patterns or widened to f32, whichever the
 // reader expects). Every problem with a file raises an Error naming the file:
-// Io for files that cannot be opened, read or written and for truncated data,
+// Io for files that cannot be opened, read or written, for paths that name no
+// regular file (a FIFO, a device, a directory: see file_read.h) and for
+// truncated data,
 // Validation for anything malformed or unsupported inside a file.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "svod/base/env.h"
+#include "svod/base/file_read.h"
 
 namespace svod::detail {
 
@@ -24,6 +25,11 @@ std::vector<std::string> plugin_candidates(const char* env_var, const char* file
 }
 
 void* open_plugin_symbol(const std::string& path, int flags, const char* symbol, std::string& tried) {
+  // dlopen() would wait for a writer on a FIFO: only a regular file is tried.
+  if (const RegularFile file = try_open_regular_file(path); file.not_regular()) {
+    tried += fmt::format("\n  {}: is {}, not a regular file", path, file_type_name(file.status.st_mode));
+    return nullptr;
+  }
   void* handle = dlopen(path.c_str(), flags);
   if (handle == nullptr) {
     // dlerror() names the file itself.

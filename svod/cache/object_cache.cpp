@@ -15,6 +15,7 @@
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
 
@@ -54,27 +55,6 @@ bool known_kind(uint32_t kind) {
     if (kind == static_cast<uint32_t>(k)) return true;
   return false;
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports whether the close succeeded (it can report a
-  // delayed write error).
-  bool close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
-
- private:
-  int fd_;
-};
 
 bool is_entry(const fs::path& p) { return p.extension() == kEntrySuffix; }
 bool is_temp(const fs::path& p) {
@@ -192,11 +172,14 @@ fs::path ObjectCache::entry_path(const Hash128& key) const {
 std::optional<Artifact> ObjectCache::get(const Hash128& key) {
   if (!enabled()) return std::nullopt;
   const fs::path path = entry_path(key);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
+  // Never waits, whatever has the entry's name: a FIFO there is refused (as
+  // damaged, below) rather than opened.
+  RegularFile entry = try_open_regular_file(path);
+  if (entry.error != 0) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
+  const FileDescriptor& fd = entry.fd;
   auto damaged = [&]() -> std::optional<Artifact> {
     ::unlink(path.c_str());
     corrupt_.fetch_add(1, std::memory_order_relaxed);
@@ -205,8 +188,8 @@ std::optional<Artifact> ObjectCache::get(const Hash128& key) {
     return std::nullopt;
   };
 
-  struct stat st{};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return damaged();
+  if (entry.not_regular()) return damaged();
+  const struct stat& st = entry.status;
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < sizeof(EntryHeader)) return damaged();
   if (file_size > config_.max_bytes) {
@@ -283,7 +266,7 @@ void ObjectCache::put(const Hash128& key, const Artifact& artifact) {
     raw_fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (raw_fd < 0 && errno != EEXIST) break;
   }
-  Fd fd(raw_fd);
+  FileDescriptor fd(raw_fd);
   if (fd.get() < 0) return disable_writes("create an entry", errno);
   iovec iov[2] = {{&header, sizeof header}, {const_cast<std::byte*>(artifact.bytes.data()), artifact.bytes.size()}};
   const bool written = write_all(fd.get(), iov, artifact.bytes.empty() ? 1 : 2);

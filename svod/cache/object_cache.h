@@ -72,6 +72,7 @@ class ObjectCache {
   std::filesystem::path entry_path(const Hash128& key) const;
 
   // The artifact stored under `key`, or nullopt (absent, damaged, or off).
+  // Never waits: a FIFO, device or folder in the entry's place is damaged.
   std::optional<Artifact> get(const Hash128& key);
   // Publishes an entry. Never throws: failures only degrade the cache.
   void put(const Hash128& key, const Artifact& artifact);

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 
 namespace svod {
 namespace {
@@ -37,6 +38,11 @@ std::shared_ptr<const SharedLibrary> SharedLibrary::open_path(const std::string&
 }
 
 std::shared_ptr<const SharedLibrary> SharedLibrary::open(const std::filesystem::path& path) {
+  // dlopen() would wait for a writer on a FIFO: what is not a regular file is
+  // refused here (dlopen() takes a name, so this check is by name too).
+  if (const RegularFile file = try_open_regular_file(path); file.not_regular())
+    throw make_error(ErrorKind::Load, "cannot open shared library {}: it is {}, not a regular file", path.string(),
+                     file_type_name(file.status.st_mode));
   return open_path(path.string(), path.string());
 }
 

@@ -18,7 +18,8 @@ namespace svod {
 
 class SharedLibrary {
  public:
-  // Opens a library file. Throws Error(Load) when dlopen refuses it, or
+  // Opens a library file. Throws Error(Load) when dlopen refuses it or it is
+  // not a regular file (a FIFO is refused, never waited on), or
   // Error(UndefinedSymbol) when a symbol it needs is missing.
   static std::shared_ptr<const SharedLibrary> open(const std::filesystem::path& path);
   // Opens a library image held in memory. dlopen needs a file, and treats a

@@ -1,6 +1,5 @@
 #include "svod/package/package.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,13 +9,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <tuple>
 
-#include "svod/base/file_write.h"
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
+#include "svod/base/file_write.h"
 #include "svod/base/json_depth.h"
 #include "svod/base/log.h"
 #include "svod/compile/compile_policy.h"
@@ -46,13 +44,10 @@ std::vector<std::byte> host_copy(const Buffer& buffer) {
 // The plan's JSON with every source_file replaced by its text, so that the
 // packaged plan reads no other file.
 std::string self_contained_plan(const fs::path& path, const PlanFile& file) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(path, "plan file");
   // parse_plan_file accepted this text a moment ago; failing now means the file changed meanwhile.
-  const std::string contents = text.str();
-  auto json = json_too_deep_at(contents) ? nlohmann::ordered_json(nullptr)  // would overflow the stack
-                                         : nlohmann::ordered_json::parse(contents, nullptr, false);
+  auto json = json_too_deep_at(text) ? nlohmann::ordered_json(nullptr)  // would overflow the stack
+                                     : nlohmann::ordered_json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object())
     throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
   if (auto programs = json.find("programs"); programs != json.end()) {
@@ -84,25 +79,16 @@ class PackageStorage final : public Storage {
 class FileMapping {
  public:
   explicit FileMapping(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw make_error(ErrorKind::Io, "{}: cannot open: {}", path.string(), std::strerror(errno));
+    // Only a regular file: a FIFO or a device is refused, never waited on.
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int error = errno;
-      ::close(fd);
-      throw make_error(ErrorKind::Io, "{}: cannot stat: {}", path.string(), std::strerror(error));
-    }
+    const FileDescriptor fd = open_regular_file(path, "package", &st);
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int error = errno;
-        ::close(fd);
-        throw make_error(ErrorKind::Io, "{}: cannot map {} bytes: {}", path.string(), size_, std::strerror(error));
-      }
+      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.get(), 0);
+      if (p == MAP_FAILED)
+        throw make_error(ErrorKind::Io, "{}: cannot map {} bytes: {}", path.string(), size_, std::strerror(errno));
       data_ = static_cast<std::byte*>(p);
     }
-    ::close(fd);
   }
   ~FileMapping() {
     if (data_) ::munmap(data_, size_);
@@ -284,10 +270,18 @@ LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOp
 }
 
 bool is_package_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  // What is not a regular file is no package (and must not be waited on).
+  const RegularFile file = try_open_regular_file(path);
+  if (!file.fd) return false;
   char magic[8] = {};
-  in.read(magic, sizeof magic);
-  return in.gcount() == sizeof magic && std::memcmp(magic, kPackageMagic, sizeof magic) == 0;
+  size_t got = 0;
+  while (got < sizeof magic) {
+    const ssize_t n = ::read(file.fd.get(), magic + got, sizeof magic - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got == sizeof magic && std::memcmp(magic, kPackageMagic, sizeof magic) == 0;
 }
 
 }  // namespace svod

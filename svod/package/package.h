@@ -64,13 +64,15 @@ struct LoadedPackage {
   size_t compiled = 0;  // programs compiled while loading (foreign objects or binaries, CUDA source)
 };
 
-// Errors: Io when the file cannot be read; Validation or Load (see
+// Errors: Io when the file cannot be read or is not a regular file (a FIFO, a
+// device or a folder is refused, never waited on); Validation or Load (see
 // package_format.h) for a damaged package; Unsupported for objects this
 // machine cannot run while compiling is off; plan errors as load_plan's.
 LoadedPackage load_package(const std::filesystem::path& path, const PackageLoadOptions& options = {});
 LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options = {});
 
-// True when `path` starts with the package magic (svod run takes either).
+// True when `path` is a regular file that starts with the package magic (svod
+// run takes either). Never waits on a FIFO.
 bool is_package_file(const std::filesystem::path& path);
 
 }  // namespace svod

@@ -1,12 +1,11 @@
 #include "svod/planfile/json_text.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 
 namespace svod::detail {
 
@@ -32,25 +31,13 @@ bool is_variable_name(std::string_view s) {
 }
 
 std::string read_format_file(const std::filesystem::path& path, std::string_view what, uintmax_t max_bytes) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (!ec && fs::exists(status)) {
-    if (!fs::is_regular_file(status)) {
-      throw make_error(ErrorKind::Validation, "{}: the {} is not a regular file", path.string(), what);
-    }
-    const uintmax_t size = fs::file_size(path, ec);
-    if (!ec && size > max_bytes) {
-      throw make_error(ErrorKind::Validation, "{}: the {} has {} bytes, more than the {} MiB a {} may have",
-                       path.string(), what, size, max_bytes >> 20, what);
-    }
+  struct stat status {};
+  const FileDescriptor fd = open_regular_file(path, what, &status);
+  if (static_cast<uintmax_t>(status.st_size) > max_bytes) {
+    throw make_error(ErrorKind::Validation, "{}: the {} has {} bytes, more than the {} MiB a {} may have",
+                     path.string(), what, status.st_size, max_bytes >> 20, what);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw make_error(ErrorKind::Io, "{}: cannot open the {}: {}", path.string(), what, std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw make_error(ErrorKind::Io, "{}: cannot read the {}", path.string(), what);
-  return text.str();
+  return read_to_end(fd, path, what);
 }
 
 }  // namespace svod::detail

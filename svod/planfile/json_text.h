@@ -19,9 +19,10 @@ std::string_view json_type_name(const nlohmann::ordered_json& j);
 bool is_variable_name(std::string_view s);
 
 // The contents of a file the format names (`what`: "plan file", "tune file",
-// "source file"), refusing what is not a regular file (a fifo or /dev/zero
-// would never end) or is larger than `max_bytes`: Error(Validation) with
-// `path` in the message. Error(Io) when it cannot be opened or read.
+// "source file"). Error(Io) with `path` in the message when it cannot be
+// opened or read, or is not a regular file (a FIFO or /dev/zero would never
+// end: see svod/base/file_read.h); Error(Validation) when it is larger than
+// `max_bytes`.
 std::string read_format_file(const std::filesystem::path& path, std::string_view what,
                              uintmax_t max_bytes = uintmax_t{64} << 20);
 

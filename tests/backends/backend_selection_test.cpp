@@ -3,6 +3,7 @@
 // compiled or prebuilt.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "tests/backends/backends_built.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -359,6 +361,19 @@ TEST_F(PrebuiltLibrary, MissingOrInvalidFilesAreLoadErrors) {
     ADD_FAILURE() << "junk loaded";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Load);
+  }
+  // dlopen() of a FIFO would wait for a writer forever.
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.so").c_str(), 0644), 0);
+  {
+    test::Watchdog watchdog("loading a FIFO as a library", std::chrono::seconds(20));
+    try {
+      cpu->load_library(spec, dir_ / "fifo.so");
+      ADD_FAILURE() << "a FIFO loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Load);
+      EXPECT_EQ(std::string(e.what()),
+                "cannot open shared library " + (dir_ / "fifo.so").string() + ": it is a FIFO, not a regular file");
+    }
   }
   spec.entry = "not an identifier";
   try {

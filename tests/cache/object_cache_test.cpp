@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/base_sink.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -13,6 +15,7 @@
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
 #include "tests/cache/cache_test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -155,6 +158,37 @@ TEST(ObjectCacheTest, CorruptEntryOfARealKernelIsRecompiledAndReplaced) {
   EXPECT_TRUE(cache.get(object_key(spec, compiler.identity())));  // replaced by a good one
   compile_through(&cache, device, compiler, spec);
   EXPECT_EQ(compiler.compiles(), 2);
+}
+
+// A FIFO under an entry's name would make a blocking open() wait for a writer
+// forever: it reads as a damaged entry, at once, is removed and the kernel is
+// compiled again and stored. A folder there is damaged too (and stays).
+TEST(ObjectCacheTest, AFifoOrFolderInAnEntrysPlaceIsAMissAndTheKernelIsRecompiled) {
+  CacheTempDir dir;
+  test::Watchdog watchdog("reading a FIFO cache entry", std::chrono::seconds(120));
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  const Hash128 key{5, 6};
+  ASSERT_EQ(::mkfifo(cache.entry_path(key).c_str(), 0644), 0);
+  EXPECT_FALSE(cache.get(key));
+  EXPECT_EQ(cache.stats().corrupt, 1u);
+  EXPECT_FALSE(fs::exists(cache.entry_path(key)));
+  fs::create_directory(cache.entry_path(key));
+  EXPECT_FALSE(cache.get(key));
+  EXPECT_EQ(cache.stats().corrupt, 2u);
+  fs::remove(cache.entry_path(key));
+
+  CountingCompiler compiler;
+  CpuDevice device(std::shared_ptr<const Compiler>(&compiler, [](const Compiler*) {}));
+  const ProgramSpec spec = add_kernel(5);
+  compile_through(&cache, device, compiler, spec);
+  const fs::path entry = cache.entry_path(object_key(spec, compiler.identity()));
+  ASSERT_TRUE(fs::remove(entry));
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0644), 0);
+  auto p = compile_through(&cache, device, compiler, spec);
+  EXPECT_EQ(compiler.compiles(), 2);
+  EXPECT_FLOAT_EQ(run_add_kernel(device, *p), 8.0f);
+  EXPECT_TRUE(fs::is_regular_file(entry));  // the FIFO was replaced by a good entry
+  EXPECT_TRUE(cache.get(object_key(spec, compiler.identity())));
 }
 
 TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {

@@ -2,7 +2,9 @@
 // byte-identical outputs without compiling; damaged packages are refused.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <typeinfo>
@@ -16,6 +18,7 @@
 #include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -606,6 +609,45 @@ TEST(PackageFormat, JsonNestedTooDeepIsRefusedNamingTheSection) {
 TEST(PackageFormat, MissingFileIsAnIoError) {
   const Error e = expect_error([] { load_package(std::filesystem::path("/nonexistent/model.svodpkg")); });
   EXPECT_EQ(e.kind(), ErrorKind::Io);
+}
+
+// Mapping or reading a FIFO would wait for a writer forever: a package path
+// (or the plan to pack) that names one, or a folder, is refused at once.
+TEST(PackageFormat, AFifoOrAFolderIsRefusedWithoutWaiting) {
+  TempDir dir;
+  test::Watchdog watchdog("refusing a FIFO package", std::chrono::seconds(20));
+  const auto fifo = dir / "model.svodpkg";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const Error e = expect_error([&] { load_package(fifo); });
+  EXPECT_EQ(e.kind(), ErrorKind::Io);
+  EXPECT_EQ(std::string(e.what()), fifo.string() + ": the package is a FIFO, not a regular file");
+  EXPECT_FALSE(is_package_file(fifo));
+
+  std::filesystem::create_directory(dir / "folder.svodpkg");
+  const Error folder = expect_error([&] { load_package(dir / "folder.svodpkg"); });
+  EXPECT_EQ(folder.kind(), ErrorKind::Io);
+  EXPECT_NE(std::string(folder.what()).find("folder.svodpkg: the package is a directory, not a regular file"),
+            std::string::npos)
+      << folder.what();
+  EXPECT_FALSE(is_package_file(dir / "folder.svodpkg"));
+  EXPECT_FALSE(is_package_file(dir / "absent.svodpkg"));
+
+  ASSERT_EQ(::mkfifo((dir / "plan.json").c_str(), 0644), 0);
+  const Error plan = expect_error([&] { pack_plan(dir / "plan.json"); });
+  EXPECT_EQ(plan.kind(), ErrorKind::Io);
+  EXPECT_NE(std::string(plan.what()).find("plan.json: the plan file is a FIFO, not a regular file"), std::string::npos)
+      << plan.what();
+}
+
+TEST(PackageFormat, IsPackageFileReadsTheMagic) {
+  TempDir dir;
+  const auto bytes = pack_plan(dir.write("plan.json", R"({"svod_plan": 1,
+    "buffers": {"x": {"dtype": "f32", "count": 4}},
+    "ops": [{"custom": "fill", "buffers": ["x"], "attrs": {"value": 0.5}}]})"));
+  write_package(dir / "p.svodpkg", bytes);
+  EXPECT_TRUE(is_package_file(dir / "p.svodpkg"));
+  EXPECT_FALSE(is_package_file(dir / "plan.json"));
+  EXPECT_FALSE(is_package_file(dir.write("short", "SVOD")));
 }
 
 }  // namespace

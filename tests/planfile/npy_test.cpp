@@ -1,13 +1,16 @@
 #include "svod/base/npy.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
 
 #include "svod/base/error.h"
 #include "tests/planfile/temp_dir.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -162,6 +165,17 @@ TEST(Npy, ReplacesAnExistingFileWhole) {
   std::memcpy(&got, read_npy(dir / "x.npy").data.data(), 8);
   EXPECT_EQ(got, 2.0);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+}
+
+TEST(Npy, AFifoOrAFolderIsRefusedWithoutWaiting) {
+  TempDir dir;
+  test::Watchdog watchdog("refusing a FIFO .npy file", std::chrono::seconds(20));
+  ASSERT_EQ(::mkfifo((dir / "fifo.npy").c_str(), 0644), 0);
+  expect_error(ErrorKind::Io, (dir / "fifo.npy").string() + ": the .npy file is a FIFO, not a regular file",
+               [&] { read_npy(dir / "fifo.npy"); });
+  std::filesystem::create_directory(dir / "folder.npy");
+  expect_error(ErrorKind::Io, "folder.npy: the .npy file is a directory, not a regular file",
+               [&] { read_npy(dir / "folder.npy"); });
 }
 
 TEST(Npy, ErrorsNameTheFileAndTheProblem) {

@@ -4,7 +4,9 @@
 #include "svod/profile/profile.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "svod/base/npy.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -373,7 +376,7 @@ TEST(PlanFile, InvalidPlansNameTheField) {
       {"source file", [](Json& j) { j["programs"]["add"].erase("source"); j["programs"]["add"]["source_file"] = "none.c"; },
        K::Io, "none.c: cannot open the source file"},
       {"source device", [](Json& j) { j["programs"]["add"].erase("source"); j["programs"]["add"]["source_file"] = "/dev/zero"; },
-       K::Validation, "programs.add.source_file: /dev/zero: the source file is not a regular file"},
+       K::Io, "programs.add.source_file: /dev/zero: the source file is a character device, not a regular file"},
       {"no entry", [](Json& j) { j["programs"]["add"].erase("entry"); }, K::Validation,
        "programs.add: missing field \"entry\""},
       {"access", [](Json& j) { j["programs"]["add"]["buffers"][0]["access"] = "rw"; }, K::Validation,
@@ -518,8 +521,50 @@ TEST(PlanFile, BadJsonAndMissingFiles) {
   }
   // A device would never end: refused before reading.
   const Error e = test::expect_error([] { parse_plan_file("/dev/zero"); });
-  EXPECT_EQ(e.kind(), ErrorKind::Validation);
-  EXPECT_NE(std::string(e.what()).find("/dev/zero: the plan file is not a regular file"), std::string::npos) << e.what();
+  EXPECT_EQ(e.kind(), ErrorKind::Io);
+  EXPECT_NE(std::string(e.what()).find("/dev/zero: the plan file is a character device, not a regular file"),
+            std::string::npos)
+      << e.what();
+}
+
+// A FIFO that nobody writes, where the plan names a file: opening it the usual
+// way would wait for a writer forever. Each is refused at once, naming the
+// file and what it is; the watchdog ends the test program if one waits.
+TEST(PlanFile, FifosAndFoldersWhereFilesBelongAreRefusedWithoutWaiting) {
+  TempDir dir;
+  test::Watchdog watchdog("refusing FIFOs named by a plan", std::chrono::seconds(60));
+  for (const char* name : {"fifo.json", "fifo.c", "fifo.npy"}) ASSERT_EQ(::mkfifo((dir / name).c_str(), 0644), 0);
+  std::filesystem::create_directory(dir / "folder.c");
+  auto expect_refused = [&](const std::filesystem::path& plan, std::string_view where, std::string_view file,
+                            std::string_view what) {
+    SCOPED_TRACE(std::string(where));
+    const Error e = test::expect_error([&] { load_plan(parse_plan_file(plan)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    const std::string expected = (dir / file).string() + ": the " + std::string(what) + ", not a regular file";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+  };
+  expect_refused(dir / "fifo.json", "fifo.json", "fifo.json", "plan file is a FIFO");
+
+  Json plan = base_plan();
+  plan["programs"]["add"].erase("source");
+  plan["programs"]["add"]["source_file"] = "fifo.c";
+  expect_refused(dir.write("source.json", plan.dump()), "programs.add.source_file: ", "fifo.c",
+                 "source file is a FIFO");
+  plan["programs"]["add"]["source_file"] = "folder.c";
+  expect_refused(dir.write("folder.json", plan.dump()), "programs.add.source_file: ", "folder.c",
+                 "source file is a directory");
+
+  const Json small = Json::parse(R"J({"svod_plan": 1,
+    "buffers": {"x": {"dtype": "f32", "count": 2, "init": {"npy": "fifo.npy"}}},
+    "ops": [{"custom": "fill", "buffers": ["x"], "attrs": {"value": 0.5}}]})J");
+  expect_refused(dir.write("input.json", small.dump()), "buffers.x.init.npy: ", "fifo.npy",
+                 ".npy file is a FIFO");
+  Json expecting = small;
+  expecting["buffers"]["x"].erase("init");
+  expecting["outputs"] = Json::parse(R"J({"x": {"expect": {"npy": "fifo.npy"}}})J");
+  expect_refused(dir.write("expect.json", expecting.dump()), "outputs.x.expect.npy: ", "fifo.npy",
+                 ".npy file is a FIFO");
 }
 
 }  // namespace

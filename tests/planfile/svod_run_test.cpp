@@ -3,8 +3,10 @@
 // error on stderr, written outputs and traces, and the shipped examples.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -12,6 +14,7 @@
 
 #include "svod/base/npy.h"
 #include "tests/planfile/temp_dir.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -172,6 +175,26 @@ TEST(SvodRun, PlansThatCannotRunExitWith2AndOneLine) {
     if (auto at = expected.find("{plan}"); at != std::string::npos) expected.replace(at, 6, plan);
     EXPECT_EQ(r.first_err_line().substr(0, expected.size()), expected) << r.err;
   }
+}
+
+TEST(SvodRun, AFifoForThePlanOrAnInputFailsAtOnceWithStatus2) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run on a FIFO", std::chrono::seconds(120));
+  const auto fifo = dir / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  RunResult r = svod_run(dir, {fifo.string()});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_EQ(r.first_err_line(),
+            "svod run: error (io): " + fifo.string() + ": the plan file is a FIFO, not a regular file");
+
+  ASSERT_EQ(::mkfifo((dir / "in.npy").c_str(), 0644), 0);
+  std::string text = kAddPlan;
+  text.replace(text.find("\"fill\": 2"), 9, "\"npy\": \"in.npy\"");
+  const std::string plan = dir.write("plan.json", text).string();
+  r = svod_run(dir, {plan});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_EQ(r.first_err_line(), "svod run: error (io): " + plan + ": buffers.b.init.npy: " + (dir / "in.npy").string() +
+                                    ": the .npy file is a FIFO, not a regular file");
 }
 
 TEST(SvodRun, TheFeaturesExamplePasses) {

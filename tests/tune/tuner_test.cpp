@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,11 +19,13 @@
 #include "svod/tune/tune_worker.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 using test::expect_error;
 
 const fs::path kSvod = fs::path(SVOD_BINARY_DIR) / "svod";
@@ -194,6 +198,25 @@ TEST_F(TunerTest, TunerSkipsWorkerLinesNestedTooDeep) {
   const Error e = expect_error([&] { tune(f, options); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_STREQ(e.what(), "the worker error");
+}
+
+TEST_F(TunerTest, AFifoTuneFileOrPlanIsRefusedWithoutWaiting) {
+  test::Watchdog watchdog("refusing a FIFO tune file", 20s);
+  ASSERT_EQ(::mkfifo((dir / "fifo.json").c_str(), 0644), 0);
+  const Error tune = expect_error([&] { parse_tune_file(dir / "fifo.json"); });
+  EXPECT_EQ(tune.kind(), ErrorKind::Io);
+  EXPECT_EQ(std::string(tune.what()), (dir / "fifo.json").string() + ": the tune file is a FIFO, not a regular file");
+  // The plan it names, too.
+  const Error plan = expect_error([&] { parse_tune_file(tune_file(R"({"svod_tune": 1, "plan": "fifo.json"})")); });
+  EXPECT_EQ(plan.kind(), ErrorKind::Io);
+  EXPECT_NE(std::string(plan.what()).find("tune.json: plan: " + (dir / "fifo.json").string() +
+                                          ": the plan file is a FIFO, not a regular file"),
+            std::string::npos)
+      << plan.what();
+  std::filesystem::create_directory(dir / "folder.json");
+  const Error folder = expect_error([&] { parse_tune_file(dir / "folder.json"); });
+  EXPECT_EQ(folder.kind(), ErrorKind::Io);
+  EXPECT_NE(std::string(folder.what()).find("the tune file is a directory, not a regular file"), std::string::npos);
 }
 
 TuneOptions worker_options() { return {.worker_command = {kSvod.string(), "tune", "--worker"}, .on_progress = {}}; }

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 #include "svod/base/file_write.h"
 #include "svod/base/json_depth.h"
 #include "svod/base/thread_pool.h"
@@ -115,9 +116,16 @@ MachinePeaks machine_peaks() {
   const fs::path folder = ObjectCacheConfig::from_env().directory;
   const fs::path file = folder.empty() ? fs::path() : folder / "machine.json";
   if (!file.empty()) {
-    std::ifstream in(file);
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    // A file nested deeper than the limit is no file of ours (and would overflow the stack): measure again.
+    // Best effort: anything but a readable regular file (a FIFO is not even
+    // waited on) means measuring again, and so does a file nested deeper than
+    // the limit (no file of ours, and it would overflow the stack).
+    std::string text;
+    if (const RegularFile opened = try_open_regular_file(file); opened.fd) {
+      try {
+        text = read_to_end(opened.fd, file, "machine peaks");
+      } catch (const Error&) {
+      }
+    }
     const auto cached = json_too_deep_at(text) ? nlohmann::json()
                                                : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (cached.is_object() && cached.contains("gflops") && cached.contains("gbps") &&

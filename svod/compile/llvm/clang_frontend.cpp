@@ -15,14 +15,21 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
+
+#include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm/llvm_compiler.h"
 
@@ -67,6 +74,45 @@ class EmitIrAction final : public clang::ASTFrontendAction {
   llvm::LLVMContext& context_;
   clang::CodeGenerator* generator_ = nullptr;
   std::unique_ptr<llvm::Module> module_;
+};
+
+// Why RegularFilesOnly refused a file: the value is its S_IFMT type.
+class NotRegularCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "svod.not_regular_file"; }
+  std::string message(int type) const override {
+    return fmt::format("is {}, not a regular file", file_type_name(static_cast<mode_t>(type)));
+  }
+};
+
+// Clang opens an #include'd file with a blocking open() and reads it to the
+// end: a FIFO would hang the compile (and the thread of svod that runs it), a
+// character device might never end. This file system opens only regular files
+// (and folders, which clang handles itself); anything else is an error that
+// clang reports as "cannot open file 'x': is a FIFO, not a regular file". The
+// check is by name, before the open (clang's file system has no descriptor
+// to hand over). The clang process (ClangCompiler) has its timeout instead.
+class RegularFilesOnly final : public llvm::vfs::ProxyFileSystem {
+ public:
+  using ProxyFileSystem::ProxyFileSystem;
+
+  llvm::ErrorOr<std::unique_ptr<llvm::vfs::File>> openFileForRead(const llvm::Twine& path) override {
+    using llvm::sys::fs::file_type;
+    const llvm::ErrorOr<llvm::vfs::Status> status = getUnderlyingFS().status(path);
+    if (!status) return status.getError();
+    mode_t type = 0;
+    switch (status->getType()) {
+      case file_type::regular_file:
+      case file_type::directory_file: return ProxyFileSystem::openFileForRead(path);
+      case file_type::fifo_file: type = S_IFIFO; break;
+      case file_type::character_file: type = S_IFCHR; break;
+      case file_type::block_file: type = S_IFBLK; break;
+      case file_type::socket_file: type = S_IFSOCK; break;
+      default: type = S_IFMT; break;  // named "an unknown kind of file"
+    }
+    static const NotRegularCategory category;
+    return std::error_code(static_cast<int>(type), category);
+  }
 };
 
 }  // namespace
@@ -142,6 +188,8 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
   // "1 error generated." goes to the verbose stream, stderr unless redirected.
   instance.setVerboseOutputStream(os);
+  instance.createFileManager(llvm::makeIntrusiveRefCnt<RegularFilesOnly>(
+      clang::createVFSFromCompilerInvocation(instance.getInvocation(), instance.getDiagnostics())));
   EmitIrAction action(context);
   const bool ok = instance.ExecuteAction(action);
   os.flush();

@@ -121,31 +121,49 @@ py::capsule export_dlpack(const PyBuffer& self) {
   return py::reinterpret_steal<py::capsule>(capsule);
 }
 
+// A non-negative Python int as a size_t, or nullopt (no Python error left set).
+std::optional<size_t> dimension(py::handle d) {
+  if (!PyLong_Check(d.ptr())) return std::nullopt;
+  const unsigned long long v = PyLong_AsUnsignedLongLong(d.ptr());
+  if (PyErr_Occurred()) {  // negative, or 2^64 and more
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  if (v > SIZE_MAX) return std::nullopt;
+  return static_cast<size_t>(v);
+}
+
 std::vector<size_t> shape_from_object(py::handle count_or_shape) {
   std::vector<size_t> shape;
   if (PyLong_Check(count_or_shape.ptr())) {
-    const long long n = PyLong_AsLongLong(count_or_shape.ptr());
-    if (n < 0 || PyErr_Occurred()) {
-      PyErr_Clear();
-      throw make_error(ErrorKind::Validation, "allocate: count {} is not a non-negative element count",
+    const auto n = dimension(count_or_shape);
+    if (!n)
+      throw make_error(ErrorKind::Validation, "allocate: count {} is not a non-negative 64-bit element count",
                        py::cast<std::string>(py::repr(count_or_shape)));
-    }
-    shape.push_back(static_cast<size_t>(n));
+    shape.push_back(*n);
     return shape;
   }
   for (py::handle d : py::iter(count_or_shape)) {
-    if (!PyLong_Check(d.ptr()) || PyLong_AsLongLong(d.ptr()) < 0)
-      throw make_error(ErrorKind::Validation, "allocate: shape {} holds {} (expected non-negative integers)",
+    const auto n = dimension(d);
+    if (!n)
+      throw make_error(ErrorKind::Validation, "allocate: shape {} holds {} (expected non-negative 64-bit integers)",
                        py::cast<std::string>(py::repr(count_or_shape)), py::cast<std::string>(py::repr(d)));
-    shape.push_back(py::cast<size_t>(d));
+    shape.push_back(*n);
   }
   return shape;
 }
 
-size_t element_count(const std::vector<size_t>& shape) {
-  size_t n = 1;
-  for (size_t d : shape) n *= d;
-  return n;
+// The element count of `shape`, refused (naming `what`) when it or its byte
+// size for `dtype` is more than 64 bits hold.
+size_t checked_count(const std::vector<size_t>& shape, DType dtype, std::string_view what) {
+  const auto count = element_count(shape);
+  if (!count || !byte_size(dtype, *count)) {
+    std::string dims;
+    for (size_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    throw make_error(ErrorKind::Validation, "{}: shape ({}{}) of {} elements is more bytes than fit in 64 bits", what,
+                     dims, shape.size() == 1 ? "," : "", to_string(dtype));
+  }
+  return *count;
 }
 
 // Copies between a svod buffer and a numpy array through the buffer's device.
@@ -191,7 +209,7 @@ PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape) {
   PyBuffer b;
   b.shape = shape_from_object(shape);
   const DType type = dtype_from_object(dtype);
-  b.buffer = device.allocate(type, element_count(b.shape));
+  b.buffer = device.allocate(type, checked_count(b.shape, type, "allocate"));
   return b;
 }
 
@@ -231,14 +249,21 @@ PyBuffer wrap_dlpack(py::handle producer, const std::string& what) {
     throw make_error(ErrorKind::Validation, "{}: DLPack dtype (code {}, {} bits, {} lanes) has no svod element type",
                      what, static_cast<int>(t.dtype.code), static_cast<int>(t.dtype.bits),
                      static_cast<int>(t.dtype.lanes));
-  std::vector<size_t> shape(t.shape, t.shape + t.ndim);
-  size_t count = element_count(shape);
+  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr))
+    throw make_error(ErrorKind::Validation, "{}: the DLPack tensor has no shape ({} dimensions)", what, t.ndim);
+  std::vector<size_t> shape;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0)
+      throw make_error(ErrorKind::Validation, "{}: the DLPack tensor's dimension {} is {}", what, d, t.shape[d]);
+    shape.push_back(static_cast<size_t>(t.shape[d]));
+  }
+  const size_t count = checked_count(shape, *dtype, what);
   if (t.strides != nullptr && count > 1) {
-    int64_t expected = 1;
+    size_t expected = 1;  // at most count: no overflow
     for (int d = t.ndim - 1; d >= 0; --d) {
-      if (t.shape[d] != 1 && t.strides[d] != expected)
+      if (shape[d] != 1 && (t.strides[d] < 0 || static_cast<size_t>(t.strides[d]) != expected))
         throw make_error(ErrorKind::Validation, "{}: the DLPack tensor is not C-contiguous", what);
-      expected *= t.shape[d];
+      expected *= shape[d];
     }
   }
   // Consumed: from here the storage calls the producer's deleter.

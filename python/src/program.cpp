@@ -30,7 +30,6 @@ struct PyProgram {
   size_t buffer_count = 0;
   size_t scalar_count = 0;     // the caller's scalars (core_id excluded)
   std::vector<int> numpy_type;  // per buffer: the declared dtype's type number, or NPY_NOTYPE
-  std::vector<std::optional<DType>> dtype;
   std::vector<char> written;
   std::vector<py::object> names;  // buffers then caller scalars, interned
   std::vector<std::string> name_text;
@@ -40,7 +39,6 @@ struct PyProgram {
     const ProgramSpec& spec = program->spec();
     buffer_count = spec.buffers.size();
     for (const auto& b : spec.buffers) {
-      dtype.push_back(b.dtype);
       numpy_type.push_back(b.dtype ? numpy_type_of(*b.dtype) : NPY_NOTYPE);
       written.push_back(writes(b.access));
       name_text.push_back(b.name);
@@ -130,11 +128,8 @@ int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
   return v;
 }
 
-void check_dtype(const PyProgram& p, size_t i, DType got) {
-  if (p.dtype[i] && *p.dtype[i] != got && !(*p.dtype[i] == DType::BF16 && got == DType::U16)) [[unlikely]]
-    throw make_error(ErrorKind::Validation, "{}: dtype {} does not match the declared {}", where(p, i), to_string(got),
-                     to_string(*p.dtype[i]));
-}
+// Names the program and buffer as where() does.
+void check_dtype(const PyProgram& p, size_t i, DType got) { p.program->layout().check_dtype(i, got); }
 
 // A numpy argument's address after the checks; `bytes` receives its size.
 void* array_address(const PyProgram& p, size_t i, PyArrayObject* a, size_t& bytes) {
@@ -226,6 +221,7 @@ void call_host(const PyProgram& p, PyObject** slots) {
       throw make_error(ErrorKind::Validation, "{}: holds {} bytes but the launch needs {}", where(p, i), bytes[i], *need);
   }
   const int64_t slices = layout.global_size(0, abi);
+  layout.check_slices(slices);
   run_unlocked(p, [&] { program.run_bound(args, slices); });
 }
 
@@ -290,24 +286,7 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
   if (!source.is_none()) program["source"] = source;
   if (!source_file.is_none()) program["source_file"] = py::str(source_file);
   program["entry"] = entry;
-  // min_count (an extension of the plan format's buffer entries): the element
-  // count a launch needs, an expression over the scalars.
-  std::vector<std::optional<std::string>> min_counts;
-  py::list buffer_entries;
-  for (py::handle b : buffers) {
-    if (!PyDict_Check(b.ptr()))
-      throw make_error(ErrorKind::Validation, "compile: buffers[{}]: expected a dict, got {}", min_counts.size(),
-                       Py_TYPE(b.ptr())->tp_name);
-    py::dict entry_dict = py::reinterpret_borrow<py::dict>(b).attr("copy")();
-    if (entry_dict.contains("min_count")) {
-      min_counts.push_back(py::cast<std::string>(py::str(entry_dict["min_count"])));
-      PyDict_DelItemString(entry_dict.ptr(), "min_count");
-    } else {
-      min_counts.emplace_back();
-    }
-    buffer_entries.append(entry_dict);
-  }
-  program["buffers"] = buffer_entries;
+  program["buffers"] = buffers;  // min_count included: the plan format's field
   program["scalars"] = scalars;
   if (!global_size.is_none()) program["global_size"] = global_size;
   if (!local_size.is_none()) program["local_size"] = local_size;
@@ -331,15 +310,7 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
                      py::cast<std::string>(py::str(e.value())));
   }
   PlanFile file = parse_plan_text(text, std::filesystem::current_path(), "compile");
-  ProgramSpec spec = std::move(file.programs.at(0).spec);
-  for (size_t i = 0; i < min_counts.size(); ++i) {
-    if (!min_counts[i]) continue;
-    try {
-      spec.buffers[i].min_count = Expr::parse(*min_counts[i]);
-    } catch (const Error& e) {
-      throw make_error(ErrorKind::Validation, "compile: programs.{}.buffers[{}].min_count: {}", key, i, e.what());
-    }
-  }
+  const ProgramSpec spec = std::move(file.programs.at(0).spec);
   std::shared_ptr<const Program> compiled;
   {
     py::gil_scoped_release unlocked;
@@ -409,7 +380,7 @@ void bind_devices(py::module_& m) {
            "Compiles and loads a kernel. buffers and scalars are lists of dicts as in a plan file's\n"
            "program ({\"name\": \"o\", \"access\": \"write\", \"dtype\": \"f32\"}, {\"name\": \"n\", \"type\": \"i32\"});\n"
            "a buffer may also give \"min_count\", the elements a launch needs (an expression over the\n"
-           "scalars). Raises CompileError (with .log) when the compiler refuses the source.")
+           "scalars except core_id, as in plan files). Raises CompileError (with .log) when the compiler refuses the source.")
       .def("allocate", &allocate_buffer, py::arg("dtype"), py::arg("shape"),
            "A new zero-filled buffer of `shape` (an element count or a tuple) elements of `dtype`.")
       .def(

@@ -1,5 +1,6 @@
 #include "svod/base/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -115,6 +116,14 @@ T saturate(double v) noexcept {
 }  // namespace
 
 std::string_view to_string(DType t) noexcept { return names_of(t).name; }
+
+std::optional<size_t> element_count(std::span<const size_t> shape) noexcept {
+  if (std::find(shape.begin(), shape.end(), size_t{0}) != shape.end()) return 0;  // in any order
+  size_t count = 1;
+  for (size_t d : shape)
+    if (__builtin_mul_overflow(count, d, &count)) return std::nullopt;
+  return count;
+}
 
 DType parse_dtype(std::string_view text) {
   for (const auto& n : kNames) {

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string_view>
 
 namespace svod {
@@ -43,6 +45,18 @@ constexpr size_t size_of(DType t) noexcept {
   }
   return 0;
 }
+
+// The bytes of `count` elements of `t`, or nullopt when that is more than a
+// size_t holds. Every byte size derived from an element count goes through it.
+constexpr std::optional<size_t> byte_size(DType t, size_t count) noexcept {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, size_of(t), &bytes)) return std::nullopt;
+  return bytes;
+}
+
+// The element count of a shape (1 for no dimensions, 0 with a 0 anywhere),
+// or nullopt when the product is more than a size_t holds.
+std::optional<size_t> element_count(std::span<const size_t> shape) noexcept;
 
 constexpr bool is_float(DType t) noexcept {
   return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;

@@ -143,16 +143,6 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
-// Element count of `shape`, or nullopt when it overflows.
-std::optional<size_t> element_count(std::span<const size_t> shape) {
-  size_t count = 1;
-  for (size_t d : shape) {
-    if (d != 0 && count > SIZE_MAX / d) return std::nullopt;
-    count *= d;
-  }
-  return count;
-}
-
 // Python's tuple spelling: "()", "(3,)", "(3, 4)".
 std::string shape_text(std::span<const size_t> shape) {
   if (shape.size() == 1) return fmt::format("({},)", shape[0]);
@@ -213,10 +203,9 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view name) {
   }
   array.shape = *fields.shape;
   const auto count = element_count(array.shape);
-  if (!count || *count > SIZE_MAX / size_of(array.dtype)) {
-    fail(ErrorKind::Validation, name, fmt::format("shape {} is too large", shape_text(array.shape)));
-  }
-  const size_t data_bytes = *count * size_of(array.dtype);
+  const auto total = count ? byte_size(array.dtype, *count) : std::nullopt;
+  if (!total) fail(ErrorKind::Validation, name, fmt::format("shape {} is too large", shape_text(array.shape)));
+  const size_t data_bytes = *total;
   const size_t have = bytes.size() - preamble - header_len;
   if (have < data_bytes) {
     fail(ErrorKind::Io, name,
@@ -246,7 +235,8 @@ void write_npy(const std::filesystem::path& path, DType dtype, std::span<const s
          "numpy has no bfloat16 type: write the bit patterns as u16 or widen the values to f32");
   }
   const auto count = element_count(shape);
-  if (!count || *count > SIZE_MAX / size_of(dtype) || *count * size_of(dtype) != data.size()) {
+  const auto total = count ? byte_size(dtype, *count) : std::nullopt;
+  if (!total || *total != data.size()) {
     fail(ErrorKind::Validation, name,
          fmt::format("shape {} of {} does not match the {} bytes given", shape_text(shape), to_string(dtype),
                      data.size()));

@@ -217,15 +217,12 @@ DType checked_dtype(const char* dtype, size_t count) {
   require(dtype, "dtype");
   const DType type = parse_dtype(dtype);
   if (count == 0) throw make_error(ErrorKind::Validation, "a buffer needs at least one element");
-  if (count > SIZE_MAX / size_of(type)) {
-    throw make_error(ErrorKind::Validation, "{} {} elements do not fit in memory", count, to_string(type));
-  }
   return type;
 }
 
 // Host memory the caller owns, as a buffer of the host device.
 Buffer host_buffer(void* data, DType dtype, size_t count) {
-  return Buffer(std::make_shared<Storage>(host_device(), count * size_of(dtype), data), dtype);
+  return Buffer(std::make_shared<Storage>(host_device(), checked_byte_size(dtype, count), data), dtype);
 }
 
 // Copies between a buffer and caller memory of exactly the buffer's size.

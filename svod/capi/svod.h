@@ -153,6 +153,13 @@ typedef struct svod_program svod_program;
  * source_file (relative to the working directory), entry, buffers, scalars,
  * global_size, local_size, defines, flops, bytes; sizes may name the
  * program's scalars. A "device" field, if present, must name `device`.
+ * Each buffer entry may give "min_count": an integer or an expression string
+ * over the program's scalars except core_id (e.g. "n" or "n * 4"), the number
+ * of elements of its dtype (bytes without a dtype) the kernel touches, e.g.
+ *   {"name": "o", "access": "write", "dtype": "f32", "min_count": "n"}
+ * A launch whose buffer holds fewer, or whose count is more bytes than 64
+ * bits hold, is refused before the kernel runs; without min_count svod cannot
+ * tell how much of a buffer the kernel reads or writes.
  * Compiled objects are cached as for every svod program. Errors: VALIDATION
  * for malformed JSON, JSON nested more than 256 deep or a bad field (the
  * message names the field), IO for an unreadable source_file, COMPILE with
@@ -162,8 +169,10 @@ SVOD_C_EXPORT svod_status* svod_program_compile(svod_device* device, const char*
 /* Runs the kernel to completion. `buffers` in the spec's order; `scalars` for
  * every declared scalar except core_id (which svod sets for each parallel
  * slice), in declared order, each converted to the declared type. Checked
- * before anything runs: counts, NULL handles, buffer sizes and devices,
- * scalar ranges (VALIDATION). Thread-safe: one program may run on many
+ * before anything runs: counts, NULL handles, buffer dtypes (a declared
+ * dtype must match; a bf16 parameter also takes u16 bit patterns), sizes
+ * (min_count) and devices, scalar ranges, and the number of core_id slices
+ * against core_id's bounds (VALIDATION). Thread-safe: one program may run on many
  * threads at once (on buffers they do not share for writing). */
 SVOD_C_EXPORT svod_status* svod_program_launch(svod_program* program, svod_buffer* const* buffers,
                                                size_t n_buffers, const int64_t* scalars, size_t n_scalars);

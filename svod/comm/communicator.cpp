@@ -1,7 +1,9 @@
 #include "svod/comm/communicator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <exception>
@@ -41,6 +43,12 @@ std::string describe(const CallDesc& desc) {
       return fmt::format("send/recv({} x {}, tag {})", dtype, desc.count, desc.peer);
   }
   return "?";
+}
+
+std::string rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return fmt::format("{}", fmt::join(ranks, ", "));
 }
 
 std::optional<std::string> find_mismatch(std::span<const CallDesc> descs) {
@@ -163,9 +171,12 @@ std::string check_parts(std::string_view what, const Buffer& part, const Buffer&
   if (part.dtype() != whole.dtype())
     return fmt::format("{}: the buffers' dtypes differ ({} and {})", what, to_string(part.dtype()),
                        to_string(whole.dtype()));
-  if (whole.count() != part.count() * static_cast<size_t>(ranks))
+  size_t need = 0;
+  if (__builtin_mul_overflow(part.count(), static_cast<size_t>(ranks), &need))
+    return fmt::format("{}: {} ranks x {} elements is more than 64 bits hold", what, ranks, part.count());
+  if (whole.count() != need)
     return fmt::format("{}: the whole buffer must hold {} ranks x {} elements = {}, not {}", what, ranks, part.count(),
-                       part.count() * static_cast<size_t>(ranks), whole.count());
+                       need, whole.count());
   if (part.overlaps(whole)) return fmt::format("{}: the source and destination overlap", what);
   return {};
 }

@@ -92,6 +92,10 @@ std::string describe(const CallDesc& desc);
 // every rank raises, or nullopt when they agree. The same on every rank.
 std::optional<std::string> find_mismatch(std::span<const CallDesc> descs);
 
+// "1, 3": the ranks in increasing order, each once (a timeout lists the ranks
+// it waited for; one peer may own several unfinished requests).
+std::string rank_list(std::vector<int> ranks);
+
 }  // namespace detail
 
 class Communicator {
@@ -184,14 +188,20 @@ Communicator& world_communicator(std::string_view backend = "auto", CommOptions 
 // what it is handed to.
 inline std::shared_ptr<Communicator> borrowed(Communicator& comm) { return {std::shared_ptr<Communicator>{}, &comm}; }
 
+// The most ranks a local group has: each is a thread of this process.
+inline constexpr int kMaxLocalRanks = 1024;
+
 // `ranks` communicators of one local group, rank i at index i, each to be
-// used from its own thread.
+// used from its own thread. Error(Validation) unless 1 <= ranks <=
+// kMaxLocalRanks.
 std::vector<std::unique_ptr<Communicator>> create_local_communicators(int ranks,
                                                                       CommOptions options = default_comm_options());
 
 // Runs body(comm) on `ranks` threads of one local group and waits for all. A
 // rank whose body throws is aborted (the others' calls fail naming it); the
-// first rank to fail has its exception rethrown here.
+// first rank to fail has its exception rethrown here. When the system
+// refuses a thread, the ranks not started are aborted, those started are
+// joined and Error(Execution) says so.
 void run_local_ranks(int ranks, const std::function<void(Communicator&)>& body,
                      CommOptions options = default_comm_options());
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "svod/base/error.h"
@@ -78,11 +79,12 @@ class LocalGroup {
     });
     if (generation_.load(std::memory_order_acquire) != generation) return;
     if (met) throw_if_failed(rank, desc);
-    std::string missing;
+    std::vector<int> missing;
     for (int k = 0; k < size_; ++k)
-      if (!present_[k]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", k);
+      if (!present_[k]) missing.push_back(k);
     const std::string message = fmt::format("local rank {}: {} timed out after {} ms waiting for rank(s) {}", rank,
-                                            detail::describe(desc), options_.timeout.count(), missing);
+                                            detail::describe(desc), options_.timeout.count(),
+                                            detail::rank_list(std::move(missing)));
     failed_ = Failure{-1, message};
     changed_.notify_all();
     throw Error(ErrorKind::Timeout, message);
@@ -244,6 +246,9 @@ class LocalCommunicator final : public Communicator {
 
 std::vector<std::unique_ptr<Communicator>> create_local_communicators(int ranks, CommOptions options) {
   if (ranks < 1) throw make_error(ErrorKind::Validation, "a local group needs at least one rank, not {}", ranks);
+  if (ranks > kMaxLocalRanks)
+    throw make_error(ErrorKind::Validation, "{} local ranks: a local group has at most {} (each rank is a thread)",
+                     ranks, kMaxLocalRanks);
   auto group = std::make_shared<LocalGroup>(ranks, options);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < ranks; ++r) comms.push_back(std::make_unique<LocalCommunicator>(group, r, options));
@@ -266,7 +271,20 @@ void run_local_ranks(int ranks, const std::function<void(Communicator&)>& body, 
     }
   };
   std::vector<std::thread> threads;
-  for (int r = 1; r < ranks; ++r) threads.emplace_back(run, std::ref(*comms[r]));
+  threads.reserve(static_cast<size_t>(ranks));
+  for (int r = 1; r < ranks; ++r) {
+    try {
+      threads.emplace_back(run, std::ref(*comms[r]));
+    } catch (const std::system_error& e) {
+      // Rank r never starts: the started ranks fail naming it instead of
+      // waiting for it until they time out.
+      const std::string reason =
+          fmt::format("the system refused a thread for local rank {} of {}: {}", r, ranks, e.what());
+      comms[r]->abort(reason);
+      for (std::thread& thread : threads) thread.join();
+      throw Error(ErrorKind::Execution, reason);
+    }
+  }
   run(*comms[0]);
   for (std::thread& thread : threads) thread.join();
   if (first) std::rethrow_exception(first);

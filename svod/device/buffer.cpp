@@ -61,11 +61,16 @@ HostStorage::~HostStorage() {
   else std::free(host_data());
 }
 
+size_t checked_byte_size(DType dtype, size_t count) {
+  const auto bytes = byte_size(dtype, count);
+  if (!bytes) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "a buffer of {} {} elements is too large: more bytes than fit in 64 bits",
+                     count, to_string(dtype));
+  return *bytes;
+}
+
 Buffer allocate_host_buffer(Device& owner, DType dtype, size_t count) {
-  const size_t elem = size_of(dtype);
-  if (count > SIZE_MAX / elem)
-    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
-  return Buffer(std::make_shared<HostStorage>(owner, count * elem), dtype);
+  return Buffer(std::make_shared<HostStorage>(owner, checked_byte_size(dtype, count)), dtype);
 }
 
 void copy_host_buffers(const Buffer& dst, const Buffer& src) {

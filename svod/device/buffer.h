@@ -97,6 +97,10 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
+// The bytes of `count` elements of `dtype`; Error(Validation) naming both
+// when that is more than 64 bits hold. Every device's allocate() sizes its
+// memory with it.
+size_t checked_byte_size(DType dtype, size_t count);
 // `count` elements of `dtype` in new HostStorage owned by `owner`;
 // Error(Validation) when the byte size overflows.
 Buffer allocate_host_buffer(Device& owner, DType dtype, size_t count);

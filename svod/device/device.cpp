@@ -131,6 +131,7 @@ void check_launch_buffer(const ProgramSpec& spec, const LaunchLayout& layout, si
   if (!buffer.valid())
     throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is empty", spec.display_name(), index,
                      spec.buffers[index].name);
+  layout.check_dtype(index, buffer.dtype());
   if (auto need = layout.min_bytes(index, abi); need && buffer.bytes() < *need)
     throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
                      spec.display_name(), index, spec.buffers[index].name, buffer.bytes(), *need);

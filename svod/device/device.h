@@ -110,8 +110,8 @@ class Program {
   // every declared scalar except core_id, in declared order. `dims`, when
   // given, replaces the launch sizes the spec gives for these scalars (plans
   // pass sizes over their variables); on the CPU global[0] is the number of
-  // core_id slices. Counts, sizes, devices and bounds are checked before
-  // anything runs.
+  // core_id slices. Counts, dtypes, sizes, devices and bounds (core_id's
+  // against the slice count included) are checked before anything runs.
   virtual void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
                       const LaunchDims* dims = nullptr) const = 0;
 
@@ -154,8 +154,9 @@ std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec
 void copy_through_host(const Buffer& dst, const Buffer& src);
 
 // For devices that pass buffers by handle (OpenCL, CUDA): checks buffer
-// `index` of a launch of `spec` — that it is not empty and holds what the
-// launch needs for these ABI scalars. Error(Validation) naming the program
+// `index` of a launch of `spec` — that it is not empty, has the declared
+// dtype (LaunchLayout::check_dtype) and holds what the launch needs for
+// these ABI scalars. Error(Validation) naming the program
 // and the buffer.
 void check_launch_buffer(const ProgramSpec& spec, const LaunchLayout& layout, size_t index, const Buffer& buffer,
                          const int64_t* abi);

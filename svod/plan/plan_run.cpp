@@ -37,9 +37,9 @@ void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t
         throw make_error(ErrorKind::Validation, "local_size[{}] \"{}\" = {} is below 1", d, k.local[d].text(),
                          dims.local[d]);
     }
-    if (k.bound && dims.global[0] > 1 && !k.layout->core_id())
-      throw make_error(ErrorKind::Validation, "global_size[0] = {} needs a core_id scalar to split the work",
-                       dims.global[0]);
+    // Bound kernels run their slices through run_bound, unchecked; the others
+    // are checked by their launch().
+    if (k.bound) k.layout->check_slices(dims.global[0]);
     for (size_t p = 0; p < k.slots.size(); ++p) {
       const auto need = k.layout->min_bytes(p, k.env.data());
       if (need && buffers[k.slots[p]].bytes() < *need)

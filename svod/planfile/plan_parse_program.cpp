@@ -53,7 +53,7 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
   for (size_t i = 0; i < bufs.size(); ++i) {
     const std::string at = item(bufs_path, i);
     object(bufs[i], at);
-    allow(bufs[i], at, {"name", "access", "dtype"});
+    allow(bufs[i], at, {"name", "access", "dtype", "min_count"});
     BufferParam param;
     param.name = name(need(bufs[i], at, "name"), child(at, "name"));
     if (const Json* a = find(bufs[i], "access")) {
@@ -66,6 +66,7 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
   }
 
   std::set<std::string> size_names = variable_names_;
+  std::set<std::string> scalar_names;  // the caller's, for min_count
   if (const Json* scalars = find(p, "scalars")) {
     const std::string sc_path = child(path, "scalars");
     array(*scalars, sc_path);
@@ -79,8 +80,19 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
       param.type = parsed(child(at, "type"), str(need(s, at, "type"), child(at, "type")), parse_scalar_type);
       if (const Json* m = find(s, "min")) param.min = integer(*m, child(at, "min"));
       if (const Json* m = find(s, "max")) param.max = integer(*m, child(at, "max"));
-      if (param.name != kCoreIdName) size_names.insert(param.name);
+      if (param.name != kCoreIdName) {
+        size_names.insert(param.name);
+        scalar_names.insert(param.name);
+      }
       spec.scalars.push_back(std::move(param));
+    }
+  }
+  // After the scalars, which min_count may name (only they: a launch checks
+  // it before anything runs, with no plan variables at hand).
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (const Json* m = find(bufs[i], "min_count")) {
+      spec.buffers[i].min_count =
+          expr(*m, child(item(bufs_path, i), "min_count"), scalar_names, "the program's scalars except core_id");
     }
   }
   constexpr std::string_view kSizeNames = "plan variables and the program's scalars";

@@ -1,11 +1,19 @@
 #include "svod/program/launch_layout.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "svod/base/error.h"
 
 namespace svod {
 namespace {
+
+// "2^62" for powers of two from 2^10, else the decimal count.
+std::string count_text(int64_t count) {
+  if (count >= 1024 && (count & (count - 1)) == 0)
+    return fmt::format("2^{}", std::countr_zero(static_cast<uint64_t>(count)));
+  return fmt::format("{}", count);
+}
 
 // The expression bound to `names`, or nullopt when it uses another name.
 std::optional<Expr> try_bind(const Expr& e, std::span<const std::string> names) {
@@ -26,8 +34,16 @@ LaunchLayout::LaunchLayout(const ProgramSpec& spec)
     global_[d] = {try_bind(spec.global_size[d], scalar_names_), spec.global_size[d].text()};
     local_[d] = {try_bind(spec.local_size[d], scalar_names_), spec.local_size[d].text()};
   }
+  if (core_id_) {
+    // Slices 0 .. n-1 stay within [min, max] for n up to max + 1; none do
+    // when min is above 0.
+    const Variable& core = bounds_[*core_id_];
+    max_slices_ = core.min > 0 ? 0 : core.max == INT64_MAX ? INT64_MAX : core.max + 1;
+  }
   for (size_t i = 0; i < spec.buffers.size(); ++i) {
     const auto& b = spec.buffers[i];
+    buffer_names_.push_back(b.name);
+    dtypes_.push_back(b.dtype);
     if (!b.min_count) {
       min_counts_.emplace_back();
       continue;
@@ -36,7 +52,7 @@ LaunchLayout::LaunchLayout(const ProgramSpec& spec)
     if (!bound)
       throw make_error(ErrorKind::Validation, "program \"{}\": buffers[{}] min_count \"{}\" uses names that are not scalars",
                        program_, i, b.min_count->text());
-    min_counts_.push_back(SizeRule{std::move(*bound), size_of(b.dtype.value_or(DType::U8))});
+    min_counts_.push_back(SizeRule{std::move(*bound), b.dtype.value_or(DType::U8)});
   }
 }
 
@@ -89,7 +105,40 @@ std::optional<size_t> LaunchLayout::min_bytes(size_t index, const int64_t* abi) 
   if (!rule) return std::nullopt;
   int64_t count = rule->count.evaluate({abi, bounds_.size()});
   if (count < 0) return 0;
-  return static_cast<size_t>(count) * rule->element_bytes;
+  const auto bytes = byte_size(rule->dtype, static_cast<size_t>(count));
+  if (!bytes) [[unlikely]]
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": buffer {} (\"{}\") needs {} {} elements (min_count \"{}\"): more bytes than "
+                     "fit in 64 bits",
+                     program_, index, buffer_names_[index], count_text(count), to_string(rule->dtype),
+                     rule->count.text());
+  return *bytes;
+}
+
+void LaunchLayout::check_dtype_slow(size_t index, DType dtype) const {
+  const DType declared = *dtypes_[index];
+  if (declared == DType::BF16 && dtype == DType::U16) return;  // bf16 bit patterns
+  throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\"): dtype {} does not match the declared {}",
+                   program_, index, buffer_names_[index], to_string(dtype), to_string(declared));
+}
+
+void LaunchLayout::throw_slices(int64_t slices) const {
+  if (slices < 1)
+    throw make_error(ErrorKind::Validation, "program \"{}\": {} core_id slices; a launch needs at least 1", program_,
+                     slices);
+  if (!core_id_)
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": global_size[0] = {} needs a core_id scalar to split the work across cores",
+                     program_, slices);
+  const Variable& core = bounds_[*core_id_];
+  if (core.min > 0)
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": core_id's bounds [{}, {}] leave out slice 0, which every launch runs", program_,
+                     core.min, core.max);
+  throw make_error(ErrorKind::Validation,
+                   "program \"{}\": {} core_id slices would pass core_id = {}, outside its bounds [{}, {}] (at most "
+                   "{} slices)",
+                   program_, slices, slices - 1, core.min, core.max, max_slices_);
 }
 
 }  // namespace svod

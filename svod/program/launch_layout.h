@@ -48,14 +48,40 @@ class LaunchLayout {
   LaunchDims dims(std::span<const int64_t> caller) const;
 
   // Bytes buffer `index` must hold, when its spec declares min_count.
+  // Throws Validation naming the program and buffer when that count of
+  // elements is more bytes than 64 bits hold.
   std::optional<size_t> min_bytes(size_t index, const int64_t* abi) const;
+
+  // Throws Validation naming the program and buffer unless buffer `index`
+  // may be passed a buffer of `dtype`: its declared dtype or, for bf16, u16
+  // (the bit patterns). Any dtype when none is declared.
+  void check_dtype(size_t index, DType dtype) const {
+    if (dtypes_[index] && *dtypes_[index] != dtype) [[unlikely]]
+      check_dtype_slow(index, dtype);
+  }
+
+  // The slice count of a CPU launch (global_size[0]: core_id takes the
+  // values 0 .. slices-1). Throws Validation naming the program unless it is
+  // at least 1, is 1 without a core_id scalar, and keeps every core_id
+  // within that scalar's bounds (declared min/max and its type's range: an
+  // i32 core_id takes at most 2^31 slices). A compare when it passes.
+  void check_slices(int64_t slices) const {
+    if (slices < 1 || slices > max_slices_) [[unlikely]]
+      throw_slices(slices);
+  }
 
  private:
   struct SizeRule {
     Expr count;  // bound to the ABI scalar names
-    size_t element_bytes;
+    DType dtype;
   };
+  [[noreturn]] void throw_slices(int64_t slices) const;
+  void check_dtype_slow(size_t index, DType dtype) const;
+
   std::string program_;
+  std::vector<std::string> buffer_names_;
+  std::vector<std::optional<DType>> dtypes_;  // declared, per buffer
+  int64_t max_slices_ = 1;                    // by core_id's bounds; 1 without one
   size_t buffer_count_ = 0;
   std::optional<size_t> core_id_;
   std::vector<Variable> bounds_;

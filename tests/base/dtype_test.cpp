@@ -49,6 +49,21 @@ TEST(DType, Sizes) {
   static_assert(size_of(DType::F64) == 8);
 }
 
+TEST(DType, ByteSizesAndElementCountsOverflowToNullopt) {
+  EXPECT_EQ(byte_size(DType::F32, 10), 40u);
+  EXPECT_EQ(byte_size(DType::F32, size_t{1} << 61), size_t{1} << 63);
+  EXPECT_EQ(byte_size(DType::F32, size_t{1} << 62), std::nullopt);  // 2^64 wrapped to 0
+  EXPECT_EQ(byte_size(DType::U8, SIZE_MAX), SIZE_MAX);
+  EXPECT_EQ(byte_size(DType::U16, SIZE_MAX / 2 + 1), std::nullopt);
+  const std::vector<size_t> none, square{size_t{1} << 32, size_t{1} << 32}, big{size_t{1} << 31, size_t{1} << 32};
+  EXPECT_EQ(element_count(none), 1u);
+  EXPECT_EQ(element_count(square), std::nullopt);  // wrapped to 0
+  EXPECT_EQ(element_count(big), size_t{1} << 63);
+  const std::vector<size_t> zero_first{0, SIZE_MAX, SIZE_MAX}, zero_last{SIZE_MAX, SIZE_MAX, 0};
+  EXPECT_EQ(element_count(zero_first), 0u);
+  EXPECT_EQ(element_count(zero_last), 0u);
+}
+
 TEST(DType, Classification) {
   int floats = 0;
   int integers = 0;

@@ -171,7 +171,10 @@ TEST(CApi, AllocatedBuffersCopyToAndFromHost) {
   expect_error(svod_buffer_allocate(cpu.handle, "f31", 4, &x.handle), SVOD_ERROR_VALIDATION, "f31");
   expect_error(svod_buffer_allocate(cpu.handle, "f32", 0, &x.handle), SVOD_ERROR_VALIDATION, "at least one element");
   expect_error(svod_buffer_allocate(cpu.handle, "f64", SIZE_MAX / 4, &x.handle), SVOD_ERROR_VALIDATION,
-               "do not fit");
+               "more bytes than fit in 64 bits");
+  float room[2] = {};
+  expect_error(svod_buffer_wrap_host(room, "f32", size_t{1} << 62, &y.handle), SVOD_ERROR_VALIDATION,
+               "more bytes than fit in 64 bits");
   alignas(8) char bytes[16];
   expect_error(svod_buffer_wrap_host(bytes + 1, "f32", 2, &x.handle), SVOD_ERROR_VALIDATION, "not aligned");
 }
@@ -203,6 +206,94 @@ TEST(CApi, LaunchChecksCountsHandlesAndScalars) {
   // The error names the function it came from.
   expect_error(svod_program_launch(program.handle, buffers, 1, scalars, 2), SVOD_ERROR_VALIDATION,
                "svod_program_launch: ");
+}
+
+TEST(CApi, LaunchChecksBufferDtypesAgainstTheSpec) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kScaleSpec, &program.handle));
+  Buffer x, y, ints;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 16, &x.handle));
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 16, &y.handle));
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "i32", 16, &ints.handle));
+  const int64_t scalars[] = {16, 2};
+  svod_buffer* wrong[] = {ints.handle, x.handle};  // y is declared f32
+  expect_error(svod_program_launch(program.handle, wrong, 2, scalars, 2), SVOD_ERROR_VALIDATION,
+               "buffer 0 (\"y\"): dtype i32 does not match the declared f32");
+  std::vector<int32_t> got(16, -1);
+  ASSERT_OK(svod_buffer_copy_to_host(ints.handle, got.data(), got.size() * sizeof(int32_t)));
+  EXPECT_EQ(got, std::vector<int32_t>(16, 0));  // nothing ran
+  svod_buffer* right[] = {y.handle, x.handle};
+  EXPECT_OK(svod_program_launch(program.handle, right, 2, scalars, 2));
+}
+
+// n elements written, declared with min_count: launches whose buffers hold
+// fewer, or whose count is more bytes than 64 bits hold, never run.
+constexpr const char* kFillSpec = R"({
+  "language": "c",
+  "source": "void fill(float* restrict y, long n) { for (long i = 0; i < n; i++) y[i] = 1.0f; }",
+  "entry": "fill",
+  "buffers": [ { "name": "y", "access": "write", "dtype": "f32", "min_count": "n" } ],
+  "scalars": [ { "name": "n", "type": "i64" } ]
+})";
+
+TEST(CApi, MinCountInTheSpecGuardsLaunches) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kFillSpec, &program.handle));
+  std::vector<float> memory(32, 0.0f);
+  Buffer y;
+  ASSERT_OK(svod_buffer_wrap_host(memory.data() + 16, "f32", 16, &y.handle));
+  svod_buffer* buffers[] = {y.handle};
+  const int64_t past_the_end[] = {17};
+  expect_error(svod_program_launch(program.handle, buffers, 1, past_the_end, 1), SVOD_ERROR_VALIDATION,
+               "buffer 0 (\"y\") holds 64 bytes but the launch needs 68");
+  const int64_t wraps[] = {int64_t{1} << 62};
+  expect_error(svod_program_launch(program.handle, buffers, 1, wraps, 1), SVOD_ERROR_VALIDATION,
+               "program \"fill\": buffer 0 (\"y\") needs 2^62 f32 elements (min_count \"n\"): more bytes than fit in 64 "
+               "bits");
+  EXPECT_EQ(memory, std::vector<float>(32, 0.0f));  // nothing written, before or in the buffer
+  const int64_t all[] = {16};
+  ASSERT_OK(svod_program_launch(program.handle, buffers, 1, all, 1));
+  EXPECT_EQ(memory[15], 0.0f);
+  EXPECT_EQ(memory[31], 1.0f);
+
+  // min_count names only the program's scalars (not core_id), as integers or expressions.
+  std::string spec = kFillSpec;
+  const std::string field = R"("min_count": "n")";
+  auto with = [&](const std::string& text) {
+    std::string s = spec;
+    return s.replace(s.find(field), field.size(), text);
+  };
+  Program other;
+  expect_error(svod_program_compile(cpu.handle, with(R"("min_count": "m")").c_str(), &other.handle),
+               SVOD_ERROR_VALIDATION, "buffers[0].min_count: unknown variable \"m\"");
+  expect_error(svod_program_compile(cpu.handle, with(R"("min_count": [1])").c_str(), &other.handle),
+               SVOD_ERROR_VALIDATION, "buffers[0].min_count: expected an integer or an expression string");
+  ASSERT_OK(svod_program_compile(cpu.handle, with(R"("min_count": 20)").c_str(), &other.handle));
+  expect_error(svod_program_launch(other.handle, buffers, 1, all, 1), SVOD_ERROR_VALIDATION,
+               "holds 64 bytes but the launch needs 80");
+}
+
+TEST(CApi, CoreIdSlicesStayWithinItsBounds) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, R"({
+    "language": "c",
+    "source": "void mark(int* restrict o, int n, int core_id) { o[core_id] = 1; }",
+    "entry": "mark",
+    "buffers": [ { "name": "o", "access": "write", "dtype": "i32" } ],
+    "scalars": [ { "name": "n", "type": "i64" }, { "name": "core_id", "type": "i32", "min": 0, "max": 3 } ],
+    "global_size": ["n"]
+  })", &program.handle));
+  Buffer o;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "i32", 4, &o.handle));
+  svod_buffer* buffers[] = {o.handle};
+  const int64_t five[] = {5};
+  expect_error(svod_program_launch(program.handle, buffers, 1, five, 1), SVOD_ERROR_VALIDATION,
+               "5 core_id slices would pass core_id = 4, outside its bounds [0, 3]");
+  const int64_t four[] = {4};
+  EXPECT_OK(svod_program_launch(program.handle, buffers, 1, four, 1));
 }
 
 TEST(CApi, LaunchFromManyThreads) {

@@ -2,8 +2,14 @@
 // reduction, and the failure paths: mismatches, a failed rank, a missing rank.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -230,6 +236,77 @@ TEST(LocalCommunicator, MissingRankTimesOutNamingIt) {
   Error again = test::expect_error([&] { comms[0]->barrier(); });
   EXPECT_EQ(again.kind(), ErrorKind::Execution);
   EXPECT_NE(std::string(again.what()).find("unusable after an earlier failure"), std::string::npos) << again.what();
+}
+
+TEST(LocalCommunicator, TimeoutsNameEachMissingRankOnce) {
+  EXPECT_EQ(detail::rank_list({3, 1, 1, 2, 3}), "1, 2, 3");
+  EXPECT_EQ(detail::rank_list({1, 1}), "1");  // an MPI peer's unfinished receive and send
+  EXPECT_EQ(detail::rank_list({}), "");
+  auto comms = create_local_communicators(4, with_timeout(200ms));
+  // Ranks 1 and 3 never arrive.
+  std::string other;
+  std::thread two([&] { other = test::expect_error([&] { comms[2]->barrier(); }).what(); });
+  Error e = test::expect_error([&] { comms[0]->barrier(); });
+  two.join();
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+  for (const std::string& message : {std::string(e.what()), other})
+    EXPECT_NE(message.find("waiting for rank(s) 1, 3"), std::string::npos) << message;
+}
+
+TEST(LocalCommunicator, GroupsHaveAtMostMaxLocalRanks) {
+  Error e = test::expect_error([] { create_local_communicators(kMaxLocalRanks + 1); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("1025 local ranks: a local group has at most 1024"), std::string::npos)
+      << e.what();
+  std::atomic<int> ran{0};
+  e = test::expect_error([&] { run_local_ranks(100000, [&](Communicator&) { ++ran; }); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(create_local_communicators(kMaxLocalRanks).size(), size_t(kMaxLocalRanks));
+}
+
+// Runs in a child process: 1024 local ranks with too little address space
+// for their stacks. Exits 0 when run_local_ranks threw Error(Execution) and
+// the ranks that did start failed at once naming the refusal.
+[[noreturn]] void run_ranks_without_room_for_threads() {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t in_use = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  const rlimit limit{in_use + (rlim_t{256} << 20), in_use + (rlim_t{256} << 20)};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(2);
+  std::atomic<int> named{0};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_local_ranks(
+        kMaxLocalRanks,
+        [&](Communicator& comm) {
+          try {
+            comm.barrier();
+          } catch (const Error& e) {
+            if (e.kind() == ErrorKind::Execution && std::string(e.what()).find("refused a thread") != std::string::npos)
+              ++named;
+            throw;
+          }
+        },
+        with_timeout(300s));
+  } catch (const Error& e) {
+    const bool fast = std::chrono::steady_clock::now() - start < 60s;
+    std::fprintf(stderr, "%s: %s (%d ranks named it, fast: %d)\n", std::string(to_string(e.kind())).c_str(), e.what(),
+                 named.load(), int(fast));
+    std::_Exit(e.kind() == ErrorKind::Execution && named.load() > 0 && fast ? 0 : 1);
+  }
+  std::fprintf(stderr, "all %d threads started\n", kMaxLocalRanks);
+  std::_Exit(3);
+}
+
+// When the system refuses a thread, run_local_ranks throws Error(Execution),
+// and the ranks that did start fail at once naming the missing one instead of
+// waiting for it until their timeout. In a child process, so that the limit
+// reaches no other test.
+TEST(LocalCommunicatorDeathTest, RefusedThreadsBecomeAnErrorAndStopTheStartedRanks) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_ranks_without_room_for_threads(), ::testing::ExitedWithCode(0),
+              "execution: the system refused a thread for local rank [0-9]+ of 1024: ");
 }
 
 // Device buffers are staged through the host.

@@ -135,6 +135,85 @@ TEST_F(CpuDeviceTest, ParallelLaunchWithoutCoreIdIsAnError) {
   EXPECT_EQ(o.span<int32_t>()[0], 0);
 }
 
+TEST_F(CpuDeviceTest, MinCountWhoseBytesOverflowIsRefusedBeforeTheKernelWrites) {
+  // o[n - 1] with n = 2^62: 2^64 bytes of f32, which wrapped to 0 and let the
+  // kernel write just before the array.
+  ProgramSpec spec = c_kernel("last", "void last(float* o, long long n) { o[n - 1] = 7.0f; }",
+                              {{"o", Access::Write, DType::F32, Expr::parse("n")}}, {{"n", ScalarType::I64}});
+  spec.name = "last";
+  auto p = cpu->compile(spec);
+  Buffer all = cpu->allocate(DType::F32, 8);
+  Buffer bufs[] = {all.view(4, 4)};  // the floats before it belong to `all`
+  int64_t huge[] = {int64_t{1} << 62};
+  Error e = expect_error([&] { p->launch(bufs, huge); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("program \"last\": buffer 0 (\"o\") needs 2^62 f32 elements (min_count \"n\"): "
+                                       "more bytes than fit in 64 bits"),
+            std::string::npos)
+      << e.what();
+  for (float v : all.span<float>()) EXPECT_EQ(v, 0.0f);  // nothing written
+  int64_t four[] = {4};
+  p->launch(bufs, four);
+  EXPECT_EQ(all.span<float>()[7], 7.0f);
+}
+
+TEST_F(CpuDeviceTest, BuffersOfAnotherDtypeThanDeclaredAreRefused) {
+  auto p = cpu->compile(c_kernel("f", "void f(float* o, unsigned short* h) { o[0] = 1.0f; h[0] = 1; }",
+                                 {{"o", Access::Write, DType::F32}, {"h", Access::Write, DType::BF16}}));
+  Buffer ints = cpu->allocate(DType::I32, 1), floats_ = cpu->allocate(DType::F32, 1);
+  Buffer bf16 = cpu->allocate(DType::BF16, 1), u16 = cpu->allocate(DType::U16, 1), f16 = cpu->allocate(DType::F16, 1);
+  Buffer wrong[] = {ints, bf16};
+  Error e = expect_error([&] { p->launch(wrong, {}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("program \"f\": buffer 0 (\"o\"): dtype i32 does not match the declared f32"),
+            std::string::npos)
+      << e.what();
+  Buffer wrong16[] = {floats_, f16};
+  EXPECT_EQ(expect_error([&] { p->launch(wrong16, {}); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(ints.span<int32_t>()[0], 0);
+  EXPECT_EQ(floats_.span<float>()[0], 0.0f);
+  Buffer bits[] = {floats_, u16};  // bf16 takes its u16 bit patterns
+  p->launch(bits, {});
+  EXPECT_EQ(u16.span<uint16_t>()[0], 1);
+  Buffer right[] = {floats_, bf16};
+  p->launch(right, {});
+  EXPECT_EQ(floats_.span<float>()[0], 1.0f);
+}
+
+TEST_F(CpuDeviceTest, SliceCountsAreCheckedAgainstCoreIdBoundsAndType) {
+  ProgramSpec spec = c_kernel("mark", "void mark(int* restrict o, int n, int core_id) { o[core_id] = 1; }",
+                              {{"o", Access::Write, DType::I32}}, {{"n", ScalarType::I64}, {"core_id", ScalarType::I32, 0, 3}});
+  spec.global_size[0] = Expr::parse("n");
+  auto p = cpu->compile(spec);
+  Buffer o = cpu->allocate(DType::I32, 4);
+  Buffer bufs[] = {o};
+  int64_t five[] = {5};
+  Error e = expect_error([&] { p->launch(bufs, five); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("5 core_id slices would pass core_id = 4, outside its bounds [0, 3]"),
+            std::string::npos)
+      << e.what();
+  // Sizes a plan passes are checked the same way.
+  LaunchDims dims;
+  dims.global[0] = 5;
+  EXPECT_EQ(expect_error([&] { p->launch(bufs, five, &dims); }).kind(), ErrorKind::Validation);
+  for (int32_t v : o.span<int32_t>()) EXPECT_EQ(v, 0);
+  int64_t four[] = {4};
+  p->launch(bufs, four);
+  for (int32_t v : o.span<int32_t>()) EXPECT_EQ(v, 1);
+
+  // An i32 core_id without a max: 2^31 slices would reach core_id = 2^31,
+  // which wraps negative.
+  spec.scalars[1].max.reset();
+  auto unbounded = cpu->compile(spec);
+  int64_t past[] = {(int64_t{1} << 31) + 1};
+  e = expect_error([&] { unbounded->launch(bufs, past); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("would pass core_id = 2147483648, outside its bounds [0, 2147483647]"),
+            std::string::npos)
+      << e.what();
+}
+
 TEST_F(CpuDeviceTest, BuffersAreAlignedViewsShareStorage) {
   Buffer base = cpu->allocate(DType::F32, 100);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(base.data()) % 64, 0u);
@@ -150,6 +229,17 @@ TEST_F(CpuDeviceTest, BuffersAreAlignedViewsShareStorage) {
   p->launch(bufs, {});
   EXPECT_EQ(base.span<float>()[60], 1.0f);
   EXPECT_EQ(base.span<float>()[59], 0.0f);
+}
+
+TEST_F(CpuDeviceTest, AllocationsWhoseBytesOverflowAreRefused) {
+  // 2^62 f32 elements would be 2^64 bytes, which wraps to 0.
+  Error e = expect_error([&] { cpu->allocate(DType::F32, size_t{1} << 62); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("4611686018427387904 f32 elements is too large: more bytes than fit in 64 bits"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(checked_byte_size(DType::F64, 3), 24u);
+  EXPECT_EQ(expect_error([&] { checked_byte_size(DType::U16, SIZE_MAX / 2 + 1); }).kind(), ErrorKind::Validation);
 }
 
 TEST_F(CpuDeviceTest, CopyChecksSizes) {

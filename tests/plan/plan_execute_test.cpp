@@ -221,6 +221,56 @@ TEST_F(PlanExecute, VariablesDriveScalarsAndLaunchSizes) {
   EXPECT_EQ(s[6], 0);
 }
 
+TEST_F(PlanExecute, SliceCountsAreCheckedAgainstCoreIdWhenVariablesChange) {
+  ExecutionPlanBuilder b;
+  const size_t slots = b.add_buffer(host_buffer(DType::I64, 16));
+  b.add_variable(Variable{"N", 1, int64_t{1} << 40}, 2);
+  // put: global_size[0] = "N" slices, core_id an i32 without declared bounds.
+  b.add_op(PreparedKernel{test::put_kernel(), {slots}, {}, {}}, {.id = "put"});
+  // mark: core_id declared in [0, 3], its slices also from N.
+  auto mark_spec = test::c_kernel("mark", "void mark(long long* out, int core_id) { out[core_id] = -1; }",
+                                  {BufferParam{"out", Access::Write, DType::I64}},
+                                  {ScalarParam{"core_id", ScalarType::I32, 0, 3}});
+  mark_spec.global_size[0] = Expr::parse("min(N, 4)");
+  b.add_op(PreparedKernel{cpu_device()->compile(mark_spec), {slots}, {}, {}}, {.id = "mark"});
+  b.add_op(PreparedKernel{cpu_device()->compile(mark_spec), {slots}, {}, {}, std::array<Expr, 3>{
+                              Expr::parse("N"), Expr::constant(1), Expr::constant(1)}},
+           {.id = "mark_all"});
+  ExecutionPlan plan = b.build();
+  auto s = plan.buffer(slots).span<int64_t>();
+
+  plan.execute_with_vars({{"N", 4}});
+  EXPECT_EQ(s[3], -1);
+  std::ranges::fill(s, 0);
+  // 5 slices would pass core_id = 4 to mark_all; 2^31 + 1 would wrap put's
+  // i32 core_id negative. Both refused before any op runs.
+  expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", 5}}); },
+               {"\"mark_all\"", "5 core_id slices would pass core_id = 4, outside its bounds [0, 3]"});
+  expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", (int64_t{1} << 31) + 1}}); },
+               {"\"put\"", "core_id = 2147483648, outside its bounds [-2147483648, 2147483647]"});
+  for (int64_t v : s) EXPECT_EQ(v, 0) << "a refused run must not start any op";
+  EXPECT_EQ(plan.variable("N"), 4);
+  EXPECT_FALSE(plan.poisoned());
+}
+
+TEST_F(PlanExecute, MinCountsWhoseBytesOverflowAreRefused) {
+  auto spec = test::c_kernel("last", "void last(float* o, long long n) { o[n - 1] = 7.0f; }",
+                             {BufferParam{"o", Access::Write, DType::F32, Expr::parse("n")}},
+                             {ScalarParam{"n", ScalarType::I64}});
+  ExecutionPlanBuilder b;
+  const size_t all = b.add_buffer(host_buffer(DType::F32, 8), "all");
+  const size_t tail = b.add_view(all, 16, 16, DType::F32, "tail");
+  b.add_variable(Variable{"N", 1, int64_t{1} << 62}, 4);
+  b.add_op(PreparedKernel{cpu_device()->compile(spec), {tail}, {Expr::parse("N")}, {}}, {.id = "last"});
+  ExecutionPlan plan = b.build();
+  // 2^62 floats are 2^64 bytes, which wrapped to 0 and let the kernel write before "tail".
+  expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", int64_t{1} << 62}}); },
+               {"\"last\"", "needs 2^62 f32 elements (min_count \"n\"): more bytes than fit in 64 bits"});
+  for (float v : plan.buffer(all).span<float>()) EXPECT_EQ(v, 0.0f);
+  plan.execute_with_vars({{"N", 4}});
+  EXPECT_EQ(plan.buffer(all).span<float>()[7], 7.0f);
+}
+
 TEST_F(PlanExecute, CustomFunctionsSeeTheVariables) {
   static std::atomic<int64_t> seen{-1};
   static std::once_flag once;

@@ -339,6 +339,18 @@ TEST(SvodRunRanks, AFailedRankFailsEveryOtherRankNamingIt) {
   EXPECT_FALSE(std::filesystem::exists(dir / "results"));
 }
 
+TEST(SvodRunRanks, RankCountsPastTheLimitAreRefusedBeforeAnythingStarts) {
+  TempDir dir;
+  for (const char* ranks : {"100000", "1025", "0"}) {
+    RunResult r = svod_run(dir, {kCollectivePlan, "--ranks", ranks});
+    EXPECT_NE(r.status, 0) << ranks;
+    EXPECT_NE(r.err.find("--ranks"), std::string::npos) << ranks << r.err;
+    EXPECT_NE(r.err.find("1024"), std::string::npos) << ranks << r.err;
+    EXPECT_EQ(r.err.find("system_error"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("ranks: "), std::string::npos) << r.out;
+  }
+}
+
 TEST(SvodRunRanks, HelpDocumentsTheFlags) {
   TempDir dir;
   RunResult r = svod_run(dir, {"--help"});
@@ -346,6 +358,7 @@ TEST(SvodRunRanks, HelpDocumentsTheFlags) {
   EXPECT_NE(r.out.find("--ranks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--all-ranks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mpirun"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("At most 1024"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -120,5 +120,80 @@ TEST(LaunchLayout, DeviceDimsEvaluateGlobalAndLocalSizes) {
   EXPECT_NE(e.find("local_size[0] \"BLOCK\" uses variables that are not scalars"), std::string::npos) << e;
 }
 
+TEST(LaunchLayout, MinBytesThatOverflowAreRefusedNamingProgramAndBuffer) {
+  auto spec = test::c_kernel("k", "x", {{"a", Access::Write, DType::F32, Expr::parse("n")}, {"raw", Access::Read,
+                                        std::nullopt, Expr::parse("n * 2")}},
+                             {{"n", ScalarType::I64}});
+  spec.name = "fill";
+  LaunchLayout layout(spec);
+  int64_t abi[1] = {int64_t{1} << 61};  // 2^63 bytes of f32: still fits
+  EXPECT_EQ(layout.min_bytes(0, abi), size_t{1} << 63);
+  EXPECT_EQ(layout.min_bytes(1, abi), size_t{1} << 62);  // no dtype: bytes
+  abi[0] = int64_t{1} << 62;  // 2^64 bytes of f32 would wrap to 0
+  const std::string e = error_of([&] { layout.min_bytes(0, abi); });
+  EXPECT_NE(e.find("program \"fill\": buffer 0 (\"a\") needs 2^62 f32 elements (min_count \"n\"): more bytes than "
+                   "fit in 64 bits"),
+            std::string::npos)
+      << e;
+  // The count expression itself is checked too.
+  EXPECT_NE(error_of([&] { layout.min_bytes(1, abi); }).find("\"n * 2\": 4611686018427387904 * 2 overflows int64"),
+            std::string::npos);
+  abi[0] = (int64_t{1} << 62) + 1;  // not a power of two: the count in decimal
+  EXPECT_NE(error_of([&] { layout.min_bytes(0, abi); }).find("needs 4611686018427387905 f32 elements"),
+            std::string::npos);
+  abi[0] = -3;  // a negative count asks for nothing
+  EXPECT_EQ(layout.min_bytes(0, abi), 0u);
+}
+
+TEST(LaunchLayout, BufferDtypesMustMatchTheDeclaredOnesBf16TakesU16) {
+  auto spec = test::c_kernel("k", "x", {{"a", Access::Read, DType::F32}, {"h", Access::Read, DType::BF16}, {"any"}});
+  LaunchLayout layout(spec);
+  layout.check_dtype(0, DType::F32);
+  layout.check_dtype(1, DType::BF16);
+  layout.check_dtype(1, DType::U16);  // bf16 bit patterns
+  for (DType t : kAllDTypes) layout.check_dtype(2, t);
+  const std::string e = error_of([&] { layout.check_dtype(0, DType::I32); });
+  EXPECT_NE(e.find("program \"k\": buffer 0 (\"a\"): dtype i32 does not match the declared f32"), std::string::npos)
+      << e;
+  EXPECT_NE(error_of([&] { layout.check_dtype(0, DType::U8); }).find("dtype u8 does not match"), std::string::npos);
+  EXPECT_NE(error_of([&] { layout.check_dtype(1, DType::F16); }).find("dtype f16 does not match the declared bf16"),
+            std::string::npos);
+}
+
+TEST(LaunchLayout, SlicesStayWithinCoreIdBoundsAndType) {
+  auto spec = test::c_kernel("k", "x", {}, {{"core_id", ScalarType::I32, 0, 7}});
+  LaunchLayout bounded(spec);
+  bounded.check_slices(1);
+  bounded.check_slices(8);
+  std::string e = error_of([&] { bounded.check_slices(9); });
+  EXPECT_NE(e.find("program \"k\": 9 core_id slices would pass core_id = 8, outside its bounds [0, 7] (at most 8 "
+                   "slices)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of([&] { bounded.check_slices(0); }).find("0 core_id slices; a launch needs at least 1"),
+            std::string::npos);
+
+  spec.scalars[0].max.reset();  // i32: core_id takes at most 2^31 values from 0
+  LaunchLayout i32(spec);
+  i32.check_slices(int64_t{1} << 31);
+  e = error_of([&] { i32.check_slices((int64_t{1} << 31) + 1); });
+  EXPECT_NE(e.find("would pass core_id = 2147483648, outside its bounds [0, 2147483647]"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { i32.check_slices(int64_t{1} << 40); }).find("outside its bounds"), std::string::npos);
+
+  spec.scalars[0] = {"core_id", ScalarType::I64};
+  LaunchLayout i64(spec);
+  i64.check_slices(INT64_MAX);
+
+  spec.scalars[0] = {"core_id", ScalarType::I32, 1, 8};  // slice 0 is always run
+  LaunchLayout from_one(spec);
+  EXPECT_NE(error_of([&] { from_one.check_slices(1); }).find("leave out slice 0"), std::string::npos);
+
+  spec.scalars.clear();  // no core_id: one slice only
+  LaunchLayout plain(spec);
+  plain.check_slices(1);
+  EXPECT_NE(error_of([&] { plain.check_slices(2); }).find("global_size[0] = 2 needs a core_id scalar"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace svod

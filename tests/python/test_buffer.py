@@ -1,4 +1,5 @@
 """svod.Buffer: numpy views, copies, release, and DLPack both ways without copies."""
+import ctypes
 import gc
 import sys
 
@@ -32,6 +33,23 @@ def test_allocate_dtypes(cpu):
         cpu.allocate("nonsense", 3)
     with pytest.raises(svod.ValidationError, match="count"):
         cpu.allocate("f32", -1)
+
+
+def test_allocate_refuses_sizes_past_64_bits(cpu):
+    # 2^32 x 2^32 elements wrapped to a count of 0; 2^62 f32 to 0 bytes.
+    with pytest.raises(svod.ValidationError, match=r"allocate: shape \(4294967296, 4294967296\) of f32 elements is more "
+                                                   r"bytes than fit in 64 bits"):
+        cpu.allocate("f32", (2**32, 2**32))
+    with pytest.raises(svod.ValidationError, match="more bytes than fit in 64 bits"):
+        cpu.allocate("f32", 2**62)
+    with pytest.raises(svod.ValidationError, match="more bytes than fit in 64 bits"):
+        cpu.allocate("u8", (2**32, 2**32))
+    with pytest.raises(svod.ValidationError, match="non-negative 64-bit"):
+        cpu.allocate("u8", 2**64)
+    with pytest.raises(svod.ValidationError, match="non-negative 64-bit"):
+        cpu.allocate("u8", (2, -1))
+    assert cpu.allocate("u8", (0, 2**40)).count == 0  # a zero dimension: nothing to hold
+    assert cpu.allocate("u8", (2**3, 2**4)).count == 128
 
 
 def test_to_numpy_copies_and_copy_from(cpu):
@@ -117,6 +135,58 @@ def test_from_dlpack_refusals():
         svod.from_dlpack(np.zeros(3, np.complex64))
     with pytest.raises((svod.ValidationError, BufferError)):
         svod.from_dlpack(np.zeros((4, 4), np.float32)[:, ::2])
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class _Producer:
+    """A hand-made DLPack producer of an f32 tensor of any shape over `array`'s memory (no deleter)."""
+
+    def __init__(self, array, shape):
+        self.array = array
+        self.shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.tensor = _DLManagedTensor()
+        t = self.tensor.dl_tensor
+        t.data = array.ctypes.data
+        t.device = _DLDevice(1, 0)  # kDLCPU
+        t.ndim = len(shape)
+        t.dtype = _DLDataType(2, 32, 1)  # kDLFloat, 32 bits
+        t.shape = self.shape
+
+    def __dlpack__(self, **kwargs):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.tensor), b"dltensor", None)
+
+
+def test_from_dlpack_refuses_shapes_past_64_bits_and_negative_ones():
+    memory = np.arange(4, dtype=np.float32)
+    fine = _Producer(memory, (2, 2))
+    buf = svod.from_dlpack(fine)
+    assert buf.shape == (2, 2) and buf.count == 4 and buf.data_ptr == memory.ctypes.data
+    del buf
+    with pytest.raises(svod.ValidationError, match="more bytes than fit in 64 bits"):
+        svod.from_dlpack(_Producer(memory, (2**32, 2**32)))  # wrapped to 0 elements
+    with pytest.raises(svod.ValidationError, match="more bytes than fit in 64 bits"):
+        svod.from_dlpack(_Producer(memory, (2**62,)))  # 2^64 bytes
+    with pytest.raises(svod.ValidationError, match="dimension 1 is -4"):
+        svod.from_dlpack(_Producer(memory, (1, -4)))
 
 
 def test_asbuffer(add):

@@ -139,6 +139,39 @@ def test_sizes_are_checked_against_min_count(add_sized):
     np.testing.assert_array_equal(o, a + b)
 
 
+def test_min_count_whose_bytes_overflow_is_refused(cpu):
+    # o[n - 1] with n = 2^62: 2^64 bytes of f32 wrapped to 0 and the kernel wrote before the array.
+    prog = cpu.compile(source="void last(float* o, long long n) { o[n - 1] = 7.0f; }", entry="last",
+                       buffers=[{"name": "o", "access": "write", "dtype": "f32", "min_count": "n"}],
+                       scalars=[{"name": "n", "type": "i64"}])
+    memory = np.zeros(8, np.float32)
+    with pytest.raises(svod.ValidationError, match=r'program "last": buffer 0 \("o"\) needs 2\^62 f32 elements '
+                                                   r'\(min_count "n"\): more bytes than fit in 64 bits'):
+        prog(memory[4:], 2**62)
+    assert not memory.any()
+    prog(memory[4:], 4)
+    assert memory[7] == 7.0
+
+
+def test_min_count_names_only_the_programs_scalars(cpu):
+    with pytest.raises(svod.ValidationError, match=r'buffers\[0\].min_count: unknown variable "m"'):
+        cpu.compile(source="void k(float* o, int n) {}", entry="k",
+                    buffers=[{"name": "o", "dtype": "f32", "min_count": "m"}], scalars=[{"name": "n", "type": "i32"}])
+
+
+def test_core_id_slices_stay_within_its_bounds(cpu):
+    prog = cpu.compile(source="void mark(int* restrict o, int n, int core_id) { o[core_id] = 1; }", entry="mark",
+                       buffers=[{"name": "o", "access": "write", "dtype": "i32"}],
+                       scalars=[{"name": "n", "type": "i64"}, {"name": "core_id", "type": "i32", "min": 0, "max": 3}],
+                       global_size=["n"])
+    o = np.zeros(4, np.int32)
+    with pytest.raises(svod.ValidationError, match=r"5 core_id slices would pass core_id = 4, outside its bounds \[0, 3\]"):
+        prog(o, 5)
+    assert not o.any()
+    prog(o, 4)
+    assert o.tolist() == [1, 1, 1, 1]
+
+
 def test_wrong_argument_types(add):
     o, a, b = arrays()
     with pytest.raises(svod.ValidationError, match=r'buffer 1 \("a"\): expected a numpy array, a svod.Buffer or an object with __dlpack__, got list'):
@@ -304,7 +337,8 @@ def test_arguments_of_the_wrong_type_are_validation_errors(cpu, add):
         cpu.compile(source="void k() {}")  # no entry
     with pytest.raises(svod.ValidationError, match="not JSON values"):
         cpu.compile(source="void k() {}", entry="k", defines={"A": object()})
-    with pytest.raises(svod.ValidationError, match=r"buffers\[0\]: expected a dict, got int"):
+    # Buffer entries go to the plan-file parser as they are (min_count included).
+    with pytest.raises(svod.ValidationError, match=r"programs.k.buffers\[0\]: expected an object, got an integer"):
         cpu.compile(source="void k() {}", entry="k", buffers=[1])
     with pytest.raises(svod.ValidationError):
         cpu.allocate("f32", "many")

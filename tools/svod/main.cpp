@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "svod/base/error.h"
+#include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
 
 int main(int argc, char** argv) {
@@ -40,8 +41,9 @@ int main(int argc, char** argv) {
   run->add_option("--ranks", run_options.ranks,
                   "run the plan on N local ranks (threads of this process) with a \"local\" communicator; under "
                   "mpirun each process is one rank instead and --ranks is refused. Every rank checks the outputs; "
-                  "only rank 0 prints them and writes --out, npy outputs and --profile")
-      ->check(CLI::PositiveNumber);
+                  "only rank 0 prints them and writes --out, npy outputs and --profile. At most " +
+                      std::to_string(svod::kMaxLocalRanks))
+      ->check(CLI::Range(1, svod::kMaxLocalRanks));
   run->add_flag("--all-ranks", run_options.all_ranks, "print every rank's output, each line prefixed \"[rank K] \"");
 
   svod::cli::PackOptions pack_options;

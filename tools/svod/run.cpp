@@ -28,7 +28,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
@@ -327,23 +326,21 @@ int run(const RunOptions& options) {
     emit(output, 0, true, false, false);
     return status;
   }
-  std::vector<std::unique_ptr<Communicator>> comms;
-  try {
-    comms = create_local_communicators(options.ranks);
-  } catch (const Error& e) {
-    return fail("run", e);
-  }
-  const size_t ranks = comms.size();
+  // main.cpp keeps --ranks within 1 .. kMaxLocalRanks; run_local_ranks checks it again.
+  const size_t ranks = static_cast<size_t>(options.ranks);
   std::vector<RankOutput> outputs(ranks);
   std::vector<int> statuses(ranks, 0);
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      const std::shared_ptr<Communicator> comm(std::shared_ptr<Communicator>{}, comms[r].get());
-      statuses[r] = run_rank(options, comm, outputs[r]);
+  try {
+    run_local_ranks(options.ranks, [&](Communicator& comm) {
+      const auto r = static_cast<size_t>(comm.rank());
+      statuses[r] = run_rank(options, borrowed(comm), outputs[r]);
     });
+  } catch (const Error& e) {
+    // A rank that could not start (or threw past run_rank): what the others
+    // said first, then why.
+    for (size_t r = 0; r < ranks; ++r) emit(outputs[r], int(r), false, false, ranks > 1);
+    return fail("run", e);
   }
-  for (std::thread& thread : threads) thread.join();
   for (size_t r = 0; r < ranks; ++r)
     emit(outputs[r], int(r), options.all_ranks || r == 0, options.all_ranks && ranks > 1, ranks > 1);
   // The worst status wins: 2 (a rank could not run) over 1 (an expectation failed).

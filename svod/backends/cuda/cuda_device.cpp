@@ -191,10 +191,7 @@ std::string CudaDevice::name() const { return fmt::format("CUDA:{}", index_); }
 Queue& CudaDevice::queue() { return state_->queue; }
 
 Buffer CudaDevice::allocate(DType dtype, size_t count) {
-  const size_t elem = size_of(dtype);
-  if (count > SIZE_MAX / elem)
-    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
-  const size_t bytes = count * elem;
+  const size_t bytes = checked_byte_size(dtype, count);
   const size_t allocated = std::max<size_t>(bytes, 1);  // cuMemAlloc refuses 0 bytes
   const auto& state = *state_;
   state.make_current();
@@ -208,10 +205,7 @@ Buffer CudaDevice::allocate(DType dtype, size_t count) {
 }
 
 Buffer CudaDevice::allocate_host(DType dtype, size_t count) {
-  const size_t elem = size_of(dtype);
-  if (count > SIZE_MAX / elem)
-    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
-  const size_t bytes = count * elem;
+  const size_t bytes = checked_byte_size(dtype, count);
   state_->make_current();
   void* host = nullptr;
   check_cu(state_->api.cuMemHostAlloc(&host, std::max<size_t>(bytes, 1), cu::CU_MEMHOSTALLOC_PORTABLE),

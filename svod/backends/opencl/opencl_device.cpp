@@ -226,10 +226,7 @@ Queue& OpenClDevice::queue() { return state_->queue; }
 const Compiler& OpenClDevice::compiler() const { return state_->compiler; }
 
 Buffer OpenClDevice::allocate(DType dtype, size_t count) {
-  const size_t elem = size_of(dtype);
-  if (count > SIZE_MAX / elem)
-    throw make_error(ErrorKind::Validation, "buffer of {} {} elements is too large", count, to_string(dtype));
-  const size_t bytes = count * elem;
+  const size_t bytes = checked_byte_size(dtype, count);
   const size_t allocated = std::max<size_t>(bytes, 1);  // OpenCL refuses empty buffers
   const auto& cl = opencl_api();
   cl_int status = CL_SUCCESS;

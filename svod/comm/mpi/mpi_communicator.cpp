@@ -306,12 +306,12 @@ class MpiCommunicator final : public Communicator {
   template <typename PeerOf>
   void wait(std::vector<MPI_Request>& requests, const CallDesc& desc, PeerOf peer_of, const char* doing) {
     if (poll(requests, Clock::now() + options().timeout)) return;
-    std::string missing;
+    std::vector<int> missing;  // a peer's receive and send may both be unfinished: rank_list names it once
     for (size_t i = 0; i < requests.size(); ++i)
-      if (requests[i] != MPI_REQUEST_NULL) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", peer_of(i));
+      if (requests[i] != MPI_REQUEST_NULL) missing.push_back(peer_of(i));
     abandon(requests);
     throw make_error(ErrorKind::Timeout, "mpi rank {}: {} timed out after {} ms waiting for rank(s) {} {}", rank(),
-                     detail::describe(desc), options().timeout.count(), missing, doing);
+                     detail::describe(desc), options().timeout.count(), detail::rank_list(std::move(missing)), doing);
   }
 
   // One exchange with `io`'s peers. Returns false when every rank's

@@ -61,7 +61,7 @@ int run(const std::string& which) {
       std::this_thread::sleep_for(default_comm_options().timeout + std::chrono::seconds(3));
       return 3;
     }
-    test::expect_comm_error([&] { comm.all_reduce(buffer, ReduceOp::Sum); }, ErrorKind::Timeout, "rank(s) 1");
+    test::expect_comm_error([&] { comm.all_reduce(buffer, ReduceOp::Sum); }, ErrorKind::Timeout, "rank(s) 1 to arrive");
     report(comm, "timed out waiting for rank 1");
     linger();
     return 0;

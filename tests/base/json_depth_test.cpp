@@ -15,22 +15,13 @@ namespace {
 
 using test::expect_error;
 
-// `depth` arrays, one inside the other: [[[ ... ]]].
-std::string arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-// `depth` objects, one inside the other: {"a":{"a": ... {}}}.
-std::string objects(size_t depth) {
-  std::string text;
-  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
-  return text + "{}" + std::string(depth - 1, '}');
-}
-
 TEST(JsonDepth, ExactAtTheLimit) {
   EXPECT_FALSE(json_too_deep_at(""));
   EXPECT_FALSE(json_too_deep_at("1"));
-  EXPECT_FALSE(json_too_deep_at(arrays(kMaxJsonDepth)));
-  EXPECT_FALSE(json_too_deep_at(objects(kMaxJsonDepth)));
-  EXPECT_EQ(json_too_deep_at(arrays(kMaxJsonDepth + 1)), kMaxJsonDepth);  // the innermost '['
-  EXPECT_EQ(json_too_deep_at(objects(kMaxJsonDepth + 1)), 5 * kMaxJsonDepth);
+  EXPECT_FALSE(json_too_deep_at(test::nested_arrays(kMaxJsonDepth)));
+  EXPECT_FALSE(json_too_deep_at(test::nested_objects(kMaxJsonDepth)));
+  EXPECT_EQ(json_too_deep_at(test::nested_arrays(kMaxJsonDepth + 1)), kMaxJsonDepth);  // the innermost '['
+  EXPECT_EQ(json_too_deep_at(test::nested_objects(kMaxJsonDepth + 1)), 5 * kMaxJsonDepth);
   // Other limits.
   EXPECT_FALSE(json_too_deep_at("[[1], {\"a\": 2}]", 2));
   EXPECT_EQ(json_too_deep_at("[[1], {\"a\": [2]}]", 2), 12u);
@@ -60,14 +51,14 @@ TEST(JsonDepth, BracketsInStringsDoNotCount) {
 }
 
 TEST(JsonDepth, HundredThousandDeep) {
-  EXPECT_EQ(json_too_deep_at(arrays(100000)), kMaxJsonDepth);
-  EXPECT_EQ(json_too_deep_at(objects(100000)), 5 * kMaxJsonDepth);
+  EXPECT_EQ(json_too_deep_at(test::nested_arrays(100000)), kMaxJsonDepth);
+  EXPECT_EQ(json_too_deep_at(test::nested_objects(100000)), 5 * kMaxJsonDepth);
   EXPECT_EQ(json_too_deep_at(std::string(100000, '[')), kMaxJsonDepth);  // unclosed: still refused
 }
 
 TEST(JsonDepth, CheckThrowsTheCallersKindNamingWhereAndHowDeep) {
-  EXPECT_NO_THROW(check_json_depth(arrays(kMaxJsonDepth), ErrorKind::Load, "x"));
-  Error e = expect_error([] { check_json_depth(arrays(100000), ErrorKind::Validation, "plan.json"); });
+  EXPECT_NO_THROW(check_json_depth(test::nested_arrays(kMaxJsonDepth), ErrorKind::Load, "x"));
+  Error e = expect_error([] { check_json_depth(test::nested_arrays(100000), ErrorKind::Validation, "plan.json"); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_STREQ(e.what(), "plan.json: JSON nesting exceeds the limit of 256 levels (line 1, column 257)");
   e = expect_error([] { check_json_depth("{\n  \"a\": [\n    [[1]]]}", ErrorKind::Load, "m: section \"x\"", 3); });

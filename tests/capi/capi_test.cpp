@@ -21,6 +21,7 @@
 #include "svod/custom/custom_function.h"
 #include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
+#include "tests/support/test_support.h"
 
 namespace {
 
@@ -597,13 +598,6 @@ TEST(CApi, PlanErrors) {
   EXPECT_EQ(plan_values(plan.handle, "y")[7], 16.0f);
 }
 
-std::string deep_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-std::string deep_objects(size_t depth) {
-  std::string text;
-  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
-  return text + "{}" + std::string(depth - 1, '}');
-}
-
 // JSON nested 100,000 deep (which once overflowed the stack) is a VALIDATION
 // status saying where and that the nesting exceeds the limit: in vars_json,
 // in a plan file, in a package's plan and in a program spec. Nothing is
@@ -613,25 +607,25 @@ TEST(CApi, JsonNestedTooDeepIsValidation) {
   const std::string path = dir.write("plan.json", kScalePlan).string();
   const std::string limit = "JSON nesting exceeds the limit of 256 levels";
   svod_plan* none = nullptr;
-  expect_error(svod_plan_load(path.c_str(), deep_arrays(100000).c_str(), &none), SVOD_ERROR_VALIDATION,
+  expect_error(svod_plan_load(path.c_str(), svod::test::nested_arrays(100000).c_str(), &none), SVOD_ERROR_VALIDATION,
                "vars_json: " + limit + " (line 1, column 257)");
-  expect_error(svod_plan_load(path.c_str(), ("{\"N\": " + deep_objects(100000) + "}").c_str(), &none),
+  expect_error(svod_plan_load(path.c_str(), ("{\"N\": " + svod::test::nested_objects(100000) + "}").c_str(), &none),
                SVOD_ERROR_VALIDATION, "vars_json: " + limit + " (line 1, column 1282)");
   const std::vector<std::byte> bytes = svod::pack_plan(path);
-  expect_error(svod_plan_load_package(bytes.data(), bytes.size(), deep_arrays(100000).c_str(), &none),
+  expect_error(svod_plan_load_package(bytes.data(), bytes.size(), svod::test::nested_arrays(100000).c_str(), &none),
                SVOD_ERROR_VALIDATION, "vars_json: " + limit);
-  const std::string deep_plan = dir.write("deep.json", "{\"svod_plan\": " + deep_arrays(100000) + "}").string();
+  const std::string deep_plan = dir.write("deep.json", "{\"svod_plan\": " + svod::test::nested_arrays(100000) + "}").string();
   expect_error(svod_plan_load(deep_plan.c_str(), nullptr, &none), SVOD_ERROR_VALIDATION,
                deep_plan + ": " + limit + " (line 1, column 270)");
   EXPECT_EQ(none, nullptr);
   Device cpu;
   svod_program* no_program = nullptr;
-  const std::string spec = "{\"language\": \"c\", \"defines\": " + deep_objects(100000) + "}";
+  const std::string spec = "{\"language\": \"c\", \"defines\": " + svod::test::nested_objects(100000) + "}";
   expect_error(svod_program_compile(cpu.handle, spec.c_str(), &no_program), SVOD_ERROR_VALIDATION,
                "program spec: " + limit);
   EXPECT_EQ(no_program, nullptr);
   // 1 + 255 levels: parsed, then refused as a value.
-  expect_error(svod_plan_load(path.c_str(), ("{\"N\": " + deep_arrays(255) + "}").c_str(), &none),
+  expect_error(svod_plan_load(path.c_str(), ("{\"N\": " + svod::test::nested_arrays(255) + "}").c_str(), &none),
                SVOD_ERROR_VALIDATION, "vars_json.N: expected a 64-bit integer");
   Plan plan;
   ASSERT_OK(svod_plan_load(path.c_str(), R"({"N": 2})", &plan.handle));

@@ -545,13 +545,6 @@ std::vector<std::byte> with_section(std::span<const std::byte> bytes, std::strin
   return writer.finish();
 }
 
-std::string deep_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-std::string deep_objects(size_t depth) {
-  std::string text;
-  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
-  return text + "{}" + std::string(depth - 1, '}');
-}
-
 // JSON nested 100,000 deep (which once overflowed the stack) is refused
 // before parsing, naming the package and the section: the manifest as
 // Error(Load), like any malformed manifest; the plan as Error(Validation),
@@ -566,17 +559,17 @@ TEST(PackageFormat, JsonNestedTooDeepIsRefusedNamingTheSection) {
   const auto bytes = pack_plan(plan);
   const std::string limit = "JSON nesting exceeds the limit of 256 levels";
 
-  Error e = expect_error([&] { read_manifest("{\"format\": " + deep_arrays(100000) + "}", "m.svodpkg"); });
+  Error e = expect_error([&] { read_manifest("{\"format\": " + test::nested_arrays(100000) + "}", "m.svodpkg"); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
   EXPECT_EQ(std::string(e.what()), "m.svodpkg: section \"manifest\": " + limit + " (line 1, column 267)");
 
   const auto deep_manifest =
-      with_section(bytes, kManifestSection, "{\"format\": 1,\n \"cpu\": " + deep_objects(100000) + "}");
+      with_section(bytes, kManifestSection, "{\"format\": 1,\n \"cpu\": " + test::nested_objects(100000) + "}");
   e = expect_error([&] { load_package(std::span<const std::byte>(deep_manifest)); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
   EXPECT_EQ(std::string(e.what()), "package in memory: section \"manifest\": " + limit + " (line 2, column 1284)");
 
-  const auto deep_plan = with_section(bytes, kPlanSection, "{\"svod_plan\": " + deep_arrays(100000) + "}");
+  const auto deep_plan = with_section(bytes, kPlanSection, "{\"svod_plan\": " + test::nested_arrays(100000) + "}");
   e = expect_error([&] { load_package(std::span<const std::byte>(deep_plan)); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_EQ(std::string(e.what()), "package in memory: section \"plan\": " + limit + " (line 1, column 270)");
@@ -586,7 +579,7 @@ TEST(PackageFormat, JsonNestedTooDeepIsRefusedNamingTheSection) {
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_EQ(std::string(e.what()), path.string() + ": section \"plan\": " + limit + " (line 1, column 270)");
 
-  const auto deep_file = dir.write("deep.json", "{\"svod_plan\": " + deep_objects(100000) + "}");
+  const auto deep_file = dir.write("deep.json", "{\"svod_plan\": " + test::nested_objects(100000) + "}");
   e = expect_error([&] { pack_plan(deep_file); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_EQ(std::string(e.what()), deep_file.string() + ": " + limit + " (line 1, column 1290)");

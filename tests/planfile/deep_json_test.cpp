@@ -20,13 +20,6 @@ using test::TempDir;
 
 constexpr size_t kDeep = 100000;
 
-std::string arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-std::string objects(size_t depth) {
-  std::string text;
-  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
-  return text + "{}" + std::string(depth - 1, '}');
-}
-
 constexpr std::string_view kPlan = R"({
   "svod_plan": 1,
   "buffers": { "x": { "dtype": "f32", "count": 8, "init": { "arange": { "start": 0, "step": 1 } } } },
@@ -44,10 +37,10 @@ TEST(DeepJson, PlanTextNestedTooDeepIsRefused) {
   TempDir dir;
   // The version field a hundred thousand arrays deep (it used to be printed
   // in the version error, recursively).
-  const std::string deep_arrays = "{\"svod_plan\": " + arrays(kDeep) + "}";
+  const std::string deep_arrays = "{\"svod_plan\": " + test::nested_arrays(kDeep) + "}";
   expect_too_deep(expect_error([&] { parse_plan_text(deep_arrays, dir.path(), "deep.json"); }), "deep.json",
                   "line 1, column 270");
-  const std::string deep_objects = "{\"svod_plan\": 1,\n\"description\": " + objects(kDeep) + "}";
+  const std::string deep_objects = "{\"svod_plan\": 1,\n\"description\": " + test::nested_objects(kDeep) + "}";
   expect_too_deep(expect_error([&] { parse_plan_text(deep_objects, dir.path(), "deep.json"); }), "deep.json",
                   "line 2, column 1291");
   // Unclosed: refused for its depth all the same.
@@ -57,9 +50,9 @@ TEST(DeepJson, PlanTextNestedTooDeepIsRefused) {
 
 TEST(DeepJson, PlanFileAndProgramTextNestedTooDeepAreRefused) {
   TempDir dir;
-  const auto path = dir.write("deep.json", "{\"svod_plan\": " + arrays(kDeep) + "}");
+  const auto path = dir.write("deep.json", "{\"svod_plan\": " + test::nested_arrays(kDeep) + "}");
   expect_too_deep(expect_error([&] { parse_plan_file(path); }), path.string(), "line 1, column 270");
-  const std::string program = "{\"language\": \"c\", \"defines\": " + objects(kDeep) + "}";
+  const std::string program = "{\"language\": \"c\", \"defines\": " + test::nested_objects(kDeep) + "}";
   expect_too_deep(expect_error([&] { parse_program_text(program, dir.path(), "spec"); }), "spec",
                   "line 1, column 1305");
 }
@@ -67,12 +60,12 @@ TEST(DeepJson, PlanFileAndProgramTextNestedTooDeepAreRefused) {
 TEST(DeepJson, NestingUpToTheLimitGoesOnToTheFieldChecks) {
   TempDir dir;
   // 1 (the plan) + 255 = 256 levels: past the depth check, refused as a field.
-  const std::string at_limit = "{\"svod_plan\": 1, \"description\": " + arrays(kMaxJsonDepth - 1) + "}";
+  const std::string at_limit = "{\"svod_plan\": 1, \"description\": " + test::nested_arrays(kMaxJsonDepth - 1) + "}";
   Error e = expect_error([&] { parse_plan_text(at_limit, dir.path(), "limit.json"); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_NE(std::string(e.what()).find("limit.json: description: expected a string, got an array"), std::string::npos)
       << e.what();
-  const std::string over = "{\"svod_plan\": 1, \"description\": " + arrays(kMaxJsonDepth) + "}";
+  const std::string over = "{\"svod_plan\": 1, \"description\": " + test::nested_arrays(kMaxJsonDepth) + "}";
   expect_too_deep(expect_error([&] { parse_plan_text(over, dir.path(), "over.json"); }), "over.json",
                   "line 1, column 288");
   // Brackets inside strings are text, however many.

@@ -29,4 +29,12 @@ ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferPa
   return spec;
 }
 
+std::string nested_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+std::string nested_objects(size_t depth) {
+  std::string text;
+  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
+  return text + "{}" + std::string(depth - 1, '}');
+}
+
 }  // namespace svod::test

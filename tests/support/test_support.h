@@ -29,6 +29,11 @@ class ScopedEnv {
 ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers = {},
                      std::vector<ScalarParam> scalars = {});
 
+// JSON nested `depth` levels deep: arrays [[[ ... ]]], and objects
+// {"a":{"a": ... {}}}.
+std::string nested_arrays(size_t depth);
+std::string nested_objects(size_t depth);
+
 // Runs fn, which must throw svod::Error, and returns that error (a failed
 // expectation and an Internal error when it throws nothing).
 template <typename Fn>

@@ -138,13 +138,6 @@ TEST_F(TunerTest, BadTuneFilesNameTheFileAndField) {
   EXPECT_NE(std::string(json.what()).find("not valid JSON"), std::string::npos);
 }
 
-std::string deep_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-std::string deep_objects(size_t depth) {
-  std::string text;
-  for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
-  return text + "{}" + std::string(depth - 1, '}');
-}
-
 // JSON nested 100,000 deep (which once overflowed the stack) is refused
 // before parsing: in the tune file, and in the plan it names.
 TEST_F(TunerTest, TuneFilesNestedTooDeepAreRefused) {
@@ -154,16 +147,16 @@ TEST_F(TunerTest, TuneFilesNestedTooDeepAreRefused) {
     EXPECT_EQ(e.kind(), ErrorKind::Validation);
     EXPECT_EQ(std::string(e.what()), message);
   };
-  expect_too_deep(tune_file("{\"svod_tune\": " + deep_arrays(100000) + "}"),
+  expect_too_deep(tune_file("{\"svod_tune\": " + test::nested_arrays(100000) + "}"),
                   file + ": JSON nesting exceeds the limit of 256 levels (line 1, column 270)");
-  expect_too_deep(tune_with(R"("op": 1, "vars": )" + deep_objects(100000)),
+  expect_too_deep(tune_with(R"("op": 1, "vars": )" + test::nested_objects(100000)),
                   file + ": JSON nesting exceeds the limit of 256 levels (line 1, column 1331)");
-  dir.write("deep_plan.json", "{\"svod_plan\": " + deep_arrays(100000) + "}");
+  dir.write("deep_plan.json", "{\"svod_plan\": " + test::nested_arrays(100000) + "}");
   expect_too_deep(tune_file(R"({"svod_tune": 1, "plan": "deep_plan.json", "op": 1, "parameters": {"MODE": [0]}})"),
                   file + ": plan: " + (dir / "deep_plan.json").string() +
                       ": JSON nesting exceeds the limit of 256 levels (line 1, column 270)");
   // At the limit the depth passes and the field is checked as usual.
-  const Error e = bad(R"("op": 1, "parameters": {"MODE": [0]}, "vars": )" + deep_arrays(kMaxJsonDepth - 1));
+  const Error e = bad(R"("op": 1, "parameters": {"MODE": [0]}, "vars": )" + test::nested_arrays(kMaxJsonDepth - 1));
   EXPECT_NE(std::string(e.what()).find("vars: expected an object"), std::string::npos) << e.what();
 }
 
@@ -172,7 +165,7 @@ TEST_F(TunerTest, TuneFilesNestedTooDeepAreRefused) {
 TEST_F(TunerTest, WorkerRefusesAJobNestedTooDeep) {
   std::FILE* events = std::tmpfile();
   ASSERT_NE(events, nullptr);
-  const std::string job = R"({"tune_file": "tune.json", "candidates": )" + deep_arrays(100000) + "}";
+  const std::string job = R"({"tune_file": "tune.json", "candidates": )" + test::nested_arrays(100000) + "}";
   EXPECT_EQ(run_tune_worker(job, events), 2);
   std::rewind(events);
   std::string out;

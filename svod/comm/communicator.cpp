@@ -171,12 +171,12 @@ std::string check_parts(std::string_view what, const Buffer& part, const Buffer&
   if (part.dtype() != whole.dtype())
     return fmt::format("{}: the buffers' dtypes differ ({} and {})", what, to_string(part.dtype()),
                        to_string(whole.dtype()));
-  size_t need = 0;
-  if (__builtin_mul_overflow(part.count(), static_cast<size_t>(ranks), &need))
-    return fmt::format("{}: {} ranks x {} elements is more than 64 bits hold", what, ranks, part.count());
-  if (whole.count() != need)
+  const size_t shape[] = {static_cast<size_t>(ranks), part.count()};
+  const std::optional<size_t> need = element_count(shape);
+  if (!need) return fmt::format("{}: {} ranks x {} elements is more than 64 bits hold", what, ranks, part.count());
+  if (whole.count() != *need)
     return fmt::format("{}: the whole buffer must hold {} ranks x {} elements = {}, not {}", what, ranks, part.count(),
-                       need, whole.count());
+                       *need, whole.count());
   if (part.overlaps(whole)) return fmt::format("{}: the source and destination overlap", what);
   return {};
 }

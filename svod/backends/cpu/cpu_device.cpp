@@ -65,9 +65,7 @@ void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices)
   }
   const auto core = program.layout().core_id();
   if (!core) [[unlikely]]
-    throw make_error(ErrorKind::Validation,
-                     "program \"{}\": global_size[0] = {} needs a core_id scalar to split the work across cores",
-                     program.spec().display_name(), slices);
+    program.layout().check_slices(slices);  // throws: more than one slice needs a core_id
   const size_t core_slot = program.layout().buffer_count() + *core;
   parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
     uint64_t local[kMaxKernelArgs];

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,16 @@ struct PyBuffer {
   const Buffer& get() const;
 };
 
+// The svod.Buffer `obj` is, or null when it is anything else: one type
+// compare, for the per-call path.
+const PyBuffer* as_py_buffer(PyObject* obj) noexcept;
+
 // Raises the svod.Error subclass of the exception in flight (svod::Error by
 // kind; anything else as svod.InternalError), for entry points that do not go
 // through pybind11's dispatcher. Call inside a catch block.
 void set_python_error();
+// The svod.Error subclass instance for `e` (not raised).
+py::object python_error(const Error& e);
 // Registers the Python classes for each ErrorKind (from svod/__init__.py).
 void set_error_classes(py::object base, py::dict by_kind);
 
@@ -60,8 +67,9 @@ DType dtype_from_object(py::handle obj);
 // The numpy type number for a DType (bf16 as its uint16 bit patterns).
 int numpy_type_of(DType dtype);
 
-// A new buffer on `device`: `shape` is an element count or a sequence of sizes.
-PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape);
+// A new buffer on `device`: `shape` is an element count or a sequence of
+// sizes. zero=false takes it from the device's block cache, uncleared.
+PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape, bool zero);
 
 // Wraps a C-contiguous, aligned, native-order numpy array as a CPU buffer of
 // its own memory (no copy), keeping the array alive as long as the buffer.
@@ -97,10 +105,22 @@ void profile_program_call(const std::shared_ptr<const Program>& program, const s
 void profile_plan_run(const std::shared_ptr<void>& owner, const ExecutionPlan& plan,
                       const std::vector<std::string>* labels, const std::function<void(PlanObserver*)>& run);
 
+// dev.capture() (capture.cpp): while one is open on this thread, program
+// calls and copies are recorded into its plan instead of run.
+struct Capture;
+Capture* capturing() noexcept;
+// Records a call of `program` (its buffer and scalar arguments, and the
+// launch sizes when given); Error(Validation) for anything a plan cannot hold.
+void capture_call(Capture& capture, const std::shared_ptr<const Program>& program, std::span<PyObject* const> buffers,
+                  std::span<PyObject* const> scalars, PyObject* global_size, PyObject* local_size);
+// Records dst.copy_from(src) and returns true when a capture is open.
+bool capture_copy(const Buffer& dst, py::handle src);
+
 void bind_buffers(py::module_& m);
 void bind_devices(py::module_& m);
 void bind_programs(py::module_& m);
 void bind_plans(py::module_& m);
 void bind_profile(py::module_& m);
+void bind_capture(py::module_& m);
 
 }  // namespace svod::python

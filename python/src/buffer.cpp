@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bindings.h"
+#include "svod/device/block_cache.h"
 
 namespace svod::python {
 
@@ -198,18 +199,58 @@ py::object to_numpy(const PyBuffer& self) {
   return out;
 }
 
+// buf.copy_from(source): recorded when a capture is open.
+void copy_from(const PyBuffer& b, py::handle source) {
+  const Buffer& dst = b.get();
+  if (capture_copy(dst, source)) return;
+  const PyBuffer* from = as_py_buffer(source.ptr());
+  if (from == nullptr) return copy_with_host(dst, source, true, "copy_from");
+  const Buffer& src = from->get();
+  if (src.bytes() != dst.bytes() ||
+      (src.dtype() != dst.dtype() && src.dtype() != DType::U8 && dst.dtype() != DType::U8))
+    throw make_error(ErrorKind::Validation, "copy_from: the source is {} bytes of {}, the destination {} bytes of {}",
+                     src.bytes(), to_string(src.dtype()), dst.bytes(), to_string(dst.dtype()));
+  py::gil_scoped_release unlocked;
+  if (&src.device() == &dst.device() || src.is_host()) dst.device().copy(dst, src);
+  else if (dst.is_host()) src.device().copy(dst, src);
+  else copy_through_host(dst, src);
+}
+
+PyTypeObject* buffer_type = nullptr;  // svod.Buffer, set by bind_buffers
+
+// buf.view(byte_offset, count, dtype): `count` elements of `dtype` (the
+// buffer's own when None) from `byte_offset` bytes into this buffer.
+PyBuffer view_of(const PyBuffer& b, size_t byte_offset, size_t count, py::object dtype) {
+  const Buffer& base = b.get();
+  const DType type = dtype.is_none() ? base.dtype() : dtype_from_object(dtype);
+  const size_t bytes = checked_byte_size(type, count);
+  if (byte_offset > base.bytes() || bytes > base.bytes() - byte_offset)
+    throw make_error(ErrorKind::Validation,
+                     "svod.Buffer.view: {} {} elements ({} bytes) at byte offset {} leave the buffer of {} bytes", count,
+                     to_string(type), bytes, byte_offset, base.bytes());
+  return PyBuffer{base.view_bytes(byte_offset, bytes, type), {count}};
+}
+
 }  // namespace
+
+const PyBuffer* as_py_buffer(PyObject* obj) noexcept {
+  if (Py_TYPE(obj) != buffer_type) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(obj);
+  return static_cast<const PyBuffer*>(inst->get_value_and_holder().value_ptr());
+}
 
 const Buffer& PyBuffer::get() const {
   if (!buffer.valid()) throw make_error(ErrorKind::Validation, "svod.Buffer: used after release()");
   return buffer;
 }
 
-PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape) {
+PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape, bool zero) {
   PyBuffer b;
   b.shape = shape_from_object(shape);
   const DType type = dtype_from_object(dtype);
-  b.buffer = device.allocate(type, checked_count(b.shape, type, "allocate"));
+  const size_t count = checked_count(b.shape, type, "allocate");
+  py::gil_scoped_release unlocked;
+  b.buffer = zero ? device.allocate(type, count) : device.allocate_cached(type, count);
   return b;
 }
 
@@ -277,7 +318,7 @@ PyBuffer wrap_dlpack(py::handle producer, const std::string& what) {
 
 Buffer buffer_argument(py::handle obj, const std::string& what, bool writable) {
   if (PyArray_Check(obj.ptr())) return wrap_array(reinterpret_cast<PyArrayObject*>(obj.ptr()), what, writable);
-  if (py::isinstance<PyBuffer>(obj)) return py::cast<const PyBuffer&>(obj).get();
+  if (const PyBuffer* b = as_py_buffer(obj.ptr())) return b->get();
   if (py::hasattr(obj, "__dlpack__")) return wrap_dlpack(obj, what).buffer;
   throw make_error(ErrorKind::Validation, "{}: expected a numpy array, a svod.Buffer or an object with __dlpack__, got {}",
                    what, type_name(obj));
@@ -301,10 +342,12 @@ py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape) {
 }
 
 void bind_buffers(py::module_& m) {
-  py::class_<PyBuffer>(m, "Buffer",
-                       "Memory on a device, typed and shaped. CPU buffers are host memory: numpy.asarray(buf),\n"
-                       "buf.numpy() and numpy.from_dlpack(buf) view them without a copy. Device buffers\n"
-                       "(CL, CUDA) copy with copy_from(array) and to_numpy().")
+  py::class_<PyBuffer> cls(m, "Buffer",
+                           "Memory on a device, typed and shaped. CPU buffers are host memory: numpy.asarray(buf),\n"
+                           "buf.numpy() and numpy.from_dlpack(buf) view them without a copy. Device buffers\n"
+                           "(CL, CUDA) copy with copy_from(array) and to_numpy().");
+  buffer_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  cls
       .def_property_readonly("dtype", [](const PyBuffer& b) { return std::string(to_string(b.get().dtype())); },
                              "Element type, a svod name (\"f32\").")
       .def_property_readonly("shape", [](const PyBuffer& b) { return py::tuple(py::cast(b.shape)); })
@@ -330,9 +373,13 @@ void bind_buffers(py::module_& m) {
           },
           py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("to_numpy", &to_numpy, "A new numpy array holding a copy of the buffer (any device).")
-      .def(
-          "copy_from", [](const PyBuffer& b, py::handle array) { copy_with_host(b.get(), array, true, "copy_from"); },
-          py::arg("array"), "Copies a numpy array of the same dtype and size into the buffer.")
+      .def("copy_from", &copy_from, py::arg("source"),
+           "Copies a numpy array of the same dtype and size, or a svod.Buffer (any device) of the same\n"
+           "byte size and dtype (or either u8 byte storage), into the buffer.")
+      .def("view", &view_of, py::arg("byte_offset"), py::arg("count"), py::arg("dtype") = py::none(),
+           "A buffer of `count` elements of `dtype` (this buffer's when None) starting `byte_offset`\n"
+           "bytes in, sharing this buffer's memory on any device; usable wherever a buffer is.\n"
+           "ValidationError when the range leaves the buffer.")
       .def("release", [](PyBuffer& b) { b.buffer = Buffer(); },
            "Drops this handle's reference to the memory; later use raises ValidationError.")
       .def(
@@ -360,6 +407,13 @@ void bind_buffers(py::module_& m) {
                            b.shape.size() == 1 ? "," : "", b.buffer.device().name());
       });
 
+  m.def(
+      "free_cached",
+      [] {
+        py::gil_scoped_release unlocked;
+        free_cached_blocks();
+      },
+      "Gives the memory that buffers allocated with zero=False left for reuse back, on every device.");
   m.def(
       "from_dlpack", [](py::handle obj) { return wrap_dlpack(obj, "from_dlpack"); }, py::arg("obj"),
       "Wraps a DLPack producer's host tensor (numpy array, torch tensor, ...) as a svod.Buffer\n"

@@ -16,13 +16,19 @@ namespace {
 PyObject* error_base = nullptr;
 PyObject* error_by_kind[static_cast<int>(ErrorKind::Internal) + 1] = {};
 
-void raise_error(ErrorKind kind, const char* message) {
+PyObject* error_class(ErrorKind kind) {
   PyObject* cls = error_by_kind[static_cast<int>(kind)];
   if (cls == nullptr) cls = error_base ? error_base : PyExc_RuntimeError;
+  return cls;
+}
+
+// A new svod.Error of `kind` (with .kind, and .log for compile errors), or
+// null with the Python error set.
+PyObject* new_error(ErrorKind kind, const char* message) {
   PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)), "replace");
-  PyObject* exc = text ? PyObject_CallOneArg(cls, text) : nullptr;
+  PyObject* exc = text ? PyObject_CallOneArg(error_class(kind), text) : nullptr;
   Py_XDECREF(text);
-  if (exc == nullptr) return;  // the call set its own error
+  if (exc == nullptr) return nullptr;
   PyObject* kind_text = PyUnicode_FromStringAndSize(to_string(kind).data(), static_cast<Py_ssize_t>(to_string(kind).size()));
   if (kind_text) PyObject_SetAttrString(exc, "kind", kind_text);
   Py_XDECREF(kind_text);
@@ -34,7 +40,13 @@ void raise_error(ErrorKind kind, const char* message) {
     if (log) PyObject_SetAttrString(exc, "log", log);
     Py_XDECREF(log);
   }
-  PyErr_SetObject(cls, exc);
+  return exc;
+}
+
+void raise_error(ErrorKind kind, const char* message) {
+  PyObject* exc = new_error(kind, message);
+  if (exc == nullptr) return;  // the call set its own error
+  PyErr_SetObject(error_class(kind), exc);
   Py_DECREF(exc);
 }
 
@@ -59,6 +71,12 @@ void set_python_error() {
   } catch (...) {
     raise_error(ErrorKind::Internal, "unknown C++ exception");
   }
+}
+
+py::object python_error(const Error& e) {
+  PyObject* exc = new_error(e.kind(), e.what());
+  if (exc == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(exc);
 }
 
 void set_error_classes(py::object base, py::dict by_kind) {
@@ -167,5 +185,6 @@ PYBIND11_MODULE(_svod, m) {
   bind_programs(m);
   bind_devices(m);
   bind_plans(m);
+  bind_capture(m);
   bind_profile(m);
 }

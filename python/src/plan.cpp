@@ -8,7 +8,7 @@
 #include <set>
 #include <span>
 
-#include "bindings.h"
+#include "plan_objects.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/compile/cpu_backend.h"
 #include "svod/registry/registry.h"
@@ -19,27 +19,6 @@
 namespace svod::python {
 
 namespace {
-
-struct PyPlan {
-  std::shared_ptr<LoadedPlan> loaded;  // shared: an open profile keeps the plans it saw
-  std::string source;                  // the plan file, or "PlanBuilder", for messages
-  std::vector<std::string> names;      // per slot; empty when unnamed
-  std::vector<std::vector<size_t>> shapes;
-  std::vector<std::string> variables;
-
-  ExecutionPlan& plan() const { return loaded->plan; }
-
-  size_t slot(const std::string& name) const {
-    if (auto s = plan().find_buffer(name)) return *s;
-    std::string known;
-    for (const auto& n : names) {
-      if (!n.empty()) known += (known.empty() ? "" : ", ") + n;
-    }
-    throw make_error(ErrorKind::Validation, "{}: no buffer named \"{}\" (buffers: {})", source, name, known);
-  }
-
-  PyBuffer buffer(size_t slot) const { return PyBuffer{plan().buffer(slot), shapes[slot]}; }
-};
 
 // Storage ids that some op writes (custom functions count as writing all
 // their buffers): arrays bound there must be writable.
@@ -114,6 +93,33 @@ void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, con
     py::gil_scoped_release unlocked;
     current.device().copy(current, replacement);
   }
+}
+
+// plan.rebind(slot, buffer): the slot (an index or a name) now is `buffer`,
+// on any device, without a copy. A buffer of the slot's byte size takes the
+// slot's dtype when both dtypes match or either is byte storage (u8).
+void rebind_slot(const PyPlan& p, py::handle slot_object, py::handle value) {
+  const size_t slot = PyUnicode_Check(slot_object.ptr()) ? p.slot(py::cast<std::string>(slot_object))
+                                                         : py::cast<size_t>(slot_object);
+  if (slot >= p.plan().buffer_count())
+    throw make_error(ErrorKind::Validation, "{}: rebind: buffer {} is out of range ({} buffers)", p.source, slot,
+                     p.plan().buffer_count());
+  const Buffer& current = p.plan().buffer(slot);
+  const std::string what = fmt::format("{}: rebind buffer {}", p.source, slot);
+  const PyBuffer* given = as_py_buffer(value.ptr());
+  Buffer replacement = given != nullptr
+                           ? given->get()
+                           : buffer_argument(value, what, written_storages(p.plan()).contains(current.storage_id()));
+  const bool bytes = current.dtype() == DType::U8 || replacement.dtype() == DType::U8;
+  if (replacement.dtype() != current.dtype() && !bytes)
+    throw make_error(ErrorKind::Validation, "{}: dtype {} does not match the plan's {}", what,
+                     to_string(replacement.dtype()), to_string(current.dtype()));
+  if (!dtype_accepts(current.dtype(), replacement.dtype(), replacement.first_byte()) && current.dtype() != DType::U8)
+    throw make_error(ErrorKind::Validation, "{}: u8 storage at {:#x} is not aligned to the plan's {}", what,
+                     replacement.first_byte(), to_string(current.dtype()));
+  replacement = Buffer(replacement.storage_ptr(), current.dtype(), replacement.byte_offset(), replacement.bytes());
+  py::gil_scoped_release unlocked;
+  p.plan().rebind(slot, std::move(replacement));
 }
 
 // Binds each keyword argument to the plan's buffer of that name (bind_buffer).
@@ -225,63 +231,18 @@ OpRefs op_refs(const py::object& after) {
   return refs;
 }
 
-// svod.PlanBuilder: ExecutionPlanBuilder plus the names and shapes Python shows.
-struct PyPlanBuilder {
-  ExecutionPlanBuilder builder;
-  std::vector<std::string> names;
-  std::vector<std::vector<size_t>> shapes;
-  std::vector<std::string> variables;
-  std::vector<size_t> outputs;
-
-  size_t add(const Buffer& buffer, std::vector<size_t> shape, const std::string& name) {
-    const size_t slot = builder.add_buffer(buffer, name);
-    names.push_back(name);
-    shapes.push_back(std::move(shape));
-    return slot;
-  }
-
-  OpOptions options(const std::string& id, const py::object& after) const {
-    OpRefs refs = op_refs(after);
-    return OpOptions{.id = id, .after_ids = std::move(refs.ids), .after = std::move(refs.indices), .label = {}};
-  }
-
-  PyPlan build() {
-    PyPlan p;
-    p.source = "PlanBuilder";
-    ExecutionPlan plan = builder.build();
-    std::vector<LoadedOutput> outs;
-    for (size_t slot : outputs) {
-      LoadedOutput o;
-      o.name = names[slot].empty() ? fmt::format("buffer{}", slot) : names[slot];
-      o.slot = slot;
-      o.shape = shapes[slot];
-      outs.push_back(std::move(o));
-    }
-    std::vector<std::string> labels;
-    for (size_t i = 0; i < plan.op_count(); ++i) labels.push_back(fmt::format("op {}", i));
-    p.loaded = std::make_shared<LoadedPlan>(LoadedPlan{std::move(plan), std::move(labels), std::move(outs), false});
-    p.names = std::move(names);
-    p.shapes = std::move(shapes);
-    p.variables = std::move(variables);
-    *this = PyPlanBuilder();
-    return p;
-  }
-};
+OpOptions op_options(const std::string& id, const py::object& after) {
+  OpRefs refs = op_refs(after);
+  return OpOptions{.id = id, .after_ids = std::move(refs.ids), .after = std::move(refs.indices), .label = {}};
+}
 
 std::vector<size_t> shape_of(py::handle obj, const Buffer& buffer) {
-  if (py::isinstance<PyBuffer>(obj)) return py::cast<const PyBuffer&>(obj).shape;
+  if (const PyBuffer* b = as_py_buffer(obj.ptr())) return b->shape;
   if (PyArray_Check(obj.ptr())) {
     auto* a = reinterpret_cast<PyArrayObject*>(obj.ptr());
     return {PyArray_DIMS(a), PyArray_DIMS(a) + PyArray_NDIM(a)};
   }
   return {buffer.count()};
-}
-
-Expr expr_of(py::handle v, const std::string& what) {
-  if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) return Expr::constant(py::cast<int64_t>(v));
-  if (PyUnicode_Check(v.ptr())) return Expr::parse(py::cast<std::string>(v));
-  throw make_error(ErrorKind::Validation, "{}: expected an integer or an expression string, got {}", what,
-                   Py_TYPE(v.ptr())->tp_name);
 }
 
 AttrValue attr_of(py::handle v, const std::string& key) {
@@ -325,6 +286,10 @@ void bind_plan_class(py::module_& m) {
           "bind",
           [](const PyPlan& p, py::kwargs arrays) { bind_arrays(p, arrays); },
           "Binds named buffers as run() does, without running.")
+      .def("rebind", &rebind_slot, py::arg("slot"), py::arg("buffer"),
+           "Makes buffer `slot` (an index, as PlanBuilder and capture return, or a name) `buffer`, on\n"
+           "any device, without a copy; the views derived from the slot follow it. The buffer must hold\n"
+           "the slot's bytes in its dtype (or either is u8 byte storage); ValidationError otherwise.")
       .def_property_readonly("buffers",
                              [](const PyPlan& p) {
                                py::dict out;
@@ -409,40 +374,40 @@ void bind_plan_builder(py::module_& m) {
       .def(
           "add_view",
           [](PyPlanBuilder& b, size_t base, size_t byte_offset, size_t bytes, py::handle dtype, const std::string& name) {
-            const DType type = dtype_from_object(dtype);
-            const size_t slot = b.builder.add_view(base, byte_offset, bytes, type, name);
-            b.names.push_back(name);
-            b.shapes.push_back({bytes / size_of(type)});
-            return slot;
+            return b.add_view(base, byte_offset, bytes, dtype_from_object(dtype), name);
           },
           py::arg("base"), py::arg("byte_offset"), py::arg("bytes"), py::arg("dtype"), py::arg("name") = "",
           "Adds a slot that is `bytes` bytes of slot `base` at `byte_offset`, typed `dtype`.")
       .def(
           "add_variable",
           [](PyPlanBuilder& b, const std::string& name, int64_t value, int64_t min, int64_t max) {
-            b.builder.add_variable(Variable{name, min, max}, value);
-            b.variables.push_back(name);
+            b.add_variable(name, value, min, max);
           },
           py::arg("name"), py::arg("value"), py::arg("min") = INT64_MIN, py::arg("max") = INT64_MAX)
       .def(
           "run",
           [](PyPlanBuilder& b, py::handle program, std::vector<size_t> buffers, py::list scalars, const std::string& id,
-             py::object after, std::map<std::string, int64_t> fixed_vars) {
+             py::object after, std::map<std::string, int64_t> fixed_vars, py::object global_size,
+             py::object local_size) {
             PreparedKernel k;
             k.program = program_from_object(program);
             k.buffers = std::move(buffers);
             for (size_t i = 0; i < scalars.size(); ++i) k.scalars.push_back(expr_of(scalars[i], fmt::format("run: scalars[{}]", i)));
             k.fixed_vars = std::move(fixed_vars);
-            return b.builder.add_op(std::move(k), b.options(id, after));
+            if (!global_size.is_none()) k.global = size_exprs(global_size, "run: global_size");
+            if (!local_size.is_none()) k.local = size_exprs(local_size, "run: local_size");
+            return b.builder.add_op(std::move(k), op_options(id, after));
           },
           py::arg("program"), py::arg("buffers"), py::arg("scalars") = py::list(), py::kw_only(), py::arg("id") = "",
           py::arg("after") = py::none(), py::arg("fixed_vars") = std::map<std::string, int64_t>{},
+          py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
           "Adds a kernel launch; scalars are integers or expressions over plan variables (\"n * 2\").\n"
-          "after= lists op indices or ids that must finish first.")
+          "global_size=/local_size= replace the program's launch sizes (an int, expression or a tuple of\n"
+          "up to three). after= lists op indices or ids that must finish first.")
       .def(
           "copy",
           [](PyPlanBuilder& b, size_t dst, size_t src, const std::string& id, py::object after) {
-            return b.builder.add_op(PreparedCopy{dst, src}, b.options(id, after));
+            return b.builder.add_op(PreparedCopy{dst, src}, op_options(id, after));
           },
           py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("id") = "", py::arg("after") = py::none())
       .def(
@@ -451,7 +416,7 @@ void bind_plan_builder(py::module_& m) {
              const std::string& id, py::object after) {
             PreparedCustomFunction f{.name = name, .buffers = std::move(buffers), .attrs = {}, .def = {}};
             for (auto [k, v] : attrs) f.attrs[py::cast<std::string>(k)] = attr_of(v, py::cast<std::string>(k));
-            return b.builder.add_op(std::move(f), b.options(id, after));
+            return b.builder.add_op(std::move(f), op_options(id, after));
           },
           py::arg("name"), py::arg("buffers"), py::arg("attrs") = py::dict(), py::kw_only(), py::arg("id") = "",
           py::arg("after") = py::none(), "Adds a call of a registered host function (\"fill\", \"all_reduce\", ...).")
@@ -460,12 +425,82 @@ void bind_plan_builder(py::module_& m) {
              b.builder.add_output(slot);
              b.outputs.push_back(slot);
            })
-      .def("build", &PyPlanBuilder::build,
+      .def("build", [](PyPlanBuilder& b) { return b.build("PlanBuilder"); },
            "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
            "builder is empty afterwards.");
 }
 
 }  // namespace
+
+size_t PyPlan::slot(const std::string& name) const {
+  if (auto s = plan().find_buffer(name)) return *s;
+  std::string known;
+  for (const auto& n : names) {
+    if (!n.empty()) known += (known.empty() ? "" : ", ") + n;
+  }
+  throw make_error(ErrorKind::Validation, "{}: no buffer named \"{}\" (buffers: {})", source, name, known);
+}
+
+size_t PyPlanBuilder::add(const Buffer& buffer, std::vector<size_t> shape, const std::string& name) {
+  const size_t slot = builder.add_buffer(buffer, name);
+  names.push_back(name);
+  shapes.push_back(std::move(shape));
+  return slot;
+}
+
+size_t PyPlanBuilder::add_view(size_t base, size_t byte_offset, size_t bytes, DType dtype, const std::string& name) {
+  const size_t slot = builder.add_view(base, byte_offset, bytes, dtype, name);
+  names.push_back(name);
+  shapes.push_back({bytes / size_of(dtype)});
+  return slot;
+}
+
+void PyPlanBuilder::add_variable(const std::string& name, int64_t value, int64_t min, int64_t max) {
+  builder.add_variable(Variable{name, min, max}, value);
+  variables.push_back(name);
+}
+
+PyPlan PyPlanBuilder::build(const std::string& source) {
+  PyPlan p;
+  p.source = source;
+  ExecutionPlan plan = builder.build();
+  std::vector<LoadedOutput> outs;
+  for (size_t slot : outputs) {
+    LoadedOutput o;
+    o.name = names[slot].empty() ? fmt::format("buffer{}", slot) : names[slot];
+    o.slot = slot;
+    o.shape = shapes[slot];
+    outs.push_back(std::move(o));
+  }
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < plan.op_count(); ++i) labels.push_back(fmt::format("op {}", i));
+  p.loaded = std::make_shared<LoadedPlan>(LoadedPlan{std::move(plan), std::move(labels), std::move(outs), false});
+  p.names = std::move(names);
+  p.shapes = std::move(shapes);
+  p.variables = std::move(variables);
+  *this = PyPlanBuilder();
+  return p;
+}
+
+Expr expr_of(py::handle v, const std::string& what) {
+  if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) return Expr::constant(py::cast<int64_t>(v));
+  if (PyUnicode_Check(v.ptr())) return Expr::parse(py::cast<std::string>(v));
+  throw make_error(ErrorKind::Validation, "{}: expected an integer or an expression string, got {}", what,
+                   Py_TYPE(v.ptr())->tp_name);
+}
+
+std::array<Expr, 3> size_exprs(py::handle v, const std::string& what) {
+  std::array<Expr, 3> out = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  if (!PyTuple_Check(v.ptr()) && !PyList_Check(v.ptr())) {
+    out[0] = expr_of(v, what);
+    return out;
+  }
+  const auto items = py::reinterpret_borrow<py::sequence>(v);
+  if (items.size() < 1 || items.size() > 3)
+    throw make_error(ErrorKind::Validation, "{}: expected 1 to 3 dimensions, got {}", what, items.size());
+  for (size_t d = 0; d < items.size(); ++d) out[d] = expr_of(items[d], fmt::format("{}[{}]", what, d));
+  return out;
+}
 
 // svod.Plan is registered first, so that the signatures of the functions (and
 // PlanBuilder.build) that return one name it.

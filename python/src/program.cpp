@@ -12,8 +12,10 @@
 
 #include <array>
 #include <filesystem>
+#include <set>
 
 #include "bindings.h"
+#include "svod/device/compile_many.h"
 #include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/program/cpu_abi.h"
@@ -58,6 +60,8 @@ struct PyProgram {
 };
 
 PyTypeObject* program_type = nullptr;
+PyObject* global_size_name = nullptr;  // interned "global_size" and "local_size"
+PyObject* local_size_name = nullptr;
 
 PyProgram& program_of(PyObject* self) {
   if (Py_TYPE(self) == program_type) {
@@ -76,8 +80,16 @@ std::string numpy_dtype_text(PyArrayObject* a) {
   return py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(PyArray_DESCR(a))));
 }
 
-// Puts positional then keyword arguments into their parameter slots.
-void gather(const PyProgram& p, PyObject* args, PyObject* kwargs, PyObject** slots) {
+// The keyword-only launch sizes of a call (null when not given).
+struct SizeArgs {
+  PyObject* global = nullptr;
+  PyObject* local = nullptr;
+};
+
+// Puts positional then keyword arguments into their parameter slots, and
+// global_size=/local_size= into `sizes` (unless the program has parameters
+// of those names).
+void gather(const PyProgram& p, PyObject* args, PyObject* kwargs, PyObject** slots, SizeArgs& sizes) {
   const size_t total = p.buffer_count + p.scalar_count;
   const size_t positional = static_cast<size_t>(PyTuple_GET_SIZE(args));
   if (positional > total) [[unlikely]]
@@ -96,9 +108,18 @@ void gather(const PyProgram& p, PyObject* args, PyObject* kwargs, PyObject** slo
           break;
         }
       }
-      if (slot == total)
+      if (slot == total) {
+        if (key == global_size_name || PyUnicode_Compare(key, global_size_name) == 0) {
+          sizes.global = value;
+          continue;
+        }
+        if (key == local_size_name || PyUnicode_Compare(key, local_size_name) == 0) {
+          sizes.local = value;
+          continue;
+        }
         throw make_error(ErrorKind::Validation, "program \"{}\" has no parameter named \"{}\"", p.display_name(),
                          py::cast<std::string>(py::handle(key)));
+      }
       if (slots[slot] != nullptr)
         throw make_error(ErrorKind::Validation, "{}: given twice", where(p, slot));
       slots[slot] = value;
@@ -111,11 +132,13 @@ void gather(const PyProgram& p, PyObject* args, PyObject* kwargs, PyObject** slo
   }
 }
 
-int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
+// An integer argument (anything with __index__ but bool); `what` names it.
+template <typename What>
+int64_t integer_value(PyObject* obj, What&& what) {
   py::object index;
   if (!PyLong_CheckExact(obj)) {
     if (PyBool_Check(obj) || !PyIndex_Check(obj))
-      throw make_error(ErrorKind::Validation, "{}: expected an integer, got {}", where(p, slot), Py_TYPE(obj)->tp_name);
+      throw make_error(ErrorKind::Validation, "{}: expected an integer, got {}", what(), Py_TYPE(obj)->tp_name);
     index = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
     if (!index) throw py::error_already_set();
     obj = index.ptr();
@@ -123,13 +146,42 @@ int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
   if (overflow != 0) [[unlikely]]
-    throw make_error(ErrorKind::Validation, "{}: {} is outside the 64-bit integer range", where(p, slot),
+    throw make_error(ErrorKind::Validation, "{}: {} is outside the 64-bit integer range", what(),
                      py::cast<std::string>(py::str(obj)));
   return v;
 }
 
+int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
+  return integer_value(obj, [&] { return where(p, slot); });
+}
+
+// A launch size argument (an int, or a sequence of one to three ints; the
+// dimensions left out are 1) into `out`.
+void launch_size(const PyProgram& p, PyObject* obj, const char* which, std::array<int64_t, 3>& out) {
+  auto what = [&] { return fmt::format("program \"{}\": {}", p.display_name(), which); };
+  out = {1, 1, 1};
+  if (PyLong_Check(obj)) {
+    out[0] = integer_value(obj, what);
+  } else if (PyTuple_Check(obj) || PyList_Check(obj)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    if (n < 1 || n > 3)
+      throw make_error(ErrorKind::Validation, "{}: expected 1 to 3 dimensions, got {}", what(), n);
+    PyObject** items = PySequence_Fast_ITEMS(obj);
+    for (Py_ssize_t d = 0; d < n; ++d)
+      out[d] = integer_value(items[d], [&] { return fmt::format("{}[{}]", what(), d); });
+  } else {
+    throw make_error(ErrorKind::Validation, "{}: expected an integer or a tuple of integers, got {}", what(),
+                     Py_TYPE(obj)->tp_name);
+  }
+  for (size_t d = 0; d < 3; ++d)
+    if (out[d] < 1)
+      throw make_error(ErrorKind::Validation, "{}: dimension {} is {}; launch sizes are at least 1", what(), d, out[d]);
+}
+
 // Names the program and buffer as where() does.
-void check_dtype(const PyProgram& p, size_t i, DType got) { p.program->layout().check_dtype(i, got); }
+void check_dtype(const PyProgram& p, size_t i, DType got, uint64_t address) {
+  p.program->layout().check_dtype(i, got, address);
+}
 
 // A numpy argument's address after the checks; `bytes` receives its size.
 void* array_address(const PyProgram& p, size_t i, PyArrayObject* a, size_t& bytes) {
@@ -150,7 +202,8 @@ void* array_address(const PyProgram& p, size_t i, PyArrayObject* a, size_t& byte
     if (!got)
       throw make_error(ErrorKind::Validation, "{}: numpy dtype {} has no svod element type", where(p, i),
                        numpy_dtype_text(a));
-    if (want != NPY_NOTYPE && !PyArray_EquivTypenums(descr->type_num, want)) check_dtype(p, i, *got);
+    if (want != NPY_NOTYPE && !PyArray_EquivTypenums(descr->type_num, want))
+      check_dtype(p, i, *got, reinterpret_cast<uint64_t>(PyArray_DATA(a)));
   }
   if (PyArray_ISBYTESWAPPED(a)) [[unlikely]]
     throw make_error(ErrorKind::Validation, "{}: the array is not in native byte order", where(p, i));
@@ -158,18 +211,36 @@ void* array_address(const PyProgram& p, size_t i, PyArrayObject* a, size_t& byte
   return PyArray_DATA(a);
 }
 
-// A svod.Buffer or DLPack argument, its storage kept alive in `keep`.
-const Buffer& other_buffer(const PyProgram& p, size_t i, PyObject* obj, std::vector<Buffer>& keep) {
-  if (py::isinstance<PyBuffer>(obj)) {
-    keep.push_back(py::cast<const PyBuffer&>(obj).get());
-  } else if (PyObject_HasAttrString(obj, "__dlpack__")) {
-    keep.push_back(wrap_dlpack(obj, where(p, i)).buffer);
-  } else {
+// The storages of svod.Buffer arguments, held while the GIL is released
+// (another thread may release() the Python buffer meanwhile), without
+// allocating.
+class HeldStorages {
+ public:
+  HeldStorages() {}
+  ~HeldStorages() {
+    for (size_t i = 0; i < count_; ++i) std::destroy_at(&slots_[i].held);
+  }
+  HeldStorages(const HeldStorages&) = delete;
+  HeldStorages& operator=(const HeldStorages&) = delete;
+  void hold(const std::shared_ptr<Storage>& storage) { std::construct_at(&slots_[count_++].held, storage); }
+
+ private:
+  union Slot {
+    Slot() {}
+    ~Slot() {}
+    std::shared_ptr<Storage> held;
+  };
+  Slot slots_[kMaxKernelArgs];
+  size_t count_ = 0;
+};
+
+// A DLPack argument, its storage kept alive in `keep`.
+const Buffer& dlpack_buffer(const PyProgram& p, size_t i, PyObject* obj, std::vector<Buffer>& keep) {
+  if (!PyObject_HasAttrString(obj, "__dlpack__"))
     throw make_error(ErrorKind::Validation,
                      "{}: expected a numpy array, a svod.Buffer or an object with __dlpack__, got {}", where(p, i),
                      Py_TYPE(obj)->tp_name);
-  }
-  check_dtype(p, i, keep.back().dtype());
+  keep.push_back(wrap_dlpack(obj, where(p, i)).buffer);
   return keep.back();
 }
 
@@ -191,23 +262,27 @@ void run_unlocked(const PyProgram& p, Fn&& fn) {
   PyEval_RestoreThread(state);
 }
 
-void call_host(const PyProgram& p, PyObject** slots) {
+void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   const Program& program = *p.program;
   const LaunchLayout& layout = program.layout();
   uint64_t args[kMaxKernelArgs];
   size_t bytes[kMaxKernelArgs];
-  std::vector<Buffer> keep;  // svod.Buffer/DLPack arguments; no allocation when there are none
+  HeldStorages held;
+  std::vector<Buffer> keep;  // DLPack arguments; no allocation when there are none
   for (size_t i = 0; i < p.buffer_count; ++i) {
     PyObject* obj = slots[i];
     void* address;
     if (PyArray_Check(obj)) [[likely]] {
       address = array_address(p, i, reinterpret_cast<PyArrayObject*>(obj), bytes[i]);
     } else {
-      const Buffer& b = other_buffer(p, i, obj, keep);
-      if (!b.is_host())
+      const PyBuffer* pb = as_py_buffer(obj);
+      const Buffer& b = pb != nullptr ? pb->get() : dlpack_buffer(p, i, obj, keep);
+      if (!b.is_host()) [[unlikely]]
         throw make_error(ErrorKind::Validation, "{}: the buffer is on {}, the program on {}", where(p, i),
                          b.device().name(), program.device().name());
       address = b.data();
+      check_dtype(p, i, b.dtype(), reinterpret_cast<uint64_t>(address));
+      if (pb != nullptr) held.hold(b.storage_ptr());
       bytes[i] = b.bytes();
     }
     args[i] = reinterpret_cast<uint64_t>(address);
@@ -220,14 +295,31 @@ void call_host(const PyProgram& p, PyObject** slots) {
     if (auto need = layout.min_bytes(i, abi); need && bytes[i] < *need) [[unlikely]]
       throw make_error(ErrorKind::Validation, "{}: holds {} bytes but the launch needs {}", where(p, i), bytes[i], *need);
   }
-  const int64_t slices = layout.global_size(0, abi);
+  int64_t slices;
+  if (sizes.global != nullptr) {
+    // The host runs global_size[0] core_id slices; local sizes mean nothing here.
+    std::array<int64_t, 3> global;
+    launch_size(p, sizes.global, "global_size", global);
+    if (global[1] != 1 || global[2] != 1) [[unlikely]]
+      throw make_error(ErrorKind::Validation,
+                       "program \"{}\": global_size ({}, {}, {}): {} runs global_size[0] core_id slices; dimensions 1 "
+                       "and 2 must be 1",
+                       p.display_name(), global[0], global[1], global[2], program.device().name());
+    slices = global[0];
+  } else {
+    slices = layout.global_size(0, abi);
+  }
+  if (sizes.local != nullptr) {
+    std::array<int64_t, 3> local;
+    launch_size(p, sizes.local, "local_size", local);
+  }
   layout.check_slices(slices);
   run_unlocked(p, [&] { program.run_bound(args, slices); });
 }
 
 // Any other device: svod::Buffers through Program::launch, which checks
-// devices and sizes.
-void call_device(const PyProgram& p, PyObject** slots) {
+// devices, dtypes and sizes.
+void call_device(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   std::vector<Buffer> buffers;
   buffers.reserve(p.buffer_count);
   for (size_t i = 0; i < p.buffer_count; ++i) {
@@ -236,21 +328,35 @@ void call_device(const PyProgram& p, PyObject** slots) {
                        "{}: a numpy array cannot be passed to a program on {}; allocate a buffer there "
                        "(dev.allocate) and copy_from() the array",
                        where(p, i), p.program->device().name());
-    other_buffer(p, i, slots[i], buffers);
+    if (const PyBuffer* pb = as_py_buffer(slots[i])) buffers.push_back(pb->get());
+    else dlpack_buffer(p, i, slots[i], buffers);
   }
   std::vector<int64_t> scalars;
   for (size_t j = 0; j < p.scalar_count; ++j)
     scalars.push_back(scalar_value(p, p.buffer_count + j, slots[p.buffer_count + j]));
-  run_unlocked(p, [&] { p.program->launch(buffers, scalars); });
+  LaunchDims dims;
+  const bool sized = sizes.global != nullptr || sizes.local != nullptr;
+  if (sized) {
+    dims = p.program->layout().dims(scalars);
+    if (sizes.global != nullptr) launch_size(p, sizes.global, "global_size", dims.global);
+    if (sizes.local != nullptr) launch_size(p, sizes.local, "local_size", dims.local);
+  }
+  run_unlocked(p, [&] { p.program->launch(buffers, scalars, sized ? &dims : nullptr); });
 }
 
 PyObject* call_program(PyObject* self, PyObject* args, PyObject* kwargs) {
   try {
     const PyProgram& p = program_of(self);
     PyObject* slots[kMaxKernelArgs];
-    gather(p, args, kwargs, slots);
-    if (p.host) call_host(p, slots);
-    else call_device(p, slots);
+    SizeArgs sizes;
+    gather(p, args, kwargs, slots, sizes);
+    if (Capture* c = capturing()) [[unlikely]] {
+      capture_call(*c, p.program, {slots, p.buffer_count}, {slots + p.buffer_count, p.scalar_count}, sizes.global,
+                   sizes.local);
+      Py_RETURN_NONE;
+    }
+    if (p.host) call_host(p, slots, sizes);
+    else call_device(p, slots, sizes);
     Py_RETURN_NONE;
   } catch (...) {
     set_python_error();
@@ -267,35 +373,39 @@ KernelArgs kernel_args(const PyProgram& p, py::sequence args) {
   KernelArgs out;
   for (size_t i = 0; i < p.buffer_count; ++i) {
     out.buffers.push_back(buffer_argument(args[i], where(p, i), p.written[i]));
-    check_dtype(p, i, out.buffers.back().dtype());
+    check_dtype(p, i, out.buffers.back().dtype(), out.buffers.back().first_byte());
   }
   for (size_t j = 0; j < p.scalar_count; ++j)
     out.scalars.push_back(scalar_value(p, p.buffer_count + j, py::object(args[p.buffer_count + j]).ptr()));
   return out;
 }
 
-// dev.compile: the keyword arguments become one program of a plan file (the
-// same JSON a plan's "programs" entry holds) and go through the plan-file
-// parser, so Python and plan files accept exactly the same programs.
-std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
-                                   const std::string& entry, const std::string& language, py::list buffers,
-                                   py::list scalars, py::object global_size, py::object local_size, py::object defines,
-                                   py::object flops, py::object bytes, py::object name) {
+// The spec of dev.compile's keyword arguments (`args`, the names of
+// compile()'s parameters): they become one program of a plan file (the same
+// JSON a plan's "programs" entry holds) and go through the plan-file parser,
+// so Python and plan files accept exactly the same programs.
+ProgramSpec program_spec(const py::dict& args, const std::string& what) {
+  static const std::set<std::string> known = {"source",  "source_file", "entry",   "language",
+                                              "buffers", "scalars",     "global_size", "local_size",
+                                              "defines", "flops",       "bytes",   "name"};
   py::dict program;
-  program["language"] = language;
-  if (!source.is_none()) program["source"] = source;
-  if (!source_file.is_none()) program["source_file"] = py::str(source_file);
-  program["entry"] = entry;
-  program["buffers"] = buffers;  // min_count included: the plan format's field
-  program["scalars"] = scalars;
-  if (!global_size.is_none()) program["global_size"] = global_size;
-  if (!local_size.is_none()) program["local_size"] = local_size;
-  if (!defines.is_none()) program["defines"] = defines;
-  if (!flops.is_none()) program["flops"] = flops;
-  if (!bytes.is_none()) program["bytes"] = bytes;
-  const std::string key = name.is_none() ? entry : py::cast<std::string>(name);
+  program["language"] = "c";
+  program["buffers"] = py::list();
+  program["scalars"] = py::list();
+  std::string name;
+  for (auto [key, value] : args) {
+    const std::string k = py::cast<std::string>(key);
+    if (!known.contains(k))
+      throw make_error(ErrorKind::Validation, "{}: unknown argument \"{}\"", what, k);
+    if (value.is_none()) continue;
+    if (k == "name") name = py::cast<std::string>(value);
+    else if (k == "source_file") program[key] = py::str(value);
+    else program[key] = value;  // buffers' min_count included: the plan format's field
+  }
+  if (!program.contains("entry")) throw make_error(ErrorKind::Validation, "{}: entry= is required", what);
+  if (name.empty()) name = py::cast<std::string>(program["entry"]);
   py::dict programs;
-  programs[py::str(key)] = program;
+  programs[py::str(name)] = program;
   // The smallest plan around it: one buffer, no ops.
   py::dict plan;
   plan["svod_plan"] = kPlanFileVersion;
@@ -306,17 +416,62 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
   try {
     text = py::cast<std::string>(py::module_::import("json").attr("dumps")(plan));
   } catch (py::error_already_set& e) {
-    throw make_error(ErrorKind::Validation, "compile: the arguments are not JSON values: {}",
+    throw make_error(ErrorKind::Validation, "{}: the arguments are not JSON values: {}", what,
                      py::cast<std::string>(py::str(e.value())));
   }
-  PlanFile file = parse_plan_text(text, std::filesystem::current_path(), "compile");
-  const ProgramSpec spec = std::move(file.programs.at(0).spec);
+  PlanFile file = parse_plan_text(text, std::filesystem::current_path(), what);
+  return std::move(file.programs.at(0).spec);
+}
+
+std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
+                                   const std::string& entry, const std::string& language, py::list buffers,
+                                   py::list scalars, py::object global_size, py::object local_size, py::object defines,
+                                   py::object flops, py::object bytes, py::object name) {
+  py::dict args(py::arg("source") = source, py::arg("source_file") = source_file, py::arg("entry") = entry,
+                py::arg("language") = language, py::arg("buffers") = buffers, py::arg("scalars") = scalars,
+                py::arg("global_size") = global_size, py::arg("local_size") = local_size,
+                py::arg("defines") = defines, py::arg("flops") = flops, py::arg("bytes") = bytes,
+                py::arg("name") = name);
+  const ProgramSpec spec = program_spec(args, "compile");
   std::shared_ptr<const Program> compiled;
   {
     py::gil_scoped_release unlocked;
     compiled = device->compile(spec);
   }
   return std::make_shared<PyProgram>(std::move(compiled));
+}
+
+// dev.compile_many: every program's arguments as a dict; compiled together on
+// svod's pool with the GIL released. errors="raise" raises the first
+// failure (by position) after all have finished; "return" puts the
+// svod.Error in that position instead.
+py::list compile_many_programs(const std::shared_ptr<Device>& device, py::sequence programs, const std::string& errors) {
+  if (errors != "raise" && errors != "return")
+    throw make_error(ErrorKind::Validation, "compile_many: errors= is \"raise\" or \"return\", got \"{}\"", errors);
+  std::vector<ProgramSpec> specs;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    py::object item = programs[i];
+    if (!PyDict_Check(item.ptr()))
+      throw make_error(ErrorKind::Validation, "compile_many: programs[{}]: expected a dict of compile() arguments, got {}",
+                       i, Py_TYPE(item.ptr())->tp_name);
+    specs.push_back(program_spec(py::reinterpret_borrow<py::dict>(item), fmt::format("compile_many: programs[{}]", i)));
+  }
+  std::vector<CompileResult> results;
+  {
+    py::gil_scoped_release unlocked;
+    results = compile_many(*device, specs);
+  }
+  py::list out;
+  for (auto& r : results) {
+    if (auto* program = std::get_if<std::shared_ptr<const Program>>(&r)) {
+      out.append(std::make_shared<PyProgram>(std::move(*program)));
+    } else if (errors == "raise") {
+      throw std::get<Error>(r);
+    } else {
+      out.append(python_error(std::get<Error>(r)));
+    }
+  }
+  return out;
 }
 
 py::dict param_dict(const BufferParam& b) {
@@ -381,8 +536,17 @@ void bind_devices(py::module_& m) {
            "program ({\"name\": \"o\", \"access\": \"write\", \"dtype\": \"f32\"}, {\"name\": \"n\", \"type\": \"i32\"});\n"
            "a buffer may also give \"min_count\", the elements a launch needs (an expression over the\n"
            "scalars except core_id, as in plan files). Raises CompileError (with .log) when the compiler refuses the source.")
-      .def("allocate", &allocate_buffer, py::arg("dtype"), py::arg("shape"),
-           "A new zero-filled buffer of `shape` (an element count or a tuple) elements of `dtype`.")
+      .def("compile_many", &compile_many_programs, py::arg("programs"), py::kw_only(), py::arg("errors") = "raise",
+           "Compiles many programs at once on svod's thread pool, with the GIL released: `programs` is a\n"
+           "list of dicts of compile()'s keyword arguments; returns the Programs in order. errors=\"raise\"\n"
+           "raises the first failure once all are done; errors=\"return\" puts the svod.Error there instead.")
+      .def("allocate", &allocate_buffer, py::arg("dtype"), py::arg("shape"), py::kw_only(), py::arg("zero") = true,
+           "A new zero-filled buffer of `shape` (an element count or a tuple) elements of `dtype`.\n"
+           "zero=False: memory from the device's block cache, whatever it holds — freed buffers of the same\n"
+           "byte size are reused (bounded by SVOD_BLOCK_CACHE_MB, default 1024; svod.free_cached()\n"
+           "gives them back).")
+      .def("free_cached", &Device::free_cached, py::call_guard<py::gil_scoped_release>(),
+           "Gives this device's blocks held for reuse back.")
       .def(
           "synchronize",
           [](Device& d) {
@@ -436,6 +600,9 @@ void bind_programs(py::module_& m) {
   // function, for help() and explicit prog.__call__(...).
   program_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   program_type->tp_call = call_program;
+  global_size_name = PyUnicode_InternFromString("global_size");
+  local_size_name = PyUnicode_InternFromString("local_size");
+  if (global_size_name == nullptr || local_size_name == nullptr) throw py::error_already_set();
   static PyMethodDef call_def = {
       "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_program)),
       METH_VARARGS | METH_KEYWORDS,

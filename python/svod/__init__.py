@@ -18,8 +18,8 @@ import contextlib as _contextlib
 import functools as _functools
 
 from . import _svod
-from ._svod import (Buffer, BenchmarkResult, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
-                    device, devices, from_dlpack, load_package, load_plan)
+from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
+                    device, devices, free_cached, from_dlpack, load_package, load_plan)
 
 __version__ = _svod.__version__
 
@@ -109,8 +109,9 @@ def _raising_validation_errors(fn):
 
 
 # Program.__call__ and Plan.execute, the per-call paths, check their arguments themselves.
-for _cls, _names in ((Device, ("compile", "allocate")), (Buffer, ("copy_from", "__array__", "__dlpack__")),
-                     (Plan, ("run", "bind")), (Profile, ("table", "chrome_trace")),
+for _cls, _names in ((Device, ("compile", "compile_many", "allocate", "capture")),
+                     (Buffer, ("copy_from", "view", "__array__", "__dlpack__")),
+                     (Plan, ("run", "bind", "rebind")), (Profile, ("table", "chrome_trace")), (Capture, ("variable", "slot")),
                      (PlanBuilder, ("add_buffer", "add_view", "add_variable", "run", "copy", "custom", "add_output"))):
     for _name in _names:
         setattr(_cls, _name, _raising_validation_errors(getattr(_cls, _name)))
@@ -158,8 +159,8 @@ def profile():
 
 
 __all__ = [
-    "Buffer", "BenchmarkResult", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
-    "asbuffer", "benchmark", "device", "devices", "from_dlpack", "load_package", "load_plan",
+    "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
+    "asbuffer", "benchmark", "device", "devices", "free_cached", "from_dlpack", "load_package", "load_plan",
     "profile",
     "Error", *[c.__name__ for c in _ERRORS.values()],
 ]

@@ -74,6 +74,12 @@ class Buffer {
   Device& device() const noexcept { return storage_->device(); }
 
   bool is_host() const noexcept { return storage_ && storage_->host_data() != nullptr; }
+  // Where the first byte is, for alignment checks: its host address, or its
+  // offset into device memory (whose allocations are aligned).
+  uint64_t first_byte() const noexcept {
+    const auto* base = static_cast<const std::byte*>(storage_ ? storage_->host_data() : nullptr);
+    return base ? reinterpret_cast<uint64_t>(base + offset_) : offset_;
+  }
   // Host address of the first byte; throws Error(Unsupported) for device memory.
   void* data() const;
   template <typename T>

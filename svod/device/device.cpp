@@ -9,6 +9,7 @@
 #include "svod/cache/cache_key.h"
 #include "svod/cache/object_cache.h"
 #include "svod/compile/compile_policy.h"
+#include "svod/device/block_cache.h"
 #include "svod/device/host_device.h"
 #include "svod/device/kernel_cache.h"
 
@@ -18,6 +19,15 @@ Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)), cache_scope_
 Device::~Device() = default;
 
 Buffer Device::allocate_host(DType dtype, size_t count) { return host_device().allocate(dtype, count); }
+
+BlockCache& Device::block_cache() {
+  std::call_once(block_cache_once_, [&] { block_cache_ = make_block_cache(*this); });
+  return *block_cache_;
+}
+
+Buffer Device::allocate_cached(DType dtype, size_t count) { return block_cache().allocate(dtype, count); }
+
+void Device::free_cached() { block_cache().clear(); }
 
 bool Device::accepts(Language language) const noexcept {
   const auto own = languages();
@@ -131,7 +141,7 @@ void check_launch_buffer(const ProgramSpec& spec, const LaunchLayout& layout, si
   if (!buffer.valid())
     throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is empty", spec.display_name(), index,
                      spec.buffers[index].name);
-  layout.check_dtype(index, buffer.dtype());
+  layout.check_dtype(index, buffer.dtype(), buffer.first_byte());
   if (auto need = layout.min_bytes(index, abi); need && buffer.bytes() < *need)
     throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
                      spec.display_name(), index, spec.buffers[index].name, buffer.bytes(), *need);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -22,8 +23,12 @@
 
 namespace svod {
 
+class BlockCache;
 class Program;
 
+// Devices whose storages free through the device's own state (a driver
+// context) call free_cached() first thing in their destructors, so that no
+// cached block outlives that state.
 class Device {
  public:
   Device();
@@ -33,6 +38,13 @@ class Device {
 
   virtual std::string name() const = 0;  // "CPU", "CUDA:0", "CL:0"
   virtual Buffer allocate(DType dtype, size_t count) = 0;
+  // A buffer whose memory goes back to this device's block cache when its
+  // last reference goes, and is reused by a later allocate_cached of the same
+  // byte size (block_cache.h). Its contents are undefined, not zero-filled.
+  Buffer allocate_cached(DType dtype, size_t count);
+  // Gives the blocks this device holds for reuse back (free_cached_blocks()
+  // does it for every device).
+  void free_cached();
   // Host memory that this device copies to and from fastest (pinned memory
   // on CUDA); plain host memory by default. For staging and for results read
   // back on the host.
@@ -89,6 +101,9 @@ class Device {
 
  private:
   std::unique_ptr<HostQueue> host_queue_;
+  BlockCache& block_cache();  // made on first use
+  std::once_flag block_cache_once_;
+  std::shared_ptr<BlockCache> block_cache_;
   // This device's key space in the process-wide kernel cache.
   const uint64_t cache_scope_;
 };

@@ -211,9 +211,12 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
   for (size_t p = 0; p < k.buffers.size(); ++p) {
     const Buffer& b = buffers[k.buffers[p]];
     const BufferParam& param = spec.buffers[p];
-    if (param.dtype && *param.dtype != b.dtype())
-      throw make_error(ErrorKind::Validation, "{}: parameter \"{}\" is {} but {} is {}", where, param.name,
-                       to_string(*param.dtype), slot_name(k.buffers[p]), to_string(b.dtype()));
+    if (param.dtype && !dtype_accepts(*param.dtype, b.dtype(), b.first_byte()))
+      throw make_error(ErrorKind::Validation, "{}: parameter \"{}\" is {} but {} is {}{}", where, param.name,
+                       to_string(*param.dtype), slot_name(k.buffers[p]), to_string(b.dtype()),
+                       b.dtype() == DType::U8 ? fmt::format(" at offset {:#x}, not aligned to its elements",
+                                                            b.first_byte())
+                                              : "");
     if (run.bound && !b.is_host())
       throw make_error(ErrorKind::Validation, "{}: parameter \"{}\" gets {}, which is not in host memory", where,
                        param.name, slot_name(k.buffers[p]));

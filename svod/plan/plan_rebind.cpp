@@ -1,6 +1,7 @@
 // Changing a built plan: rebind() swaps a buffer slot in place, replicate()
 // copies the plan with its written storages forked.
 #include <algorithm>
+#include <bit>
 
 #include "svod/base/error.h"
 #include "svod/plan/plan_state.h"
@@ -30,6 +31,16 @@ void ExecutionPlan::rebind(size_t index, Buffer replacement) {
                      replacement.valid() ? fmt::format("{} bytes of {} on {}", replacement.bytes(),
                                                        to_string(replacement.dtype()), replacement.device().name())
                                          : std::string("empty"));
+  // Byte storage may serve typed kernel parameters (dtype_accepts): the
+  // replacement keeps the alignment the build checked, up to the widest
+  // element.
+  if (old.dtype() == DType::U8) {
+    const uint64_t kept = uint64_t{1} << std::countr_zero(old.first_byte() | 8);
+    if (replacement.first_byte() % kept != 0)
+      throw make_error(ErrorKind::Validation,
+                       "rebind: {} is byte storage aligned to {} bytes; the replacement at {:#x} is not",
+                       s.slot_name(index), kept, replacement.first_byte());
+  }
   // The slot and the views derived from it move together; when no other slot
   // shares the old or the new storage, every overlap stays as it was and the
   // dependency graph still holds.

@@ -115,9 +115,20 @@ std::optional<size_t> LaunchLayout::min_bytes(size_t index, const int64_t* abi) 
   return *bytes;
 }
 
-void LaunchLayout::check_dtype_slow(size_t index, DType dtype) const {
+bool dtype_accepts(DType declared, DType given, uint64_t address) noexcept {
+  if (given == declared) return true;
+  if (declared == DType::BF16 && given == DType::U16) return true;
+  return given == DType::U8 && address % size_of(declared) == 0;
+}
+
+void LaunchLayout::check_dtype_slow(size_t index, DType dtype, uint64_t address) const {
   const DType declared = *dtypes_[index];
-  if (declared == DType::BF16 && dtype == DType::U16) return;  // bf16 bit patterns
+  if (dtype_accepts(declared, dtype, address)) return;
+  if (dtype == DType::U8)
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": buffer {} (\"{}\"): u8 storage at address/offset {:#x} is not aligned to the "
+                     "declared {}'s {} bytes",
+                     program_, index, buffer_names_[index], address, to_string(declared), size_of(declared));
   throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\"): dtype {} does not match the declared {}",
                    program_, index, buffer_names_[index], to_string(dtype), to_string(declared));
 }

@@ -24,6 +24,13 @@ struct LaunchDims {
   bool operator==(const LaunchDims&) const = default;
 };
 
+// Whether a parameter declared `declared` takes a buffer of `given` whose
+// first byte is at `address` (host address or device byte offset): the same
+// dtype; u16 for bf16 (its bit patterns); or untyped byte storage (u8, as
+// compilers allocate it) aligned to the declared element size. The bytes a
+// launch needs are checked apart (min_count).
+bool dtype_accepts(DType declared, DType given, uint64_t address) noexcept;
+
 class LaunchLayout {
  public:
   explicit LaunchLayout(const ProgramSpec& spec);
@@ -53,11 +60,12 @@ class LaunchLayout {
   std::optional<size_t> min_bytes(size_t index, const int64_t* abi) const;
 
   // Throws Validation naming the program and buffer unless buffer `index`
-  // may be passed a buffer of `dtype`: its declared dtype or, for bf16, u16
-  // (the bit patterns). Any dtype when none is declared.
-  void check_dtype(size_t index, DType dtype) const {
+  // may be passed a buffer of `dtype` whose first byte is at `address` (a
+  // host address, or the byte offset into device memory): see
+  // dtype_accepts. Any dtype when none is declared.
+  void check_dtype(size_t index, DType dtype, uint64_t address) const {
     if (dtypes_[index] && *dtypes_[index] != dtype) [[unlikely]]
-      check_dtype_slow(index, dtype);
+      check_dtype_slow(index, dtype, address);
   }
 
   // The slice count of a CPU launch (global_size[0]: core_id takes the
@@ -76,7 +84,7 @@ class LaunchLayout {
     DType dtype;
   };
   [[noreturn]] void throw_slices(int64_t slices) const;
-  void check_dtype_slow(size_t index, DType dtype) const;
+  void check_dtype_slow(size_t index, DType dtype, uint64_t address) const;
 
   std::string program_;
   std::vector<std::string> buffer_names_;

@@ -145,19 +145,30 @@ TEST(LaunchLayout, MinBytesThatOverflowAreRefusedNamingProgramAndBuffer) {
   EXPECT_EQ(layout.min_bytes(0, abi), 0u);
 }
 
-TEST(LaunchLayout, BufferDtypesMustMatchTheDeclaredOnesBf16TakesU16) {
+TEST(LaunchLayout, BufferDtypesMustMatchTheDeclaredOnesBf16TakesU16AlignedBytesServeAny) {
   auto spec = test::c_kernel("k", "x", {{"a", Access::Read, DType::F32}, {"h", Access::Read, DType::BF16}, {"any"}});
   LaunchLayout layout(spec);
-  layout.check_dtype(0, DType::F32);
-  layout.check_dtype(1, DType::BF16);
-  layout.check_dtype(1, DType::U16);  // bf16 bit patterns
-  for (DType t : kAllDTypes) layout.check_dtype(2, t);
-  const std::string e = error_of([&] { layout.check_dtype(0, DType::I32); });
+  layout.check_dtype(0, DType::F32, 0x1001);  // a buffer of its own type is aligned by construction
+  layout.check_dtype(1, DType::BF16, 0);
+  layout.check_dtype(1, DType::U16, 0);  // bf16 bit patterns
+  for (DType t : kAllDTypes) layout.check_dtype(2, t, 1);
+  const std::string e = error_of([&] { layout.check_dtype(0, DType::I32, 0); });
   EXPECT_NE(e.find("program \"k\": buffer 0 (\"a\"): dtype i32 does not match the declared f32"), std::string::npos)
       << e;
-  EXPECT_NE(error_of([&] { layout.check_dtype(0, DType::U8); }).find("dtype u8 does not match"), std::string::npos);
-  EXPECT_NE(error_of([&] { layout.check_dtype(1, DType::F16); }).find("dtype f16 does not match the declared bf16"),
+  EXPECT_NE(error_of([&] { layout.check_dtype(1, DType::F16, 0); }).find("dtype f16 does not match the declared bf16"),
             std::string::npos);
+  // Untyped byte storage (what compilers allocate) serves any element type it is aligned for.
+  layout.check_dtype(0, DType::U8, 0x1000);
+  layout.check_dtype(0, DType::U8, 0x1004);
+  layout.check_dtype(1, DType::U8, 0x1002);
+  const std::string misaligned = error_of([&] { layout.check_dtype(0, DType::U8, 0x1002); });
+  EXPECT_NE(misaligned.find("buffer 0 (\"a\"): u8 storage at address/offset 0x1002 is not aligned to the declared "
+                            "f32's 4 bytes"),
+            std::string::npos)
+      << misaligned;
+  EXPECT_TRUE(dtype_accepts(DType::F64, DType::U8, 16));
+  EXPECT_FALSE(dtype_accepts(DType::F64, DType::U8, 12));
+  EXPECT_FALSE(dtype_accepts(DType::F32, DType::I8, 0));
 }
 
 TEST(LaunchLayout, SlicesStayWithinCoreIdBoundsAndType) {

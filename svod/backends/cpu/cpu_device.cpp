@@ -40,11 +40,11 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
     if (host == nullptr) [[unlikely]]
       throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") is {}", spec().display_name(), i,
                        spec().buffers[i].name, b.valid() ? "not in host memory" : "empty");
-    layout().check_dtype(i, b.dtype());
+    args[i] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(host) + b.byte_offset());
+    layout().check_dtype(i, b.dtype(), args[i]);
     if (auto need = layout().min_bytes(i, abi_scalars); need && b.bytes() < *need) [[unlikely]]
       throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
                        spec().display_name(), i, spec().buffers[i].name, b.bytes(), *need);
-    args[i] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(host) + b.byte_offset());
   }
   const int64_t slices = dims ? dims->global[0] : layout().global_size(0, abi_scalars);
   layout().check_slices(slices);

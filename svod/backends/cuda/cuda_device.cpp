@@ -184,7 +184,7 @@ CudaDevice::CudaDevice(size_t index)
       state_(std::make_unique<detail::CudaDeviceState>(*this, index)),
       details_(query(state_->api, state_->device)) {}
 
-CudaDevice::~CudaDevice() = default;
+CudaDevice::~CudaDevice() { free_cached(); }  // its storages free through the driver state
 
 std::string CudaDevice::name() const { return fmt::format("CUDA:{}", index_); }
 

@@ -217,7 +217,7 @@ OpenClDevice::OpenClDevice(size_t index) : index_(index) {
   state_ = std::make_unique<detail::OpenClDeviceState>(*this, located[index].platform, located[index].device);
 }
 
-OpenClDevice::~OpenClDevice() = default;
+OpenClDevice::~OpenClDevice() { free_cached(); }  // its storages free through the driver state
 
 std::string OpenClDevice::name() const { return fmt::format("CL:{}", index_); }
 

@@ -1,0 +1,49 @@
+// What plan.cpp and capture.cpp share: svod.Plan's object, the builder
+// behind svod.PlanBuilder and dev.capture(), and the conversion of Python
+// scalars and launch sizes to expressions.
+#pragma once
+
+#include <array>
+
+#include "bindings.h"
+#include "svod/planfile/plan_file.h"
+
+namespace svod::python {
+
+// svod.Plan: a loaded plan plus the names and shapes Python shows.
+struct PyPlan {
+  std::shared_ptr<LoadedPlan> loaded;  // shared: an open profile keeps the plans it saw
+  std::string source;                  // the plan file, or "PlanBuilder", for messages
+  std::vector<std::string> names;      // per slot; empty when unnamed
+  std::vector<std::vector<size_t>> shapes;
+  std::vector<std::string> variables;
+
+  ExecutionPlan& plan() const { return loaded->plan; }
+  // The slot named `name`; Validation listing the names otherwise.
+  size_t slot(const std::string& name) const;
+  PyBuffer buffer(size_t slot) const { return PyBuffer{plan().buffer(slot), shapes[slot]}; }
+};
+
+// ExecutionPlanBuilder plus the names and shapes Python shows.
+struct PyPlanBuilder {
+  ExecutionPlanBuilder builder;
+  std::vector<std::string> names;
+  std::vector<std::vector<size_t>> shapes;
+  std::vector<std::string> variables;
+  std::vector<size_t> outputs;
+
+  size_t add(const Buffer& buffer, std::vector<size_t> shape, const std::string& name);
+  size_t add_view(size_t base, size_t byte_offset, size_t bytes, DType dtype, const std::string& name);
+  void add_variable(const std::string& name, int64_t value, int64_t min, int64_t max);
+  // The plan (`source` names it in messages); the builder is empty afterwards.
+  PyPlan build(const std::string& source);
+};
+
+// A scalar of a plan op: an integer, or an expression string over plan
+// variables ("n * 2"). `what` names it in errors.
+Expr expr_of(py::handle v, const std::string& what);
+// A launch size of a plan op: one such value or a sequence of one to three
+// (the dimensions left out are 1).
+std::array<Expr, 3> size_exprs(py::handle v, const std::string& what);
+
+}  // namespace svod::python

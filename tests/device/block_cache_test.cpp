@@ -1,0 +1,102 @@
+// The block cache behind Device::allocate_cached: freed blocks come back for
+// the next allocation of their byte size, the cache stays under its limit
+// (oldest blocks go first), free_cached_blocks() empties it, and buffers
+// freed from many threads at once are all accounted for.
+#include "svod/device/block_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/error.h"
+
+namespace svod {
+namespace {
+
+// A cache of at most `mb` MiB over the CPU device.
+std::shared_ptr<BlockCache> cache_of(int mb) {
+  ::setenv("SVOD_BLOCK_CACHE_MB", std::to_string(mb).c_str(), 1);
+  auto cache = make_block_cache(*cpu_device());
+  ::unsetenv("SVOD_BLOCK_CACHE_MB");
+  return cache;
+}
+
+TEST(BlockCache, AFreedBlockServesTheNextAllocationOfItsByteSize) {
+  auto cache = cache_of(16);
+  Buffer a = cache->allocate(DType::F32, 256);
+  void* first = a.data();
+  a.span<float>()[0] = 7.0f;
+  a = Buffer();
+  EXPECT_EQ(cache->cached_bytes(), 1024u);
+  Buffer b = cache->allocate(DType::U8, 1024);  // same bytes, any dtype
+  EXPECT_EQ(b.data(), first);
+  EXPECT_EQ(b.span<float>()[0], 7.0f);  // not cleared
+  EXPECT_EQ(cache->cached_bytes(), 0u);
+  Buffer c = cache->allocate(DType::F32, 256);  // taken: a new block
+  EXPECT_NE(c.data(), first);
+  Buffer other = cache->allocate(DType::F32, 128);  // another size never takes it
+  EXPECT_NE(other.data(), first);
+}
+
+TEST(BlockCache, StaysUnderItsLimitGivingBackTheOldestFirst) {
+  auto cache = cache_of(1);
+  const size_t half = size_t{1} << 19;
+  Buffer a = cache->allocate(DType::U8, half);
+  Buffer b = cache->allocate(DType::U8, half);
+  Buffer c = cache->allocate(DType::U8, half / 2);
+  void* b_memory = b.data();
+  a = Buffer();  // oldest
+  b = Buffer();
+  EXPECT_EQ(cache->cached_bytes(), 2 * half);
+  c = Buffer();  // does not fit: a goes
+  EXPECT_EQ(cache->cached_bytes(), half + half / 2);
+  Buffer again = cache->allocate(DType::U8, half);
+  EXPECT_EQ(again.data(), b_memory);
+  Buffer huge = cache->allocate(DType::U8, 4 * half);  // larger than the limit: freed, never kept
+  huge = Buffer();
+  EXPECT_EQ(cache->cached_bytes(), half / 2);
+  free_cached_blocks();
+  EXPECT_EQ(cache->cached_bytes(), 0u);
+}
+
+TEST(BlockCache, ZeroTurnsItOffAndBadSizesAreErrors) {
+  auto off = cache_of(0);
+  off->allocate(DType::F32, 16);
+  EXPECT_EQ(off->cached_bytes(), 0u);
+  EXPECT_THROW(off->allocate(DType::F32, size_t{1} << 62), Error);
+  ::setenv("SVOD_BLOCK_CACHE_MB", "-1", 1);
+  EXPECT_THROW(make_block_cache(*cpu_device()), Error);
+  ::unsetenv("SVOD_BLOCK_CACHE_MB");
+}
+
+TEST(BlockCache, BuffersFreedFromManyThreadsAreAllKept) {
+  auto cache = cache_of(64);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        Buffer b = cache->allocate(DType::F32, 64 + (i % 4));
+        b.span<float>()[0] = static_cast<float>(i);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // At most 4 blocks of each of the 4 sizes were ever live at once.
+  EXPECT_LE(cache->cached_bytes(), 4u * 4u * 67u * 4u);
+  EXPECT_GT(cache->cached_bytes(), 0u);
+}
+
+TEST(BlockCache, ABufferOutlivingItsCacheFreesItsMemory) {
+  Buffer kept;
+  {
+    auto cache = cache_of(16);
+    kept = cache->allocate(DType::F32, 8);
+  }
+  kept.span<float>()[7] = 1.0f;  // still valid memory; freed when `kept` goes
+}
+
+}  // namespace
+}  // namespace svod

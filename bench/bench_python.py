@@ -7,7 +7,8 @@ batch hit by preemption on a busy machine is an outlier rather than part of ever
   1. a call of an empty CPU kernel with two numpy arrays and one scalar, beside a raw ctypes
      call of the same loaded function (its entry address; pointers precomputed as ints) and
      beside ctypes taking the pointers from the arrays on every call;
-  2. the same svod call with 4-byte and 64 MiB arrays (no copy: the same cost);
+  2. the same svod call with 4-byte and 64 MiB arrays (no copy: the same cost), with
+     svod.Buffer arguments, and with a per-call global_size= (issue 23);
   3. plan.execute() of a 1,000-op chain of empty kernels (and a 1-op plan) from Python,
      beside the C++ execute() timed inside svod (svod.benchmark on the plan). Both sides time
      single executions and take the median (the Python side less the cost of reading the
@@ -81,6 +82,12 @@ def main():
     big = per_call_ns(lambda: empty(big_o, big_a, 1))
     print(f"svod call with 4-byte arrays:                {tiny:7.0f} ns")
     print(f"svod call with 64 MiB arrays:                {big:7.0f} ns   ratio {big / tiny:.2f}")
+
+    bo, ba = cpu.allocate("f32", 1024), cpu.allocate("f32", 1024)
+    buffers = per_call_ns(lambda: empty(bo, ba, 1024))
+    sized = per_call_ns(lambda: empty(bo, ba, 1024, global_size=(1, 1, 1)))
+    print(f"svod call, 2 svod.Buffers + 1 scalar:        {buffers:7.0f} ns   buffers/arrays = {buffers / svod_ns:.2f}")
+    print(f"the same with global_size=(1, 1, 1):         {sized:7.0f} ns   adds {sized - buffers:+.0f} ns")
 
     inc = cpu.compile(source="void nop(float* x, int n) {}", entry="nop",
                       buffers=[{"name": "x", "access": "readwrite", "dtype": "f32"}],

@@ -1,11 +1,12 @@
 // svod.Device, svod.Program and svod.benchmark.
 //
 // Calling a Program is the hot path of a code generator that launches every
-// kernel it emits, so svod.Program's call slot is a plain CPython tp_call
-// rather than a pybind11 method: the signature is worked out once when the
-// program is compiled (numpy type numbers, which buffers are written, the
-// parameter names as interned strings), and a call on a program that binds
-// host arguments (the CPU's) checks the arguments in place and runs
+// kernel it emits, so svod.Program is called through CPython's vectorcall
+// protocol (no argument tuple or keyword dict is built) rather than as a
+// pybind11 method: the signature is worked out once when the program is
+// compiled (numpy type numbers, which buffers are written, the parameter
+// names as interned strings), and a call on a program that binds host
+// arguments (the CPU's) checks the arguments in place and runs
 // Program::run_bound on raw addresses — no svod::Buffer, no allocation — with
 // the GIL released.
 #include <Python.h>
@@ -86,43 +87,46 @@ struct SizeArgs {
   PyObject* local = nullptr;
 };
 
-// Puts positional then keyword arguments into their parameter slots, and
-// global_size=/local_size= into `sizes` (unless the program has parameters
-// of those names).
-void gather(const PyProgram& p, PyObject* args, PyObject* kwargs, PyObject** slots, SizeArgs& sizes) {
+// The slot of keyword `key`: a parameter's index, `total` for global_size,
+// `total + 1` for local_size (unless parameters have those names), or
+// nullopt. Interned names (the usual case) match by identity.
+std::optional<size_t> keyword_slot(const PyProgram& p, PyObject* key, size_t total) {
+  for (int equal = 0; equal < 2; ++equal) {
+    auto same = [&](PyObject* name) { return equal ? PyUnicode_Compare(key, name) == 0 : key == name; };
+    for (size_t i = 0; i < total; ++i)
+      if (same(p.names[i].ptr())) return i;
+    if (same(global_size_name)) return total;
+    if (same(local_size_name)) return total + 1;
+  }
+  return std::nullopt;
+}
+
+// Puts positional then keyword arguments (CPython's vectorcall layout: the
+// keywords' values follow the positional ones, `kwnames` names them) into
+// their parameter slots, and global_size=/local_size= into `sizes`.
+void gather(const PyProgram& p, PyObject* const* args, size_t positional, PyObject* kwnames, PyObject** slots,
+            SizeArgs& sizes) {
   const size_t total = p.buffer_count + p.scalar_count;
-  const size_t positional = static_cast<size_t>(PyTuple_GET_SIZE(args));
   if (positional > total) [[unlikely]]
     throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers and {} scalars ({} arguments), got {}",
                      p.display_name(), p.buffer_count, p.scalar_count, total, positional);
-  for (size_t i = 0; i < positional; ++i) slots[i] = PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(i));
+  for (size_t i = 0; i < positional; ++i) slots[i] = args[i];
   for (size_t i = positional; i < total; ++i) slots[i] = nullptr;
-  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) > 0) {
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(kwargs, &pos, &key, &value)) {
-      size_t slot = total;
-      for (size_t i = 0; i < total; ++i) {
-        if (key == p.names[i].ptr() || PyUnicode_Compare(key, p.names[i].ptr()) == 0) {
-          slot = i;
-          break;
-        }
-      }
-      if (slot == total) {
-        if (key == global_size_name || PyUnicode_Compare(key, global_size_name) == 0) {
-          sizes.global = value;
-          continue;
-        }
-        if (key == local_size_name || PyUnicode_Compare(key, local_size_name) == 0) {
-          sizes.local = value;
-          continue;
-        }
-        throw make_error(ErrorKind::Validation, "program \"{}\" has no parameter named \"{}\"", p.display_name(),
-                         py::cast<std::string>(py::handle(key)));
-      }
-      if (slots[slot] != nullptr)
-        throw make_error(ErrorKind::Validation, "{}: given twice", where(p, slot));
-      slots[slot] = value;
+  const size_t keywords = kwnames != nullptr ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
+  for (size_t k = 0; k < keywords; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, static_cast<Py_ssize_t>(k));
+    PyObject* value = args[positional + k];
+    const auto slot = keyword_slot(p, key, total);
+    if (!slot)
+      throw make_error(ErrorKind::Validation, "program \"{}\" has no parameter named \"{}\"", p.display_name(),
+                       py::cast<std::string>(py::handle(key)));
+    if (*slot == total) {
+      sizes.global = value;
+    } else if (*slot == total + 1) {
+      sizes.local = value;
+    } else {
+      if (slots[*slot] != nullptr) throw make_error(ErrorKind::Validation, "{}: given twice", where(p, *slot));
+      slots[*slot] = value;
     }
   }
   for (size_t i = 0; i < total; ++i) {
@@ -344,12 +348,13 @@ void call_device(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   run_unlocked(p, [&] { p.program->launch(buffers, scalars, sized ? &dims : nullptr); });
 }
 
-PyObject* call_program(PyObject* self, PyObject* args, PyObject* kwargs) {
+// A call, in CPython's vectorcall layout (no tuple or dict is built for it).
+PyObject* call_program(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   try {
     const PyProgram& p = program_of(self);
     PyObject* slots[kMaxKernelArgs];
     SizeArgs sizes;
-    gather(p, args, kwargs, slots, sizes);
+    gather(p, args, PyVectorcall_NARGS(nargsf), kwnames, slots, sizes);
     if (Capture* c = capturing()) [[unlikely]] {
       capture_call(*c, p.program, {slots, p.buffer_count}, {slots + p.buffer_count, p.scalar_count}, sizes.global,
                    sizes.local);
@@ -362,6 +367,22 @@ PyObject* call_program(PyObject* self, PyObject* args, PyObject* kwargs) {
     set_python_error();
     return nullptr;
   }
+}
+
+// prog.__call__(...) spelled out: METH_FASTCALL's layout is vectorcall's.
+PyObject* call_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call_program(self, args, static_cast<size_t>(nargs), kwnames);
+}
+
+// Where svod.Program instances keep their vectorcall entry: a field appended
+// to pybind11's instance layout, set by the type's tp_alloc for every new
+// instance (pybind11 allocates through tp_alloc).
+Py_ssize_t vectorcall_offset = 0;
+
+PyObject* allocate_program(PyTypeObject* type, Py_ssize_t items) {
+  PyObject* self = PyType_GenericAlloc(type, items);
+  if (self != nullptr) *reinterpret_cast<vectorcallfunc*>(reinterpret_cast<char*>(self) + vectorcall_offset) = call_program;
+  return self;
 }
 
 // The arguments of svod.benchmark: like a call's, as svod buffers.
@@ -596,16 +617,23 @@ void bind_programs(py::module_& m) {
       .def("__repr__", [](const PyProgram& p) {
         return fmt::format("svod.Program({}, device={})", p.display_name(), p.program->device().name());
       });
-  // The call slot is set directly; `__call__` in the type's dict is the same
-  // function, for help() and explicit prog.__call__(...).
+  // Calls take CPython's vectorcall path straight to call_program (tp_call
+  // converts for the callers that use it); `__call__` in the type's dict is
+  // the same function, for help() and explicit prog.__call__(...). No
+  // instance exists yet, so the layout can still grow by the entry's field.
   program_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-  program_type->tp_call = call_program;
+  vectorcall_offset = program_type->tp_basicsize;
+  program_type->tp_basicsize += static_cast<Py_ssize_t>(sizeof(vectorcallfunc));
+  program_type->tp_vectorcall_offset = vectorcall_offset;
+  program_type->tp_alloc = allocate_program;
+  program_type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  program_type->tp_call = PyVectorcall_Call;
   global_size_name = PyUnicode_InternFromString("global_size");
   local_size_name = PyUnicode_InternFromString("local_size");
   if (global_size_name == nullptr || local_size_name == nullptr) throw py::error_already_set();
   static PyMethodDef call_def = {
-      "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_program)),
-      METH_VARARGS | METH_KEYWORDS,
+      "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_method)),
+      METH_FASTCALL | METH_KEYWORDS,
       "prog(*buffers, *scalars) or prog(*buffers, name=value, ...): runs the kernel once, after checking\n"
       "every argument. Buffers: numpy arrays (in place, on CPU programs), svod.Buffers or DLPack producers."};
   py::object call_descr = py::reinterpret_steal<py::object>(PyDescr_NewMethod(program_type, &call_def));

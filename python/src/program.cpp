@@ -301,23 +301,17 @@ void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   }
   int64_t slices;
   if (sizes.global != nullptr) {
-    // The host runs global_size[0] core_id slices; local sizes mean nothing here.
     std::array<int64_t, 3> global;
     launch_size(p, sizes.global, "global_size", global);
-    if (global[1] != 1 || global[2] != 1) [[unlikely]]
-      throw make_error(ErrorKind::Validation,
-                       "program \"{}\": global_size ({}, {}, {}): {} runs global_size[0] core_id slices; dimensions 1 "
-                       "and 2 must be 1",
-                       p.display_name(), global[0], global[1], global[2], program.device().name());
-    slices = global[0];
+    slices = layout.host_slices(global);
   } else {
     slices = layout.global_size(0, abi);
+    layout.check_slices(slices);
   }
-  if (sizes.local != nullptr) {
+  if (sizes.local != nullptr) {  // checked, though work-groups mean nothing on the host
     std::array<int64_t, 3> local;
     launch_size(p, sizes.local, "local_size", local);
   }
-  layout.check_slices(slices);
   run_unlocked(p, [&] { program.run_bound(args, slices); });
 }
 

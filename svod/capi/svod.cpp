@@ -364,6 +364,22 @@ svod_status* svod_buffer_data(const svod_buffer* buffer, void** out) {
   });
 }
 
+svod_status* svod_buffer_view(const svod_buffer* base, size_t byte_offset, const char* dtype, size_t count,
+                              svod_buffer** out) {
+  return guarded(__func__, [&] {
+    require(base, "base");
+    require(out, "out");
+    const svod::DType type = svod::checked_dtype(dtype, count);
+    const size_t bytes = svod::checked_byte_size(type, count);
+    const svod::Buffer& b = base->buffer;
+    if (byte_offset > b.bytes() || bytes > b.bytes() - byte_offset)
+      throw svod::make_error(svod::ErrorKind::Validation,
+                             "a view of {} {} elements ({} bytes) at byte offset {} leaves the buffer of {} bytes",
+                             count, svod::to_string(type), bytes, byte_offset, b.bytes());
+    svod::hand_out(svod::buffer_handle(b.view_bytes(byte_offset, bytes, type)), out);
+  });
+}
+
 size_t svod_buffer_count(const svod_buffer* buffer) { return buffer ? buffer->buffer.count() : 0; }
 
 size_t svod_buffer_bytes(const svod_buffer* buffer) { return buffer ? buffer->buffer.bytes() : 0; }
@@ -399,6 +415,30 @@ svod_status* svod_program_launch(svod_program* program, svod_buffer* const* buff
     if (n_scalars != 0) require(scalars, "scalars");
     const svod::LaunchBuffers list(buffers, n_buffers);
     program->program->launch(list.span(), {scalars, n_scalars});
+  });
+}
+
+svod_status* svod_program_launch_sized(svod_program* program, svod_buffer* const* buffers, size_t n_buffers,
+                                       const int64_t* scalars, size_t n_scalars, const int64_t* global_size,
+                                       const int64_t* local_size) {
+  return guarded(__func__, [&] {
+    require(program, "program");
+    if (n_buffers != 0) require(buffers, "buffers");
+    if (n_scalars != 0) require(scalars, "scalars");
+    const svod::Program& p = *program->program;
+    svod::LaunchDims dims = p.layout().dims({scalars, n_scalars});
+    for (auto [given, into, what] : {std::tuple{global_size, &dims.global, "global_size"},
+                                     std::tuple{local_size, &dims.local, "local_size"}}) {
+      if (given == nullptr) continue;
+      for (size_t d = 0; d < 3; ++d) {
+        if (given[d] < 1)
+          throw svod::make_error(svod::ErrorKind::Validation, "program \"{}\": {}[{}] is {}; launch sizes are at least 1",
+                                 p.spec().display_name(), what, d, given[d]);
+        (*into)[d] = given[d];
+      }
+    }
+    const svod::LaunchBuffers list(buffers, n_buffers);
+    p.launch(list.span(), {scalars, n_scalars}, &dims);
   });
 }
 

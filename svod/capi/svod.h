@@ -47,7 +47,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 1
+#define SVOD_API_VERSION_MINOR 2
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -135,6 +135,13 @@ SVOD_C_EXPORT svod_status* svod_buffer_copy_to_host(const svod_buffer* buffer, v
 /* The host address of a host-visible buffer (CPU buffers, wrapped memory);
  * UNSUPPORTED for device memory (use the copy functions). Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_buffer_data(const svod_buffer* buffer, void** out);
+/* (1.2) A buffer of `count` elements of `dtype` starting `byte_offset` bytes
+ * into `base`, sharing its memory on any device (usable wherever a buffer
+ * is; the memory lives while any handle or plan uses it). Errors: VALIDATION
+ * for an unknown dtype, a zero count, or a range that leaves `base`.
+ * Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_buffer_view(const svod_buffer* base, size_t byte_offset, const char* dtype,
+                                            size_t count, svod_buffer** out);
 /* Element count, size in bytes and dtype name ("f32") of a buffer; 0, 0 and
  * NULL for a NULL handle. Thread-safe. */
 SVOD_C_EXPORT size_t svod_buffer_count(const svod_buffer* buffer);
@@ -170,12 +177,23 @@ SVOD_C_EXPORT svod_status* svod_program_compile(svod_device* device, const char*
  * every declared scalar except core_id (which svod sets for each parallel
  * slice), in declared order, each converted to the declared type. Checked
  * before anything runs: counts, NULL handles, buffer dtypes (a declared
- * dtype must match; a bf16 parameter also takes u16 bit patterns), sizes
+ * dtype must match; a bf16 parameter also takes u16 bit patterns; u8 byte
+ * storage serves any dtype it is aligned for), sizes
  * (min_count) and devices, scalar ranges, and the number of core_id slices
  * against core_id's bounds (VALIDATION). Thread-safe: one program may run on many
  * threads at once (on buffers they do not share for writing). */
 SVOD_C_EXPORT svod_status* svod_program_launch(svod_program* program, svod_buffer* const* buffers,
                                                size_t n_buffers, const int64_t* scalars, size_t n_scalars);
+/* (1.2) svod_program_launch with the launch sizes given for this launch
+ * instead of the spec's: `global_size` and `local_size` each hold 3 sizes
+ * (NULL keeps the spec's). On the CPU global_size[0] is the number of
+ * core_id slices and the other sizes must be 1; on grid devices global_size
+ * counts work-groups (blocks) and local_size work-items per group. Sizes
+ * below 1, or core_id slices past core_id's bounds, are VALIDATION errors.
+ * Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_program_launch_sized(svod_program* program, svod_buffer* const* buffers,
+                                                     size_t n_buffers, const int64_t* scalars, size_t n_scalars,
+                                                     const int64_t* global_size, const int64_t* local_size);
 /* Releases the handle; the loaded code is freed once no plan uses it. Not
  * concurrently with other calls on this handle. */
 SVOD_C_EXPORT svod_status* svod_program_release(svod_program* program);

@@ -133,6 +133,13 @@ void LaunchLayout::check_dtype_slow(size_t index, DType dtype, uint64_t address)
                    program_, index, buffer_names_[index], to_string(dtype), to_string(declared));
 }
 
+void LaunchLayout::throw_dims(const std::array<int64_t, 3>& global) const {
+  throw make_error(ErrorKind::Validation,
+                   "program \"{}\": global_size ({}, {}, {}): the CPU runs global_size[0] core_id slices; dimensions 1 "
+                   "and 2 must be 1",
+                   program_, global[0], global[1], global[2]);
+}
+
 void LaunchLayout::throw_slices(int64_t slices) const {
   if (slices < 1)
     throw make_error(ErrorKind::Validation, "program \"{}\": {} core_id slices; a launch needs at least 1", program_,

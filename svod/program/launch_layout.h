@@ -77,6 +77,14 @@ class LaunchLayout {
     if (slices < 1 || slices > max_slices_) [[unlikely]]
       throw_slices(slices);
   }
+  // The slice count of a CPU launch given the global size: global[0], checked
+  // as check_slices does, with the other dimensions 1 (Validation otherwise).
+  int64_t host_slices(const std::array<int64_t, 3>& global) const {
+    if (global[1] != 1 || global[2] != 1) [[unlikely]]
+      throw_dims(global);
+    check_slices(global[0]);
+    return global[0];
+  }
 
  private:
   struct SizeRule {
@@ -84,6 +92,7 @@ class LaunchLayout {
     DType dtype;
   };
   [[noreturn]] void throw_slices(int64_t slices) const;
+  [[noreturn]] void throw_dims(const std::array<int64_t, 3>& global) const;
   void check_dtype_slow(size_t index, DType dtype, uint64_t address) const;
 
   std::string program_;

@@ -180,6 +180,58 @@ TEST(CApi, AllocatedBuffersCopyToAndFromHost) {
   expect_error(svod_buffer_wrap_host(bytes + 1, "f32", 2, &x.handle), SVOD_ERROR_VALIDATION, "not aligned");
 }
 
+// Each of `slices` core_id slices writes y[i] = i for i = core_id (mod slices).
+constexpr const char* kStridedSpec = R"({
+  "language": "c",
+  "source": "void strided(float* y, int n, int slices, int core_id) { for (int i = core_id; i < n; i += slices) y[i] = i; }",
+  "entry": "strided",
+  "buffers": [ { "name": "y", "access": "write", "dtype": "f32", "min_count": "n" } ],
+  "scalars": [ { "name": "n", "type": "i32" }, { "name": "slices", "type": "i32" },
+               { "name": "core_id", "type": "i32", "min": 0, "max": 7 } ]
+})";
+
+TEST(CApi, ViewsAndLaunchSizesPerLaunch) {
+  Device cpu;
+  Program program;
+  ASSERT_OK(svod_program_compile(cpu.handle, kStridedSpec, &program.handle));
+  Buffer bytes, view;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "u8", 64, &bytes.handle));
+  ASSERT_OK(svod_buffer_view(bytes.handle, 16, "f32", 8, &view.handle));
+  EXPECT_EQ(svod_buffer_count(view.handle), 8u);
+  EXPECT_STREQ(svod_buffer_dtype(view.handle), "f32");
+  svod_buffer* buffers[] = {view.handle};
+  const int64_t scalars[] = {8, 4};
+  const int64_t global[] = {4, 1, 1};
+  ASSERT_OK(svod_program_launch_sized(program.handle, buffers, 1, scalars, 2, global, nullptr));
+  float out[16] = {};
+  ASSERT_OK(svod_buffer_copy_to_host(bytes.handle, out, sizeof out));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], i >= 4 && i < 12 ? i - 4 : 0) << i;
+  // u8 storage serves the f32 parameter directly.
+  svod_buffer* raw[] = {bytes.handle};
+  const int64_t all[] = {16, 1};
+  ASSERT_OK(svod_program_launch_sized(program.handle, raw, 1, all, 2, nullptr, nullptr));
+
+  const int64_t too_many[] = {9, 1, 1};
+  expect_error(svod_program_launch_sized(program.handle, buffers, 1, scalars, 2, too_many, nullptr),
+               SVOD_ERROR_VALIDATION, "9 core_id slices would pass core_id = 8");
+  const int64_t two_d[] = {2, 2, 1};
+  expect_error(svod_program_launch_sized(program.handle, buffers, 1, scalars, 2, two_d, nullptr),
+               SVOD_ERROR_VALIDATION, "dimensions 1 and 2 must be 1");
+  const int64_t zero[] = {1, 0, 1};
+  expect_error(svod_program_launch_sized(program.handle, buffers, 1, scalars, 2, nullptr, zero),
+               SVOD_ERROR_VALIDATION, "local_size[1] is 0");
+  Buffer odd;
+  ASSERT_OK(svod_buffer_view(bytes.handle, 2, "u8", 32, &odd.handle));
+  svod_buffer* misaligned[] = {odd.handle};
+  expect_error(svod_program_launch_sized(program.handle, misaligned, 1, scalars, 2, nullptr, nullptr),
+               SVOD_ERROR_VALIDATION, "not aligned to the declared f32's 4 bytes");
+  svod_buffer* out_view = nullptr;
+  expect_error(svod_buffer_view(bytes.handle, 60, "f32", 2, &out_view), SVOD_ERROR_VALIDATION,
+               "a view of 2 f32 elements (8 bytes) at byte offset 60 leaves the buffer of 64 bytes");
+  expect_error(svod_buffer_view(nullptr, 0, "f32", 1, &out_view), SVOD_ERROR_VALIDATION, "base is NULL");
+  expect_error(svod_buffer_view(bytes.handle, 0, "f32", 0, &out_view), SVOD_ERROR_VALIDATION, "at least one element");
+}
+
 TEST(CApi, LaunchChecksCountsHandlesAndScalars) {
   Device cpu;
   Program program;

@@ -40,7 +40,7 @@ def test_global_size_per_call_sets_the_core_id_slices_without_recompiling(stride
 @pytest.mark.parametrize("size, message", [
     (9, r"9 core_id slices would pass core_id = 8, outside its bounds \[0, 7\]"),
     (0, "global_size: dimension 0 is 0; launch sizes are at least 1"),
-    ((2, 2), r"global_size \(2, 2, 1\): CPU runs global_size\[0\] core_id slices"),
+    ((2, 2), r"global_size \(2, 2, 1\): the CPU runs global_size\[0\] core_id slices"),
     ((1, 1, 1, 1), "expected 1 to 3 dimensions, got 4"),
     ("4", "expected an integer or a tuple of integers, got str"),
     ((1.5,), r"global_size\[0\]: expected an integer, got float"),

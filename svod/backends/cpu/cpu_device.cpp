@@ -46,8 +46,13 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
       throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
                        spec().display_name(), i, spec().buffers[i].name, b.bytes(), *need);
   }
-  const int64_t slices = dims ? dims->global[0] : layout().global_size(0, abi_scalars);
-  layout().check_slices(slices);
+  int64_t slices;
+  if (dims != nullptr) {
+    slices = layout().host_slices(dims->global);
+  } else {
+    slices = layout().global_size(0, abi_scalars);
+    layout().check_slices(slices);
+  }
   run(args, slices);
 }
 

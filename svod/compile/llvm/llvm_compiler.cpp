@@ -17,6 +17,7 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -25,6 +26,7 @@
 #include <llvm/Transforms/Utils/LoopUtils.h>
 
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <type_traits>
@@ -252,11 +254,38 @@ class LlvmCompiler final : public Compiler {
 
   const CompilerIdentity& identity() const override { return identity_; }
 
+  // A crash inside clang or LLVM (a signal on this thread while it compiles)
+  // becomes a CompileError naming the program, and the process goes on; what
+  // the crashed compile allocated is leaked.
   Artifact compile(const ProgramSpec& spec) const override {
     spec.validate();
     if (spec.language != Language::C && spec.language != Language::LlvmIr)
       throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm backend compiles C and LLVM IR, not {}",
                        spec.display_name(), to_string(spec.language));
+    std::call_once(crash_recovery_once, [] { llvm::CrashRecoveryContext::Enable(); });
+    Artifact artifact;
+    std::exception_ptr failure;  // exceptions must not unwind through LLVM's frames
+    llvm::CrashRecoveryContext recovery;
+    const bool finished = recovery.RunSafely([&] {
+      try {
+        artifact = compile_unguarded(spec);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    });
+    if (!finished) {
+      const int signal = recovery.RetCode > 128 ? recovery.RetCode - 128 : recovery.RetCode;
+      throw make_error(ErrorKind::Compile,
+                       "program \"{}\": the in-process compiler (LLVM {}) crashed with signal {} ({}) while compiling "
+                       "it; the process goes on. The clang process backend (SVOD_CPU_BACKEND=clang) may compile it.",
+                       spec.display_name(), LLVM_VERSION_STRING, signal, strsignal(signal));
+    }
+    if (failure) std::rethrow_exception(failure);
+    return artifact;
+  }
+
+ private:
+  Artifact compile_unguarded(const ProgramSpec& spec) const {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = thread_cpu_ms();
     Artifact artifact;
@@ -282,7 +311,7 @@ class LlvmCompiler final : public Compiler {
     return artifact;
   }
 
- private:
+  static inline std::once_flag crash_recovery_once;
   ClangFrontend frontend_;
   mutable EmitPipelinePool pipelines_;
   CompilerIdentity identity_;

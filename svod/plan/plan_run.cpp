@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "svod/base/error.h"
+#include "svod/base/running_op.h"
 #include "svod/plan/plan_state.h"
 
 namespace svod {
@@ -71,6 +72,9 @@ void PlanState::run_inline(size_t i) {
 }
 
 void PlanState::run_host_work(size_t i) {
+  // For the fault report of a kernel that crashes: the op's id, else its label.
+  const RunningOp running{i, options[i].id.empty() ? &options[i].label : &options[i].id};
+  const RunningOpScope scope(running);
   OpRun& r = runs[i];
   if (auto* k = std::get_if<KernelRun>(&r)) {
     if (k->bound)

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "svod/backends/cpu/kernel_fault.h"
 #include "svod/base/cpu_features.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
@@ -21,6 +22,7 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const v
   if (abi_arg_count() > kMaxKernelArgs)
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
+  ensure_fault_reporting();
 }
 
 Device& CpuProgram::device() const noexcept { return *device_; }
@@ -65,6 +67,8 @@ const int launch_debug_level = debug_level();
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
   if (slices <= 1) {
+    const KernelFrame frame{&program, args, -1, running_op};
+    const KernelFrameScope running(frame);
     call_kernel(program.entry(), args, n);
     return;
   }
@@ -72,10 +76,13 @@ void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices)
   if (!core) [[unlikely]]
     program.layout().check_slices(slices);  // throws: more than one slice needs a core_id
   const size_t core_slot = program.layout().buffer_count() + *core;
+  const RunningOp* op = running_op;  // the slices run on other threads
   parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
     uint64_t local[kMaxKernelArgs];
     std::memcpy(local, args, n * sizeof(uint64_t));
     local[core_slot] = slice;
+    const KernelFrame frame{&program, local, static_cast<int64_t>(slice), op};
+    const KernelFrameScope running(frame);
     call_kernel(program.entry(), local, n);
   });
 }

@@ -1,0 +1,203 @@
+#include "svod/backends/cpu/kernel_fault.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+#include "svod/backends/cpu/cpu_device.h"
+
+namespace svod {
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+constexpr size_t kStackBytes = 64 * 1024;
+
+std::mutex install_mutex;
+struct sigaction previous_action[NSIG];  // what each signal had before svod's handler
+std::atomic<bool> handed_on{false};      // a kernel's fault went to the previous handler
+
+// Text built in a fixed array: a signal handler may not allocate.
+class Report {
+ public:
+  Report& operator<<(std::string_view s) {
+    for (char c : s)
+      if (used_ < sizeof text_) text_[used_++] = c;
+    return *this;
+  }
+  Report& number(uint64_t v) {
+    char digits[24];
+    size_t n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (n > 0) *this << std::string_view(&digits[--n], 1);
+    return *this;
+  }
+  Report& hex(uint64_t v) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    *this << "0x";
+    int shift = 60;
+    while (shift > 0 && (v >> shift) == 0) shift -= 4;
+    for (; shift >= 0; shift -= 4) *this << std::string_view(&kDigits[(v >> shift) & 15], 1);
+    return *this;
+  }
+  void write() const {
+    size_t done = 0;
+    while (done < used_) {
+      const ssize_t n = ::write(STDERR_FILENO, text_ + done, used_ - done);
+      if (n <= 0) return;
+      done += static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  char text_[4096];
+  size_t used_ = 0;
+};
+
+std::string_view describe(int signal) {
+  switch (signal) {
+    case SIGSEGV: return "SIGSEGV (invalid memory access)";
+    case SIGBUS: return "SIGBUS (misaligned or unmapped memory)";
+    case SIGILL: return "SIGILL (illegal instruction, e.g. __builtin_trap)";
+    case SIGFPE: return "SIGFPE (arithmetic fault, e.g. integer division by zero)";
+    case SIGABRT: return "SIGABRT (the kernel called abort())";
+    default: return "a fatal signal";
+  }
+}
+
+// Where `address` lies relative to the kernel's buffer arguments.
+void locate(Report& r, const KernelFrame& k, uint64_t address) {
+  const ProgramSpec& spec = k.program->spec();
+  if (address < 4096) {
+    r << "  the address is in the first page: a NULL pointer dereference\n";
+    return;
+  }
+  size_t nearest = spec.buffers.size();
+  for (size_t i = 0; i < spec.buffers.size(); ++i)
+    if (k.args[i] <= address && (nearest == spec.buffers.size() || k.args[i] > k.args[nearest])) nearest = i;
+  if (nearest == spec.buffers.size()) {
+    r << "  the address lies before every buffer argument\n";
+    return;
+  }
+  const BufferParam& b = spec.buffers[nearest];
+  const uint64_t offset = address - k.args[nearest];
+  r << "  the address is ";
+  r.number(offset) << " bytes";
+  if (b.dtype) {
+    r << " (" << to_string(*b.dtype) << " element ";
+    r.number(offset / size_of(*b.dtype)) << ")";
+  }
+  r << " past the start of buffer ";
+  r.number(nearest) << " (\"" << b.name << "\") at ";
+  r.hex(k.args[nearest]) << "; a kernel that goes past its buffer's end lands here\n";
+}
+
+void report(int signal, const siginfo_t* info, const KernelFrame& k) {
+  Report r;
+  r << "\nsvod: kernel fault: " << describe(signal);
+  const bool memory = signal == SIGSEGV || signal == SIGBUS;
+  if (memory) {
+    r << " at address ";
+    r.hex(reinterpret_cast<uint64_t>(info->si_addr));
+  }
+  r << "\n  in program \"" << k.program->spec().display_name() << "\" (entry " << k.program->spec().entry
+    << ") on CPU";
+  if (k.slice >= 0) {
+    r << ", core_id slice ";
+    r.number(static_cast<uint64_t>(k.slice));
+  }
+  if (k.op != nullptr) {
+    r << ", plan op ";
+    r.number(k.op->index);
+    if (k.op->label != nullptr && !k.op->label->empty()) r << " (" << *k.op->label << ")";
+  }
+  r << "\n";
+  if (memory) locate(r, k, reinterpret_cast<uint64_t>(info->si_addr));
+  r << "svod: after a fault in a kernel the process cannot safely go on; it ends with the signal\n";
+  r.write();
+}
+
+// Reports a fault in a kernel, then puts back the handler that was there
+// before svod's and lets the signal happen again under it: a fault
+// re-executes the faulting instruction on return, a sent or raised signal is
+// raised again (it stays blocked until this handler returns). Once a
+// kernel's fault was handed on, anything that comes back here ends the
+// process with the default action: a handler that re-raises (LLVM's crash
+// recovery does, outside a compile) would otherwise pass the signal to and
+// fro for ever.
+void on_fault(int signal, siginfo_t* info, void*) {
+  const int saved_errno = errno;
+  if (handed_on.load()) {
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    sigaction(signal, &fallback, nullptr);
+  } else {
+    if (const KernelFrame* k = running_kernel; k != nullptr) {
+      report(signal, info, *k);
+      handed_on.store(true);
+    }
+    sigaction(signal, &previous_action[signal], nullptr);
+  }
+  if (info->si_code <= 0) raise(signal);
+  errno = saved_errno;
+}
+
+bool ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_fault; }
+
+// Unmaps this thread's alternate stack when the thread ends.
+struct FaultStack {
+  void* memory = nullptr;
+  ~FaultStack() {
+    if (memory == nullptr) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+    munmap(memory, kStackBytes);
+  }
+};
+thread_local FaultStack fault_stack;
+
+}  // namespace
+
+namespace detail {
+
+void prepare_fault_stack() noexcept {
+  fault_stack_ready = true;
+  stack_t current{};
+  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;  // the thread has one
+  void* memory = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) return;  // faults are still reported, stack overflows not
+  stack_t stack{};
+  stack.ss_sp = memory;
+  stack.ss_size = kStackBytes;
+  if (sigaltstack(&stack, nullptr) != 0) {
+    munmap(memory, kStackBytes);
+    return;
+  }
+  fault_stack.memory = memory;
+}
+
+}  // namespace detail
+
+void ensure_fault_reporting() {
+  std::lock_guard lock(install_mutex);
+  for (int signal : kSignals) {
+    struct sigaction current {};
+    if (sigaction(signal, nullptr, &current) != 0 || ours(current)) continue;
+    struct sigaction handler {};
+    handler.sa_sigaction = on_fault;
+    handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&handler.sa_mask);
+    sigaction(signal, &handler, &previous_action[signal]);
+  }
+}
+
+}  // namespace svod

@@ -1,0 +1,93 @@
+// Fault attribution (issue 24, item 1): a kernel that faults is named on
+// stderr — signal, program, core_id slice, plan op and the buffer its address
+// falls after — before the process ends with the signal. Death tests: each
+// case runs in a child process.
+#include "svod/backends/cpu/kernel_fault.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "svod/backends/cpu/cpu_device.h"
+#include "svod/plan/execution_plan.h"
+#include "tests/support/test_support.h"
+
+namespace svod {
+namespace {
+
+using test::c_kernel;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class KernelFault : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+
+  // Compiles `source` (entry "k", one f32 buffer "o" of `count` elements the
+  // kernel writes, core_id when `slices` > 1) and launches it.
+  static void launch(const std::string& source, int64_t slices = 1, size_t count = 16) {
+    auto cpu = cpu_device();
+    std::vector<ScalarParam> scalars;
+    if (slices > 1) scalars.push_back({"core_id", ScalarType::I32, 0, 7});
+    ProgramSpec spec = c_kernel("k", source, {{"o", Access::Write, DType::F32}}, scalars);
+    spec.global_size[0] = Expr::constant(slices);
+    auto program = cpu->compile(spec);
+    Buffer o[] = {cpu->allocate(DType::F32, count)};
+    program->launch(o, {});
+  }
+};
+
+TEST_F(KernelFault, ANullWriteNamesTheProgramAndTheSignal) {
+  EXPECT_DEATH(launch("void k(float* o) { *(volatile float*)0 = 1.0f; }"),
+               "svod: kernel fault: SIGSEGV \\(invalid memory access\\) at address 0x0\n"
+               "  in program \"k\" \\(entry k\\) on CPU\n"
+               "  the address is in the first page: a NULL pointer dereference");
+}
+
+TEST_F(KernelFault, AWriteFarPastItsBufferNamesTheBufferTheElementAndTheSlice) {
+  EXPECT_DEATH(launch("void k(float* o, int core_id) { if (core_id == 2) for (long i = 0;; i += 1024) o[i] = 1; }", 4),
+               "SIGSEGV .*\n  in program \"k\" \\(entry k\\) on CPU, core_id slice 2\n"
+               "  the address is [0-9]+ bytes \\(f32 element [0-9]+\\) past the start of buffer 0 \\(\"o\"\\)");
+}
+
+TEST_F(KernelFault, AbortTrapDivisionAndStackOverflowAreEachNamed) {
+  EXPECT_DEATH(launch("void abort(void); void k(float* o) { abort(); }"), "SIGABRT \\(the kernel called abort\\(\\)\\)");
+  EXPECT_DEATH(launch("void k(float* o) { __builtin_trap(); }"), "SIGILL \\(illegal instruction");
+  // The divisor comes from memory, so the compiler cannot fold the division away.
+  EXPECT_DEATH(launch("void k(float* o) { o[0] = 7 / ((int*)o)[1]; }"), "SIGFPE \\(arithmetic fault");
+  // Deep recursion runs off the thread's stack; the report comes from the alternate stack.
+  EXPECT_DEATH(launch("int deep(volatile int* p, int n) { volatile char pad[4096]; pad[0] = n; return deep(p, n + 1) + pad[0]; }\n"
+                      "void k(float* o) { o[0] = deep(0, 0); }"),
+               "svod: kernel fault: SIGSEGV .*\n  in program \"k\"");
+}
+
+TEST_F(KernelFault, APlanOpIsNamedByItsId) {
+  auto body = [] {
+    auto cpu = cpu_device();
+    const std::vector<BufferParam> o_param = {{"o", Access::Write, DType::F32}};
+    auto fine = cpu->compile(c_kernel("fine", "void fine(float* o) { o[0] = 1.0f; }", o_param));
+    auto bad = cpu->compile(c_kernel("bad", "void bad(float* o) { *(volatile float*)8 = 1.0f; }", o_param));
+    ExecutionPlanBuilder b;
+    const size_t o = b.add_buffer(cpu->allocate(DType::F32, 4), "o");
+    b.add_op(PreparedKernel{.program = fine, .buffers = {o}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
+             OpOptions{.id = "", .after_ids = {}, .after = {}, .label = "warm-up"});
+    b.add_op(PreparedKernel{.program = bad, .buffers = {o}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
+             OpOptions{.id = "layer3", .after_ids = {}, .after = {}, .label = ""});
+    b.build().execute();
+  };
+  EXPECT_DEATH(body(), "in program \"bad\" \\(entry bad\\) on CPU, plan op 1 \\(layer3\\)");
+}
+
+TEST_F(KernelFault, FaultsOutsideKernelsAreLeftToTheHandlerBefore) {
+  // (A sanitizer's handler, when there is one, ends the process its own way.)
+  EXPECT_DEATH(
+      {
+        ensure_fault_reporting();
+        std::raise(SIGSEGV);
+      },
+      Not(HasSubstr("kernel fault")));
+}
+
+}  // namespace
+}  // namespace svod

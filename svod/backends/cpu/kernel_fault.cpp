@@ -13,6 +13,13 @@
 #include "svod/backends/cpu/cpu_device.h"
 
 namespace svod {
+
+SVOD_HOT_THREAD_LOCAL const KernelFrame* running_kernel = nullptr;
+
+namespace detail {
+SVOD_HOT_THREAD_LOCAL bool fault_stack_ready = false;
+}  // namespace detail
+
 namespace {
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};

@@ -27,10 +27,10 @@ struct KernelFrame {
   const RunningOp* op;   // the plan op, when a plan launched it
 };
 
-inline thread_local const KernelFrame* running_kernel = nullptr;
+extern SVOD_HOT_THREAD_LOCAL const KernelFrame* running_kernel;
 
 namespace detail {
-inline thread_local bool fault_stack_ready = false;
+extern SVOD_HOT_THREAD_LOCAL bool fault_stack_ready;
 void prepare_fault_stack() noexcept;  // this thread's alternate signal stack
 }  // namespace detail
 

@@ -79,6 +79,16 @@ TEST_F(KernelFault, APlanOpIsNamedByItsId) {
   EXPECT_DEATH(body(), "in program \"bad\" \\(entry bad\\) on CPU, plan op 1 \\(layer3\\)");
 }
 
+TEST_F(KernelFault, AKernelThatCallsExitIsNamedAndNeverEndsTheProcessWithZero) {
+  // exit(0) from a core_id slice on a pool thread: before, the exit handlers waited for that
+  // very thread (a hang); from the launching thread the process ended with 0, silently.
+  EXPECT_EXIT(launch("void exit(int); void k(float* o, int core_id) { if (core_id == 1) exit(0); }", 4),
+              ::testing::ExitedWithCode(kKernelExitStatus),
+              "svod: program \"k\" called exit\\(\\) while running on CPU; the process ends with status 70");
+  EXPECT_EXIT(launch("void exit(int); void k(float* o) { exit(0); }"), ::testing::ExitedWithCode(kKernelExitStatus),
+              "called exit");
+}
+
 TEST_F(KernelFault, FaultsOutsideKernelsAreLeftToTheHandlerBefore) {
   // (A sanitizer's handler, when there is one, ends the process its own way.)
   EXPECT_DEATH(

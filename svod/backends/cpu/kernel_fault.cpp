@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string_view>
@@ -157,6 +158,27 @@ void on_fault(int signal, siginfo_t* info, void*) {
   errno = saved_errno;
 }
 
+// exit() called by a kernel: the process would run its exit handlers and
+// static destructors on the kernel's thread, and the thread pool's would wait
+// for that very thread. Registered once, after the runtime's statics, so it
+// runs before them: a kernel that exits is named and the process ends at
+// once with kKernelExitStatus — never a silent 0, never a hang.
+void on_exit() {
+  const KernelFrame* k = running_kernel;
+  if (k == nullptr) return;
+  Report r;
+  r << "\nsvod: program \"" << k->program->spec().display_name() << "\" called exit() while running on CPU";
+  if (k->op != nullptr) {
+    r << ", plan op ";
+    r.number(k->op->index);
+    if (k->op->label != nullptr && !k->op->label->empty()) r << " (" << *k->op->label << ")";
+  }
+  r << "; the process ends with status ";
+  r.number(kKernelExitStatus) << "\n";
+  r.write();
+  _exit(kKernelExitStatus);
+}
+
 bool ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_fault; }
 
 // Unmaps this thread's alternate stack when the thread ends.
@@ -196,6 +218,8 @@ void prepare_fault_stack() noexcept {
 
 void ensure_fault_reporting() {
   std::lock_guard lock(install_mutex);
+  static const bool exit_hook = std::atexit(on_exit) == 0;
+  (void)exit_hook;
   for (int signal : kSignals) {
     struct sigaction current {};
     if (sigaction(signal, nullptr, &current) != 0 || ours(current)) continue;

@@ -51,7 +51,13 @@ class KernelFrameScope {
   const KernelFrame* previous_;
 };
 
-// Installs the fault handler, once, or again when another handler (LLVM's
+// The exit status of a process whose kernel called exit() (any status): the
+// exit is reported and the process ends at once with this status (70,
+// sysexits' EX_SOFTWARE) instead of running exit handlers that would wait
+// for the kernel's own thread.
+inline constexpr int kKernelExitStatus = 70;
+
+// Installs the fault handler (and the exit() hook, once), or again when another handler (LLVM's
 // crash recovery, enabled by the first in-process compile) was installed
 // over it since; the one it replaces becomes the previous handler. Called for
 // every CpuProgram made (one sigaction query when nothing changed).

@@ -1,12 +1,15 @@
 // `svod run` as a user runs it: the real binary on real plan files, checking
-// exit statuses (0 ok, 1 expectation failed, 2 cannot run), the one-line
+// exit statuses (0 ok, 1 expectation failed, 2 cannot run, 124 timed out,
+// 70 a kernel called exit(), 128 + N a kernel's signal N), the one-line
 // error on stderr, written outputs and traces, and the shipped examples.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -195,6 +198,38 @@ TEST(SvodRun, AFifoForThePlanOrAnInputFailsAtOnceWithStatus2) {
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_EQ(r.first_err_line(), "svod run: error (io): " + plan + ": buffers.b.init.npy: " + (dir / "in.npy").string() +
                                     ": the .npy file is a FIFO, not a regular file");
+}
+
+// A kernel that never returns, one that calls exit(0), and one that writes
+// through NULL (issue 24): each run fails with a documented status and names
+// the op, never hangs and never exits 0.
+TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run of misbehaving kernels", std::chrono::seconds(120));
+  auto plan_with = [&](const std::string& name, const std::string& body) {
+    return dir.write(name + ".json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
+      "programs": {"k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
+                         "source": "void exit(int); void k(float* o) { )" + body + R"( }"}},
+      "ops": [{"id": "first", "run": "k", "buffers": ["o"]}, {"id": ")" + name + R"(", "run": "k", "buffers": ["o"], "after": ["first"]}]})")
+        .string();
+  };
+  // The first op runs fine only when the kernel is harmless; here each op misbehaves, so op 0 is named.
+  RunResult r = svod_run(dir, {"--timeout", "1", plan_with("spins", "volatile int s = 1; while (s) {}")});
+  EXPECT_EQ(r.status, 124) << r.out << r.err;
+  EXPECT_NE(r.err.find("timed out after 1 s (--timeout) running ops[0] (first)"), std::string::npos) << r.err;
+  r = svod_run(dir, {plan_with("exits", "exit(0);")});
+  EXPECT_EQ(r.status, 70) << r.out << r.err;
+  EXPECT_NE(r.err.find("svod: program \"k\" called exit() while running on CPU, plan op 0 (first)"), std::string::npos)
+      << r.err;
+  r = svod_run(dir, {plan_with("faults", "*(volatile float*)0 = 1.0f;")});
+  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;  // as the shell reports a process that SIGSEGV ended
+  EXPECT_NE(r.err.find("svod: kernel fault: SIGSEGV (invalid memory access) at address 0x0\n"
+                       "  in program \"k\" (entry k) on CPU, plan op 0 (first)"),
+            std::string::npos)
+      << r.err;
+  // A run that finishes in time is not affected by --timeout.
+  r = svod_run(dir, {"--timeout", "60", SVOD_SOURCE_DIR "/examples/mlp/plan.json"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 
 TEST(SvodRun, TheFeaturesExamplePasses) {

@@ -28,6 +28,9 @@ struct RunOptions {
   // run). Under an MPI launcher the process is one rank of the job instead.
   int ranks = 0;
   bool all_ranks = false;  // print every rank's output, prefixed "[rank k] ", not only rank 0's
+  // Seconds the whole run may take (0: no limit); past it the running ops
+  // are named and the process exits with 124.
+  double timeout_s = 0;
 };
 int run(const RunOptions& options);
 

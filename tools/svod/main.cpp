@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
                       std::to_string(svod::kMaxLocalRanks))
       ->check(CLI::Range(1, svod::kMaxLocalRanks));
   run->add_flag("--all-ranks", run_options.all_ranks, "print every rank's output, each line prefixed \"[rank K] \"");
+  run->add_option("--timeout", run_options.timeout_s,
+                  "seconds the whole run may take; past them the ops still running are named and svod exits with "
+                  "status 124 (a kernel that never returns cannot be stopped otherwise)")
+      ->check(CLI::PositiveNumber);
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");

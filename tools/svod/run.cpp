@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +30,9 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
@@ -116,14 +121,99 @@ Profiler labelled_profiler(const LoadedPlan& loaded) {
   return Profiler(std::move(ops));
 }
 
+// --timeout: the ops that are running, for the message of a run that ran
+// out of time. It observes the plan's ops and passes them on to `inner`.
+class OpWatch final : public PlanObserver {
+ public:
+  OpWatch(PlanObserver& inner, const std::vector<std::string>& labels)
+      : inner_(inner), labels_(labels), running_(labels.size()) {}
+  void op_started(size_t op) noexcept override {
+    running_[op].store(true, std::memory_order_relaxed);
+    inner_.op_started(op);
+  }
+  void op_finished(size_t op) noexcept override {
+    inner_.op_finished(op);
+    running_[op].store(false, std::memory_order_relaxed);
+  }
+  // The running ops' labels ("ops[2] (layer3) run layer3, ..."), or empty.
+  std::string running() const {
+    std::string text;
+    for (size_t op = 0; op < running_.size(); ++op) {
+      if (!running_[op].load(std::memory_order_relaxed)) continue;
+      if (!text.empty()) text += ", ";
+      text += labels_[op].empty() ? fmt::format("ops[{}]", op) : labels_[op];
+    }
+    return text;
+  }
+
+ private:
+  PlanObserver& inner_;
+  const std::vector<std::string>& labels_;
+  std::vector<std::atomic<bool>> running_;
+};
+
+// The OpWatch of the execution in progress (one rank's, with --ranks), for
+// the timeout watchdog; guarded by watch_mutex.
+std::mutex watch_mutex;
+const OpWatch* watched = nullptr;
+
+// Ends the process when `svod run` is still running after --timeout seconds:
+// in-flight kernels cannot be stopped from inside, so after naming what was
+// running it exits with kTimeoutStatus.
+class RunWatchdog {
+ public:
+  static constexpr int kTimeoutStatus = 124;  // as timeout(1)
+  RunWatchdog(double seconds, std::string plan) {
+    if (seconds <= 0) return;
+    thread_ = std::thread([this, seconds, plan = std::move(plan)] {
+      std::unique_lock lock(mutex_);
+      if (done_changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done_; })) return;
+      std::lock_guard watch(watch_mutex);  // held until the process ends
+      const std::string ops = watched ? watched->running() : std::string();
+      std::fprintf(stderr, "svod run: %s: timed out after %g s (--timeout) %s\n", plan.c_str(), seconds,
+                   ops.empty() ? "while loading, compiling or between ops" : ("running " + ops).c_str());
+      std::fflush(stderr);
+      std::_Exit(kTimeoutStatus);
+    });
+  }
+  ~RunWatchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    done_changed_.notify_all();
+    thread_.join();
+  }
+  RunWatchdog(const RunWatchdog&) = delete;
+  RunWatchdog& operator=(const RunWatchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 // Executes the plan --repeat times under `profiler`; returns each output's
 // bytes as they were after the first execution.
 std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
                                                        Profiler& profiler) {
   std::vector<std::vector<std::byte>> snapshots;
+  OpWatch watch(profiler, loaded.op_labels);
+  struct Published {
+    explicit Published(const OpWatch& w) {
+      std::lock_guard lock(watch_mutex);
+      watched = &w;
+    }
+    ~Published() {
+      std::lock_guard lock(watch_mutex);
+      watched = nullptr;
+    }
+  } published(watch);
   for (int r = 0; r < options.repeat; ++r) {
     profiler.begin_run();
-    loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &profiler});
+    loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &watch});
     profiler.end_run();
     if (r == 0) {
       for (const auto& out : loaded.outputs) {
@@ -301,6 +391,7 @@ void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool 
 }  // namespace
 
 int run(const RunOptions& options) {
+  const RunWatchdog watchdog(options.timeout_s, options.plan);
   const bool launched = launched_by_mpi();
   if (options.ranks > 0 && launched)
     return fail("run", make_error(ErrorKind::Validation,

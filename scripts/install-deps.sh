@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
   python3-numpy python3-dev python3-pytest pybind11-dev libdlpack-dev
+  python3-torch  # what tinygrad's operator tests compare against (tests/python/test_tinygrad_ops.py)
   libopenmpi-dev openmpi-bin
 )
 

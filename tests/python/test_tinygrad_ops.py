@@ -1,0 +1,170 @@
+"""svod.tinygrad against tinygrad's own operator suite, and its TinyJit graph runner.
+
+tinygrad (a9069c1, with its operator tests and the failures expected with Debian's PyTorch
+1.13) lives in ../shared/tinygrad next to the repository, or where SVOD_TINYGRAD_DIR points;
+without it, or without torch, these tests skip and say why.
+"""
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+import svod
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TINYGRAD_DIR = pathlib.Path(os.environ.get("SVOD_TINYGRAD_DIR", REPO.parent / "shared" / "tinygrad"))
+SVOD_PYTHON = pathlib.Path(svod.__file__).resolve().parent.parent  # the folder that holds the svod package
+
+if not (TINYGRAD_DIR / "tinygrad" / "__init__.py").is_file():
+    pytest.skip(f"tinygrad is not at {TINYGRAD_DIR} (set SVOD_TINYGRAD_DIR to a tinygrad a9069c1 checkout)",
+                allow_module_level=True)
+
+
+def _env(**extra):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TINYGRAD_DIR), str(SVOD_PYTHON)]),
+               PYTHONDONTWRITEBYTECODE="1", **extra)  # the tinygrad folder may be read-only
+    env.pop("DEBUG", None)
+    return env
+
+
+# One shard of the suite: every n-th test from the k-th, with svod.tinygrad imported first (it
+# registers the SVOD device); unittest's usual report.
+_SHARD = """
+import sys, unittest
+import svod.tinygrad
+k, n = int(sys.argv[1]), int(sys.argv[2])
+def tests(suite):
+    for t in suite:
+        yield from (tests(t) if isinstance(t, unittest.TestSuite) else [t])
+everything = list(tests(unittest.defaultTestLoader.loadTestsFromName("test.backend.test_ops")))
+unittest.TextTestRunner().run(unittest.TestSuite(everything[k::n]))
+"""
+
+_RESULT = re.compile(r"^(ERROR|FAIL): (\S+) \((\S+)\)", re.MULTILINE)
+_RAN = re.compile(r"^Ran (\d+) tests? in", re.MULTILINE)
+
+
+def test_operator_suite_matches_tinygrads_cpu(capsys):
+    """test/backend/test_ops.py on DEV=SVOD: every test that passes on tinygrad's CPU device passes.
+
+    The suite runs in one process per core, each taking every n-th test. Each renders its
+    kernels itself (PARALLEL=0): svod compiles in process, so tinygrad's pool of worker
+    processes would only render, and starting them costs more than they save."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is missing: tinygrad's operator tests compare against PyTorch (Debian: python3-torch)")
+    baseline = {line.split(" ", 1)[1] for line in (TINYGRAD_DIR / "baseline_failures.txt").read_text().splitlines()
+                if line.strip()}
+
+    shards = max(1, min(4, os.cpu_count() or 1))
+    logs = [tempfile.TemporaryFile("w+") for _ in range(shards)]  # files: a pipe could fill while we wait
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", _SHARD, str(k), str(shards)], cwd=TINYGRAD_DIR,
+                              env=_env(DEV="SVOD", PARALLEL="0"), stdout=log, stderr=subprocess.STDOUT)
+             for k, log in enumerate(logs)]
+    for p in procs: p.wait(timeout=3600)
+    seconds = time.perf_counter() - start
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read())
+        log.close()
+
+    ran, failed = 0, set()
+    for k, (proc, output) in enumerate(zip(procs, outputs)):
+        count = _RAN.search(output)
+        assert count, f"shard {k} of the suite did not finish (exit {proc.returncode}):\n{output[-4000:]}"
+        ran += int(count[1])
+        failed |= {f"{m[2]} ({m[3]})" for m in _RESULT.finditer(output)}
+    with capsys.disabled():  # the suite's time shows in every run, captured or not
+        print(f"\ntinygrad test_ops on SVOD: {ran} tests, {len(failed)} failing (all expected: "
+              f"{failed <= baseline}), {shards} processes, {seconds:.1f} s")
+    unexpected = sorted(failed - baseline)
+    assert not unexpected, "fail on SVOD but pass on tinygrad's CPU device:\n" + "\n".join(unexpected) + "\n\n" + \
+        "\n".join(o[-4000:] for o in outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The graph runner, in this process.
+
+@pytest.fixture(scope="module")
+def tg():
+    """tinygrad with the SVOD device registered; yields (Tensor, TinyJit, Variable, svod.tinygrad)."""
+    sys.path.append(str(TINYGRAD_DIR))  # for good: tinygrad imports modules as it needs them
+    import svod.tinygrad as backend
+    from tinygrad import Tensor, TinyJit, Variable
+    return Tensor, TinyJit, Variable, backend
+
+
+@pytest.fixture
+def graph_calls(tg, monkeypatch):
+    """Counts the replays that ran as one svod plan."""
+    backend = tg[3]
+    calls = []
+    run = backend.SVODGraph.__call__
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(backend.SVODGraph, "__call__", counted)
+    return calls
+
+
+def test_jit_rebinds_inputs_on_every_call(tg, graph_calls):
+    Tensor, TinyJit, _, _ = tg
+
+    @TinyJit
+    def f(a, b):
+        x = (a + b).contiguous()  # three kernels, so that TinyJit batches them
+        y = (x * 2).relu().contiguous()
+        return y.sum(1) + x.mean()
+
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        an, bn = (rng.standard_normal((16, 32), dtype=np.float32) for _ in range(2))
+        out = f(Tensor(an, device="SVOD").realize(), Tensor(bn, device="SVOD").realize()).numpy()
+        np.testing.assert_allclose(out, np.maximum((an + bn) * 2, 0).sum(1) + (an + bn).mean(), rtol=1e-5, atol=1e-5)
+    assert len(graph_calls) >= 4  # captured on the second call, replayed as a plan from then on
+    assert graph_calls[0].plan.op_count >= 2
+
+
+def test_jit_passes_symbolic_variables(tg, graph_calls):
+    Tensor, TinyJit, Variable, _ = tg
+
+    @TinyJit
+    def f(a, n):
+        x = (a[:n] * 3).contiguous()
+        return x.sum() + x.max()
+
+    rng = np.random.default_rng(1)
+    for i in [3, 5, 1, 20, 7, 12]:
+        an = rng.standard_normal((20, 8), dtype=np.float32)
+        out = f(Tensor(an, device="SVOD").realize(), Variable("n", 1, 20).bind(i)).item()
+        np.testing.assert_allclose(out, (an[:i] * 3).sum() + (an[:i] * 3).max(), rtol=1e-5, atol=1e-5)
+    assert len(graph_calls) >= 4
+
+
+def test_jit_mlp_matches_numpy(tg, graph_calls):
+    Tensor, TinyJit, _, _ = tg
+    rng = np.random.default_rng(2)
+    w1, w2 = rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((32, 10), dtype=np.float32)
+    t1, t2 = Tensor(w1, device="SVOD").realize(), Tensor(w2, device="SVOD").realize()
+
+    @TinyJit
+    def mlp(x):
+        return (x @ t1).relu().contiguous().matmul(t2).softmax()
+
+    for _ in range(5):
+        x = rng.standard_normal((8, 64), dtype=np.float32)
+        out = mlp(Tensor(x, device="SVOD").realize()).numpy()
+        h = np.maximum(x @ w1, 0) @ w2
+        ref = np.exp(h - h.max(1, keepdims=True))
+        np.testing.assert_allclose(out, ref / ref.sum(1, keepdims=True), rtol=1e-4, atol=1e-5)
+    assert graph_calls

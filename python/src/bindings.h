@@ -81,6 +81,9 @@ PyBuffer wrap_dlpack(py::handle producer, const std::string& what);
 // as a svod::Buffer (arrays wrapped without copying).
 Buffer buffer_argument(py::handle obj, const std::string& what, bool writable);
 
+// A new numpy array holding a copy of the buffer (any device).
+py::object to_numpy(const PyBuffer& buffer);
+
 // A numpy array over the host memory of `buffer` (no copy), keeping the
 // storage alive.
 py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape);

@@ -188,16 +188,6 @@ void copy_with_host(const Buffer& device_buffer, py::handle array, bool to_devic
   else device_buffer.device().copy(host, device_buffer);
 }
 
-py::object to_numpy(const PyBuffer& self) {
-  const Buffer& buffer = self.get();
-  if (buffer.is_host()) return numpy_view(buffer, self.shape).attr("copy")();
-  auto dims = dims_of(self.shape);
-  py::object out = py::reinterpret_steal<py::object>(
-      PyArray_SimpleNew(static_cast<int>(dims.size()), dims.data(), numpy_type_of(buffer.dtype())));
-  if (!out) throw py::error_already_set();
-  copy_with_host(buffer, out, false, "to_numpy");
-  return out;
-}
 
 // buf.copy_from(source): recorded when a capture is open.
 void copy_from(const PyBuffer& b, py::handle source) {
@@ -232,6 +222,17 @@ PyBuffer view_of(const PyBuffer& b, size_t byte_offset, size_t count, py::object
 }
 
 }  // namespace
+
+py::object to_numpy(const PyBuffer& self) {
+  const Buffer& buffer = self.get();
+  if (buffer.is_host()) return numpy_view(buffer, self.shape).attr("copy")();
+  auto dims = dims_of(self.shape);
+  py::object out = py::reinterpret_steal<py::object>(
+      PyArray_SimpleNew(static_cast<int>(dims.size()), dims.data(), numpy_type_of(buffer.dtype())));
+  if (!out) throw py::error_already_set();
+  copy_with_host(buffer, out, false, "to_numpy");
+  return out;
+}
 
 const PyBuffer* as_py_buffer(PyObject* obj) noexcept {
   if (Py_TYPE(obj) != buffer_type) return nullptr;

@@ -128,11 +128,8 @@ void bind_arrays(const PyPlan& p, const py::kwargs& arrays) {
   for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
 }
 
-py::object output_array(const PyPlan& p, size_t slot) {
-  const Buffer& b = p.plan().buffer(slot);
-  if (b.is_host()) return numpy_view(b, p.shapes[slot]);
-  return py::cast(p.buffer(slot)).attr("to_numpy")();
-}
+// A copy of the plan's buffer `slot`: the next run overwrites the buffer.
+py::object output_array(const PyPlan& p, size_t slot) { return to_numpy(p.buffer(slot)); }
 
 void check_outputs(const PyPlan& p) {
   std::string failures;
@@ -271,6 +268,11 @@ void bind_plan_class(py::module_& m) {
       .def(
           "run",
           [](const PyPlan& p, py::object vars, bool check, bool sequential, py::kwargs arrays) {
+            std::unique_lock lock(*p.run_lock, std::defer_lock);
+            {
+              py::gil_scoped_release unlocked;  // another run may hold it while it waits for the GIL
+              lock.lock();
+            }
             if (arrays.size() > 0) bind_arrays(p, arrays);
             execute(p, vars_of(vars), sequential);
             if (check) check_outputs(p);
@@ -281,7 +283,8 @@ void bind_plan_class(py::module_& m) {
           py::kw_only(), py::arg("vars") = py::none(), py::arg("check") = false, py::arg("sequential") = false,
           "Binds named buffers to arrays (numpy arrays of the buffer's dtype and size are used in\n"
           "place, without a copy, and stay bound), runs the plan, checks the file's expectations when\n"
-          "check=True (ValidationError on a mismatch) and returns {output name: numpy array}.")
+          "check=True (ValidationError on a mismatch) and returns {output name: numpy array}, each a\n"
+          "copy (later runs do not change it). Runs of one plan from several threads take turns.")
       .def(
           "bind",
           [](const PyPlan& p, py::kwargs arrays) { bind_arrays(p, arrays); },

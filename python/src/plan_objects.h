@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <mutex>
 
 #include "bindings.h"
 #include "svod/planfile/plan_file.h"
@@ -17,6 +18,9 @@ struct PyPlan {
   std::vector<std::string> names;      // per slot; empty when unnamed
   std::vector<std::vector<size_t>> shapes;
   std::vector<std::string> variables;
+  // Held by run() from binding to copying the outputs, so that runs from
+  // several threads never see each other's inputs (copies share it).
+  std::shared_ptr<std::mutex> run_lock = std::make_shared<std::mutex>();
 
   ExecutionPlan& plan() const { return loaded->plan; }
   // The slot named `name`; Validation listing the names otherwise.

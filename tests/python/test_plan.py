@@ -112,8 +112,9 @@ def test_plan_builder_chain(cpu):
     plan, x = chain(cpu, 100)
     assert plan.op_count == 100 and plan.outputs == ["x"]
     out = plan.run()
-    np.testing.assert_array_equal(x, np.full(8, 100))  # the bound array itself
-    assert out["x"].ctypes.data == x.ctypes.data
+    np.testing.assert_array_equal(x, np.full(8, 100))  # the bound array itself is the buffer
+    np.testing.assert_array_equal(out["x"], x)
+    assert out["x"].ctypes.data != x.ctypes.data  # run() returns copies
     plan.execute(vars={"n": 4})
     np.testing.assert_array_equal(x, [200] * 4 + [100] * 4)
     plan.execute(sequential=True)  # n stays 4
@@ -193,3 +194,37 @@ def test_builder_arguments_of_the_wrong_type(cpu, add):
         b.run(add, [0, 0, 0], [1.5])
     with pytest.raises(svod.ValidationError, match=r'vars\["N"\]: expected an integer, got str'):
         svod.load_plan(FEATURES).execute(vars={"N": "x"})
+
+
+def test_run_returns_copies_and_runs_from_many_threads_never_mix_inputs(cpu):
+    """Plan.run from 8 threads, each binding its own input: every result is its own input's
+    (binding, running and copying the outputs take turns), and a result stays as it was when
+    the plan runs again."""
+    import threading
+    double = cpu.compile(source="void d(float* o, const float* x) { for (int i = 0; i < 256; i++) o[i] = 2 * x[i]; }",
+                         entry="d", buffers=[{"name": "o", "access": "write", "dtype": "f32"},
+                                             {"name": "x", "dtype": "f32"}])
+    b = svod.PlanBuilder()
+    o = b.add_buffer(np.zeros(256, np.float32), "o")
+    x = b.add_buffer(np.zeros(256, np.float32), "x")
+    b.run(double, [o, x])
+    b.add_output(o)
+    plan = b.build()
+    wrong = []
+
+    def worker(t):
+        for r in range(10):
+            value = float(t * 100 + r)
+            out = plan.run(x=np.full(256, value, np.float32))["o"]
+            if not (out == 2 * value).all():
+                wrong.append((t, r))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert wrong == []
+    first = plan.run(x=np.ones(256, np.float32))["o"]
+    plan.run(x=np.full(256, 5, np.float32))
+    assert (first == 2).all()

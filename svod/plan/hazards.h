@@ -4,9 +4,9 @@
 // the byte ranges it reads and writes, and the tracker answers which earlier
 // operations it must wait for: the last writers of what it reads (RAW), the
 // readers of what it writes (WAR) and the writers of what it writes (WAW).
-// Conflict means overlapping bytes of one storage — never equal buffer ids or
-// addresses — so views into one arena are ordered exactly when they share
-// bytes. Plans and the executor both use this one implementation.
+// Conflict means overlapping bytes of one storage (of host memory, by
+// address) — never equal buffer ids — so views into one arena are ordered
+// exactly when they share bytes. Plans and the executor both use this one implementation.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +31,11 @@ struct ByteRange {
     return storage == o.storage && begin <= o.begin && o.end <= end;
   }
 };
+
+// Host memory is one address space: two storages over the same host bytes
+// (two wraps of one numpy array) are the same memory. Such ranges use this
+// key and absolute addresses.
+inline constexpr uint64_t kHostAddressSpace = UINT64_MAX;
 
 struct MemoryAccess {
   ByteRange range;

@@ -342,8 +342,7 @@ void PlanState::schedule() {
   for (size_t i = 0; i < ops.size(); ++i) {
     for (const auto& [slot, acc] : access[i]) {
       const Buffer& b = buffers[slot];
-      ranges[i].push_back(MemoryAccess{{b.storage_id(), b.byte_offset(), b.byte_offset() + b.bytes()},
-                                       reads(acc), writes(acc)});
+      ranges[i].push_back(MemoryAccess{range_of(b), reads(acc), writes(acc)});
     }
   }
   auto preds = hazard_predecessors(declared_order, ranges);

@@ -42,17 +42,24 @@ void ExecutionPlan::rebind(size_t index, Buffer replacement) {
                        s.slot_name(index), kept, replacement.first_byte());
   }
   // The slot and the views derived from it move together; when no other slot
-  // shares the old or the new storage, every overlap stays as it was and the
-  // dependency graph still holds.
+  // shares memory with the old or the new one (its storage, or host bytes),
+  // every overlap stays as it was and the dependency graph still holds.
   std::vector<bool> family(s.buffers.size(), false);
   family[index] = true;
   for (size_t v : s.derive_order) family[v] = family[s.views[v]->base];
   const uint64_t old_id = old.storage_id();
   const uint64_t new_id = replacement.storage_id();
+  const detail::ByteRange old_range = detail::range_of(old);
+  const detail::ByteRange new_range = detail::range_of(replacement);
   bool same_aliasing = true;
-  for (size_t j = 0; j < s.buffers.size(); ++j)
-    if (!family[j] && (s.buffers[j].storage_id() == old_id || s.buffers[j].storage_id() == new_id))
+  for (size_t j = 0; j < s.buffers.size() && same_aliasing; ++j) {
+    if (family[j]) continue;
+    const Buffer& other = s.buffers[j];
+    const detail::ByteRange range = detail::range_of(other);
+    if (other.storage_id() == old_id || other.storage_id() == new_id || range.overlaps(old_range) ||
+        range.overlaps(new_range))
       same_aliasing = false;
+  }
 
   std::vector<Buffer> previous = s.buffers;
   try {

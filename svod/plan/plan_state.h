@@ -26,10 +26,21 @@
 #include "svod/base/rethrow.h"
 #include "svod/base/worker_thread.h"
 #include "svod/plan/dag.h"
+#include "svod/plan/hazards.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/program/launch_layout.h"
 
 namespace svod::detail {
+
+// The bytes `b` covers, for hazards: host memory by address (every storage
+// over it shares kHostAddressSpace), device memory by storage and offset.
+inline ByteRange range_of(const Buffer& b) {
+  if (b.is_host()) {
+    const uint64_t at = b.first_byte();
+    return {kHostAddressSpace, at, at + b.bytes()};
+  }
+  return {b.storage_id(), b.byte_offset(), b.byte_offset() + b.bytes()};
+}
 
 struct ViewRule {
   size_t base;

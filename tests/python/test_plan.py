@@ -228,3 +228,26 @@ def test_run_returns_copies_and_runs_from_many_threads_never_mix_inputs(cpu):
     first = plan.run(x=np.ones(256, np.float32))["o"]
     plan.run(x=np.full(256, 5, np.float32))
     assert (first == 2).all()
+
+
+def test_two_slots_over_one_array_are_ordered_by_their_real_addresses(cpu):
+    """Two add_buffer slots wrapping one numpy array are two storages over the same bytes: the
+    op that reads through one waits for the op that writes through the other (issue 24)."""
+    slow_write = cpu.compile(
+        source="void w(float* o) { for (int r = 0; r < 2000; r++) for (int i = 0; i < 256; i++) o[i] = r + 1; }",
+        entry="w", buffers=[{"name": "o", "access": "write", "dtype": "f32"}])
+    read = cpu.compile(source="void r(float* o, const float* x) { for (int i = 0; i < 256; i++) o[i] = x[i]; }",
+                       entry="r", buffers=[{"name": "o", "access": "write", "dtype": "f32"},
+                                           {"name": "x", "dtype": "f32"}])
+    shared = np.zeros(256, np.float32)
+    b = svod.PlanBuilder()
+    through_a = b.add_buffer(shared, "a")
+    through_b = b.add_buffer(shared, "b")
+    out = b.add_buffer(np.zeros(256, np.float32), "out")
+    b.run(slow_write, [through_a])
+    b.run(read, [out, through_b])
+    b.add_output(out)
+    plan = b.build()
+    for _ in range(20):
+        shared[:] = 0
+        assert (plan.run()["out"] == 2000).all()

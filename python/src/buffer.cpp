@@ -16,8 +16,10 @@ namespace {
 // goes, on whatever thread that is, so it takes the GIL itself.
 class BorrowedStorage final : public Storage {
  public:
-  BorrowedStorage(void* data, size_t bytes, std::function<void()> release)
-      : Storage(host_device(), bytes, data), release_(std::move(release)) {}
+  BorrowedStorage(void* data, size_t bytes, std::function<void()> release, bool read_only = false)
+      : Storage(host_device(), bytes, data), release_(std::move(release)) {
+    if (read_only) set_read_only();
+  }
   ~BorrowedStorage() override {
     // At interpreter exit the owner is gone with the interpreter.
     if (!Py_IsInitialized()) return;
@@ -192,6 +194,7 @@ void copy_with_host(const Buffer& device_buffer, py::handle array, bool to_devic
 // buf.copy_from(source): recorded when a capture is open.
 void copy_from(const PyBuffer& b, py::handle source) {
   const Buffer& dst = b.get();
+  check_writable(dst, "copy_from: the destination");
   if (capture_copy(dst, source)) return;
   const PyBuffer* from = as_py_buffer(source.ptr());
   if (from == nullptr) return copy_with_host(dst, source, true, "copy_from");
@@ -269,7 +272,7 @@ Buffer wrap_array(PyArrayObject* array, const std::string& what, bool writable) 
   PyObject* owner = reinterpret_cast<PyObject*>(array);
   Py_INCREF(owner);
   auto storage = std::make_shared<BorrowedStorage>(PyArray_DATA(array), static_cast<size_t>(PyArray_NBYTES(array)),
-                                                   [owner] { Py_DECREF(owner); });
+                                                   [owner] { Py_DECREF(owner); }, !PyArray_ISWRITEABLE(array));
   return Buffer(std::move(storage), *dtype);
 }
 

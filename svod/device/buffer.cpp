@@ -24,6 +24,12 @@ Storage::Storage(Device& device, size_t bytes, void* host_data)
     : host_data_(host_data), device_(&device), bytes_(bytes), id_(next_storage_id++) {}
 Storage::~Storage() = default;
 
+void check_writable(const Buffer& b, std::string_view what) {
+  if (b.valid() && b.storage().read_only()) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: the memory is read-only (a read-only array svod wraps) and would be written",
+                     what);
+}
+
 namespace {
 std::string size_text(uint64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
 }  // namespace

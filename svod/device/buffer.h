@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "svod/base/dtype.h"
 
@@ -28,12 +29,17 @@ class Storage {
   size_t bytes() const noexcept { return bytes_; }
   uint64_t id() const noexcept { return id_; }  // unique in the process, never reused
   void* host_data() const noexcept { return host_data_; }
+  // Memory svod may read but never write (a read-only array it wraps):
+  // launches, plans and copies that would write it are Validation errors.
+  bool read_only() const noexcept { return read_only_; }
 
  protected:
   void set_host_data(void* data) noexcept { host_data_ = data; }
+  void set_read_only() noexcept { read_only_ = true; }
 
  private:
   void* host_data_;
+  bool read_only_ = false;
   Device* device_;
   size_t bytes_;
   uint64_t id_;
@@ -102,6 +108,9 @@ class Buffer {
   size_t offset_ = 0;
   size_t bytes_ = 0;
 };
+
+// Error(Validation) "`what`: ... is read-only" when `b`'s storage is.
+void check_writable(const Buffer& b, std::string_view what);
 
 // The bytes of `count` elements of `dtype`; Error(Validation) naming both
 // when that is more than 64 bits hold. Every device's allocate() sizes its

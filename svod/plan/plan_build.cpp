@@ -26,6 +26,7 @@ void PlanState::finalize() {
   check_variables();
   resolve_dependencies();
   compile_ops();
+  check_writes();
   schedule();
   bind_addresses();
   staged_values = var_values;
@@ -335,6 +336,12 @@ void PlanState::compile_custom(size_t i, const PreparedCustomFunction& c) {
                      c.buffers.size());
   for (size_t p = 0; p < acc.size(); ++p) access[i].emplace_back(c.buffers[p], acc[p]);
   runs.emplace_back(std::move(run));
+}
+
+void PlanState::check_writes() const {
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (const auto& [slot, acc] : access[i])
+      if (writes(acc)) check_writable(buffers[slot], fmt::format("{} ({}) writes {}", op_name(i), op_kind(ops[i]), slot_name(slot)));
 }
 
 void PlanState::schedule() {

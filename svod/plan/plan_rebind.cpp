@@ -68,6 +68,7 @@ void ExecutionPlan::rebind(size_t index, Buffer replacement) {
       const auto& rule = *s.views[v];
       if (family[v]) s.buffers[v] = s.buffers[rule.base].view_bytes(rule.byte_offset, rule.bytes, rule.dtype);
     }
+    if (s.buffers[index].storage().read_only()) s.check_writes();
     if (!same_aliasing) s.schedule();
   } catch (...) {
     s.buffers = std::move(previous);

@@ -182,6 +182,8 @@ struct PlanState {
   void compile_kernel(size_t i, const PreparedKernel& k);
   void compile_custom(size_t i, const PreparedCustomFunction& c);
   void compile_collective(size_t i, const PreparedCollective& c);
+  // Error(Validation) naming the op when an op writes read-only memory.
+  void check_writes() const;
   void schedule();
   void assign_queues();
   void bind_addresses();

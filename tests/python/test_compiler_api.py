@@ -255,3 +255,33 @@ def test_cached_allocations_reuse_freed_blocks_of_the_same_size(cpu):
     assert cpu.allocate("f32", 1000).numpy().sum() == 0  # zero=True never reuses
     with pytest.raises(svod.ValidationError, match="more bytes than fit in 64 bits"):
         cpu.allocate("f32", 2**62, zero=False)
+
+
+def test_read_only_arrays_are_never_written_whatever_wraps_them(cpu, scale):
+    """Issue 24: svod.asbuffer(a) and PlanBuilder.add_buffer(a) let a kernel write a read-only
+    array (an immutable bytes object changed). Now every path that would write one refuses."""
+    data = bytes(np.arange(16, dtype=np.float32).tobytes())
+    frozen = np.frombuffer(data, np.float32)
+    assert not frozen.flags.writeable
+    wrapped = svod.asbuffer(frozen)
+    ok = cpu.allocate("f32", 16)
+    scale(ok, wrapped, 16, 2)  # read: fine
+    np.testing.assert_array_equal(ok.numpy(), np.arange(16) * 2)
+    with pytest.raises(svod.ValidationError, match=r'buffer 0 \("o"\).*read-only'):
+        scale(wrapped, ok, 16, 2)
+    with pytest.raises(svod.ValidationError, match="copy_from: the destination: the memory is read-only"):
+        wrapped.copy_from(np.zeros(16, np.float32))
+    b = svod.PlanBuilder()
+    ro = b.add_buffer(frozen, "frozen")
+    rw = b.add_buffer(np.zeros(16, np.float32), "rw")
+    b.run(scale, [ro, rw], [16, 2])
+    with pytest.raises(svod.ValidationError, match=r'op 0 \(kernel "scale"\) writes buffer 0 \("frozen"\): the memory is read-only'):
+        b.build()
+    b = svod.PlanBuilder()
+    out = b.add_buffer(np.zeros(16, np.float32), "out")
+    b.run(scale, [out, b.add_buffer(frozen, "in")], [16, 2])
+    plan = b.build()
+    with pytest.raises(svod.ValidationError, match="read-only"):
+        plan.rebind("out", wrapped)
+    plan.execute()  # the failed rebind left the plan as it was
+    assert data == np.arange(16, dtype=np.float32).tobytes()

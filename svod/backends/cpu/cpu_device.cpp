@@ -44,6 +44,9 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
                        spec().buffers[i].name, b.valid() ? "not in host memory" : "empty");
     args[i] = reinterpret_cast<uint64_t>(static_cast<std::byte*>(host) + b.byte_offset());
     layout().check_dtype(i, b.dtype(), args[i]);
+    if (b.storage().read_only() && writes(spec().buffers[i].access)) [[unlikely]]
+      check_writable(b, fmt::format("program \"{}\": buffer {} (\"{}\")", spec().display_name(), i,
+                                    spec().buffers[i].name));
     if (auto need = layout().min_bytes(i, abi_scalars); need && b.bytes() < *need) [[unlikely]]
       throw make_error(ErrorKind::Validation, "program \"{}\": buffer {} (\"{}\") holds {} bytes but the launch needs {}",
                        spec().display_name(), i, spec().buffers[i].name, b.bytes(), *need);

@@ -286,7 +286,8 @@ void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
                          b.device().name(), program.device().name());
       address = b.data();
       check_dtype(p, i, b.dtype(), reinterpret_cast<uint64_t>(address));
-      if (p.written[i]) check_writable(b, where(p, i));
+      if (p.written[i] && b.storage().read_only()) [[unlikely]]
+        check_writable(b, where(p, i));
       if (pb != nullptr) held.hold(b.storage_ptr());
       bytes[i] = b.bytes();
     }

@@ -9,9 +9,13 @@
 
 namespace svod {
 
+// Built per op from constants (no loads): the label is looked up only when
+// a report needs it.
 struct RunningOp {
   size_t index = 0;
-  const std::string* label = nullptr;  // the op's id or label; may be empty
+  const void* plan = nullptr;
+  // The op's id or label (may be empty), read from `plan` by its own code.
+  const std::string& (*label)(const void* plan, size_t index) = nullptr;
 };
 
 // Thread-locals read on every launch: `__thread` (no initialisation guard)

@@ -71,9 +71,18 @@ void PlanState::run_inline(size_t i) {
   run_host_work(i);
 }
 
+namespace {
+
+// The op's id, else its label: how a fault report names it.
+const std::string& op_label(const void* state, size_t i) {
+  const OpOptions& o = static_cast<const PlanState*>(state)->options[i];
+  return o.id.empty() ? o.label : o.id;
+}
+
+}  // namespace
+
 void PlanState::run_host_work(size_t i) {
-  // For the fault report of a kernel that crashes: the op's id, else its label.
-  const RunningOp running{i, options[i].id.empty() ? &options[i].label : &options[i].id};
+  const RunningOp running{i, this, op_label};  // for the fault report of a kernel that crashes
   const RunningOpScope scope(running);
   OpRun& r = runs[i];
   if (auto* k = std::get_if<KernelRun>(&r)) {

@@ -125,7 +125,7 @@ void report(int signal, const siginfo_t* info, const KernelFrame& k) {
   if (k.op != nullptr) {
     r << ", plan op ";
     r.number(k.op->index);
-    if (k.op->label != nullptr && !k.op->label->empty()) r << " (" << *k.op->label << ")";
+    if (const std::string& label = k.op->label(k.op->plan, k.op->index); !label.empty()) r << " (" << label << ")";
   }
   r << "\n";
   if (memory) locate(r, k, reinterpret_cast<uint64_t>(info->si_addr));
@@ -171,7 +171,7 @@ void on_exit() {
   if (k->op != nullptr) {
     r << ", plan op ";
     r.number(k->op->index);
-    if (k->op->label != nullptr && !k->op->label->empty()) r << " (" << *k->op->label << ")";
+    if (const std::string& label = k->op->label(k->op->plan, k->op->index); !label.empty()) r << " (" << label << ")";
   }
   r << "; the process ends with status ";
   r.number(kKernelExitStatus) << "\n";

@@ -200,6 +200,12 @@ def test_capture_refuses_what_a_plan_cannot_hold(cpu, scale):
     with pytest.raises(svod.ValidationError, match="a capture records svod.Buffers"):
         with cpu.capture():
             scale(y, np.zeros(16, np.float32), 16, 2)
+    with cpu.capture() as g:  # numpy integers are integers
+        scale(y, x, np.int64(16), np.int32(2))
+    g.plan.execute()
+    with pytest.raises(svod.ValidationError, match="outside the 64-bit integer range"):
+        with cpu.capture():
+            scale(y, x, 2**70, 2)
     with pytest.raises(svod.ValidationError, match="uses \"m\", which is neither a plan variable"):
         with cpu.capture():
             scale(y, x, "m", 2)

@@ -20,7 +20,18 @@
 
 namespace svod::python {
 
+struct Capture;
+
+namespace {
+thread_local Capture* open_capture = nullptr;
+}  // namespace
+
 struct Capture {
+  // A capture dropped while open (its __exit__ never called) stops capturing.
+  ~Capture() {
+    if (open_capture == this) open_capture = nullptr;
+  }
+
   std::shared_ptr<Device> device;
   std::thread::id thread;
   bool open = false;
@@ -76,8 +87,6 @@ struct Capture {
 
 namespace {
 
-thread_local Capture* open_capture = nullptr;
-
 Capture& enter(Capture& c) {
   if (c.open || c.closed)
     throw make_error(ErrorKind::Validation, "{}: a capture records one block; start another with dev.capture()",
@@ -94,6 +103,8 @@ Capture& enter(Capture& c) {
 // Ends the block: builds the plan unless the block raised (then nothing is kept).
 void leave(Capture& c, py::handle exc_type) {
   if (!c.open) throw make_error(ErrorKind::Validation, "{}: not open", c.where());
+  if (c.thread != std::this_thread::get_id())
+    throw make_error(ErrorKind::Validation, "{}: the block must end on the thread that started it", c.where());
   c.open = false;
   c.closed = true;
   open_capture = nullptr;

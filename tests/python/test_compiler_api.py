@@ -221,8 +221,27 @@ def test_capture_refuses_what_a_plan_cannot_hold(cpu, scale):
             pass
     with pytest.raises(svod.ValidationError, match="after the with block"):
         cpu.capture().plan
+    # Ended from another thread: refused (the thread that started it ends it).
+    import threading
+    g = cpu.capture()
+    g.__enter__()
+    errors = []
+
+    def end_elsewhere():
+        try:
+            g.__exit__(None, None, None)
+        except svod.ValidationError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=end_elsewhere)
+    t.start()
+    t.join()
+    assert errors and "the thread that started it" in errors[0]
+    g.__exit__(None, None, None)
     # Outside a capture, calls run again.
+    x.copy_from(np.ones(16, np.float32))
     scale(y, x, 16, 2)
+    assert (y.numpy() == 2).all()
 
 
 def test_plan_builder_takes_launch_sizes_over_variables(cpu, strided):

@@ -1,5 +1,5 @@
 """TinyJit replays on svod's tinygrad device (issue 23's targets). tinygrad is taken from
-../shared/tinygrad (or SVOD_TINYGRAD_DIR); run from the repository with the svod package on the path:
+SVOD_TINYGRAD_DIR (a checkout of tinygrad a9069c1; default shared/tinygrad beside the repository folder); run from the repository with the svod package on the path:
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/tinygrad_bench.py [runs]
 

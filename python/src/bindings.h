@@ -59,6 +59,26 @@ py::object python_error(const Error& e);
 // Registers the Python classes for each ErrorKind (from svod/__init__.py).
 void set_error_classes(py::object base, py::dict by_kind);
 
+// An integer argument (anything with __index__ but bool) as 64 bits;
+// Error(Validation) otherwise. `what()` names it, called only on failure.
+template <typename What>
+inline int64_t integer_value(PyObject* obj, What&& what) {
+  py::object index;
+  if (!PyLong_CheckExact(obj)) {
+    if (PyBool_Check(obj) || !PyIndex_Check(obj))
+      throw make_error(ErrorKind::Validation, "{}: expected an integer, got {}", what(), Py_TYPE(obj)->tp_name);
+    index = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
+    if (!index) throw py::error_already_set();
+    obj = index.ptr();
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (overflow != 0) [[unlikely]]
+    throw make_error(ErrorKind::Validation, "{}: {} is outside the 64-bit integer range", what(),
+                     py::cast<std::string>(py::str(obj)));
+  return v;
+}
+
 // The svod DType of a numpy dtype (native byte order), if svod has one.
 std::optional<DType> dtype_of(PyArray_Descr* descr);
 // A dtype argument: a svod name ("f32"), a numpy name ("float32") or anything

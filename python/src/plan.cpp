@@ -487,16 +487,8 @@ PyPlan PyPlanBuilder::build(const std::string& source) {
 
 Expr expr_of(py::handle v, const std::string& what) {
   if (PyUnicode_Check(v.ptr())) return Expr::parse(py::cast<std::string>(v));
-  if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr())) {  // int, numpy integers, anything with __index__
-    const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
-    if (!index) throw py::error_already_set();
-    int overflow = 0;
-    const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-    if (overflow != 0)
-      throw make_error(ErrorKind::Validation, "{}: {} is outside the 64-bit integer range", what,
-                       py::cast<std::string>(py::str(index)));
-    return Expr::constant(value);
-  }
+  if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr()))  // int, numpy integers, anything with __index__
+    return Expr::constant(integer_value(v.ptr(), [&] { return what; }));
   throw make_error(ErrorKind::Validation, "{}: expected an integer or an expression string, got {}", what,
                    Py_TYPE(v.ptr())->tp_name);
 }

@@ -136,25 +136,6 @@ void gather(const PyProgram& p, PyObject* const* args, size_t positional, PyObje
   }
 }
 
-// An integer argument (anything with __index__ but bool); `what` names it.
-template <typename What>
-int64_t integer_value(PyObject* obj, What&& what) {
-  py::object index;
-  if (!PyLong_CheckExact(obj)) {
-    if (PyBool_Check(obj) || !PyIndex_Check(obj))
-      throw make_error(ErrorKind::Validation, "{}: expected an integer, got {}", what(), Py_TYPE(obj)->tp_name);
-    index = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
-    if (!index) throw py::error_already_set();
-    obj = index.ptr();
-  }
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-  if (overflow != 0) [[unlikely]]
-    throw make_error(ErrorKind::Validation, "{}: {} is outside the 64-bit integer range", what(),
-                     py::cast<std::string>(py::str(obj)));
-  return v;
-}
-
 int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
   return integer_value(obj, [&] { return where(p, slot); });
 }

@@ -70,6 +70,14 @@ class Report {
   size_t used_ = 0;
 };
 
+// ", plan op 2 (layer3)" when a plan op is running.
+void name_op(Report& r, const RunningOp* op) {
+  if (op == nullptr) return;
+  r << ", plan op ";
+  r.number(op->index);
+  if (const std::string& label = op->label(op->plan, op->index); !label.empty()) r << " (" << label << ")";
+}
+
 std::string_view describe(int signal) {
   switch (signal) {
     case SIGSEGV: return "SIGSEGV (invalid memory access)";
@@ -122,11 +130,7 @@ void report(int signal, const siginfo_t* info, const KernelFrame& k) {
     r << ", core_id slice ";
     r.number(static_cast<uint64_t>(k.slice));
   }
-  if (k.op != nullptr) {
-    r << ", plan op ";
-    r.number(k.op->index);
-    if (const std::string& label = k.op->label(k.op->plan, k.op->index); !label.empty()) r << " (" << label << ")";
-  }
+  name_op(r, k.op);
   r << "\n";
   if (memory) locate(r, k, reinterpret_cast<uint64_t>(info->si_addr));
   r << "svod: after a fault in a kernel the process cannot safely go on; it ends with the signal\n";
@@ -168,11 +172,7 @@ void on_exit() {
   if (k == nullptr) return;
   Report r;
   r << "\nsvod: program \"" << k->program->spec().display_name() << "\" called exit() while running on CPU";
-  if (k->op != nullptr) {
-    r << ", plan op ";
-    r.number(k->op->index);
-    if (const std::string& label = k->op->label(k->op->plan, k->op->index); !label.empty()) r << " (" << label << ")";
-  }
+  name_op(r, k->op);
   r << "; the process ends with status ";
   r.number(kKernelExitStatus) << "\n";
   r.write();

@@ -19,6 +19,7 @@
 #include "svod/base/log.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/device/host_device.h"
+#include "svod/package/signature.h"
 
 namespace svod {
 namespace {
@@ -114,6 +115,9 @@ Artifact artifact_of(const PackageReader& reader, const std::string& program, Pa
 
 LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> mapping, const fs::path& folder,
                         const PackageLoadOptions& options) {
+  // Before anything in the package is used: a wrong signature, and under
+  // SVOD_TRUSTED_KEYS an untrusted signer or none, refuse it.
+  std::optional<PublicKey> signer = check_package_signature(reader);
   PackageManifest manifest = read_manifest(reader.text(kManifestSection), reader.source());
   const std::string_view plan_text = reader.text(kPlanSection);
   // parse_plan_text checks too, but its message names only the package.
@@ -191,7 +195,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     }
   };
   LoadedPlan loaded = load_plan(file, load);
-  return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load()};
+  return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load(), signer};
 }
 
 }  // namespace

@@ -21,6 +21,9 @@
 //    compiling is allowed (noted at SVOD_DEBUG=1), else the program is refused
 //    with Error(Unsupported) naming it and the mismatch. Programs for other
 //    devices (CUDA) are kept as source and compiled when the package loads.
+//  - A signed package (signature.h, `svod pack --sign`) is checked before
+//    anything in it is used; SVOD_TRUSTED_KEYS makes a trusted signature a
+//    condition of loading (docs/SECURITY.md).
 //  - A package loaded from a path is mapped copy-on-write and CPU buffers
 //    with npy data use it where it lies (it is 64-byte aligned); from memory,
 //    the data is copied, so the caller's bytes are only read during the call.
@@ -29,11 +32,13 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "svod/package/package_format.h"
+#include "svod/package/signature.h"
 #include "svod/planfile/plan_file.h"
 
 namespace svod {
@@ -62,12 +67,15 @@ struct LoadedPackage {
   PlanFile file;       // the packaged plan (its npy names are kept for reference only)
   LoadedPlan loaded;   // ready to execute
   size_t compiled = 0;  // programs compiled while loading (foreign objects or binaries, CUDA source)
+  std::optional<PublicKey> signer;  // whose signature the package carries (checked); nullopt: unsigned
 };
 
 // Errors: Io when the file cannot be read or is not a regular file (a FIFO, a
 // device or a folder is refused, never waited on); Validation or Load (see
-// package_format.h) for a damaged package; Unsupported for objects this
-// machine cannot run while compiling is off; plan errors as load_plan's.
+// package_format.h) for a damaged package; Validation for a signature that
+// does not hold, or one SVOD_TRUSTED_KEYS does not trust (signature.h);
+// Unsupported for objects this machine cannot run while compiling is off;
+// plan errors as load_plan's.
 LoadedPackage load_package(const std::filesystem::path& path, const PackageLoadOptions& options = {});
 LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options = {});
 

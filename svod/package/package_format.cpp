@@ -9,6 +9,7 @@
 #include "svod/base/error.h"
 #include "svod/base/json_depth.h"
 #include "svod/base/hash.h"
+#include "svod/package/signature.h"
 
 namespace svod {
 namespace {
@@ -100,7 +101,8 @@ std::vector<std::byte> PackageWriter::finish() const {
   return out;
 }
 
-PackageReader::PackageReader(std::span<const std::byte> bytes, std::string source) : source_(std::move(source)) {
+PackageReader::PackageReader(std::span<const std::byte> bytes, std::string source)
+    : source_(std::move(source)), bytes_(bytes) {
   auto fail = [&](std::string_view part, const std::string& what) {
     return make_error(ErrorKind::Load, "{}: {}: {}", source_, part, what);
   };
@@ -117,7 +119,21 @@ PackageReader::PackageReader(std::span<const std::byte> bytes, std::string sourc
                                      "this svod)",
                                      version, kPackageFormatVersion));
   if (!all_zero(bytes.subspan(40, 8))) throw fail("header", "reserved bytes are not zero");
+  // The recorded size ends the package; a signature block may follow it
+  // (signature.h checks what is in the block).
   const auto file_size = get_le<uint64_t>(bytes, 16);
+  if (file_size >= kHeaderSize && file_size < bytes.size()) {
+    const auto after = bytes.subspan(file_size);
+    if (after.size() >= sizeof kSignatureMagic &&
+        std::memcmp(after.data(), kSignatureMagic, sizeof kSignatureMagic) == 0) {
+      if (after.size() != kSignatureBlockSize)
+        throw fail("signature block", fmt::format("{} bytes, but a signature block has {} (the file was cut short "
+                                                  "or extended)",
+                                                  after.size(), kSignatureBlockSize));
+      signature_block_ = after;
+      bytes = bytes.first(file_size);
+    }
+  }
   if (file_size != bytes.size())
     throw fail("header", fmt::format("the package holds {} bytes but records {}{}", bytes.size(), file_size,
                                      bytes.size() < file_size ? " (truncated)" : " (trailing bytes)"));

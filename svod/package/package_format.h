@@ -5,7 +5,8 @@
 //
 // PackageReader checks everything before anything is used: magic, format
 // version, sizes, section order and bounds, zero padding and every digest,
-// so a truncated file or any flipped byte is refused. Errors name the
+// so a truncated file or any flipped byte is refused (a signature block after
+// the package is framed here and verified by signature.h). Errors name the
 // package and the part at fault: Error(Validation) when the bytes are not a
 // package at all (wrong magic), Error(Load) for everything else (truncated,
 // corrupt, another format version, a malformed manifest).
@@ -55,6 +56,12 @@ class PackageReader {
 
   const std::string& source() const noexcept { return source_; }
   const std::vector<PackageSection>& sections() const noexcept { return sections_; }
+  // Every byte the reader was given: the package, then its signature block if signed.
+  std::span<const std::byte> bytes() const noexcept { return bytes_; }
+  // The signature block after the package, empty when it is unsigned. Only
+  // its size and magic are checked here; check_package_signature (signature.h)
+  // checks the rest and whether the signature holds.
+  std::span<const std::byte> signature_block() const noexcept { return signature_block_; }
   const PackageSection* find(std::string_view name) const noexcept;
   // Error(Load) naming the section when the package lacks it.
   const PackageSection& get(std::string_view name) const;
@@ -62,6 +69,8 @@ class PackageReader {
 
  private:
   std::string source_;
+  std::span<const std::byte> bytes_;
+  std::span<const std::byte> signature_block_;
   std::vector<PackageSection> sections_;
 };
 

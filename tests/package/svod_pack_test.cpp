@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "svod/base/error.h"
@@ -11,6 +13,7 @@
 #include "svod/registry/registry.h"
 #include "svod/base/cpu_features.h"
 #include "svod/package/package.h"
+#include "svod/package/signature.h"
 #include "tests/planfile/temp_dir.h"
 
 namespace svod {
@@ -145,6 +148,61 @@ TEST(SvodPack, ForeignCpuPackageIsRecompiledWithANote) {
   ASSERT_TRUE(run.ok()) << run.err;
   EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
   EXPECT_NE(run.err.find("compiling from the packaged source"), std::string::npos) << run.err;
+}
+
+TEST(SvodPack, SignedPackagesAndTrustedKeys) {
+  TempDir dir;
+  const std::string alice = (dir / "alice").string(), bob = (dir / "bob").string();
+  for (const auto& name : {alice, bob}) {
+    const ProcessResult keygen = svod({}, {"pack", "--keygen", name});
+    ASSERT_TRUE(keygen.ok()) << keygen.err;
+    EXPECT_NE(keygen.out.find("key id " + read_public_key(name + ".pub").id()), std::string::npos) << keygen.out;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat((alice + ".key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const ProcessResult again = svod({}, {"pack", "--keygen", alice});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("never overwrites a key file"), std::string::npos) << again.err;
+
+  const std::string signed_package = (dir / "signed.svodpkg").string();
+  const ProcessResult packed = svod({}, {"pack", kMlp, "-o", signed_package, "--sign", alice + ".key"});
+  ASSERT_TRUE(packed.ok()) << packed.err;
+  EXPECT_NE(packed.out.find("signed by key " + read_public_key(alice + ".pub").id()), std::string::npos) << packed.out;
+  const std::string unsigned_package = (dir / "unsigned.svodpkg").string();
+  ASSERT_TRUE(svod({}, {"pack", kMlp, "-o", unsigned_package}).ok());
+
+  // Unset: both run. Set: only the package signed by a trusted key.
+  for (const auto& package : {signed_package, unsigned_package}) {
+    const ProcessResult run = svod({}, {"run", package});
+    ASSERT_TRUE(run.ok()) << package << ": " << run.err;
+    EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
+  }
+  const ProcessResult trusted = svod({"SVOD_TRUSTED_KEYS=" + alice + ".pub"}, {"run", signed_package});
+  ASSERT_TRUE(trusted.ok()) << trusted.err;
+  EXPECT_EQ(count(trusted.out, "expect: ok"), 2u) << trusted.out;
+  const ProcessResult other = svod({"SVOD_TRUSTED_KEYS=" + bob + ".pub"}, {"run", signed_package});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find("error (validation): " + signed_package + ": the package is signed by key"),
+            std::string::npos)
+      << other.err;
+  const ProcessResult plain = svod({"SVOD_TRUSTED_KEYS=" + dir.path().string()}, {"run", unsigned_package});
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_NE(plain.err.find(unsigned_package + ": the package is unsigned"), std::string::npos) << plain.err;
+
+  // Bad keys and missing arguments are errors that say so.
+  const ProcessResult with_pub = svod({}, {"pack", kMlp, "-o", (dir / "x.svodpkg").string(), "--sign", alice + ".pub"});
+  EXPECT_EQ(with_pub.exit_code, 2);
+  EXPECT_NE(with_pub.err.find("svod pack: error (validation): " + alice + ".pub: not an svod secret key file: it is a "
+                              "public key file"),
+            std::string::npos)
+      << with_pub.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.svodpkg"));
+  const ProcessResult no_out = svod({}, {"pack", kMlp});
+  EXPECT_EQ(no_out.exit_code, 2);
+  EXPECT_NE(no_out.err.find("-o MODEL.svodpkg"), std::string::npos) << no_out.err;
+  EXPECT_FALSE(svod({}, {"pack", kMlp, "--keygen", (dir / "carol").string()}).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "carol.key"));
 }
 
 }  // namespace

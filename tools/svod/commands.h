@@ -34,8 +34,9 @@ struct RunOptions {
 };
 int run(const RunOptions& options);
 
-// `svod pack PLAN.json -o MODEL.svodpkg`: exit 0 when the package was
-// written, 2 when the plan could not be loaded or the file written.
+// `svod pack PLAN.json -o MODEL.svodpkg [--sign NAME.key]`, or `svod pack
+// --keygen NAME` (docs/SECURITY.md): exit 0 when the package or the key pair
+// was written, 2 when the plan, the key or a file could not be read or written.
 struct PackOptions {
   std::string plan;
   std::string out;
@@ -46,6 +47,8 @@ int pack(const PackOptions& options);
 
 // `svod bench PLAN.json …`: runs the plan once, then times each op alone and
 // prints time, GFLOP/s, GB/s and share per op. Exit 0, or 2 when the plan
+  std::string sign;               // secret key file to sign the package with
+  std::string keygen;             // write NAME.key and NAME.pub instead of packing
 // could not be loaded or run.
 struct BenchOptions {
   std::string plan;

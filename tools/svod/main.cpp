@@ -53,7 +53,16 @@ int main(int argc, char** argv) {
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");
   add_plan(pack, pack_options.plan, pack_options.vars, pack_options.backend);
-  pack->add_option("-o,--out", pack_options.out, "the package file to write")->required();
+  // --keygen packs nothing, so pack() asks for the plan and -o instead of the parser.
+  auto* pack_plan_arg = pack->get_option("plan")->required(false);
+  auto* pack_out = pack->add_option("-o,--out", pack_options.out, "the package file to write (required)");
+  auto* pack_sign = pack->add_option("--sign", pack_options.sign,
+                                     "sign the package with this secret key file (NAME.key; docs/SECURITY.md)");
+  pack->add_option("--keygen", pack_options.keygen,
+                   "write a new signing key pair, NAME.key (secret, mode 0600) and NAME.pub, instead of packing")
+      ->excludes(pack_plan_arg)
+      ->excludes(pack_out)
+      ->excludes(pack_sign);
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");

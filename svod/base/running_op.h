@@ -25,6 +25,15 @@ struct RunningOp {
 
 extern SVOD_HOT_THREAD_LOCAL const RunningOp* running_op;
 
+// How a process ends when a running op ends it:
+// - a kernel called exit() (any status): the exit is reported and the
+//   process ends at once with 70 (sysexits' EX_SOFTWARE) instead of running
+//   exit handlers that would wait for the kernel's own thread
+//   (backends/cpu/kernel_fault.h);
+// - an op ran past SVOD_OP_TIMEOUT: 124, as timeout(1) (op_deadline.h).
+inline constexpr int kKernelExitStatus = 70;
+inline constexpr int kOpTimeoutStatus = 124;
+
 class RunningOpScope {
  public:
   explicit RunningOpScope(const RunningOp& op) noexcept : previous_(running_op) { running_op = &op; }

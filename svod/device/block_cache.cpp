@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "svod/base/checked_mode.h"
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/device/device.h"
@@ -49,6 +50,9 @@ Buffer BlockCache::allocate(DType dtype, size_t count) {
       storage = device_.allocate(DType::U8, bytes).storage_ptr();
     }
   }
+  // Reused memory is not cleared; in checked mode it is poisoned (fresh
+  // memory too), so that a read of what nobody wrote shows.
+  if (void* host = storage->host_data(); host != nullptr && check_mode().memory) poison(host, bytes, dtype);
   // The buffer's reference: when it goes, the storage comes back here (or is
   // freed, when the cache is gone or full).
   std::weak_ptr<BlockCache> home = weak_from_this();

@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 #include <string_view>
 
+#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
+#include "svod/base/guarded_memory.h"
 #include "svod/base/host_memory.h"
 #include "svod/device/device.h"
 
@@ -42,6 +45,11 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
                      "(RAM plus swap, or the cgroup memory limit when lower)",
                      bytes, size_text(bytes), limit, size_text(limit));
   }
+  if (check_mode().memory) {
+    set_host_data(allocate_guarded(bytes));
+    set_guarded();
+    return;
+  }
   if (bytes >= kMapThreshold) {
     // Page-aligned, so 64-byte aligned; zero pages appear on first touch.
     void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -63,7 +71,12 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
 }
 
 HostStorage::~HostStorage() {
-  if (mapped_bytes_ != 0) ::munmap(host_data(), mapped_bytes_);
+  if (guarded()) {
+    if (!gaps_intact(host_data(), bytes()))
+      std::fprintf(stderr, "svod: checked mode: a buffer of %zu bytes at %p being freed was written just outside its "
+                   "range (the canary around it changed)\n", bytes(), host_data());
+    free_guarded(host_data(), bytes());
+  } else if (mapped_bytes_ != 0) ::munmap(host_data(), mapped_bytes_);
   else std::free(host_data());
 }
 

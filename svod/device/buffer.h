@@ -32,20 +32,26 @@ class Storage {
   // Memory svod may read but never write (a read-only array it wraps):
   // launches, plans and copies that would write it are Validation errors.
   bool read_only() const noexcept { return read_only_; }
+  // Host memory between guard pages (checked mode, svod/base/guarded_memory.h).
+  bool guarded() const noexcept { return guarded_; }
 
  protected:
   void set_host_data(void* data) noexcept { host_data_ = data; }
   void set_read_only() noexcept { read_only_ = true; }
+  void set_guarded() noexcept { guarded_ = true; }
 
  private:
   void* host_data_;
   bool read_only_ = false;
+  bool guarded_ = false;
   Device* device_;
   size_t bytes_;
   uint64_t id_;
 };
 
-// Host memory: 64-byte aligned, zero-filled. Allocations from
+// Host memory: 64-byte aligned, zero-filled. In checked mode (memory) every
+// allocation is guarded memory instead (svod/base/guarded_memory.h: 16-byte
+// aligned, guard pages on both sides). Otherwise allocations from
 // kMapThreshold bytes up are anonymous mappings, which the kernel zeroes a
 // page at a time on first touch: a large buffer of which a kernel uses a
 // little costs only the pages it uses, and making it writes nothing. A

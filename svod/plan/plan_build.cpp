@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "svod/base/error.h"
+#include "svod/base/op_deadline.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/plan_state.h"
 
@@ -12,6 +13,7 @@ namespace svod {
 namespace detail {
 
 void PlanState::finalize() {
+  op_timeout = op_timeout_seconds();
   const bool collectives = std::any_of(ops.begin(), ops.end(), [](const PreparedOp& op) {
     return std::holds_alternative<PreparedCollective>(op);
   });

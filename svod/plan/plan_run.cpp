@@ -4,9 +4,14 @@
 // (execute*, time_op).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <optional>
 
+#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
+#include "svod/base/guarded_memory.h"
+#include "svod/base/op_deadline.h"
 #include "svod/base/running_op.h"
 #include "svod/plan/plan_state.h"
 
@@ -79,12 +84,25 @@ const std::string& op_label(const void* state, size_t i) {
   return o.id.empty() ? o.label : o.id;
 }
 
+// What SVOD_OP_TIMEOUT's report calls an op: its kind and what it runs.
+std::pair<const char*, const char*> deadline_names(const PreparedOp& op) {
+  if (auto* k = std::get_if<PreparedKernel>(&op)) return {"kernel", k->program->spec().display_name().c_str()};
+  if (auto* c = std::get_if<PreparedCustomFunction>(&op)) return {"custom function", c->name.c_str()};
+  if (std::holds_alternative<PreparedCopy>(op)) return {"copy", nullptr};
+  return {"collective", nullptr};
+}
+
 }  // namespace
 
 void PlanState::run_host_work(size_t i) {
   const RunningOp running{i, this, op_label};  // for the fault report of a kernel that crashes
   const RunningOpScope scope(running);
   OpRun& r = runs[i];
+  std::optional<OpDeadline> deadline;
+  if (op_timeout > 0) [[unlikely]] {
+    const auto [kind, name] = deadline_names(ops[i]);
+    deadline.emplace(&running, kind, name);
+  }
   if (auto* k = std::get_if<KernelRun>(&r)) {
     if (k->bound)
       k->program->run_bound(k->args.data(), k->dims.global[0]);
@@ -236,11 +254,57 @@ void PlanState::poison_with(size_t i, std::string_view what) {
   }
 }
 
+void PlanState::check_outputs(size_t i) const {
+  for (const auto& [slot, a] : access[i]) {
+    if (!writes(a)) continue;
+    const Buffer& b = buffers[slot];
+    if (b.is_host() && b.storage().guarded() && !gaps_intact(b.storage().host_data(), b.storage().bytes()))
+      throw make_error(ErrorKind::Execution,
+                       "wrote just outside {} ({}[{}]): the canary in the bytes around it changed (checked mode)",
+                       slot_name(slot), to_string(b.dtype()), b.count());
+    if (!is_float(b.dtype())) continue;
+    Buffer host = b;
+    if (!b.is_host()) {  // device memory: checked in a host copy
+      host = b.device().allocate_host(b.dtype(), b.count());
+      b.device().copy(host, b);
+    }
+    const auto at = first_non_finite(host.data(), host.count(), host.dtype());
+    if (!at) continue;
+    const double v = load_as_double(host.dtype(), static_cast<const std::byte*>(host.data()) + *at * size_of(b.dtype()));
+    throw make_error(ErrorKind::Execution, "{} ({}[{}]) holds {} at element {}: the first non-finite value (checked mode: nan)",
+                     slot_name(slot), to_string(b.dtype()), b.count(), std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                     *at);
+  }
+}
+
+// Checked mode (nan) runs the ops one at a time in dependency order, so the
+// first op to make a NaN or Inf is the one named; then the plan is poisoned
+// like after any failed op (the ops after it did not run).
+void PlanState::run_checked(const ExecuteOptions& options) {
+  ExecuteOptions one_at_a_time = options;
+  one_at_a_time.sequential = true;
+  for (size_t i : runner.dag().order()) {
+    try {
+      run_op(i, one_at_a_time);
+      if (events[i]) events[i]->wait();
+      events[i] = nullptr;
+      check_outputs(i);
+    } catch (...) {
+      events[i] = nullptr;
+      poison_with(i, "failed");
+    }
+  }
+}
+
 void PlanState::run(const ExecuteOptions& options) {
   check_not_poisoned();
   if (dirty) {
     prepare(var_values);
     dirty = false;
+  }
+  if (check_mode().nan) [[unlikely]] {
+    run_checked(options);
+    return;
   }
   if (graph_device && !options.sequential && !options.observer && run_as_graph()) return;
   std::optional<DagFailure> failure;

@@ -155,6 +155,9 @@ struct PlanState {
   // plan without collectives.
   std::unique_ptr<WorkerThread> comm_thread;
 
+  // SVOD_OP_TIMEOUT (svod/base/op_deadline.h), read at build; 0: no deadline.
+  double op_timeout = 0;
+
   // ---- run state ----
   std::vector<EventPtr> events;  // per op, the last run's submission (null when done on the host)
   mutable std::mutex mutex;
@@ -199,6 +202,11 @@ struct PlanState {
   bool run_as_graph();
   void wait_for_devices(std::optional<DagFailure>& failure);
   void run(const ExecuteOptions& options);
+  // Checked mode (nan): the ops one at a time, each one's outputs checked.
+  void run_checked(const ExecuteOptions& options);
+  // Error(Execution) naming the first non-finite value op i wrote, or the
+  // gap around a guarded buffer it wrote into.
+  void check_outputs(size_t i) const;
   std::chrono::nanoseconds time_op(size_t i);
   void check_not_poisoned() const;
   [[noreturn]] void poison_with(size_t i, std::string_view what);

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
 
 namespace svod {
@@ -22,6 +24,24 @@ std::shared_ptr<BlockCache> cache_of(int mb) {
   auto cache = make_block_cache(*cpu_device());
   ::unsetenv("SVOD_BLOCK_CACHE_MB");
   return cache;
+}
+
+// Checked mode (memory): blocks, fresh or reused, come poisoned, so that a
+// kernel reading what nobody wrote sees NaN; the memory is guarded.
+TEST(BlockCache, CheckedModePoisonsEveryBlockItHandsOut) {
+  auto cache = cache_of(16);
+  const CheckMode before = check_mode();
+  set_check_mode(CheckMode{.memory = true});
+  Buffer a = cache->allocate(DType::F32, 256);
+  EXPECT_TRUE(a.storage().guarded());
+  EXPECT_TRUE(std::isnan(a.span<float>()[0]));
+  EXPECT_TRUE(std::isnan(a.span<float>()[255]));
+  a.span<float>()[0] = 7.0f;
+  a = Buffer();
+  Buffer b = cache->allocate(DType::U8, 1024);  // reused: poisoned again, 0xFF for u8
+  EXPECT_EQ(b.span<uint8_t>()[0], 0xFF);
+  EXPECT_TRUE(std::isnan(b.span<float>()[0]));  // a float view of u8 storage is NaN too
+  set_check_mode(before);
 }
 
 TEST(BlockCache, AFreedBlockServesTheNextAllocationOfItsByteSize) {

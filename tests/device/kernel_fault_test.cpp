@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/checked_mode.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/support/test_support.h"
 
@@ -87,6 +88,30 @@ TEST_F(KernelFault, AKernelThatCallsExitIsNamedAndNeverEndsTheProcessWithZero) {
               "svod: program \"k\" called exit\\(\\) while running on CPU; the process ends with status 70");
   EXPECT_EXIT(launch("void exit(int); void k(float* o) { exit(0); }"), ::testing::ExitedWithCode(kKernelExitStatus),
               "called exit");
+}
+
+// Checked mode (memory): the first element past either end faults, and the
+// report names the buffer, its size and the element, and (x86-64) whether the
+// kernel read or wrote it.
+TEST_F(KernelFault, CheckedModeStopsTheFirstAccessPastEitherEndNamingTheElement) {
+  auto checked = [](const std::string& source) {
+    set_check_mode(CheckMode{.memory = true});
+    launch(source, 1, 1024);
+  };
+#if defined(__x86_64__)
+  const std::string wrote = "wrote", read = "read";
+#else
+  const std::string wrote = "accessed", read = "accessed";
+#endif
+  EXPECT_DEATH(checked("void k(float* o) { for (int i = 0; i <= 1024; i++) o[i] = i; }"),
+               "  checked mode: " + wrote + " 0 bytes past the end of buffer 0 \\(\"o\", f32\\[1024\\]\\) at element 1024\n");
+  EXPECT_DEATH(checked("void k(float* o) { volatile float x = o[1030]; (void)x; }"),
+               "  checked mode: " + read + " 24 bytes past the end of buffer 0 \\(\"o\", f32\\[1024\\]\\) at element 1030\n");
+  EXPECT_DEATH(checked("void k(float* o) { o[-1] = 1; }"),
+               "  checked mode: " + wrote + " 4 bytes before the start of buffer 0 \\(\"o\", f32\\[1024\\]\\) at element -1\n");
+  // Without checked mode the same overrun by one element goes unnoticed.
+  set_check_mode(CheckMode{});
+  launch("void k(float* o) { for (int i = 0; i <= 1024; i++) o[i] = i; }", 1, 1024);
 }
 
 TEST_F(KernelFault, FaultsOutsideKernelsAreLeftToTheHandlerBefore) {

@@ -236,6 +236,119 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 
+// Checked mode (issue 24): an overrun that is silent without it faults at
+// the first element past the end, named; --check=nan names the first op
+// whose output holds a NaN.
+TEST(SvodRun, CheckedModeNamesTheOverrunAndTheFirstNan) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run --check", std::chrono::seconds(120));
+  auto plan_with = [&](const std::string& name, const std::string& body) {
+    return dir.write(name + ".json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
+      "programs": {"ok": {"language": "c", "entry": "ok", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
+                          "source": "void ok(float* o) { for (int i = 0; i < 4; i++) o[i] = i; }"},
+                   "k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": "readwrite", "dtype": "f32"}],
+                         "source": "float logf(float); void k(float* o) { )" + body + R"( }"}},
+      "ops": [{"id": "first", "run": "ok", "buffers": ["o"]}, {"id": "second", "run": "k", "buffers": ["o"], "after": ["first"]}],
+      "outputs": {"o": {}}})")
+        .string();
+  };
+  const std::string overrun = plan_with("overrun", "for (int i = 0; i <= 4; i++) o[i] = 1;");
+  RunResult r = svod_run(dir, {overrun});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;  // the write lands in the allocator's slack: nobody notices
+  r = svod_run(dir, {overrun, "--check"});
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+#else
+  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;
+#endif
+  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, plan op 1 (second)\n"
+                       "  checked mode: wrote 0 bytes past the end of buffer 0 (\"o\", f32[4]) at element 4\n"),
+            std::string::npos)
+      << r.err;
+
+  const std::string nan = plan_with("nan", "o[2] = logf(o[2] - 5);");
+  r = svod_run(dir, {nan});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("o: f32 [4] [0, 1, "), std::string::npos) << r.out;  // then nan or -nan: unnoticed
+  EXPECT_NE(r.out.find("nan, 3]"), std::string::npos) << r.out;
+  r = svod_run(dir, {nan, "--check=nan"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.first_err_line().find("op 1 (\"second\") (kernel \"k\") failed: buffer 0 (\"o\") (f32[4]) holds NaN at "
+                                    "element 2: the first non-finite value (checked mode: nan)"),
+            std::string::npos)
+      << r.err;
+  r = svod_run(dir, {overrun, "--check=all"});
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("past the end of buffer 0 (\"o\", f32[4]) at element 4"), std::string::npos) << r.err;
+
+  r = svod_run(dir, {nan, "--check=bogus"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.first_err_line().find("--check: unknown check \"bogus\""), std::string::npos) << r.err;
+  // The examples pass under every check: guard pages and per-op checks change no result.
+  r = svod_run(dir, {SVOD_SOURCE_DIR "/examples/mlp/plan.json", "--check=all"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+// --isolate runs the plan in a child process: whatever ends it, the parent
+// says how and in which op; a kernel's exit_group(0) is never a silent 0.
+// SVOD_OP_TIMEOUT ends a run whose op hangs, naming it.
+TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run --isolate", std::chrono::seconds(120));
+  auto plan_with = [&](const std::string& name, const std::string& body) {
+    return dir.write(name + ".json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
+      "programs": {"ok": {"language": "c", "entry": "ok", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
+                          "source": "void ok(float* o) { o[0] = 1; }"},
+                   "k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
+                         "source": "long syscall(long, ...); void k(float* o) { )" + body + R"( }"}},
+      "ops": [{"id": "first", "run": "ok", "buffers": ["o"]}, {"id": "second", "run": "k", "buffers": ["o"], "after": ["first"]}],
+      "outputs": {"o": {}}})")
+        .string();
+  };
+  // exit_group(0) (syscall 231 on x86-64, 94 on AArch64) skips every exit handler: without
+  // isolation the run would end with 0 and print nothing.
+#if defined(__x86_64__)
+  const std::string exit_group = plan_with("exit_group", "syscall(231, 0);");
+#else
+  const std::string exit_group = plan_with("exit_group", "syscall(94, 0);");
+#endif
+  RunResult r = svod_run(dir, {exit_group, "--isolate"});
+  EXPECT_EQ(r.status, 70) << r.out << r.err;
+  EXPECT_NE(r.err.find("the isolated run ended with status 0 before the plan finished, in ops[1] (second)"),
+            std::string::npos)
+      << r.err;
+
+  r = svod_run(dir, {plan_with("faults", "*(volatile float*)0 = 1.0f;"), "--isolate"});
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;
+  EXPECT_NE(r.err.find("the isolated run was ended by SIGSEGV (Segmentation fault) in ops[1] (second)"),
+            std::string::npos)
+      << r.err;
+#endif
+  EXPECT_NE(r.err.find("svod: kernel fault: SIGSEGV"), std::string::npos) << r.err;
+
+  // A run that finishes reports as without --isolate.
+  r = svod_run(dir, {plan_with("fine", "o[1] = 2;"), "--isolate"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("o: f32 [4] [1, 2, 0, 0]"), std::string::npos) << r.out;
+
+  // SVOD_OP_TIMEOUT: the hanging op is named and the process ends with 124.
+  const std::string spins = plan_with("spins", "volatile int s = 1; while (s) {}");
+  ASSERT_EQ(setenv("SVOD_OP_TIMEOUT", "0.5", 1), 0);
+  r = svod_run(dir, {spins});
+  EXPECT_EQ(r.status, 124) << r.out << r.err;
+  EXPECT_NE(r.err.find("svod: plan op 1 (second), kernel \"k\" has run for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("past SVOD_OP_TIMEOUT=0.5; a running kernel cannot be stopped, so the process ends with "
+                       "status 124"),
+            std::string::npos)
+      << r.err;
+  ASSERT_EQ(setenv("SVOD_OP_TIMEOUT", "soon", 1), 0);
+  r = svod_run(dir, {spins});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("SVOD_OP_TIMEOUT=\"soon\": expected a positive number of seconds"), std::string::npos) << r.err;
+  ASSERT_EQ(unsetenv("SVOD_OP_TIMEOUT"), 0);
+}
+
 TEST(SvodRun, TheFeaturesExamplePasses) {
   TempDir dir;
   RunResult r = svod_run(dir, {SVOD_SOURCE_DIR "/examples/features/plan.json", "--repeat", "2", "--out", dir.path().string()});
@@ -376,6 +489,24 @@ TEST(SvodRunRanks, AFailedRankFailsEveryOtherRankNamingIt) {
         << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "results"));
+}
+
+// A rank stuck in a kernel: the others time out naming it, and one
+// communicator timeout later the run ends naming the stuck rank and its op
+// instead of waiting for it for ever (issue 24).
+TEST(SvodRunRanks, ARankStuckInAKernelEndsTheRunNamingIt) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run --ranks 2 with a stuck rank", std::chrono::seconds(60));
+  ASSERT_EQ(setenv("SVOD_COMM_TIMEOUT", "1", 1), 0);
+  RunResult r = svod_run(dir, {SVOD_SOURCE_DIR "/tests/planfile/data/collective_stuck_rank.json", "--ranks", "2"});
+  ASSERT_EQ(unsetenv("SVOD_COMM_TIMEOUT"), 0);
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("[rank 0] svod run: error (timeout): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("waiting for rank(s) 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank(s) 1 still running 1000 ms after another rank failed (running ops[0] (spin) run spin); a "
+                       "kernel that never returns cannot be stopped, so the run ends with status 2"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(SvodRunRanks, RankCountsPastTheLimitAreRefusedBeforeAnythingStarts) {

@@ -31,6 +31,11 @@ struct RunOptions {
   // Seconds the whole run may take (0: no limit); past it the running ops
   // are named and the process exits with 124.
   double timeout_s = 0;
+  // Checked mode (svod/base/checked_mode.h): "memory", "nan", "all"; empty: SVOD_CHECK.
+  std::string check;
+  // Run the plan in a child process and report how it ended (exit 128 + N
+  // for signal N, 70 for a kernel that ended the process).
+  bool isolate = false;
 };
 int run(const RunOptions& options);
 
@@ -42,13 +47,13 @@ struct PackOptions {
   std::string out;
   std::vector<std::string> vars;  // NAME=VALUE, the package's defaults
   std::string backend;            // as for run
+  std::string sign;               // secret key file to sign the package with
+  std::string keygen;             // write NAME.key and NAME.pub instead of packing
 };
 int pack(const PackOptions& options);
 
 // `svod bench PLAN.json …`: runs the plan once, then times each op alone and
 // prints time, GFLOP/s, GB/s and share per op. Exit 0, or 2 when the plan
-  std::string sign;               // secret key file to sign the package with
-  std::string keygen;             // write NAME.key and NAME.pub instead of packing
 // could not be loaded or run.
 struct BenchOptions {
   std::string plan;

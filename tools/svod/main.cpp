@@ -49,6 +49,14 @@ int main(int argc, char** argv) {
                   "seconds the whole run may take; past them the ops still running are named and svod exits with "
                   "status 124 (a kernel that never returns cannot be stopped otherwise)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--check", run_options.check,
+                  "checked mode (as SVOD_CHECK): memory (the default when no value is given: guard pages around "
+                  "every buffer, so a kernel's first access past either end faults naming the buffer and element), "
+                  "nan (ops one at a time; the first op whose outputs hold NaN or Inf fails, naming it) or all")
+      ->expected(0, 1);
+  run->add_flag("--isolate", run_options.isolate,
+                "run the plan in a child process and report how it ended and in which op: a signal (exit 128 + N), "
+                "a kernel's exit()/exit_group() (70, never a silent 0), a timeout (124)");
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");
@@ -97,7 +105,10 @@ int main(int argc, char** argv) {
     if (demo->parsed()) return svod::cli::demo();
     if (cache_stats->parsed()) return svod::cli::cache_stats();
     if (cache_clear->parsed()) return svod::cli::cache_clear();
-    if (run->parsed()) return svod::cli::run(run_options);
+    if (run->parsed()) {
+      if (run->count("--check") > 0 && run_options.check.empty()) run_options.check = "memory";
+      return svod::cli::run(run_options);
+    }
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
     if (tune->parsed() && tune_worker) return svod::cli::tune_worker();

@@ -17,25 +17,32 @@
 // rank 0 writes files.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
 
+#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
+#include "svod/base/running_op.h"
 #include "svod/comm/communicator.h"
 #include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
@@ -121,18 +128,66 @@ Profiler labelled_profiler(const LoadedPlan& loaded) {
   return Profiler(std::move(ops));
 }
 
-// --timeout: the ops that are running, for the message of a run that ran
-// out of time. It observes the plan's ops and passes them on to `inner`.
+// --isolate: what the process that runs the plan tells the one that waits
+// for it, in memory they share (a mapping made before the fork), so that it
+// is there however the run ends: whether the run finished, which ops were
+// running, and their labels.
+struct IsolationRecord {
+  static constexpr size_t kOps = 16384;  // ops past this are not tracked
+  static constexpr size_t kLabelBytes = 256 * 1024;
+  std::atomic<bool> finished{false};
+  std::atomic<bool> labelled{false};
+  std::atomic<uint32_t> ops{0};
+  std::atomic<bool> running[kOps];
+  char labels[kLabelBytes];  // NUL-terminated, one per op, in order
+
+  // The running ops' labels ("ops[2] (layer3) run layer3, ..."), or empty.
+  std::string running_ops() const {
+    std::vector<std::string> names;
+    const char* label = labels;
+    const char* end = labels + kLabelBytes;
+    for (size_t op = 0; op < std::min<size_t>(ops.load(), kOps); ++op) {
+      const bool has_label = labelled.load() && label < end;
+      if (running[op].load()) names.push_back(has_label && *label ? std::string(label) : fmt::format("ops[{}]", op));
+      if (has_label) label += std::strlen(label) + 1;
+    }
+    return fmt::format("{}", fmt::join(names, ", "));
+  }
+};
+IsolationRecord* isolation = nullptr;  // set in the process that runs the plan
+
+// Publishes the plan's op labels to the isolation record (the first rank's).
+void label_ops(const std::vector<std::string>& labels) {
+  if (isolation == nullptr || isolation->labelled.load()) return;
+  size_t used = 0;
+  for (const auto& label : labels) {
+    const size_t n = std::min(label.size(), IsolationRecord::kLabelBytes - used - 1);
+    if (used + 1 >= IsolationRecord::kLabelBytes) break;
+    std::memcpy(isolation->labels + used, label.data(), n);
+    isolation->labels[used + n] = '\0';
+    used += n + 1;
+  }
+  isolation->ops.store(static_cast<uint32_t>(std::min(labels.size(), IsolationRecord::kOps)));
+  isolation->labelled.store(true);
+}
+
+// --timeout and --isolate: the ops that are running, for the message of a run
+// that ran out of time or died. It observes the plan's ops and passes them
+// on to `inner`.
 class OpWatch final : public PlanObserver {
  public:
   OpWatch(PlanObserver& inner, const std::vector<std::string>& labels)
-      : inner_(inner), labels_(labels), running_(labels.size()) {}
+      : inner_(inner), labels_(labels), running_(labels.size()) {
+    label_ops(labels);
+  }
   void op_started(size_t op) noexcept override {
     running_[op].store(true, std::memory_order_relaxed);
+    if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(true);
     inner_.op_started(op);
   }
   void op_finished(size_t op) noexcept override {
     inner_.op_finished(op);
+    if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(false);
     running_[op].store(false, std::memory_order_relaxed);
   }
   // The running ops' labels ("ops[2] (layer3) run layer3, ..."), or empty.
@@ -152,28 +207,38 @@ class OpWatch final : public PlanObserver {
   std::vector<std::atomic<bool>> running_;
 };
 
-// The OpWatch of the execution in progress (one rank's, with --ranks), for
-// the timeout watchdog; guarded by watch_mutex.
+// The OpWatch of each execution in progress, by rank (0 for a plain run),
+// for the timeout watchdog and the stuck-rank report; guarded by watch_mutex.
 std::mutex watch_mutex;
-const OpWatch* watched = nullptr;
+std::map<int, const OpWatch*> watched;
+
+// The ops running now, "rank K: "-prefixed when several ranks run; empty
+// when none. Called with watch_mutex held.
+std::string running_ops() {
+  std::vector<std::string> parts;
+  for (const auto& [rank, watch] : watched) {
+    const std::string ops = watch->running();
+    if (!ops.empty()) parts.push_back(watched.size() > 1 ? fmt::format("rank {}: {}", rank, ops) : ops);
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
 
 // Ends the process when `svod run` is still running after --timeout seconds:
 // in-flight kernels cannot be stopped from inside, so after naming what was
-// running it exits with kTimeoutStatus.
+// running it exits with kOpTimeoutStatus (124, as SVOD_OP_TIMEOUT).
 class RunWatchdog {
  public:
-  static constexpr int kTimeoutStatus = 124;  // as timeout(1)
   RunWatchdog(double seconds, std::string plan) {
     if (seconds <= 0) return;
     thread_ = std::thread([this, seconds, plan = std::move(plan)] {
       std::unique_lock lock(mutex_);
       if (done_changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done_; })) return;
       std::lock_guard watch(watch_mutex);  // held until the process ends
-      const std::string ops = watched ? watched->running() : std::string();
+      const std::string ops = running_ops();
       std::fprintf(stderr, "svod run: %s: timed out after %g s (--timeout) %s\n", plan.c_str(), seconds,
                    ops.empty() ? "while loading, compiling or between ops" : ("running " + ops).c_str());
       std::fflush(stderr);
-      std::_Exit(kTimeoutStatus);
+      std::_Exit(kOpTimeoutStatus);
     });
   }
   ~RunWatchdog() {
@@ -198,19 +263,20 @@ class RunWatchdog {
 // Executes the plan --repeat times under `profiler`; returns each output's
 // bytes as they were after the first execution.
 std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
-                                                       Profiler& profiler) {
+                                                       Profiler& profiler, int rank) {
   std::vector<std::vector<std::byte>> snapshots;
   OpWatch watch(profiler, loaded.op_labels);
   struct Published {
-    explicit Published(const OpWatch& w) {
+    Published(const OpWatch& w, int rank) : rank(rank) {
       std::lock_guard lock(watch_mutex);
-      watched = &w;
+      watched[rank] = &w;
     }
     ~Published() {
       std::lock_guard lock(watch_mutex);
-      watched = nullptr;
+      watched.erase(rank);
     }
-  } published(watch);
+    int rank;
+  } published(watch, rank);
   for (int r = 0; r < options.repeat; ++r) {
     profiler.begin_run();
     loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &watch});
@@ -319,7 +385,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   Profiler profiler = labelled_profiler(loaded);
   std::vector<std::vector<std::byte>> snapshots;
   try {
-    snapshots = execute_repeatedly(options, loaded, profiler);
+    snapshots = execute_repeatedly(options, loaded, profiler, comm ? comm->rank() : 0);
   } catch (const Error& e) {
     return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
@@ -367,6 +433,63 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   return 0;
 }
 
+// --ranks: ends the run when a rank failed and others are still running
+// one communicator timeout later. They are stuck (a kernel that never
+// returns, which nothing can stop from inside the process): the finished
+// ranks' lines are printed, the stuck ranks and their running ops named, and
+// the process exits with 2 instead of waiting for them for ever.
+class StuckRankWatch {
+ public:
+  using Report = std::function<void(const std::vector<int>& stuck)>;
+  StuckRankWatch(int ranks, std::chrono::milliseconds grace, Report report)
+      : done_(static_cast<size_t>(ranks), false), grace_(grace), report_(std::move(report)) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~StuckRankWatch() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  StuckRankWatch(const StuckRankWatch&) = delete;
+  StuckRankWatch& operator=(const StuckRankWatch&) = delete;
+
+  void finished(int rank, bool failed) {
+    {
+      std::lock_guard lock(mutex_);
+      done_[static_cast<size_t>(rank)] = true;
+      failed_ = failed_ || failed;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return closing_ || failed_; });
+    if (closing_) return;
+    if (changed_.wait_for(lock, grace_, [&] { return closing_ || all_done(); })) return;
+    std::vector<int> stuck;
+    for (size_t r = 0; r < done_.size(); ++r)
+      if (!done_[r]) stuck.push_back(static_cast<int>(r));
+    report_(stuck);
+    std::fflush(nullptr);
+    std::_Exit(2);
+  }
+  bool all_done() const { return std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }); }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<bool> done_;
+  bool failed_ = false;
+  bool closing_ = false;
+  const std::chrono::milliseconds grace_;
+  const Report report_;
+  std::thread thread_;
+};
+
 // Prints a rank's lines: its output when `shown` (prefixed with "[rank k] "
 // when `prefix_out`), its errors always (prefixed when `prefix_err`).
 void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err) {
@@ -390,8 +513,69 @@ void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool 
 
 }  // namespace
 
+namespace {
+
+std::string signal_text(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name ? fmt::format("SIG{} ({})", name, strsignal(signal)) : fmt::format("signal {}", signal);
+}
+
+// --isolate: runs the plan in a child process (forked before anything is
+// loaded, as the tuner's workers run candidates) and reports how it ended:
+// its own status when it finished, else what ended it and in which op — a
+// signal, an exit() or exit_group() from a kernel (never a silent 0), a
+// timeout.
+int run_isolated(RunOptions options) {
+  if (launched_by_mpi())
+    return fail("run", make_error(ErrorKind::Validation,
+                                  "--isolate: this process was started by an MPI launcher, whose ranks must be the "
+                                  "processes it started; drop --isolate under mpirun"));
+  void* shared = ::mmap(nullptr, sizeof(IsolationRecord), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED)
+    return fail("run", make_error(ErrorKind::Execution, "--isolate: cannot map memory to share with the run: {}",
+                                  std::strerror(errno)));
+  auto* record = new (shared) IsolationRecord();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0)
+    return fail("run", make_error(ErrorKind::Execution, "--isolate: cannot start the process that runs the plan: {}",
+                                  std::strerror(errno)));
+  if (child == 0) {
+    isolation = record;
+    options.isolate = false;
+    const int status = run(options);
+    std::fflush(nullptr);
+    record->finished.store(true);
+    return status;
+  }
+  int raw = 0;
+  while (::waitpid(child, &raw, 0) < 0 && errno == EINTR) {
+  }
+  const std::string ops = record->running_ops();
+  const std::string where = ops.empty() ? "outside the plan's ops (loading, compiling or between ops)" : "in " + ops;
+  if (WIFEXITED(raw) && record->finished.load()) return WEXITSTATUS(raw);
+  if (WIFEXITED(raw)) {
+    const int status = WEXITSTATUS(raw);
+    fmt::print(stderr, "svod run: {}: the isolated run ended with status {} before the plan finished, {}{}\n",
+               options.plan, status, where,
+               status == 0 ? " (a kernel called exit_group or _exit?); reported as status 70" : "");
+    return status == 0 ? kKernelExitStatus : status;
+  }
+  const int signal = WIFSIGNALED(raw) ? WTERMSIG(raw) : 0;
+  fmt::print(stderr, "svod run: {}: the isolated run was ended by {} {}\n", options.plan, signal_text(signal), where);
+  return 128 + signal;
+}
+
+}  // namespace
+
 int run(const RunOptions& options) {
+  if (options.isolate) return run_isolated(options);
   const RunWatchdog watchdog(options.timeout_s, options.plan);
+  try {
+    if (!options.check.empty()) set_check_mode(parse_check_mode(options.check, "--check"));
+  } catch (const Error& e) {
+    return fail("run", e);
+  }
   const bool launched = launched_by_mpi();
   if (options.ranks > 0 && launched)
     return fail("run", make_error(ErrorKind::Validation,
@@ -421,10 +605,33 @@ int run(const RunOptions& options) {
   const size_t ranks = static_cast<size_t>(options.ranks);
   std::vector<RankOutput> outputs(ranks);
   std::vector<int> statuses(ranks, 0);
+  std::chrono::milliseconds grace;
+  try {
+    grace = default_comm_options().timeout;
+  } catch (const Error& e) {
+    return fail("run", e);
+  }
+  StuckRankWatch stuck_watch(options.ranks, grace, [&](const std::vector<int>& stuck) {
+    // Called with every finished rank's lines complete and the stuck ones still running.
+    for (size_t r = 0; r < ranks; ++r)
+      if (std::find(stuck.begin(), stuck.end(), static_cast<int>(r)) == stuck.end())
+        emit(outputs[r], int(r), options.all_ranks || r == 0, options.all_ranks && ranks > 1, ranks > 1);
+    std::string ops;
+    {
+      std::lock_guard lock(watch_mutex);
+      ops = running_ops();
+    }
+    fmt::print(stderr,
+               "svod run: {}: rank(s) {} still running {} ms after another rank failed ({}); a kernel that never "
+               "returns cannot be stopped, so the run ends with status 2\n",
+               options.plan, detail::rank_list(stuck), grace.count(),
+               ops.empty() ? "not in an op: loading, compiling or between ops" : "running " + ops);
+  });
   try {
     run_local_ranks(options.ranks, [&](Communicator& comm) {
       const auto r = static_cast<size_t>(comm.rank());
       statuses[r] = run_rank(options, borrowed(comm), outputs[r]);
+      stuck_watch.finished(comm.rank(), statuses[r] == 2);
     });
   } catch (const Error& e) {
     // A rank that could not start (or threw past run_rank): what the others

@@ -1,6 +1,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include "svod/base/cpu_features.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
+#include "svod/base/op_deadline.h"
 #include "svod/base/subprocess.h"
 #include "svod/base/thread_pool.h"
 #include "svod/loader/elf_loader.h"
@@ -16,6 +18,16 @@
 #include "svod/program/cpu_abi.h"
 
 namespace svod {
+namespace {
+
+// SVOD_DEBUG, read once when the library loads.
+const int launch_debug_level = debug_level();
+// Launches take the slow path (run_watched) when they are logged (SVOD_DEBUG
+// >= 2) or watched (SVOD_OP_TIMEOUT, read when the first program is made): a
+// launch pays one predictable branch for both and nothing else.
+std::atomic<bool> slow_launches{launch_debug_level >= 2};
+
+}  // namespace
 
 CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry)
     : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry) {
@@ -23,6 +35,7 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const v
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
   ensure_fault_reporting();
+  if (op_timeout_seconds() > 0) slow_launches.store(true, std::memory_order_relaxed);
 }
 
 Device& CpuProgram::device() const noexcept { return *device_; }
@@ -63,9 +76,6 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
 
 namespace {
 
-// SVOD_DEBUG, read once when the library loads so that a launch pays one
-// predictable branch for it and nothing else.
-const int launch_debug_level = debug_level();
 
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
@@ -137,11 +147,22 @@ void log_disassembly(const ProgramSpec& spec, const std::vector<std::byte>& imag
   logger().info("disassembly of {}:\n{}", spec.display_name(), r.out);
 }
 
+// Out of line and cold: a launch under SVOD_OP_TIMEOUT's deadline (unless
+// the plan op that runs it has one) and/or logged.
+[[gnu::noinline, gnu::cold]] void run_watched(const CpuProgram& program, const uint64_t* args, int64_t slices) {
+  std::optional<OpDeadline> deadline;
+  if (op_timeout_seconds() > 0) deadline.emplace(running_op, "kernel", program.spec().display_name().c_str());
+  if (launch_debug_level >= 2)
+    run_logged(program, args, slices);
+  else
+    run_slices(program, args, slices);
+}
+
 }  // namespace
 
 void CpuProgram::run_bound(const uint64_t* args, int64_t slices) const {
-  if (launch_debug_level >= 2) [[unlikely]] {
-    run_logged(*this, args, slices);
+  if (slow_launches.load(std::memory_order_relaxed)) [[unlikely]] {
+    run_watched(*this, args, slices);
     return;
   }
   run_slices(*this, args, slices);

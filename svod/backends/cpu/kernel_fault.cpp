@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/guarded_memory.h"
 
 namespace svod {
 
@@ -89,11 +91,68 @@ std::string_view describe(int signal) {
   }
 }
 
+// "f32[1024]": the parameter's dtype and how many elements `bytes` hold;
+// "1024 bytes" for an untyped one.
+void describe_size(Report& r, const BufferParam& b, uint64_t bytes) {
+  if (!b.dtype) {
+    r.number(bytes) << " bytes";
+    return;
+  }
+  r << to_string(*b.dtype) << "[";
+  r.number(bytes / size_of(*b.dtype)) << "]";
+}
+
+// The buffer argument that starts in [data, data + bytes] (the guarded
+// allocation hit), preferring one that starts at `data`; -1 for none.
+int argument_in(const KernelFrame& k, uint64_t data, uint64_t bytes) {
+  int found = -1;
+  for (size_t i = 0; i < k.program->spec().buffers.size(); ++i) {
+    if (k.args[i] < data || k.args[i] > data + bytes) continue;
+    if (found < 0 || k.args[i] == data) found = static_cast<int>(i);
+  }
+  return found;
+}
+
+// Checked mode: the address is in the guard page (or gap) of a guarded
+// allocation; says how far past its end or before its start, in the
+// elements of the argument that points into it.
+void locate_guarded(Report& r, const KernelFrame& k, uint64_t address, const GuardHit& hit, const char* access) {
+  const ProgramSpec& spec = k.program->spec();
+  const int arg = argument_in(k, hit.data, hit.bytes);
+  const uint64_t start = arg >= 0 ? k.args[arg] : hit.data;
+  const uint64_t end = hit.data + hit.bytes;
+  r << "  checked mode: " << access << " ";
+  if (hit.after) r.number(address - end) << " bytes past the end of ";
+  else r.number(start - address) << " bytes before the start of ";
+  if (arg < 0) {
+    r << "a buffer of ";
+    r.number(hit.bytes) << " bytes at ";
+    r.hex(hit.data) << " (not one of this kernel's arguments)\n";
+    return;
+  }
+  const BufferParam& b = spec.buffers[static_cast<size_t>(arg)];
+  r << "buffer ";
+  r.number(static_cast<uint64_t>(arg)) << " (\"" << b.name << "\", ";
+  describe_size(r, b, end - start);
+  r << ")";
+  if (b.dtype) {
+    const uint64_t size = size_of(*b.dtype);
+    r << " at element ";
+    if (hit.after) r.number((address - start) / size);
+    else (r << "-").number((start - address + size - 1) / size);
+  }
+  r << "\n";
+}
+
 // Where `address` lies relative to the kernel's buffer arguments.
-void locate(Report& r, const KernelFrame& k, uint64_t address) {
+void locate(Report& r, const KernelFrame& k, uint64_t address, const char* access) {
   const ProgramSpec& spec = k.program->spec();
   if (address < 4096) {
     r << "  the address is in the first page: a NULL pointer dereference\n";
+    return;
+  }
+  if (GuardHit hit; find_guard(address, hit)) {
+    locate_guarded(r, k, address, hit, access);
     return;
   }
   size_t nearest = spec.buffers.size();
@@ -113,10 +172,23 @@ void locate(Report& r, const KernelFrame& k, uint64_t address) {
   }
   r << " past the start of buffer ";
   r.number(nearest) << " (\"" << b.name << "\") at ";
-  r.hex(k.args[nearest]) << "; a kernel that goes past its buffer's end lands here\n";
+  r.hex(k.args[nearest]) << "; a kernel that goes past its buffer's end lands here (SVOD_CHECK=memory stops "
+                             "it at the first byte past the end)\n";
 }
 
-void report(int signal, const siginfo_t* info, const KernelFrame& k) {
+// "wrote" or "read" for a memory fault, from the page-fault error code the
+// kernel passes on x86-64; "accessed" elsewhere.
+const char* access_kind(const void* context) {
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "wrote" : "read";
+#else
+  (void)context;
+  return "accessed";
+#endif
+}
+
+void report(int signal, const siginfo_t* info, const void* context, const KernelFrame& k) {
   Report r;
   r << "\nsvod: kernel fault: " << describe(signal);
   const bool memory = signal == SIGSEGV || signal == SIGBUS;
@@ -132,7 +204,7 @@ void report(int signal, const siginfo_t* info, const KernelFrame& k) {
   }
   name_op(r, k.op);
   r << "\n";
-  if (memory) locate(r, k, reinterpret_cast<uint64_t>(info->si_addr));
+  if (memory) locate(r, k, reinterpret_cast<uint64_t>(info->si_addr), access_kind(context));
   r << "svod: after a fault in a kernel the process cannot safely go on; it ends with the signal\n";
   r.write();
 }
@@ -145,7 +217,7 @@ void report(int signal, const siginfo_t* info, const KernelFrame& k) {
 // process with the default action: a handler that re-raises (LLVM's crash
 // recovery does, outside a compile) would otherwise pass the signal to and
 // fro for ever.
-void on_fault(int signal, siginfo_t* info, void*) {
+void on_fault(int signal, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   if (handed_on.load()) {
     struct sigaction fallback {};
@@ -153,7 +225,7 @@ void on_fault(int signal, siginfo_t* info, void*) {
     sigaction(signal, &fallback, nullptr);
   } else {
     if (const KernelFrame* k = running_kernel; k != nullptr) {
-      report(signal, info, *k);
+      report(signal, info, context, *k);
       handed_on.store(true);
     }
     sigaction(signal, &previous_action[signal], nullptr);

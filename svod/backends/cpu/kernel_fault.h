@@ -51,15 +51,9 @@ class KernelFrameScope {
   const KernelFrame* previous_;
 };
 
-// The exit status of a process whose kernel called exit() (any status): the
-// exit is reported and the process ends at once with this status (70,
-// sysexits' EX_SOFTWARE) instead of running exit handlers that would wait
-// for the kernel's own thread.
-inline constexpr int kKernelExitStatus = 70;
-
-// Installs the fault handler (and the exit() hook, once), or again when another handler (LLVM's
-// crash recovery, enabled by the first in-process compile) was installed
-// over it since; the one it replaces becomes the previous handler. Called for
+// Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
+// or again when another handler (LLVM's crash recovery, enabled by the first
+// in-process compile) was installed over it since; the one it replaces becomes the previous handler. Called for
 // every CpuProgram made (one sigaction query when nothing changed).
 void ensure_fault_reporting();
 

@@ -54,8 +54,10 @@ constexpr int kHeaderTag = 1;
 constexpr int kPayloadTag = 2;
 
 // Set when a rank gave up on requests that MPI may still complete (into
-// memory the caller owns again): MPI cannot be finalised cleanly then, so
-// the process aborts the job at exit instead.
+// memory the caller owns again), or on a peer that never came (stuck, say,
+// in a kernel that never returns, which MPI_Finalize would wait for): MPI
+// cannot be finalised cleanly then, so the process aborts the job at exit
+// instead, which ends the stuck ranks too.
 bool abandoned_requests = false;
 bool initialised_here = false;
 // OpenMPI's launcher says whether it placed more ranks than cores.
@@ -310,6 +312,7 @@ class MpiCommunicator final : public Communicator {
     for (size_t i = 0; i < requests.size(); ++i)
       if (requests[i] != MPI_REQUEST_NULL) missing.push_back(peer_of(i));
     abandon(requests);
+    abandoned_requests = true;  // the missing peers may be stuck for good
     throw make_error(ErrorKind::Timeout, "mpi rank {}: {} timed out after {} ms waiting for rank(s) {} {}", rank(),
                      detail::describe(desc), options().timeout.count(), detail::rank_list(std::move(missing)), doing);
   }

@@ -1,0 +1,58 @@
+// Checked mode: what svod checks beyond its usual validation while a kernel
+// under development is being debugged. Off by default and free when off
+// (each check is one load of a global where memory is allocated or a plan
+// starts a run; launches do not look at it).
+//
+//   memory  every host buffer made while it is on gets inaccessible guard
+//           pages on both sides (svod/base/guarded_memory.h), so a kernel's
+//           first access past either end faults and the fault report names
+//           the buffer and element; reused blocks (Device::allocate_cached)
+//           are poisoned, so reads of never-written memory show.
+//   nan     a plan runs its ops one at a time in dependency order and, after
+//           each, looks for NaN or Inf in the float buffers it writes; the
+//           first op whose outputs hold one fails, naming the op, buffer and
+//           element.
+//
+// SVOD_CHECK sets it at start-up: "1" or "memory", "nan", "all", or a comma
+// list ("memory,nan"); "0" or empty is off. `svod run --check[=WHAT]` and
+// Python's svod.checked() set it too.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "svod/base/dtype.h"
+
+namespace svod {
+
+struct CheckMode {
+  bool memory = false;
+  bool nan = false;
+  bool any() const noexcept { return memory || nan; }
+  bool operator==(const CheckMode&) const = default;
+};
+
+// "memory", "nan", "all", "memory,nan", "1", "0", ""; Error(Validation)
+// naming `what` (e.g. "SVOD_CHECK") otherwise.
+CheckMode parse_check_mode(std::string_view text, std::string_view what);
+std::string to_string(CheckMode mode);
+
+// The mode now: SVOD_CHECK (read at the first call; a malformed value is an
+// Error(Validation) naming it, at every call until set_check_mode) until
+// set_check_mode changes it.
+CheckMode check_mode();
+// Applies to buffers allocated and plan runs started from now on.
+void set_check_mode(CheckMode mode) noexcept;
+
+// What checked mode writes into memory nobody has written yet: a signalling
+// NaN of each float type, 0xFF bytes for u8 (untyped storage, so that any
+// float view of it is NaN too), 0xA5 bytes for the other integer types.
+void poison(void* data, size_t bytes, DType dtype) noexcept;
+
+// The first of `count` elements of float type `dtype` at `data` that is NaN
+// or infinite; nullopt when all are finite or the type is not a float type.
+std::optional<size_t> first_non_finite(const void* data, size_t count, DType dtype) noexcept;
+
+}  // namespace svod

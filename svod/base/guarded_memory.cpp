@@ -1,0 +1,136 @@
+#include "svod/base/guarded_memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "svod/base/error.h"
+
+namespace svod {
+namespace {
+
+constexpr unsigned char kCanary = 0xCB;
+constexpr size_t kMinAlignment = 16;
+
+size_t page_size() noexcept {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Where an allocation of `bytes` lies in its mapping.
+struct Layout {
+  size_t data_pages;  // bytes between the two guards
+  size_t span;        // the data rounded up to its alignment
+  size_t mapping() const { return data_pages + 2 * page_size(); }
+};
+
+Layout layout(size_t bytes) {
+  // The largest power of two up to 64 that divides the size, and at least 16:
+  // sizes that are multiples of 16 end exactly at the guard.
+  size_t align = 64;
+  while (align > kMinAlignment && bytes % align != 0) align /= 2;
+  const size_t span = (bytes + align - 1) / align * align;
+  const size_t page = page_size();
+  return {(span + page - 1) / page * page, span};
+}
+
+std::byte* mapping_of(const void* data, size_t bytes) {
+  const Layout l = layout(bytes);
+  return static_cast<std::byte*>(const_cast<void*>(data)) + l.span - l.data_pages - page_size();
+}
+
+// The live allocations, for the fault handler: slots are claimed with a
+// compare-and-swap of `data` and freed by storing 0, so the handler can read
+// them without a lock. When the table is full an allocation is still
+// guarded, only not named in reports.
+struct Region {
+  std::atomic<uint64_t> data{0};
+  std::atomic<uint64_t> bytes{0};
+};
+constexpr size_t kRegions = size_t{1} << 16;
+Region regions[kRegions];
+std::atomic<size_t> next_region{0};
+
+void remember(uint64_t data, uint64_t bytes) {
+  const size_t start = next_region.fetch_add(1, std::memory_order_relaxed);
+  for (size_t n = 0; n < kRegions; ++n) {
+    Region& r = regions[(start + n) % kRegions];
+    uint64_t empty = 0;
+    if (r.data.load(std::memory_order_relaxed) != 0) continue;
+    if (!r.data.compare_exchange_strong(empty, data, std::memory_order_relaxed)) continue;
+    r.bytes.store(bytes, std::memory_order_release);  // a report reading it a moment early sees the old size
+    return;
+  }
+}
+
+void forget(uint64_t data) {
+  for (Region& r : regions) {
+    uint64_t expected = data;
+    if (r.data.compare_exchange_strong(expected, 0, std::memory_order_relaxed)) return;
+  }
+}
+
+}  // namespace
+
+void* allocate_guarded(size_t bytes) {
+  const Layout l = layout(bytes);
+  const size_t page = page_size();
+  void* mapped = ::mmap(nullptr, l.mapping(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED)
+    throw make_error(ErrorKind::Execution, "out of host memory mapping {} bytes of guarded memory (checked mode): {}",
+                     l.mapping(), std::strerror(errno));
+  auto* base = static_cast<std::byte*>(mapped);
+  if (::mprotect(base, page, PROT_NONE) != 0 || ::mprotect(base + page + l.data_pages, page, PROT_NONE) != 0) {
+    const int error = errno;
+    ::munmap(mapped, l.mapping());
+    throw make_error(ErrorKind::Execution, "cannot protect the guard pages of a checked-mode buffer: {}",
+                     std::strerror(error));
+  }
+  std::byte* data = base + page + l.data_pages - l.span;
+  std::memset(base + page, kCanary, l.data_pages - l.span);  // the gap before the data
+  std::memset(data + bytes, kCanary, l.span - bytes);         // and after it
+  remember(reinterpret_cast<uint64_t>(data), bytes);
+  return data;
+}
+
+void free_guarded(void* data, size_t bytes) noexcept {
+  forget(reinterpret_cast<uint64_t>(data));
+  ::munmap(mapping_of(data, bytes), layout(bytes).mapping());
+}
+
+bool gaps_intact(const void* data, size_t bytes) noexcept {
+  const Layout l = layout(bytes);
+  const auto* p = static_cast<const unsigned char*>(data);
+  const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, bytes)) + page_size();
+  auto canary = [](const unsigned char* from, const unsigned char* to) {
+    return std::all_of(from, to, [](unsigned char c) { return c == kCanary; });
+  };
+  return canary(first, p) && canary(p + bytes, p + l.span);
+}
+
+bool find_guard(uint64_t address, GuardHit& hit) noexcept {
+  const uint64_t page = page_size();
+  for (const Region& r : regions) {
+    const uint64_t data = r.data.load(std::memory_order_relaxed);
+    if (data == 0) continue;
+    const uint64_t bytes = r.bytes.load(std::memory_order_acquire);
+    const uint64_t first_page = data / page * page;
+    const uint64_t end = data + bytes;
+    const uint64_t guard_end = (end + page - 1) / page * page + page;  // past the trailing guard
+    if (address >= end && address < std::max(guard_end, end + page)) {
+      hit = {data, bytes, true};
+      return true;
+    }
+    if (address < data && address + page >= first_page) {
+      hit = {data, bytes, false};
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace svod

@@ -1,0 +1,35 @@
+// SVOD_OP_TIMEOUT: the seconds one op (a plan op, or a kernel launched on
+// its own) may run. A kernel that never returns cannot be stopped from
+// inside the process, so when an op passes its deadline a watchdog thread
+// names it on stderr and ends the process with kOpTimeoutStatus (124) — the
+// caller sees a clear end instead of a hang. `svod run --isolate` turns that
+// end into a report of the run (tools/svod/run.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "svod/base/running_op.h"
+
+namespace svod {
+
+// SVOD_OP_TIMEOUT in seconds, read once; 0 when unset. Error(Validation)
+// naming the variable when it is not a positive number.
+double op_timeout_seconds();
+
+// Starts the deadline of the op this thread runs now, unless the thread has
+// one running already (a plan op's kernel): `op` names a plan op (may be
+// null), `kind` the work ("kernel", "copy", ...) and `name` what it runs (a
+// program's name; may be null). Both strings outlive the op. Used only when
+// op_timeout_seconds() > 0.
+class OpDeadline {
+ public:
+  OpDeadline(const RunningOp* op, const char* kind, const char* name);
+  ~OpDeadline();
+  OpDeadline(const OpDeadline&) = delete;
+  OpDeadline& operator=(const OpDeadline&) = delete;
+
+ private:
+  struct Slot* slot_ = nullptr;  // null when an outer deadline covers this op
+};
+
+}  // namespace svod

@@ -1,0 +1,111 @@
+// Checked mode's parts (issue 24): SVOD_CHECK's values, the poison patterns,
+// the non-finite scan, and guarded memory's guards, gaps and table.
+#include "svod/base/checked_mode.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "svod/base/error.h"
+#include "svod/base/guarded_memory.h"
+
+namespace svod {
+namespace {
+
+TEST(CheckedMode, ParsesEveryFormAndNamesTheSettingInErrors) {
+  EXPECT_EQ(parse_check_mode("", "SVOD_CHECK"), CheckMode{});
+  EXPECT_EQ(parse_check_mode("0", "SVOD_CHECK"), CheckMode{});
+  EXPECT_EQ(parse_check_mode("1", "SVOD_CHECK"), (CheckMode{.memory = true}));
+  EXPECT_EQ(parse_check_mode("memory", "SVOD_CHECK"), (CheckMode{.memory = true}));
+  EXPECT_EQ(parse_check_mode("nan", "SVOD_CHECK"), (CheckMode{.nan = true}));
+  EXPECT_EQ(parse_check_mode("nan,memory", "SVOD_CHECK"), (CheckMode{true, true}));
+  EXPECT_EQ(parse_check_mode("all", "SVOD_CHECK"), (CheckMode{true, true}));
+  try {
+    parse_check_mode("memory,bounds", "--check");
+    FAIL() << "accepted an unknown check";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string(e.what()).find("--check: unknown check \"bounds\""), std::string::npos) << e.what();
+  }
+  const CheckMode before = check_mode();
+  set_check_mode(CheckMode{.nan = true});
+  EXPECT_EQ(check_mode(), (CheckMode{.nan = true}));
+  set_check_mode(before);
+}
+
+TEST(CheckedMode, PoisonIsASignallingNanOfEveryFloatTypeAndAPatternOtherwise) {
+  for (DType t : kAllDTypes) {
+    std::vector<std::byte> bytes(8 * size_of(t) + 1);  // a partial element at the end too
+    poison(bytes.data(), bytes.size(), t);
+    if (is_float(t)) {
+      for (size_t i = 0; i < 8; ++i) EXPECT_TRUE(std::isnan(load_as_double(t, bytes.data() + i * size_of(t)))) << to_string(t);
+      EXPECT_EQ(first_non_finite(bytes.data(), 8, t), 0u) << to_string(t);
+    } else {
+      EXPECT_EQ(bytes[0], std::byte(t == DType::U8 ? 0xFF : 0xA5)) << to_string(t);
+      EXPECT_EQ(first_non_finite(bytes.data(), 8, t), std::nullopt);
+    }
+  }
+  // f32's pattern is signalling: its quiet bit (22) is clear.
+  uint32_t f32 = 0;
+  poison(&f32, 4, DType::F32);
+  EXPECT_EQ(f32 & (1u << 22), 0u);
+}
+
+TEST(CheckedMode, FirstNonFiniteFindsNanAndInfOfEachWidth) {
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
+    std::vector<std::byte> bytes(16 * size_of(t));
+    for (size_t i = 0; i < 16; ++i) store_from_double(t, bytes.data() + i * size_of(t), 1.5 * double(i));
+    EXPECT_EQ(first_non_finite(bytes.data(), 16, t), std::nullopt) << to_string(t);
+    store_from_double(t, bytes.data() + 11 * size_of(t), -std::numeric_limits<double>::infinity());
+    store_from_double(t, bytes.data() + 13 * size_of(t), std::nan(""));
+    EXPECT_EQ(first_non_finite(bytes.data(), 16, t), 11u) << to_string(t);
+  }
+}
+
+TEST(GuardedMemory, DataEndsAtTheGuardAndTheTableFindsBothSides) {
+  for (size_t bytes : {size_t{0}, size_t{16}, size_t{100}, size_t{4096}, size_t{5000}, size_t{1} << 20}) {
+    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes));
+    const auto at = reinterpret_cast<uint64_t>(data);
+    EXPECT_EQ(at % 16, 0u) << bytes;
+    for (size_t i = 0; i < bytes; ++i) EXPECT_EQ(data[i], 0) << bytes;  // zeroed
+    std::memset(data, 7, bytes);
+    EXPECT_TRUE(gaps_intact(data, bytes)) << bytes;
+    GuardHit hit{};
+    ASSERT_TRUE(find_guard(at + bytes, hit)) << bytes;
+    EXPECT_EQ(hit.data, at);
+    EXPECT_EQ(hit.bytes, bytes);
+    EXPECT_TRUE(hit.after);
+    ASSERT_TRUE(find_guard(at - 1, hit)) << bytes;
+    EXPECT_FALSE(hit.after);
+    if (bytes % 16 != 0) {  // the slack before the guard holds the canary
+      data[bytes] = 1;
+      EXPECT_FALSE(gaps_intact(data, bytes)) << bytes;
+      data[bytes] = 0xCB;
+      EXPECT_TRUE(gaps_intact(data, bytes)) << bytes;
+    }
+    free_guarded(data, bytes);
+    EXPECT_FALSE(find_guard(at + bytes, hit)) << bytes;
+  }
+}
+
+TEST(GuardedMemory, TheFirstByteAfterAndBeforeFault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto* data = static_cast<volatile char*>(allocate_guarded(64));
+        data[64] = 1;
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        auto* data = static_cast<volatile char*>(allocate_guarded(4096));
+        data[-1] = 1;
+      },
+      "");
+}
+
+}  // namespace
+}  // namespace svod

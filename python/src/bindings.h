@@ -17,12 +17,18 @@
 
 #include <numpy/arrayobject.h>
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "svod/base/error.h"
@@ -50,25 +56,100 @@ struct PyBuffer {
 // compare, for the per-call path.
 const PyBuffer* as_py_buffer(PyObject* obj) noexcept;
 
+// An argument of the wrong Python type: an Error(Validation) that Python
+// raises as svod.ArgumentTypeError, both a svod.ValidationError and a
+// TypeError.
+class ArgumentTypeError : public Error {
+ public:
+  explicit ArgumentTypeError(const std::string& message) : Error(ErrorKind::Validation, message) {}
+};
+// "{what}: expected {expected}, got {the type of obj}".
+ArgumentTypeError type_error(std::string_view what, std::string_view expected, py::handle obj);
+
 // Raises the svod.Error subclass of the exception in flight (svod::Error by
 // kind; anything else as svod.InternalError), for entry points that do not go
 // through pybind11's dispatcher. Call inside a catch block.
 void set_python_error();
 // The svod.Error subclass instance for `e` (not raised).
 py::object python_error(const Error& e);
-// Registers the Python classes for each ErrorKind (from svod/__init__.py).
-void set_error_classes(py::object base, py::dict by_kind);
+// Registers the Python classes for each ErrorKind and ArgumentTypeError's
+// (from svod/__init__.py).
+void set_error_classes(py::object base, py::dict by_kind, py::object type_error_class);
+// Makes every function the module's pybind11 bindings define raise
+// svod.ArgumentTypeError, naming the parameter, for calls pybind11 refuses
+// (missing, extra or unknown arguments) instead of its TypeError. Called
+// once, after everything is bound.
+void guard_signatures(py::module_& m);
 
-// An integer argument (anything with __index__ but bool) as 64 bits;
-// Error(Validation) otherwise. `what()` names it, called only on failure.
+// The interpreter's main thread (PyThread_get_thread_ident), the one that
+// finalizes it; note_main_thread() sets it when the module loads.
+inline unsigned long main_thread_ident = 0;
+void note_main_thread();
+
+// Takes the GIL back after PyEval_SaveThread. A thread other than the main
+// one coming back once the interpreter began to finalize (a daemon thread
+// whose svod call outlived the main thread) waits there for the process to
+// end, as Python 3.14 makes such threads do: before it CPython ends the
+// thread with pthread_exit, whose unwinding aborts the process at the first
+// noexcept frame (pybind11's GIL guards) and runs destructors that touch
+// Python objects without the GIL.
+inline void take_gil(PyThreadState* state) {
+#if PY_VERSION_HEX < 0x030E0000
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (finalizing && PyThread_get_thread_ident() != main_thread_ident) [[unlikely]] {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(24));
+  }
+#endif
+  PyEval_RestoreThread(state);
+}
+
+// The GIL released for the guard's lifetime; svod's py::gil_scoped_release,
+// safe at interpreter exit (take_gil). Not noexcept: should finalization
+// begin between take_gil's check and CPython's, the thread's unwinding passes
+// through.
+class GilReleased {
+ public:
+  GilReleased() : state_(PyEval_SaveThread()) {}
+  ~GilReleased() noexcept(false) { take_gil(state_); }
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// Gives a class that Python code cannot create an __init__ that says how to
+// get one (svod.ArgumentTypeError, the TypeError CPython raises for such
+// classes), instead of pybind11's "No constructor defined!".
+template <typename... Options>
+void refuse_construction(py::class_<Options...>& cls, std::string_view how) {
+  using Holder = typename py::class_<Options...>::holder_type;
+  const std::string message =
+      fmt::format("svod.{} cannot be created directly: {}", py::cast<std::string>(cls.attr("__name__")), how);
+  cls.def(py::init([message](const py::args&, const py::kwargs&) -> Holder { throw ArgumentTypeError(message); }));
+}
+
+// Arguments, converted and checked by svod: `what` names the argument in
+// errors ("Device.allocate: zero"); a value of the wrong type raises
+// svod.ArgumentTypeError, a bad value svod.ValidationError.
+
+// An integer argument (anything with __index__ but bool) as 64 bits. `what()`
+// names it, called only on failure.
 template <typename What>
 inline int64_t integer_value(PyObject* obj, What&& what) {
   py::object index;
   if (!PyLong_CheckExact(obj)) {
-    if (PyBool_Check(obj) || !PyIndex_Check(obj))
-      throw make_error(ErrorKind::Validation, "{}: expected an integer, got {}", what(), Py_TYPE(obj)->tp_name);
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) throw type_error(what(), "an integer", obj);
     index = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
-    if (!index) throw py::error_already_set();
+    if (!index) {  // a numpy array of more than one element, say
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+      PyErr_Clear();
+      throw type_error(what(), "an integer", obj);
+    }
     obj = index.ptr();
   }
   int overflow = 0;
@@ -79,10 +160,34 @@ inline int64_t integer_value(PyObject* obj, What&& what) {
   return v;
 }
 
+// repr(obj), or "<type object>" when its __repr__ fails.
+std::string repr_text(py::handle obj);
+// A str (valid Unicode) argument.
+std::string string_argument(py::handle obj, std::string_view what);
+// A str argument, or nullopt for None.
+std::optional<std::string> optional_string(py::handle obj, std::string_view what);
+// A bool argument: True or False, a numpy.bool_ or an integer.
+bool bool_argument(py::handle obj, std::string_view what);
+// A non-negative integer argument (below 2^63).
+size_t size_argument(py::handle obj, std::string_view what);
+// A number argument (float, int, numpy scalars) as a double.
+double float_argument(py::handle obj, std::string_view what);
+// A path argument: str, bytes or os.PathLike, without NUL characters.
+std::filesystem::path path_argument(py::handle obj, std::string_view what);
+// The items of a list, tuple or other iterable argument (a str, bytes or dict
+// is refused); `expected` describes it in the refusal.
+std::vector<py::object> sequence_argument(py::handle obj, std::string_view what, std::string_view expected);
+// A sequence of non-negative integers (slot indices).
+std::vector<size_t> size_list(py::handle obj, std::string_view what);
+// The items of a dict (or other mapping) argument keyed by str.
+std::vector<std::pair<std::string, py::object>> mapping_items(py::handle obj, std::string_view what);
+// Plan variables: a dict of names to integers, or None for none.
+std::map<std::string, int64_t> vars_of(py::handle vars, std::string_view what);
+
 // The svod DType of a numpy dtype (native byte order), if svod has one.
 std::optional<DType> dtype_of(PyArray_Descr* descr);
 // A dtype argument: a svod name ("f32"), a numpy name ("float32") or anything
-// numpy.dtype() accepts.
+// numpy.dtype() accepts but None (numpy's float64).
 DType dtype_from_object(py::handle obj);
 // The numpy type number for a DType (bf16 as its uint16 bit patterns).
 int numpy_type_of(DType dtype);
@@ -108,15 +213,18 @@ py::object to_numpy(const PyBuffer& buffer);
 // storage alive.
 py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape);
 
-// The program of a svod.Program (Error(Validation) for anything else).
-std::shared_ptr<const Program> program_from_object(py::handle obj);
+// The program of a svod.Program (svod.ArgumentTypeError, naming `what`, for
+// anything else).
+std::shared_ptr<const Program> program_from_object(py::handle obj, std::string_view what);
 
 // The process's CPU device (the registry's), owner of wrapped host memory.
 Device& host_device();
 
-// The BenchmarkConfig of the _benchmark_* functions' arguments: `runs` is
-// both the least and the most timed runs; times are in seconds.
-BenchmarkConfig benchmark_config(int warmup, int runs, double min_total_s, double timeout_s);
+// The BenchmarkConfig of svod.benchmark's arguments: `runs` is both the
+// least and the most timed runs; times are in seconds.
+BenchmarkConfig benchmark_config(py::handle warmup, py::handle runs, py::handle min_total_s, py::handle timeout_s);
+// svod.benchmark of a svod.Plan (plan.cpp); null when `target` is no plan.
+std::optional<BenchmarkResult> benchmark_if_plan(py::handle target, py::handle args, const BenchmarkConfig& config);
 
 // Profiles of what runs inside `with svod.profile()` (profile.cpp). While
 // none is open, profiling() is one relaxed load and nothing else happens.

@@ -105,6 +105,12 @@ py::capsule export_dlpack(const PyBuffer& self) {
   if (!buffer.is_host())
     throw make_error(ErrorKind::Unsupported, "svod.Buffer on {}: DLPack export needs host memory; use to_numpy()",
                      buffer.device().name());
+  // A DLPack tensor cannot say that its memory is read-only (numpy refuses
+  // such exports too); its consumer would write into it.
+  if (buffer.storage().read_only())
+    throw make_error(ErrorKind::Unsupported,
+                     "svod.Buffer.__dlpack__: the memory is read-only and a DLPack tensor cannot say so; use "
+                     "numpy() for a read-only view or to_numpy() for a copy");
   auto owner = std::make_unique<DlpackExport>();
   owner->buffer = buffer;
   owner->shape.assign(self.shape.begin(), self.shape.end());
@@ -124,33 +130,48 @@ py::capsule export_dlpack(const PyBuffer& self) {
   return py::reinterpret_steal<py::capsule>(capsule);
 }
 
-// A non-negative Python int as a size_t, or nullopt (no Python error left set).
-std::optional<size_t> dimension(py::handle d) {
-  if (!PyLong_Check(d.ptr())) return std::nullopt;
-  const unsigned long long v = PyLong_AsUnsignedLongLong(d.ptr());
-  if (PyErr_Occurred()) {  // negative, or 2^64 and more
+bool is_integer(py::handle obj) { return !PyBool_Check(obj.ptr()) && PyIndex_Check(obj.ptr()); }
+
+// A dimension (an integer: int, numpy integers, __index__) below 2^63, which
+// numpy's dimensions and Python's len() hold; nullopt for a negative or
+// larger one. `what()` names it for a value that is no integer.
+template <typename What>
+std::optional<size_t> dimension(py::handle d, What&& what) {
+  if (!is_integer(d)) throw type_error(what(), "integers", d);
+  auto index = py::reinterpret_steal<py::object>(PyNumber_Index(d.ptr()));
+  if (!index) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
     PyErr_Clear();
-    return std::nullopt;
+    throw type_error(what(), "integers", d);
   }
-  if (v > SIZE_MAX) return std::nullopt;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0 || v < 0) return std::nullopt;
   return static_cast<size_t>(v);
 }
 
 std::vector<size_t> shape_from_object(py::handle count_or_shape) {
   std::vector<size_t> shape;
-  if (PyLong_Check(count_or_shape.ptr())) {
-    const auto n = dimension(count_or_shape);
+  if (is_integer(count_or_shape) && !PySequence_Check(count_or_shape.ptr())) {
+    const auto n = dimension(count_or_shape, [] { return std::string("allocate: count"); });
     if (!n)
-      throw make_error(ErrorKind::Validation, "allocate: count {} is not a non-negative 64-bit element count",
-                       py::cast<std::string>(py::repr(count_or_shape)));
+      throw make_error(ErrorKind::Validation,
+                       "allocate: count {} is not a non-negative 64-bit element count (below 2^63)",
+                       repr_text(count_or_shape));
     shape.push_back(*n);
     return shape;
   }
-  for (py::handle d : py::iter(count_or_shape)) {
-    const auto n = dimension(d);
+  // Sequences only: the elements of a set or dict's keys have no order.
+  if (!PySequence_Check(count_or_shape.ptr()) || PyUnicode_Check(count_or_shape.ptr()) ||
+      PyBytes_Check(count_or_shape.ptr()))
+    throw type_error("allocate: shape", "an element count or a sequence of dimensions", count_or_shape);
+  for (const py::object& d : sequence_argument(count_or_shape, "allocate: shape", "a sequence of dimensions")) {
+    const auto n = dimension(
+        d, [&] { return fmt::format("allocate: shape {} holds {}", repr_text(count_or_shape), repr_text(d)); });
     if (!n)
-      throw make_error(ErrorKind::Validation, "allocate: shape {} holds {} (expected non-negative 64-bit integers)",
-                       py::cast<std::string>(py::repr(count_or_shape)), py::cast<std::string>(py::repr(d)));
+      throw make_error(ErrorKind::Validation,
+                       "allocate: shape {} holds {} (expected non-negative 64-bit integers below 2^63)",
+                       repr_text(count_or_shape), repr_text(d));
     shape.push_back(*n);
   }
   return shape;
@@ -172,7 +193,7 @@ size_t checked_count(const std::vector<size_t>& shape, DType dtype, std::string_
 // Copies between a svod buffer and a numpy array through the buffer's device.
 void copy_with_host(const Buffer& device_buffer, py::handle array, bool to_device, const std::string& what) {
   if (!PyArray_Check(array.ptr()))
-    throw make_error(ErrorKind::Validation, "{}: expected a numpy array, got {}", what, type_name(array));
+    throw type_error(what, "a numpy array or a svod.Buffer", array);
   auto* arr = reinterpret_cast<PyArrayObject*>(array.ptr());
   const auto dtype = dtype_of(PyArray_DESCR(arr));
   if (!dtype || size_of(*dtype) != size_of(device_buffer.dtype()) ||
@@ -185,7 +206,7 @@ void copy_with_host(const Buffer& device_buffer, py::handle array, bool to_devic
                      static_cast<size_t>(PyArray_NBYTES(arr)), device_buffer.bytes());
   Buffer host = wrap_array(arr, what, !to_device);
   host = Buffer(host.storage_ptr(), device_buffer.dtype(), host.byte_offset(), host.bytes());
-  py::gil_scoped_release unlocked;
+  GilReleased unlocked;
   if (to_device) device_buffer.device().copy(device_buffer, host);
   else device_buffer.device().copy(host, device_buffer);
 }
@@ -203,7 +224,7 @@ void copy_from(const PyBuffer& b, py::handle source) {
       (src.dtype() != dst.dtype() && src.dtype() != DType::U8 && dst.dtype() != DType::U8))
     throw make_error(ErrorKind::Validation, "copy_from: the source is {} bytes of {}, the destination {} bytes of {}",
                      src.bytes(), to_string(src.dtype()), dst.bytes(), to_string(dst.dtype()));
-  py::gil_scoped_release unlocked;
+  GilReleased unlocked;
   if (&src.device() == &dst.device() || src.is_host()) dst.device().copy(dst, src);
   else if (dst.is_host()) src.device().copy(dst, src);
   else copy_through_host(dst, src);
@@ -213,10 +234,16 @@ PyTypeObject* buffer_type = nullptr;  // svod.Buffer, set by bind_buffers
 
 // buf.view(byte_offset, count, dtype): `count` elements of `dtype` (the
 // buffer's own when None) from `byte_offset` bytes into this buffer.
-PyBuffer view_of(const PyBuffer& b, size_t byte_offset, size_t count, py::object dtype) {
+PyBuffer view_of(const PyBuffer& b, py::handle byte_offset_object, py::handle count_object, py::handle dtype) {
+  const size_t byte_offset = size_argument(byte_offset_object, "svod.Buffer.view: byte_offset");
+  const size_t count = size_argument(count_object, "svod.Buffer.view: count");
   const Buffer& base = b.get();
   const DType type = dtype.is_none() ? base.dtype() : dtype_from_object(dtype);
-  const size_t bytes = checked_byte_size(type, count);
+  const auto fits = byte_size(type, count);
+  if (!fits)
+    throw make_error(ErrorKind::Validation, "svod.Buffer.view: {} {} elements are more bytes than fit in 64 bits", count,
+                     to_string(type));
+  const size_t bytes = *fits;
   if (byte_offset > base.bytes() || bytes > base.bytes() - byte_offset)
     throw make_error(ErrorKind::Validation,
                      "svod.Buffer.view: {} {} elements ({} bytes) at byte offset {} leave the buffer of {} bytes", count,
@@ -253,7 +280,7 @@ PyBuffer allocate_buffer(Device& device, py::handle dtype, py::handle shape, boo
   b.shape = shape_from_object(shape);
   const DType type = dtype_from_object(dtype);
   const size_t count = checked_count(b.shape, type, "allocate");
-  py::gil_scoped_release unlocked;
+  GilReleased unlocked;
   b.buffer = zero ? device.allocate(type, count) : device.allocate_cached(type, count);
   return b;
 }
@@ -277,9 +304,27 @@ Buffer wrap_array(PyArrayObject* array, const std::string& what, bool writable) 
 }
 
 PyBuffer wrap_dlpack(py::handle producer, const std::string& what) {
+  // numpy arrays directly: numpy refuses to export read-only arrays (DLPack
+  // cannot say so), svod wraps them read-only.
+  if (PyArray_Check(producer.ptr())) {
+    auto* array = reinterpret_cast<PyArrayObject*>(producer.ptr());
+    PyBuffer b;
+    b.buffer = wrap_array(array, what, false);
+    b.shape.assign(PyArray_DIMS(array), PyArray_DIMS(array) + PyArray_NDIM(array));
+    return b;
+  }
   if (!py::hasattr(producer, "__dlpack__"))
-    throw make_error(ErrorKind::Validation, "{}: {} has no __dlpack__", what, type_name(producer));
-  py::object capsule = producer.attr("__dlpack__")();
+    throw ArgumentTypeError(fmt::format("{}: {} has no __dlpack__", what, type_name(producer)));
+  py::object capsule;
+  try {
+    capsule = producer.attr("__dlpack__")();
+  } catch (py::error_already_set& e) {
+    // The producer refused (a read-only or non-host tensor, one that needs a
+    // gradient...): an argument svod cannot take. KeyboardInterrupt and such
+    // pass through.
+    if (!e.matches(PyExc_Exception) || e.matches(PyExc_MemoryError)) throw;
+    throw make_error(ErrorKind::Validation, "{}: {}.__dlpack__() refused: {}", what, type_name(producer), e.what());
+  }
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
     throw make_error(ErrorKind::Validation, "{}: __dlpack__ of {} did not return an unused DLPack capsule", what,
                      type_name(producer));
@@ -306,17 +351,40 @@ PyBuffer wrap_dlpack(py::handle producer, const std::string& what) {
   if (t.strides != nullptr && count > 1) {
     size_t expected = 1;  // at most count: no overflow
     for (int d = t.ndim - 1; d >= 0; --d) {
-      if (shape[d] != 1 && (t.strides[d] < 0 || static_cast<size_t>(t.strides[d]) != expected))
-        throw make_error(ErrorKind::Validation, "{}: the DLPack tensor is not C-contiguous", what);
+      if (shape[d] != 1 && t.strides[d] < 0)
+        throw make_error(ErrorKind::Validation,
+                         "{}: the DLPack tensor has a negative stride ({} in dimension {}); svod takes C-contiguous "
+                         "tensors (copy it first)",
+                         what, t.strides[d], d);
+      if (shape[d] != 1 && static_cast<size_t>(t.strides[d]) != expected)
+        throw make_error(ErrorKind::Validation,
+                         "{}: the DLPack tensor is not C-contiguous (stride {} in dimension {}, {} expected); copy it "
+                         "first",
+                         what, t.strides[d], d, expected);
       expected *= shape[d];
     }
   }
+  // The first element's address: data plus byte_offset, inside the address
+  // space, with the tensor's bytes after it, and aligned to its elements.
+  const size_t bytes = count * size_of(*dtype);
+  const auto data = reinterpret_cast<uintptr_t>(t.data);
+  if (data == 0 && bytes > 0)
+    throw make_error(ErrorKind::Validation, "{}: the DLPack tensor of {} bytes has a null data pointer", what, bytes);
+  if (t.byte_offset > UINTPTR_MAX - data || bytes > UINTPTR_MAX - data - t.byte_offset)
+    throw make_error(ErrorKind::Validation,
+                     "{}: the DLPack tensor's byte_offset {} and {} bytes from data pointer {:#x} run past the end of "
+                     "the address space",
+                     what, t.byte_offset, bytes, data);
+  const uintptr_t first = data + t.byte_offset;
+  if (first % size_of(*dtype) != 0)
+    throw make_error(ErrorKind::Validation,
+                     "{}: the DLPack tensor's first element at {:#x} is not aligned to its {}-byte {} elements", what,
+                     first, size_of(*dtype), to_string(*dtype));
   // Consumed: from here the storage calls the producer's deleter.
   PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-  auto storage = std::make_shared<BorrowedStorage>(static_cast<std::byte*>(t.data) + t.byte_offset,
-                                                   count * size_of(*dtype), [tensor] {
-                                                     if (tensor->deleter) tensor->deleter(tensor);
-                                                   });
+  auto storage = std::make_shared<BorrowedStorage>(reinterpret_cast<void*>(first), bytes, [tensor] {
+    if (tensor->deleter) tensor->deleter(tensor);
+  });
   return PyBuffer{Buffer(std::move(storage), *dtype), std::move(shape)};
 }
 
@@ -324,8 +392,7 @@ Buffer buffer_argument(py::handle obj, const std::string& what, bool writable) {
   if (PyArray_Check(obj.ptr())) return wrap_array(reinterpret_cast<PyArrayObject*>(obj.ptr()), what, writable);
   if (const PyBuffer* b = as_py_buffer(obj.ptr())) return b->get();
   if (py::hasattr(obj, "__dlpack__")) return wrap_dlpack(obj, what).buffer;
-  throw make_error(ErrorKind::Validation, "{}: expected a numpy array, a svod.Buffer or an object with __dlpack__, got {}",
-                   what, type_name(obj));
+  throw type_error(what, "a numpy array, a svod.Buffer or an object with __dlpack__", obj);
 }
 
 py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape) {
@@ -336,6 +403,8 @@ py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape) {
   PyObject* array = PyArray_SimpleNewFromData(static_cast<int>(dims.size()), dims.data(),
                                               numpy_type_of(buffer.dtype()), buffer.data());
   if (array == nullptr) throw py::error_already_set();
+  // Memory svod holds read-only (a read-only array it wraps) stays so.
+  if (buffer.storage().read_only()) PyArray_CLEARFLAGS(reinterpret_cast<PyArrayObject*>(array), NPY_ARRAY_WRITEABLE);
   // The array's base owns a reference to the storage.
   py::capsule owner(new Buffer(buffer), [](void* p) { delete static_cast<Buffer*>(p); });
   if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), owner.release().ptr()) < 0) {
@@ -369,10 +438,21 @@ void bind_buffers(py::module_& m) {
            "A numpy array over this host buffer (no copy); it keeps the memory alive.")
       .def(
           "__array__",
-          [](const PyBuffer& b, py::object dtype, py::object copy) {
+          [](const PyBuffer& b, py::handle dtype, py::handle copy) {
+            const bool copied = !copy.is_none() && bool_argument(copy, "svod.Buffer.__array__: copy");
+            py::object type;
+            if (!dtype.is_none()) {
+              PyArray_Descr* descr = nullptr;
+              if (!PyArray_DescrConverter(dtype.ptr(), &descr)) {
+                PyErr_Clear();
+                throw type_error(fmt::format("svod.Buffer.__array__: dtype {}", repr_text(dtype)), "a numpy dtype",
+                                 dtype);
+              }
+              type = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(descr));
+            }
             py::object out = b.get().is_host() ? numpy_view(b.get(), b.shape) : to_numpy(b);
-            if (!dtype.is_none()) out = out.attr("astype")(dtype, py::arg("copy") = false);
-            if (!copy.is_none() && copy.cast<bool>() && b.get().is_host()) out = out.attr("copy")();
+            if (type) out = out.attr("astype")(type, py::arg("copy") = false);
+            if (copied && b.get().is_host()) out = out.attr("copy")();
             return out;
           },
           py::arg("dtype") = py::none(), py::arg("copy") = py::none())
@@ -388,8 +468,28 @@ void bind_buffers(py::module_& m) {
            "Drops this handle's reference to the memory; later use raises ValidationError.")
       .def(
           "__dlpack__",
-          [](const PyBuffer& b, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
-            if (!copy.is_none() && copy.cast<bool>())
+          [](const PyBuffer& b, py::handle stream, py::handle max_version, py::handle dl_device, py::handle copy) {
+            // Host memory has no stream to order work on: any stream number is
+            // accepted (and nothing is waited on).
+            if (!stream.is_none() && !is_integer(stream))
+              throw type_error("svod.Buffer.__dlpack__: stream", "None or an integer", stream);
+            if (!max_version.is_none() && !PyTuple_Check(max_version.ptr()))
+              throw type_error("svod.Buffer.__dlpack__: max_version", "None or a (major, minor) tuple", max_version);
+            if (!dl_device.is_none()) {
+              const auto device = sequence_argument(dl_device, "svod.Buffer.__dlpack__: dl_device",
+                                                    "None or a (device_type, device_id) tuple");
+              if (device.size() != 2 || !is_integer(device[0]) || !is_integer(device[1]))
+                throw make_error(ErrorKind::Validation,
+                                 "svod.Buffer.__dlpack__: dl_device {} is not a (device_type, device_id) pair",
+                                 repr_text(dl_device));
+              if (integer_value(device[0].ptr(), [] { return std::string("dl_device"); }) != kDLCPU ||
+                  integer_value(device[1].ptr(), [] { return std::string("dl_device"); }) != 0)
+                throw make_error(ErrorKind::Unsupported,
+                                 "svod.Buffer.__dlpack__: dl_device {}: svod exports host buffers as CPU tensors "
+                                 "(device type {}, id 0) only",
+                                 repr_text(dl_device), static_cast<int>(kDLCPU));
+            }
+            if (!copy.is_none() && bool_argument(copy, "svod.Buffer.__dlpack__: copy"))
               throw make_error(ErrorKind::Unsupported, "svod.Buffer.__dlpack__: copy=True is not supported");
             return export_dlpack(b);
           },
@@ -411,10 +511,12 @@ void bind_buffers(py::module_& m) {
                            b.shape.size() == 1 ? "," : "", b.buffer.device().name());
       });
 
+  refuse_construction(cls, "use Device.allocate(), svod.asbuffer() or svod.from_dlpack()");
+
   m.def(
       "free_cached",
       [] {
-        py::gil_scoped_release unlocked;
+        GilReleased unlocked;
         free_cached_blocks();
       },
       "Gives the memory that buffers allocated with zero=False left for reuse back, on every device.");
@@ -423,17 +525,18 @@ void bind_buffers(py::module_& m) {
       "Wraps a DLPack producer's host tensor (numpy array, torch tensor, ...) as a svod.Buffer\n"
       "sharing its memory; the producer stays alive as long as the buffer.");
   m.def(
-      "_wrap_array",
+      "asbuffer",
       [](py::handle array) {
-        if (!PyArray_Check(array.ptr()))
-          throw make_error(ErrorKind::Validation, "svod.asbuffer: expected a numpy array, got {}", type_name(array));
+        if (!PyArray_Check(array.ptr())) throw type_error("svod.asbuffer", "a numpy array", array);
         auto* arr = reinterpret_cast<PyArrayObject*>(array.ptr());
         PyBuffer b;
         b.buffer = wrap_array(arr, "svod.asbuffer", false);
         b.shape.assign(PyArray_DIMS(arr), PyArray_DIMS(arr) + PyArray_NDIM(arr));
         return b;
       },
-      py::arg("array"));
+      py::arg("array"),
+      "A CPU svod.Buffer sharing a numpy array's memory (the array stays alive with it; a read-only\n"
+      "array makes a read-only buffer).");
 }
 
 }  // namespace svod::python

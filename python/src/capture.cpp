@@ -152,19 +152,26 @@ bool capture_copy(const Buffer& dst, py::handle src) {
 }
 
 void bind_capture(py::module_& m) {
-  py::class_<Capture, std::shared_ptr<Capture>>(
+  py::class_<Capture, std::shared_ptr<Capture>> cls(
       m, "Capture",
       "A plan recorded from calls: `with dev.capture() as g:` records the device's program calls and\n"
-      "svod.Buffer copies made by this thread (nothing runs), then g.plan is the plan.")
-      .def("__enter__", &enter, py::return_value_policy::reference)
-      .def("__exit__", [](Capture& c, py::handle type, py::handle, py::handle) {
-        leave(c, type);
-        return false;
-      })
+      "svod.Buffer copies made by this thread (nothing runs), then g.plan is the plan.");
+  cls.def("__enter__", &enter, py::return_value_policy::reference)
+      .def(
+          "__exit__",
+          [](Capture& c, py::handle type, py::handle, py::handle) {
+            leave(c, type);
+            return false;
+          },
+          py::arg("exc_type"), py::arg("exc_value"), py::arg("traceback"))
       .def(
           "variable",
-          [](Capture& c, const std::string& name, int64_t value, int64_t min, int64_t max) {
-            c.builder.add_variable(name, value, min, max);
+          [](Capture& c, py::handle name_object, py::handle value, py::handle min, py::handle max) {
+            auto integer = [](py::handle v, const char* what) {
+              return integer_value(v.ptr(), [&] { return fmt::format("Capture.variable: {}", what); });
+            };
+            const std::string name = string_argument(name_object, "Capture.variable: name");
+            c.builder.add_variable(name, integer(value, "value"), integer(min, "min"), integer(max, "max"));
             return name;
           },
           py::arg("name"), py::arg("value"), py::kw_only(), py::arg("min") = INT64_MIN, py::arg("max") = INT64_MAX,
@@ -172,8 +179,10 @@ void bind_capture(py::module_& m) {
           "scalars and launch sizes of recorded calls may be expressions over it (\"n\", \"n * 4\").")
       .def(
           "slot",
-          [](Capture& c, const PyBuffer& b) {
-            auto it = c.storage_slots.find(b.get().storage_id());
+          [](Capture& c, py::handle buffer) {
+            const PyBuffer* b = as_py_buffer(buffer.ptr());
+            if (b == nullptr) throw type_error(fmt::format("{}: slot: buffer", c.where()), "a svod.Buffer", buffer);
+            auto it = c.storage_slots.find(b->get().storage_id());
             if (it == c.storage_slots.end())
               throw make_error(ErrorKind::Validation, "{}: the buffer was not used by any recorded call", c.where());
             return it->second;
@@ -188,6 +197,7 @@ void bind_capture(py::module_& m) {
             return *c.plan;
           },
           "The recorded plan (after the with block).");
+  refuse_construction(cls, "Device.capture() starts one");
 
   py::object device_class = m.attr("Device");
   py::cpp_function start(

@@ -5,6 +5,11 @@
 
 #include <Python.h>
 
+#ifdef __GLIBCXX__
+#include <cxxabi.h>
+#endif
+
+#include "svod/base/checked_mode.h"
 #include "svod/registry/registry.h"
 
 namespace svod::python {
@@ -15,6 +20,7 @@ namespace {
 // translator may run while the interpreter tears the module down.
 PyObject* error_base = nullptr;
 PyObject* error_by_kind[static_cast<int>(ErrorKind::Internal) + 1] = {};
+PyObject* argument_type_error = nullptr;  // svod.ArgumentTypeError
 
 PyObject* error_class(ErrorKind kind) {
   PyObject* cls = error_by_kind[static_cast<int>(kind)];
@@ -50,18 +56,36 @@ void raise_error(ErrorKind kind, const char* message) {
   Py_DECREF(exc);
 }
 
+// An argument of the wrong type: svod.ArgumentTypeError (a
+// svod.ValidationError) once svod/__init__.py registered it.
+void raise_type_error(const char* message) {
+  if (argument_type_error == nullptr) return raise_error(ErrorKind::Validation, message);
+  PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)), "replace");
+  PyObject* exc = text ? PyObject_CallOneArg(argument_type_error, text) : nullptr;
+  Py_XDECREF(text);
+  if (exc == nullptr) return;
+  PyErr_SetObject(argument_type_error, exc);
+  Py_DECREF(exc);
+}
+
 }  // namespace
 
 void set_python_error() {
   try {
     throw;
+#ifdef __GLIBCXX__
+  } catch (abi::__forced_unwind&) {
+    throw;  // the thread is ending (pthread_exit): not an error to report
+#endif
+  } catch (const ArgumentTypeError& e) {
+    raise_type_error(e.what());
   } catch (const Error& e) {
     raise_error(e.kind(), e.what());
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const py::cast_error& e) {
     // A Python value of the wrong type where the bindings expected another.
-    raise_error(ErrorKind::Validation, e.what());
+    raise_type_error(e.what());
   } catch (const py::builtin_exception& e) {
     e.set_error();
   } catch (const std::bad_alloc&) {
@@ -79,8 +103,9 @@ py::object python_error(const Error& e) {
   return py::reinterpret_steal<py::object>(exc);
 }
 
-void set_error_classes(py::object base, py::dict by_kind) {
+void set_error_classes(py::object base, py::dict by_kind, py::object type_error_class) {
   error_base = base.release().ptr();
+  argument_type_error = type_error_class.release().ptr();
   for (auto [key, cls] : by_kind) {
     const std::string name = py::cast<std::string>(key);
     for (int k = 0; k <= static_cast<int>(ErrorKind::Internal); ++k) {
@@ -136,19 +161,20 @@ int numpy_type_of(DType dtype) {
 }
 
 DType dtype_from_object(py::handle obj) {
-  if (PyUnicode_Check(obj.ptr())) {
-    const std::string text = py::cast<std::string>(obj);
+  const bool named = PyUnicode_Check(obj.ptr());
+  if (named) {
     try {
-      return parse_dtype(text);
+      return parse_dtype(string_argument(obj, "dtype"));
     } catch (const Error&) {
       // Not a svod name; numpy may know it ("f4", "<f4").
     }
   }
   PyArray_Descr* descr = nullptr;
-  if (!PyArray_DescrConverter(obj.ptr(), &descr)) {
+  if (obj.is_none() || !PyArray_DescrConverter(obj.ptr(), &descr)) {
     PyErr_Clear();
-    throw make_error(ErrorKind::Validation, "dtype {}: not a svod or numpy dtype",
-                     py::cast<std::string>(py::repr(obj)));
+    const std::string message = fmt::format("dtype {}: not a svod or numpy dtype", repr_text(obj));
+    if (!named) throw ArgumentTypeError(message);  // None (numpy's float64), numbers, arbitrary objects
+    throw make_error(ErrorKind::Validation, "{}", message);
   }
   const auto dtype = dtype_of(descr);
   const std::string text = py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(descr)));
@@ -167,6 +193,7 @@ Device& host_device() {
 PYBIND11_MODULE(_svod, m) {
   using namespace svod::python;
   if (_import_array() < 0) throw py::error_already_set();
+  note_main_thread();
   m.doc() = "The compiled part of the svod package; use `import svod`.";
   m.attr("__version__") = SVOD_VERSION;
   // Errors raised inside pybind11-bound functions take the same path as the
@@ -180,6 +207,12 @@ PYBIND11_MODULE(_svod, m) {
     }
   });
   m.def("_set_error_classes", &set_error_classes);
+  // Checked mode (svod/base/checked_mode.h), behind svod.checked().
+  m.def("_check_mode", [] { return svod::to_string(svod::check_mode()); });
+  m.def("_set_check_mode", [](py::handle what) {
+    svod::set_check_mode(what.is_none() ? svod::CheckMode{}
+                                        : svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
+  });
   // Classes before the functions that return them, so signatures name them.
   bind_buffers(m);
   bind_programs(m);
@@ -187,4 +220,5 @@ PYBIND11_MODULE(_svod, m) {
   bind_plans(m);
   bind_capture(m);
   bind_profile(m);
+  guard_signatures(m);
 }

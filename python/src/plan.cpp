@@ -43,21 +43,6 @@ std::set<uint64_t> written_storages(const ExecutionPlan& plan) {
   return ids;
 }
 
-std::map<std::string, int64_t> vars_of(const py::object& vars) {
-  std::map<std::string, int64_t> out;
-  if (vars.is_none()) return out;
-  for (auto [k, v] : py::cast<py::dict>(vars)) {
-    const std::string name = py::cast<std::string>(k);
-    if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
-      throw make_error(ErrorKind::Validation, "vars[\"{}\"]: expected an integer, got {}", name, Py_TYPE(v.ptr())->tp_name);
-    int overflow = 0;
-    const long long value = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-    if (overflow) throw make_error(ErrorKind::Validation, "vars[\"{}\"]: outside the 64-bit integer range", name);
-    out[name] = value;
-  }
-  return out;
-}
-
 void execute(const PyPlan& p, const std::map<std::string, int64_t>& vars, bool sequential) {
   auto run = [&](PlanObserver* observer) {
     ExecuteOptions options{.sequential = sequential, .observer = observer};
@@ -67,7 +52,7 @@ void execute(const PyPlan& p, const std::map<std::string, int64_t>& vars, bool s
       p.plan().execute_with_vars(vars, options);
     }
   };
-  py::gil_scoped_release unlocked;
+  GilReleased unlocked;
   if (profiling()) profile_plan_run(p.loaded, p.plan(), &p.loaded->op_labels, run);
   else run(nullptr);
 }
@@ -90,7 +75,7 @@ void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, con
   if (current.is_host() && replacement.is_host()) {
     p.plan().rebind(slot, std::move(replacement));
   } else {
-    py::gil_scoped_release unlocked;
+    GilReleased unlocked;
     current.device().copy(current, replacement);
   }
 }
@@ -99,8 +84,11 @@ void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, con
 // on any device, without a copy. A buffer of the slot's byte size takes the
 // slot's dtype when both dtypes match or either is byte storage (u8).
 void rebind_slot(const PyPlan& p, py::handle slot_object, py::handle value) {
-  const size_t slot = PyUnicode_Check(slot_object.ptr()) ? p.slot(py::cast<std::string>(slot_object))
-                                                         : py::cast<size_t>(slot_object);
+  if (!PyUnicode_Check(slot_object.ptr()) && (PyBool_Check(slot_object.ptr()) || !PyIndex_Check(slot_object.ptr())))
+    throw type_error(fmt::format("{}: rebind: slot", p.source), "a buffer index or name", slot_object);
+  const size_t slot = PyUnicode_Check(slot_object.ptr())
+                          ? p.slot(string_argument(slot_object, "rebind: slot"))
+                          : size_argument(slot_object, fmt::format("{}: rebind: slot", p.source));
   if (slot >= p.plan().buffer_count())
     throw make_error(ErrorKind::Validation, "{}: rebind: buffer {} is out of range ({} buffers)", p.source, slot,
                      p.plan().buffer_count());
@@ -118,14 +106,14 @@ void rebind_slot(const PyPlan& p, py::handle slot_object, py::handle value) {
     throw make_error(ErrorKind::Validation, "{}: u8 storage at {:#x} is not aligned to the plan's {}", what,
                      replacement.first_byte(), to_string(current.dtype()));
   replacement = Buffer(replacement.storage_ptr(), current.dtype(), replacement.byte_offset(), replacement.bytes());
-  py::gil_scoped_release unlocked;
+  GilReleased unlocked;
   p.plan().rebind(slot, std::move(replacement));
 }
 
 // Binds each keyword argument to the plan's buffer of that name (bind_buffer).
 void bind_arrays(const PyPlan& p, const py::kwargs& arrays) {
   const auto written = written_storages(p.plan());
-  for (auto [name, value] : arrays) bind_buffer(p, py::cast<std::string>(name), value, written);
+  for (auto [name, value] : arrays) bind_buffer(p, string_argument(name, "bind: buffer name"), value, written);
 }
 
 // A copy of the plan's buffer `slot`: the next run overwrites the buffer.
@@ -168,9 +156,11 @@ PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
   return p;
 }
 
-PyPlan load(const std::filesystem::path& path, const py::object& vars, const std::optional<std::string>& backend) {
-  LoadOptions options{vars_of(vars)};
-  py::gil_scoped_release unlocked;
+PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object) {
+  const std::filesystem::path path = path_argument(path_object, "load_plan: path");
+  LoadOptions options{vars_of(vars, "vars")};
+  const auto backend = optional_string(backend_object, "load_plan: backend");
+  GilReleased unlocked;
   if (backend) {
     const CpuBackend wanted = parse_cpu_backend(*backend);
     // Plans open "CPU" through the registry, which creates it once per process
@@ -189,17 +179,16 @@ PyPlan load(const std::filesystem::path& path, const py::object& vars, const std
 // svod.load_package: a str or os.PathLike is a package file to map; anything
 // with the buffer protocol (bytes, bytearray, memoryview, a uint8 array) is
 // the package in memory, read only during the call.
-PyPlan load_package_object(const py::object& package, const py::object& vars) {
-  PackageLoadOptions options{vars_of(vars)};
+PyPlan load_package_object(py::handle package, py::handle vars) {
+  PackageLoadOptions options{vars_of(vars, "vars")};
   if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
-    const auto path = py::cast<std::filesystem::path>(package);
-    py::gil_scoped_release unlocked;
+    const auto path = path_argument(package, "load_package: package");
+    GilReleased unlocked;
     LoadedPackage loaded = svod::load_package(path, options);
     return make_plan(loaded.file, std::move(loaded.loaded));
   }
   if (!PyObject_CheckBuffer(package.ptr()))
-    throw make_error(ErrorKind::Validation, "load_package: expected the package's bytes or a path, got {}",
-                     Py_TYPE(package.ptr())->tp_name);
+    throw type_error("load_package", "the package's bytes or a path", package);
   Py_buffer view;
   if (PyObject_GetBuffer(package.ptr(), &view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
@@ -209,7 +198,7 @@ PyPlan load_package_object(const py::object& package, const py::object& vars) {
   // Held while the GIL is released (which also keeps a bytearray from resizing).
   const std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
   const std::span bytes(static_cast<const std::byte*>(view.buf), static_cast<size_t>(view.len));
-  py::gil_scoped_release unlocked;
+  GilReleased unlocked;
   LoadedPackage loaded = svod::load_package(bytes, options);
   return make_plan(loaded.file, std::move(loaded.loaded));
 }
@@ -218,19 +207,28 @@ struct OpRefs {
   std::vector<size_t> indices;
   std::vector<std::string> ids;
 };
-OpRefs op_refs(const py::object& after) {
+// after=: op indices and ids; `what` names the method.
+OpRefs op_refs(py::handle after, std::string_view what) {
   OpRefs refs;
   if (after.is_none()) return refs;
-  for (py::handle a : after) {
-    if (PyUnicode_Check(a.ptr())) refs.ids.push_back(py::cast<std::string>(a));
-    else refs.indices.push_back(py::cast<size_t>(a));
+  const std::string arg = fmt::format("{}: after", what);
+  const auto items = sequence_argument(after, arg, "a sequence of op indices and ids");
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string item = fmt::format("{}[{}]", arg, i);
+    if (PyUnicode_Check(items[i].ptr())) refs.ids.push_back(string_argument(items[i], item));
+    else if (!PyBool_Check(items[i].ptr()) && PyIndex_Check(items[i].ptr()))
+      refs.indices.push_back(size_argument(items[i], item));
+    else throw type_error(item, "an op index or id", items[i]);
   }
   return refs;
 }
 
-OpOptions op_options(const std::string& id, const py::object& after) {
-  OpRefs refs = op_refs(after);
-  return OpOptions{.id = id, .after_ids = std::move(refs.ids), .after = std::move(refs.indices), .label = {}};
+OpOptions op_options(py::handle id, py::handle after, std::string_view what) {
+  OpRefs refs = op_refs(after, what);
+  return OpOptions{.id = string_argument(id, fmt::format("{}: id", what)),
+                   .after_ids = std::move(refs.ids),
+                   .after = std::move(refs.indices),
+                   .label = {}};
 }
 
 std::vector<size_t> shape_of(py::handle obj, const Buffer& buffer) {
@@ -243,38 +241,42 @@ std::vector<size_t> shape_of(py::handle obj, const Buffer& buffer) {
 }
 
 AttrValue attr_of(py::handle v, const std::string& key) {
+  const std::string what = fmt::format("custom: attrs[\"{}\"]", key);
   if (PyBool_Check(v.ptr())) return int64_t{v.ptr() == Py_True};
-  if (PyLong_Check(v.ptr())) return py::cast<int64_t>(v);
-  if (PyFloat_Check(v.ptr())) return py::cast<double>(v);
-  if (PyUnicode_Check(v.ptr())) return py::cast<std::string>(v);
-  throw make_error(ErrorKind::Validation, "custom: attrs[\"{}\"]: expected an int, float or str, got {}", key,
-                   Py_TYPE(v.ptr())->tp_name);
+  if (PyLong_Check(v.ptr())) return integer_value(v.ptr(), [&] { return what; });
+  if (PyFloat_Check(v.ptr())) return PyFloat_AsDouble(v.ptr());
+  if (PyUnicode_Check(v.ptr())) return string_argument(v, what);
+  throw type_error(what, "an int, float or str", v);
 }
 
 // svod.Plan.
 void bind_plan_class(py::module_& m) {
-  py::class_<PyPlan>(m, "Plan",
-                     "An execution plan: kernels, copies and host functions over named buffers, run in\n"
-                     "dependency order (independent ops in parallel).")
-      .def(
-          "execute",
-          // Objects rather than typed parameters: a wrong type is a ValidationError, not
-          // pybind11's TypeError (and the call stays a direct one).
-          [](const PyPlan& p, py::object vars, py::object sequential) {
-            execute(p, vars_of(vars), PyObject_IsTrue(sequential.ptr()) == 1);
-          },
+  py::class_<PyPlan> cls(m, "Plan",
+                         "An execution plan: kernels, copies and host functions over named buffers, run in\n"
+                         "dependency order (independent ops in parallel).");
+  // Here and below, objects rather than typed parameters: svod checks them and
+  // names the argument in its errors.
+  cls.def(
+         "execute",
+         [](const PyPlan& p, py::handle vars, py::handle sequential) {
+           execute(p, vars_of(vars, "vars"), bool_argument(sequential, "execute: sequential"));
+         },
           py::arg("vars") = py::none(), py::arg("sequential") = false,
           "Runs the plan once. vars= sets plan variables (checked before anything runs).")
       .def(
           "run",
-          [](const PyPlan& p, py::object vars, bool check, bool sequential, py::kwargs arrays) {
+          [](const PyPlan& p, py::handle vars, py::handle check_object, py::handle sequential_object,
+             py::kwargs arrays) {
+            const bool check = bool_argument(check_object, "run: check");
+            const bool sequential = bool_argument(sequential_object, "run: sequential");
+            const auto values = vars_of(vars, "vars");
             std::unique_lock lock(*p.run_lock, std::defer_lock);
             {
-              py::gil_scoped_release unlocked;  // another run may hold it while it waits for the GIL
+              GilReleased unlocked;  // another run may hold it while it waits for the GIL
               lock.lock();
             }
             if (arrays.size() > 0) bind_arrays(p, arrays);
-            execute(p, vars_of(vars), sequential);
+            execute(p, values, sequential);
             if (check) check_outputs(p);
             py::dict out;
             for (const LoadedOutput& o : p.loaded->outputs) out[py::str(o.name)] = output_array(p, o.slot);
@@ -314,7 +316,7 @@ void bind_plan_class(py::module_& m) {
                                for (const auto& v : p.variables) {
                                  std::optional<int64_t> value;
                                  {
-                                   py::gil_scoped_release unlocked;
+                                   GilReleased unlocked;
                                    value = p.plan().variable(v);
                                  }
                                  if (value) out[py::str(v)] = *value;
@@ -327,10 +329,10 @@ void bind_plan_class(py::module_& m) {
       .def("__repr__", [](const PyPlan& p) {
         return fmt::format("svod.Plan({}, {} ops, {} buffers)", p.source, p.plan().op_count(), p.plan().buffer_count());
       });
+  refuse_construction(cls, "use svod.load_plan(), svod.load_package(), PlanBuilder.build() or Device.capture()");
 }
 
-// svod.load_plan and svod.load_package, and the private _compile_count and
-// _benchmark_plan.
+// svod.load_plan and svod.load_package, and the private _compile_count.
 void bind_load_functions(py::module_& m) {
   m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("backend") = py::none(),
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
@@ -343,21 +345,6 @@ void bind_load_functions(py::module_& m) {
         "copy-on-write). vars= overrides the variable values it was packed with. A damaged package\n"
         "raises LoadError (ValidationError when it is not a package at all) naming the section.");
   m.def("_compile_count", &compile_count, "Kernels compiled in this process so far (all devices).");
-
-  m.def(
-      "_benchmark_plan",
-      [](const PyPlan& p, int warmup, int runs, double min_total_s, double timeout_s) {
-        const BenchmarkConfig config = benchmark_config(warmup, runs, min_total_s, timeout_s);
-        py::gil_scoped_release unlocked;
-        return benchmark_operation(
-            [&] {
-              const auto start = std::chrono::steady_clock::now();
-              p.loaded->execute();
-              return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-            },
-            host_device(), config);
-      },
-      py::arg("plan"), py::arg("warmup"), py::arg("runs"), py::arg("min_total_s"), py::arg("timeout_s"));
 }
 
 // svod.PlanBuilder.
@@ -368,7 +355,8 @@ void bind_plan_builder(py::module_& m) {
       .def(py::init<>())
       .def(
           "add_buffer",
-          [](PyPlanBuilder& b, py::handle buffer, const std::string& name) {
+          [](PyPlanBuilder& b, py::handle buffer, py::handle name_object) {
+            const std::string name = string_argument(name_object, "PlanBuilder.add_buffer: name");
             Buffer buf = buffer_argument(buffer, fmt::format("PlanBuilder.add_buffer(\"{}\")", name), false);
             return b.add(buf, shape_of(buffer, buf), name);
           },
@@ -376,58 +364,77 @@ void bind_plan_builder(py::module_& m) {
           "Adds a slot holding a svod.Buffer, numpy array (no copy) or DLPack tensor; returns its index.")
       .def(
           "add_view",
-          [](PyPlanBuilder& b, size_t base, size_t byte_offset, size_t bytes, py::handle dtype, const std::string& name) {
-            return b.add_view(base, byte_offset, bytes, dtype_from_object(dtype), name);
+          [](PyPlanBuilder& b, py::handle base, py::handle byte_offset, py::handle bytes, py::handle dtype,
+             py::handle name) {
+            return b.add_view(size_argument(base, "PlanBuilder.add_view: base"),
+                              size_argument(byte_offset, "PlanBuilder.add_view: byte_offset"),
+                              size_argument(bytes, "PlanBuilder.add_view: bytes"), dtype_from_object(dtype),
+                              string_argument(name, "PlanBuilder.add_view: name"));
           },
           py::arg("base"), py::arg("byte_offset"), py::arg("bytes"), py::arg("dtype"), py::arg("name") = "",
           "Adds a slot that is `bytes` bytes of slot `base` at `byte_offset`, typed `dtype`.")
       .def(
           "add_variable",
-          [](PyPlanBuilder& b, const std::string& name, int64_t value, int64_t min, int64_t max) {
-            b.add_variable(name, value, min, max);
+          [](PyPlanBuilder& b, py::handle name, py::handle value, py::handle min, py::handle max) {
+            auto integer = [](py::handle v, const char* what) {
+              return integer_value(v.ptr(), [&] { return fmt::format("PlanBuilder.add_variable: {}", what); });
+            };
+            b.add_variable(string_argument(name, "PlanBuilder.add_variable: name"), integer(value, "value"),
+                           integer(min, "min"), integer(max, "max"));
           },
           py::arg("name"), py::arg("value"), py::arg("min") = INT64_MIN, py::arg("max") = INT64_MAX)
       .def(
           "run",
-          [](PyPlanBuilder& b, py::handle program, std::vector<size_t> buffers, py::list scalars, const std::string& id,
-             py::object after, std::map<std::string, int64_t> fixed_vars, py::object global_size,
-             py::object local_size) {
+          [](PyPlanBuilder& b, py::handle program, py::handle buffers, py::handle scalars_object, py::handle id,
+             py::handle after, py::handle fixed_vars, py::handle global_size, py::handle local_size) {
             PreparedKernel k;
-            k.program = program_from_object(program);
-            k.buffers = std::move(buffers);
-            for (size_t i = 0; i < scalars.size(); ++i) k.scalars.push_back(expr_of(scalars[i], fmt::format("run: scalars[{}]", i)));
-            k.fixed_vars = std::move(fixed_vars);
+            k.program = program_from_object(program, "PlanBuilder.run: program");
+            k.buffers = size_list(buffers, "PlanBuilder.run: buffers");
+            const auto scalars = sequence_argument(scalars_object, "PlanBuilder.run: scalars",
+                                                   "a sequence of integers and expression strings");
+            for (size_t i = 0; i < scalars.size(); ++i)
+              k.scalars.push_back(expr_of(scalars[i], fmt::format("run: scalars[{}]", i)));
+            k.fixed_vars = vars_of(fixed_vars, "PlanBuilder.run: fixed_vars");
             if (!global_size.is_none()) k.global = size_exprs(global_size, "run: global_size");
             if (!local_size.is_none()) k.local = size_exprs(local_size, "run: local_size");
-            return b.builder.add_op(std::move(k), op_options(id, after));
+            return b.builder.add_op(std::move(k), op_options(id, after, "PlanBuilder.run"));
           },
-          py::arg("program"), py::arg("buffers"), py::arg("scalars") = py::list(), py::kw_only(), py::arg("id") = "",
-          py::arg("after") = py::none(), py::arg("fixed_vars") = std::map<std::string, int64_t>{},
-          py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
+          py::arg("program"), py::arg("buffers"), py::arg("scalars") = py::tuple(), py::kw_only(), py::arg("id") = "",
+          py::arg("after") = py::none(), py::arg("fixed_vars") = py::dict(), py::arg("global_size") = py::none(),
+          py::arg("local_size") = py::none(),
           "Adds a kernel launch; scalars are integers or expressions over plan variables (\"n * 2\").\n"
           "global_size=/local_size= replace the program's launch sizes (an int, expression or a tuple of\n"
           "up to three). after= lists op indices or ids that must finish first.")
       .def(
           "copy",
-          [](PyPlanBuilder& b, size_t dst, size_t src, const std::string& id, py::object after) {
-            return b.builder.add_op(PreparedCopy{dst, src}, op_options(id, after));
+          [](PyPlanBuilder& b, py::handle dst, py::handle src, py::handle id, py::handle after) {
+            return b.builder.add_op(
+                PreparedCopy{size_argument(dst, "PlanBuilder.copy: dst"), size_argument(src, "PlanBuilder.copy: src")},
+                op_options(id, after, "PlanBuilder.copy"));
           },
           py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("id") = "", py::arg("after") = py::none())
       .def(
           "custom",
-          [](PyPlanBuilder& b, const std::string& name, std::vector<size_t> buffers, py::dict attrs,
-             const std::string& id, py::object after) {
-            PreparedCustomFunction f{.name = name, .buffers = std::move(buffers), .attrs = {}, .def = {}};
-            for (auto [k, v] : attrs) f.attrs[py::cast<std::string>(k)] = attr_of(v, py::cast<std::string>(k));
-            return b.builder.add_op(std::move(f), op_options(id, after));
+          [](PyPlanBuilder& b, py::handle name, py::handle buffers, py::handle attrs, py::handle id,
+             py::handle after) {
+            PreparedCustomFunction f{.name = string_argument(name, "PlanBuilder.custom: name"),
+                                     .buffers = size_list(buffers, "PlanBuilder.custom: buffers"),
+                                     .attrs = {},
+                                     .def = {}};
+            for (const auto& [key, value] : mapping_items(attrs, "PlanBuilder.custom: attrs"))
+              f.attrs[key] = attr_of(value, key);
+            return b.builder.add_op(std::move(f), op_options(id, after, "PlanBuilder.custom"));
           },
           py::arg("name"), py::arg("buffers"), py::arg("attrs") = py::dict(), py::kw_only(), py::arg("id") = "",
           py::arg("after") = py::none(), "Adds a call of a registered host function (\"fill\", \"all_reduce\", ...).")
-      .def("add_output",
-           [](PyPlanBuilder& b, size_t slot) {
-             b.builder.add_output(slot);
-             b.outputs.push_back(slot);
-           })
+      .def(
+          "add_output",
+          [](PyPlanBuilder& b, py::handle slot_object) {
+            const size_t slot = size_argument(slot_object, "PlanBuilder.add_output: slot");
+            b.builder.add_output(slot);
+            b.outputs.push_back(slot);
+          },
+          py::arg("slot"))
       .def("build", [](PyPlanBuilder& b) { return b.build("PlanBuilder"); },
            "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
            "builder is empty afterwards.");
@@ -486,11 +493,10 @@ PyPlan PyPlanBuilder::build(const std::string& source) {
 }
 
 Expr expr_of(py::handle v, const std::string& what) {
-  if (PyUnicode_Check(v.ptr())) return Expr::parse(py::cast<std::string>(v));
+  if (PyUnicode_Check(v.ptr())) return Expr::parse(string_argument(v, what));
   if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr()))  // int, numpy integers, anything with __index__
     return Expr::constant(integer_value(v.ptr(), [&] { return what; }));
-  throw make_error(ErrorKind::Validation, "{}: expected an integer or an expression string, got {}", what,
-                   Py_TYPE(v.ptr())->tp_name);
+  throw type_error(what, "an integer or an expression string", v);
 }
 
 std::array<Expr, 3> size_exprs(py::handle v, const std::string& what) {
@@ -504,6 +510,21 @@ std::array<Expr, 3> size_exprs(py::handle v, const std::string& what) {
     throw make_error(ErrorKind::Validation, "{}: expected 1 to 3 dimensions, got {}", what, items.size());
   for (size_t d = 0; d < items.size(); ++d) out[d] = expr_of(items[d], fmt::format("{}[{}]", what, d));
   return out;
+}
+
+std::optional<BenchmarkResult> benchmark_if_plan(py::handle target, py::handle args, const BenchmarkConfig& config) {
+  if (!py::isinstance<PyPlan>(target)) return std::nullopt;
+  if (!sequence_argument(args, "benchmark: args", "a sequence").empty())
+    throw make_error(ErrorKind::Validation, "benchmark: a plan takes no args; bind arrays with plan.bind() first");
+  const PyPlan& p = py::cast<const PyPlan&>(target);
+  GilReleased unlocked;
+  return benchmark_operation(
+      [&] {
+        const auto start = std::chrono::steady_clock::now();
+        p.loaded->execute();
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+      },
+      host_device(), config);
 }
 
 // svod.Plan is registered first, so that the signatures of the functions (and

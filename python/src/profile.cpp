@@ -154,21 +154,43 @@ void bind_profile(py::module_& m) {
       .def(py::init<>())
       .def("_start", &PyProfile::start)
       .def("_stop", &PyProfile::stop)
+      .def("__enter__",
+           [](py::object self) {
+             py::cast<PyProfile&>(self).start();
+             return self;
+           })
+      .def(
+          "__exit__",
+          [](PyProfile& p, py::handle, py::handle, py::handle) {
+            p.stop();
+            return false;
+          },
+          py::arg("exc_type"), py::arg("exc_value"), py::arg("traceback"))
       .def(
           "table",
-          [](const PyProfile& p, bool per_op) {
+          [](const PyProfile& p, py::handle per_op) {
             const PlanProfile profile = p.session->merged();
-            return per_op ? render_table(aggregate_ops(profile), "op") : render_table(aggregate(profile));
+            return bool_argument(per_op, "Profile.table: per_op") ? render_table(aggregate_ops(profile), "op")
+                                                                   : render_table(aggregate(profile));
           },
           py::arg("per_op") = false, "A text table per kernel (per op with per_op=True), sorted by total time.")
       .def(
           "chrome_trace",
-          [](const PyProfile& p, const std::filesystem::path& path) { write_chrome_trace(p.session->merged(), path); },
+          [](const PyProfile& p, py::handle path) {
+            write_chrome_trace(p.session->merged(), path_argument(path, "Profile.chrome_trace: path"));
+          },
           py::arg("path"), "Writes a Chrome trace (Perfetto, chrome://tracing) of every recorded op.")
       .def("json", [](const PyProfile& p) { return profile_json(p.session->merged()); },
            "The profile as JSON text (runs, per-kernel and per-op rows).")
       .def_property_readonly("runs", [](const PyProfile& p) { return p.session->merged().runs.size(); },
                              "How many plan executions and program calls were recorded.");
+  m.def(
+      "profile", [] { return PyProfile(); },
+      "Records every plan execution and program call inside the block:\n\n"
+      "    with svod.profile() as p:\n"
+      "        plan.execute()\n"
+      "    print(p.table())\n"
+      "    p.chrome_trace(\"trace.json\")");
 }
 
 }  // namespace svod::python

@@ -11,6 +11,10 @@
 // the GIL released.
 #include <Python.h>
 
+#ifdef __GLIBCXX__
+#include <cxxabi.h>
+#endif
+
 #include <array>
 #include <filesystem>
 #include <set>
@@ -69,6 +73,7 @@ PyProgram& program_of(PyObject* self) {
     auto* inst = reinterpret_cast<py::detail::instance*>(self);
     return *static_cast<PyProgram*>(inst->get_value_and_holder().value_ptr());
   }
+  if (!PyObject_TypeCheck(self, program_type)) throw type_error("svod.Program.__call__: self", "a svod.Program", self);
   return py::cast<PyProgram&>(py::handle(self));
 }
 
@@ -108,8 +113,8 @@ void gather(const PyProgram& p, PyObject* const* args, size_t positional, PyObje
             SizeArgs& sizes) {
   const size_t total = p.buffer_count + p.scalar_count;
   if (positional > total) [[unlikely]]
-    throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers and {} scalars ({} arguments), got {}",
-                     p.display_name(), p.buffer_count, p.scalar_count, total, positional);
+    throw ArgumentTypeError(fmt::format("program \"{}\" takes {} buffers and {} scalars ({} arguments), got {}",
+                                        p.display_name(), p.buffer_count, p.scalar_count, total, positional));
   for (size_t i = 0; i < positional; ++i) slots[i] = args[i];
   for (size_t i = positional; i < total; ++i) slots[i] = nullptr;
   const size_t keywords = kwnames != nullptr ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
@@ -117,22 +122,25 @@ void gather(const PyProgram& p, PyObject* const* args, size_t positional, PyObje
     PyObject* key = PyTuple_GET_ITEM(kwnames, static_cast<Py_ssize_t>(k));
     PyObject* value = args[positional + k];
     const auto slot = keyword_slot(p, key, total);
-    if (!slot)
-      throw make_error(ErrorKind::Validation, "program \"{}\" has no parameter named \"{}\"", p.display_name(),
-                       py::cast<std::string>(py::handle(key)));
+    if (!slot) {
+      const char* text = PyUnicode_AsUTF8(key);
+      if (text == nullptr) PyErr_Clear();
+      throw ArgumentTypeError(fmt::format("program \"{}\" has no parameter named {}", p.display_name(),
+                                          text != nullptr ? fmt::format("\"{}\"", text) : repr_text(key)));
+    }
     if (*slot == total) {
       sizes.global = value;
     } else if (*slot == total + 1) {
       sizes.local = value;
     } else {
-      if (slots[*slot] != nullptr) throw make_error(ErrorKind::Validation, "{}: given twice", where(p, *slot));
+      if (slots[*slot] != nullptr) throw ArgumentTypeError(fmt::format("{}: given twice", where(p, *slot)));
       slots[*slot] = value;
     }
   }
   for (size_t i = 0; i < total; ++i) {
     if (slots[i] == nullptr) [[unlikely]]
-      throw make_error(ErrorKind::Validation, "{}: missing (the program takes {} buffers and {} scalars)", where(p, i),
-                       p.buffer_count, p.scalar_count);
+      throw ArgumentTypeError(fmt::format("{}: missing (the program takes {} buffers and {} scalars)", where(p, i),
+                                          p.buffer_count, p.scalar_count));
   }
 }
 
@@ -145,7 +153,7 @@ int64_t scalar_value(const PyProgram& p, size_t slot, PyObject* obj) {
 void launch_size(const PyProgram& p, PyObject* obj, const char* which, std::array<int64_t, 3>& out) {
   auto what = [&] { return fmt::format("program \"{}\": {}", p.display_name(), which); };
   out = {1, 1, 1};
-  if (PyLong_Check(obj)) {
+  if (PyLong_Check(obj) || (PyIndex_Check(obj) && !PyTuple_Check(obj) && !PyList_Check(obj))) {
     out[0] = integer_value(obj, what);
   } else if (PyTuple_Check(obj) || PyList_Check(obj)) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
@@ -155,8 +163,7 @@ void launch_size(const PyProgram& p, PyObject* obj, const char* which, std::arra
     for (Py_ssize_t d = 0; d < n; ++d)
       out[d] = integer_value(items[d], [&] { return fmt::format("{}[{}]", what(), d); });
   } else {
-    throw make_error(ErrorKind::Validation, "{}: expected an integer or a tuple of integers, got {}", what(),
-                     Py_TYPE(obj)->tp_name);
+    throw type_error(what(), "an integer or a tuple of integers", obj);
   }
   for (size_t d = 0; d < 3; ++d)
     if (out[d] < 1)
@@ -222,18 +229,19 @@ class HeldStorages {
 // A DLPack argument, its storage kept alive in `keep`.
 const Buffer& dlpack_buffer(const PyProgram& p, size_t i, PyObject* obj, std::vector<Buffer>& keep) {
   if (!PyObject_HasAttrString(obj, "__dlpack__"))
-    throw make_error(ErrorKind::Validation,
-                     "{}: expected a numpy array, a svod.Buffer or an object with __dlpack__, got {}", where(p, i),
-                     Py_TYPE(obj)->tp_name);
+    throw type_error(where(p, i), "a numpy array, a svod.Buffer or an object with __dlpack__", obj);
   keep.push_back(wrap_dlpack(obj, where(p, i)).buffer);
   return keep.back();
 }
 
 // Runs `fn` with the GIL released (and profiled when a profile is open).
+// (At interpreter exit, a daemon thread returning here is ended by CPython in
+// PyEval_RestoreThread; its unwinding passes call_program by and calls no
+// Python: take_gil's check would cost every call.)
 template <typename Fn>
 void run_unlocked(const PyProgram& p, Fn&& fn) {
   if (profiling()) [[unlikely]] {
-    py::gil_scoped_release unlocked;
+    GilReleased unlocked;
     profile_program_call(p.program, fn);
     return;
   }
@@ -241,7 +249,7 @@ void run_unlocked(const PyProgram& p, Fn&& fn) {
   try {
     fn();
   } catch (...) {
-    PyEval_RestoreThread(state);
+    take_gil(state);
     throw;
   }
   PyEval_RestoreThread(state);
@@ -340,15 +348,28 @@ PyObject* call_program(PyObject* self, PyObject* const* args, size_t nargsf, PyO
     if (p.host) call_host(p, slots, sizes);
     else call_device(p, slots, sizes);
     Py_RETURN_NONE;
+#ifdef __GLIBCXX__
+  } catch (abi::__forced_unwind&) {
+    throw;  // CPython ends the thread (interpreter exit): nothing to report
+#endif
   } catch (...) {
     set_python_error();
     return nullptr;
   }
 }
 
-// prog.__call__(...) spelled out: METH_FASTCALL's layout is vectorcall's.
-PyObject* call_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return call_program(self, args, static_cast<size_t>(nargs), kwnames);
+// prog.__call__(...) spelled out: METH_FASTCALL's layout is vectorcall's, the
+// program first (an unbound Program.__call__ gets anything there).
+PyObject* call_method(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (nargs < 1) {
+    try {
+      throw ArgumentTypeError("svod.Program.__call__: called without the program (self)");
+    } catch (...) {
+      set_python_error();
+      return nullptr;
+    }
+  }
+  return call_program(args[0], args + 1, static_cast<size_t>(nargs - 1), kwnames);
 }
 
 // Where svod.Program instances keep their vectorcall entry: a field appended
@@ -363,7 +384,8 @@ PyObject* allocate_program(PyTypeObject* type, Py_ssize_t items) {
 }
 
 // The arguments of svod.benchmark: like a call's, as svod buffers.
-KernelArgs kernel_args(const PyProgram& p, py::sequence args) {
+KernelArgs kernel_args(const PyProgram& p, py::handle args_object) {
+  const auto args = sequence_argument(args_object, "benchmark: args", "a sequence of the program's arguments");
   const size_t total = p.buffer_count + p.scalar_count;
   if (args.size() != total)
     throw make_error(ErrorKind::Validation, "benchmark: program \"{}\" takes {} arguments, got {}", p.display_name(),
@@ -374,7 +396,7 @@ KernelArgs kernel_args(const PyProgram& p, py::sequence args) {
     check_dtype(p, i, out.buffers.back().dtype(), out.buffers.back().first_byte());
   }
   for (size_t j = 0; j < p.scalar_count; ++j)
-    out.scalars.push_back(scalar_value(p, p.buffer_count + j, py::object(args[p.buffer_count + j]).ptr()));
+    out.scalars.push_back(scalar_value(p, p.buffer_count + j, args[p.buffer_count + j].ptr()));
   return out;
 }
 
@@ -391,17 +413,38 @@ ProgramSpec program_spec(const py::dict& args, const std::string& what) {
   program["buffers"] = py::list();
   program["scalars"] = py::list();
   std::string name;
+  std::string entry;
   for (auto [key, value] : args) {
-    const std::string k = py::cast<std::string>(key);
+    if (!PyUnicode_Check(key.ptr()))
+      throw type_error(fmt::format("{}: argument name {}", what, repr_text(key)), "a str", key);
+    const std::string k = string_argument(key, what);
     if (!known.contains(k))
       throw make_error(ErrorKind::Validation, "{}: unknown argument \"{}\"", what, k);
     if (value.is_none()) continue;
-    if (k == "name") name = py::cast<std::string>(value);
-    else if (k == "source_file") program[key] = py::str(value);
-    else program[key] = value;  // buffers' min_count included: the plan format's field
+    // The arguments' own types here; what they hold is the plan parser's to check.
+    const std::string arg = fmt::format("{}: {}", what, k);
+    if (k == "name") {
+      name = string_argument(value, arg);
+    } else if (k == "source_file") {
+      const auto path = path_argument(value, arg);
+      program[key] = py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefault(path.c_str()));
+    } else {
+      if (k == "source" || k == "entry" || k == "language") {
+        const std::string text = string_argument(value, arg);
+        if (k == "entry") entry = text;
+      } else if (k == "defines") {
+        if (!PyDict_Check(value.ptr())) throw type_error(arg, "a dict", value);
+      } else if (k == "flops" || k == "bytes") {
+        if (!PyUnicode_Check(value.ptr()) && !(PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())))
+          throw type_error(arg, "an integer or an expression string", value);
+      } else if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) {  // buffers, scalars, launch sizes
+        throw type_error(arg, "a list", value);
+      }
+      program[key] = value;  // buffers' min_count included: the plan format's field
+    }
   }
   if (!program.contains("entry")) throw make_error(ErrorKind::Validation, "{}: entry= is required", what);
-  if (name.empty()) name = py::cast<std::string>(program["entry"]);
+  if (name.empty()) name = entry;
   py::dict programs;
   programs[py::str(name)] = program;
   // The smallest plan around it: one buffer, no ops.
@@ -421,10 +464,11 @@ ProgramSpec program_spec(const py::dict& args, const std::string& what) {
   return std::move(file.programs.at(0).spec);
 }
 
+// Every argument an object: program_spec checks their types.
 std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
-                                   const std::string& entry, const std::string& language, py::list buffers,
-                                   py::list scalars, py::object global_size, py::object local_size, py::object defines,
-                                   py::object flops, py::object bytes, py::object name) {
+                                   py::object entry, py::object language, py::object buffers, py::object scalars,
+                                   py::object global_size, py::object local_size, py::object defines, py::object flops,
+                                   py::object bytes, py::object name) {
   py::dict args(py::arg("source") = source, py::arg("source_file") = source_file, py::arg("entry") = entry,
                 py::arg("language") = language, py::arg("buffers") = buffers, py::arg("scalars") = scalars,
                 py::arg("global_size") = global_size, py::arg("local_size") = local_size,
@@ -433,7 +477,7 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
   const ProgramSpec spec = program_spec(args, "compile");
   std::shared_ptr<const Program> compiled;
   {
-    py::gil_scoped_release unlocked;
+    GilReleased unlocked;
     compiled = device->compile(spec);
   }
   return std::make_shared<PyProgram>(std::move(compiled));
@@ -443,12 +487,15 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
 // svod's pool with the GIL released. errors="raise" raises the first
 // failure (by position) after all have finished; "return" puts the
 // svod.Error in that position instead.
-py::list compile_many_programs(const std::shared_ptr<Device>& device, py::sequence programs, const std::string& errors) {
+py::list compile_many_programs(const std::shared_ptr<Device>& device, py::handle programs_object,
+                               py::handle errors_object) {
+  const std::string errors = string_argument(errors_object, "compile_many: errors");
   if (errors != "raise" && errors != "return")
     throw make_error(ErrorKind::Validation, "compile_many: errors= is \"raise\" or \"return\", got \"{}\"", errors);
+  const auto programs = sequence_argument(programs_object, "compile_many: programs", "a list of dicts");
   std::vector<ProgramSpec> specs;
   for (size_t i = 0; i < programs.size(); ++i) {
-    py::object item = programs[i];
+    const py::object& item = programs[i];
     if (!PyDict_Check(item.ptr()))
       throw make_error(ErrorKind::Validation, "compile_many: programs[{}]: expected a dict of compile() arguments, got {}",
                        i, Py_TYPE(item.ptr())->tp_name);
@@ -456,7 +503,7 @@ py::list compile_many_programs(const std::shared_ptr<Device>& device, py::sequen
   }
   std::vector<CompileResult> results;
   {
-    py::gil_scoped_release unlocked;
+    GilReleased unlocked;
     results = compile_many(*device, specs);
   }
   py::list out;
@@ -482,49 +529,73 @@ py::dict param_dict(const BufferParam& b) {
 
 }  // namespace
 
-BenchmarkConfig benchmark_config(int warmup, int runs, double min_total_s, double timeout_s) {
+namespace {
+
+// A count of runs for benchmark (`least` or more, at most what an int holds).
+int run_count(py::handle obj, std::string_view what, int64_t least) {
+  const int64_t n = integer_value(obj.ptr(), [&] { return std::string(what); });
+  if (n < least || n > INT_MAX)
+    throw make_error(ErrorKind::Validation, "{}: {} is outside [{}, {}]", what, n, least, INT_MAX);
+  return static_cast<int>(n);
+}
+
+// A duration for benchmark, in seconds, as nanoseconds (which hold ~292 years).
+std::chrono::nanoseconds duration(py::handle obj, std::string_view what, bool zero) {
+  const double seconds = float_argument(obj, what);
+  constexpr double kMost = 9.2e9;  // seconds in INT64_MAX nanoseconds, rounded down
+  if (!(seconds >= 0) || (!zero && seconds == 0) || seconds > kMost)
+    throw make_error(ErrorKind::Validation, "{}: {} seconds is outside {}0, {:g}]", what, seconds, zero ? "[" : "(",
+                     kMost);
+  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+}
+
+}  // namespace
+
+BenchmarkConfig benchmark_config(py::handle warmup, py::handle runs, py::handle min_total_s, py::handle timeout_s) {
   BenchmarkConfig config;
-  config.warmup_runs = warmup;
-  config.min_runs = runs;
-  config.max_runs = runs;
-  config.min_total = std::chrono::nanoseconds(static_cast<int64_t>(min_total_s * 1e9));
-  config.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+  config.warmup_runs = run_count(warmup, "benchmark: warmup", 0);
+  config.min_runs = run_count(runs, "benchmark: runs", 1);
+  config.max_runs = config.min_runs;
+  config.min_total = duration(min_total_s, "benchmark: min_total", true);
+  config.timeout = duration(timeout_s, "benchmark: timeout", false);
   return config;
 }
 
-std::shared_ptr<const Program> program_from_object(py::handle obj) {
-  if (!py::isinstance<PyProgram>(obj))
-    throw make_error(ErrorKind::Validation, "expected a svod.Program, got {}", Py_TYPE(obj.ptr())->tp_name);
+std::shared_ptr<const Program> program_from_object(py::handle obj, std::string_view what) {
+  if (!py::isinstance<PyProgram>(obj)) throw type_error(what, "a svod.Program", obj);
   return py::cast<const PyProgram&>(obj).program;
 }
 
 void bind_devices(py::module_& m) {
-  py::class_<DeviceListing>(m, "DeviceInfo", "A row of svod.devices().")
-      .def_readonly("name", &DeviceListing::name)
+  py::class_<DeviceListing> info(m, "DeviceInfo", "A row of svod.devices().");
+  info.def_readonly("name", &DeviceListing::name)
       .def_readonly("description", &DeviceListing::description, "What it is, or why it is unavailable.")
       .def_readonly("available", &DeviceListing::available)
       .def("__repr__", [](const DeviceListing& d) {
         return fmt::format("DeviceInfo({}, {}{})", d.name, d.available ? "" : "unavailable: ", d.description);
       });
+  refuse_construction(info, "svod.devices() lists them");
   m.def(
       "devices",
       [] {
-        py::gil_scoped_release unlocked;
+        GilReleased unlocked;
         return device_registry().list_devices();
       },
       "Every device svod knows, available or not (like `svod info`).");
   m.def(
       "device",
-      [](const std::string& name, std::optional<std::string> backend) -> std::shared_ptr<Device> {
-        py::gil_scoped_release unlocked;
+      [](py::handle name_object, py::handle backend_object) -> std::shared_ptr<Device> {
+        const std::string name = string_argument(name_object, "svod.device: name");
+        const auto backend = optional_string(backend_object, "svod.device: backend");
+        GilReleased unlocked;
         return device_registry().open(name, backend.value_or(""));
       },
       py::arg("name") = "CPU", py::arg("backend") = py::none(),
       "The device named `name` (\"CPU\", \"CL:0\", \"CUDA:0\"), shared across the process.\n"
       "backend= picks the CPU compiler (\"llvm\", \"clang\" or \"dlopen\").");
 
-  py::class_<Device, std::shared_ptr<Device>>(m, "Device", "A device: compiles programs and allocates buffers.")
-      .def_property_readonly("name", &Device::name)
+  py::class_<Device, std::shared_ptr<Device>> device(m, "Device", "A device: compiles programs and allocates buffers.");
+  device.def_property_readonly("name", &Device::name)
       .def("compile", &compile, py::arg("source") = py::none(), py::kw_only(), py::arg("source_file") = py::none(),
            py::arg("entry"), py::arg("language") = "c", py::arg("buffers") = py::list(),
            py::arg("scalars") = py::list(), py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
@@ -538,21 +609,32 @@ void bind_devices(py::module_& m) {
            "Compiles many programs at once on svod's thread pool, with the GIL released: `programs` is a\n"
            "list of dicts of compile()'s keyword arguments; returns the Programs in order. errors=\"raise\"\n"
            "raises the first failure once all are done; errors=\"return\" puts the svod.Error there instead.")
-      .def("allocate", &allocate_buffer, py::arg("dtype"), py::arg("shape"), py::kw_only(), py::arg("zero") = true,
+      .def(
+          "allocate",
+          [](Device& d, py::handle dtype, py::handle shape, py::handle zero) {
+            return allocate_buffer(d, dtype, shape, bool_argument(zero, "allocate: zero"));
+          },
+          py::arg("dtype"), py::arg("shape"), py::kw_only(), py::arg("zero") = true,
            "A new zero-filled buffer of `shape` (an element count or a tuple) elements of `dtype`.\n"
            "zero=False: memory from the device's block cache, whatever it holds — freed buffers of the same\n"
            "byte size are reused (bounded by SVOD_BLOCK_CACHE_MB, default 1024; svod.free_cached()\n"
            "gives them back).")
-      .def("free_cached", &Device::free_cached, py::call_guard<py::gil_scoped_release>(),
-           "Gives this device's blocks held for reuse back.")
+      .def(
+          "free_cached",
+          [](Device& d) {
+            GilReleased unlocked;
+            d.free_cached();
+          },
+          "Gives this device's blocks held for reuse back.")
       .def(
           "synchronize",
           [](Device& d) {
-            py::gil_scoped_release unlocked;
+            GilReleased unlocked;
             d.synchronize();
           },
           "Waits for all work submitted to the device.")
       .def("__repr__", [](const Device& d) { return fmt::format("svod.Device({})", d.name()); });
+  refuse_construction(device, "svod.device(name) opens one");
 }
 
 void bind_programs(py::module_& m) {
@@ -594,10 +676,13 @@ void bind_programs(py::module_& m) {
       .def("__repr__", [](const PyProgram& p) {
         return fmt::format("svod.Program({}, device={})", p.display_name(), p.program->device().name());
       });
+  refuse_construction(cls, "Device.compile() makes one");
   // Calls take CPython's vectorcall path straight to call_program (tp_call
   // converts for the callers that use it); `__call__` in the type's dict is
-  // the same function, for help() and explicit prog.__call__(...). No
-  // instance exists yet, so the layout can still grow by the entry's field.
+  // the same function, for help() and explicit prog.__call__(...), as a
+  // method that takes any `self` (call_program refuses what is no program
+  // with svod's error). No instance exists yet, so the layout can still grow
+  // by the entry's field.
   program_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   vectorcall_offset = program_type->tp_basicsize;
   program_type->tp_basicsize += static_cast<Py_ssize_t>(sizeof(vectorcallfunc));
@@ -613,13 +698,15 @@ void bind_programs(py::module_& m) {
       METH_FASTCALL | METH_KEYWORDS,
       "prog(*buffers, *scalars) or prog(*buffers, name=value, ...): runs the kernel once, after checking\n"
       "every argument. Buffers: numpy arrays (in place, on CPU programs), svod.Buffers or DLPack producers."};
-  py::object call_descr = py::reinterpret_steal<py::object>(PyDescr_NewMethod(program_type, &call_def));
+  auto call_function = py::reinterpret_steal<py::object>(PyCFunction_New(&call_def, nullptr));
+  if (!call_function) throw py::error_already_set();
+  auto call_descr = py::reinterpret_steal<py::object>(PyInstanceMethod_New(call_function.ptr()));
   if (!call_descr || PyDict_SetItemString(program_type->tp_dict, "__call__", call_descr.ptr()) < 0)
     throw py::error_already_set();
   PyType_Modified(program_type);
 
-  py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timed runs of svod.benchmark, in nanoseconds.")
-      .def_property_readonly("min", [](const BenchmarkResult& r) { return r.stats.min; })
+  py::class_<BenchmarkResult> result(m, "BenchmarkResult", "Timed runs of svod.benchmark, in nanoseconds.");
+  result.def_property_readonly("min", [](const BenchmarkResult& r) { return r.stats.min; })
       .def_property_readonly("median", [](const BenchmarkResult& r) { return r.stats.median; })
       .def_property_readonly("mean", [](const BenchmarkResult& r) { return r.stats.mean; })
       .def_property_readonly("stddev", [](const BenchmarkResult& r) { return r.stats.stddev; })
@@ -631,16 +718,25 @@ void bind_programs(py::module_& m) {
         return fmt::format("BenchmarkResult(runs={}, median={:.0f} ns, min={:.0f} ns)", r.runs, r.stats.median,
                            r.stats.min);
       });
+  refuse_construction(result, "svod.benchmark() returns one");
   m.def(
-      "_benchmark_program",
-      [](const PyProgram& p, py::sequence args, int warmup, int runs, double min_total_s, double timeout_s) {
-        const BenchmarkConfig config = benchmark_config(warmup, runs, min_total_s, timeout_s);
+      "benchmark",
+      [](py::handle target, py::handle args, py::handle warmup, py::handle runs, py::handle min_total,
+         py::handle timeout) {
+        const BenchmarkConfig config = benchmark_config(warmup, runs, min_total, timeout);
+        if (auto result = benchmark_if_plan(target, args, config)) return std::move(*result);
+        if (!py::isinstance<PyProgram>(target))
+          throw type_error("benchmark: target", "a svod.Program or svod.Plan", target);
+        const PyProgram& p = py::cast<const PyProgram&>(target);
         KernelArgs kargs = kernel_args(p, args);
-        py::gil_scoped_release unlocked;
+        GilReleased unlocked;
         return benchmark_kernel(*p.program, kargs, config);
       },
-      py::arg("program"), py::arg("args"), py::arg("warmup"), py::arg("runs"), py::arg("min_total_s"),
-      py::arg("timeout_s"));
+      py::arg("target"), py::arg("args") = py::tuple(), py::arg("warmup") = 1, py::arg("runs") = 10,
+      py::arg("min_total") = 0.0, py::arg("timeout") = 10.0,
+      "Times a Program on `args` (buffers then scalars, as in a call), or a Plan's execute().\n"
+      "Returns a BenchmarkResult: min, median, mean, stddev (nanoseconds), samples, runs. `min_total`\n"
+      "(seconds) keeps timing up to `runs` runs; `timeout` (seconds) caps the whole.");
 }
 
 }  // namespace svod::python

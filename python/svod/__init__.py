@@ -11,15 +11,16 @@
     a = np.ones(1024, np.float32); o = np.empty_like(a)
     add(o, a, a, n=1024)          # o is written in place
 
-Errors are svod.Error subclasses, one per kind of failure (.kind names it).
+Errors are svod.Error subclasses, one per kind of failure (.kind names it). Bad arguments raise
+svod.ValidationError, which is also a ValueError; an argument of the wrong type raises its
+subclass svod.ArgumentTypeError, also a TypeError.
 """
 
-import contextlib as _contextlib
-import functools as _functools
+import contextlib
 
 from . import _svod
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
-                    device, devices, free_cached, from_dlpack, load_package, load_plan)
+                    asbuffer, benchmark, device, devices, free_cached, from_dlpack, load_package, load_plan, profile)
 
 __version__ = _svod.__version__
 
@@ -30,8 +31,13 @@ class Error(Exception):
     kind = "internal"
 
 
-class ValidationError(Error):
-    """Bad arguments: counts, dtypes, sizes, bounds, names, layouts."""
+class ValidationError(Error, ValueError):
+    """Bad arguments: counts, dtypes, sizes, bounds, names, layouts. Also a ValueError."""
+
+
+class ArgumentTypeError(ValidationError, TypeError):
+    """An argument of the wrong type, or a call with missing, extra or unknown arguments. Also a
+    TypeError."""
 
 
 class CompileError(Error):
@@ -91,76 +97,26 @@ _ERRORS = {
 }
 for _kind, _cls in _ERRORS.items():
     _cls.kind = _kind
-_svod._set_error_classes(Error, _ERRORS)
+_svod._set_error_classes(Error, _ERRORS, ArgumentTypeError)
 
 
-def _raising_validation_errors(fn):
-    """`fn` with pybind11's TypeError for arguments of the wrong type raised as ValidationError,
-    so that every bad argument is a svod.Error."""
-    @_functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except TypeError as e:
-            if "incompatible function arguments" not in str(e):
-                raise
-            raise ValidationError(str(e)) from None
-    return wrapper
-
-
-# Program.__call__ and Plan.execute, the per-call paths, check their arguments themselves.
-for _cls, _names in ((Device, ("compile", "compile_many", "allocate", "capture")),
-                     (Buffer, ("copy_from", "view", "__array__", "__dlpack__")),
-                     (Plan, ("run", "bind", "rebind")), (Profile, ("table", "chrome_trace")), (Capture, ("variable", "slot")),
-                     (PlanBuilder, ("add_buffer", "add_view", "add_variable", "run", "copy", "custom", "add_output"))):
-    for _name in _names:
-        setattr(_cls, _name, _raising_validation_errors(getattr(_cls, _name)))
-device = _raising_validation_errors(device)
-from_dlpack = _raising_validation_errors(from_dlpack)
-load_plan = _raising_validation_errors(load_plan)
-load_package = _raising_validation_errors(load_package)
-
-
-def asbuffer(array):
-    """A CPU svod.Buffer sharing a numpy array's memory (the array stays alive with it)."""
-    return _svod._wrap_array(array)
-
-
-def benchmark(target, args=(), warmup=1, runs=10, min_total=0.0, timeout=10.0):
-    """Times a Program on `args` (buffers then scalars, as in a call), or a Plan's execute().
-
-    Returns a BenchmarkResult: min, median, mean, stddev (nanoseconds), samples, runs.
-    `min_total` (seconds) keeps timing up to `runs` runs; `timeout` (seconds) caps the whole.
-    """
-    if isinstance(target, Plan):
-        if args:
-            raise ValidationError("benchmark: a plan takes no args; bind arrays with plan.bind() first")
-        return _raising_validation_errors(_svod._benchmark_plan)(target, warmup, runs, min_total, timeout)
-    if not isinstance(target, Program):
-        raise ValidationError(f"benchmark: expected a svod.Program or svod.Plan, got {type(target).__name__}")
-    return _raising_validation_errors(_svod._benchmark_program)(target, list(args), warmup, runs, min_total, timeout)
-
-
-@_contextlib.contextmanager
-def profile():
-    """Records every plan execution and program call inside the block.
-
-        with svod.profile() as p:
-            plan.execute()
-        print(p.table())
-        p.chrome_trace("trace.json")
-    """
-    p = Profile()
-    p._start()
+@contextlib.contextmanager
+def checked(what="memory"):
+    """Checked mode inside the block (as SVOD_CHECK): "memory" puts guard pages around every host buffer
+    allocated in it, so a kernel's first access past either end ends the process with a report naming the
+    buffer and element, and poisons reused blocks; "nan" runs plans op by op and fails the first op whose
+    outputs hold a NaN or Inf; "all" does both. The mode before is restored on exit."""
+    before = _svod._check_mode()
+    _svod._set_check_mode(what)
     try:
-        yield p
+        yield
     finally:
-        p._stop()
+        _svod._set_check_mode(None if before == "off" else before)
 
 
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
-    "asbuffer", "benchmark", "device", "devices", "free_cached", "from_dlpack", "load_package", "load_plan",
-    "profile",
-    "Error", *[c.__name__ for c in _ERRORS.values()],
+    "asbuffer", "benchmark", "checked", "device", "devices", "free_cached", "from_dlpack", "load_package",
+    "load_plan", "profile",
+    "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]

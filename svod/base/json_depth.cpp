@@ -1,6 +1,9 @@
 #include "svod/base/json_depth.h"
 
 #include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace svod {
 
@@ -33,15 +36,26 @@ std::optional<size_t> json_too_deep_at(std::string_view text, size_t limit) noex
   return std::nullopt;
 }
 
-void check_json_depth(std::string_view text, ErrorKind kind, std::string_view where, size_t limit) {
-  const std::optional<size_t> at = json_too_deep_at(text, limit);
-  if (!at) return;
-  const std::string_view before = text.substr(0, *at);
+namespace {
+
+// "line L, column C" of byte `at` (1-based; columns count bytes).
+std::string position(std::string_view text, size_t at) {
+  const std::string_view before = text.substr(0, at);
   const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
   const size_t line_start = before.rfind('\n');
-  const size_t column = *at + 1 - (line_start == std::string_view::npos ? 0 : line_start + 1);
-  throw make_error(kind, "{}: JSON nesting exceeds the limit of {} levels (line {}, column {})", where, limit, line,
-                   column);
+  const size_t column = at + 1 - (line_start == std::string_view::npos ? 0 : line_start + 1);
+  return fmt::format("line {}, column {}", line, column);
+}
+
+}  // namespace
+
+void check_json_depth(std::string_view text, ErrorKind kind, std::string_view where, size_t limit) {
+  if (const std::optional<size_t> at = json_too_deep_at(text, limit))
+    throw make_error(kind, "{}: JSON nesting exceeds the limit of {} levels ({})", where, limit, position(text, *at));
+  // JSON has no NUL byte (in a string it must be escaped), but the parser
+  // takes one for the end of the text and would accept whatever follows.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw make_error(kind, "{}: not valid JSON: a NUL byte at {}", where, position(text, nul));
 }
 
 }  // namespace svod

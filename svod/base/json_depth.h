@@ -34,7 +34,10 @@ std::optional<size_t> json_too_deep_at(std::string_view text, size_t limit = kMa
 // Throws Error(`kind`) when `text` nests deeper than `limit`:
 // "WHERE: JSON nesting exceeds the limit of LIMIT levels (line L, column C)",
 // where `where` names the file, section or argument and the position is the
-// bracket that goes too deep (1-based; columns count bytes).
+// bracket that goes too deep (1-based; columns count bytes); or when it holds
+// a NUL byte, which nlohmann's parser takes for the end of the text (so that
+// anything after it would be ignored): "WHERE: not valid JSON: a NUL byte at
+// line L, column C".
 void check_json_depth(std::string_view text, ErrorKind kind, std::string_view where, size_t limit = kMaxJsonDepth);
 
 }  // namespace svod

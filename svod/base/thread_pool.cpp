@@ -3,6 +3,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 
+#include <algorithm>
 #include <new>
 
 #include "svod/base/env.h"
@@ -26,8 +27,12 @@ namespace {
 // workers are joined, not merely told to stop, so that they are gone — and
 // their thread-local data destroyed — before anything that runs last at exit
 // (atexit handlers, LeakSanitizer's scan) looks at the process's threads.
+// More threads than cores (SVOD_THREADS) need oneTBB's worker limit raised
+// first, or it keeps the default and warns on stderr at every run.
 struct Pool {
   tbb::task_scheduler_handle scheduler{tbb::attach{}};
+  tbb::global_control workers{tbb::global_control::max_allowed_parallelism,
+                              static_cast<size_t>(std::max(thread_count(), tbb::info::default_concurrency()))};
   tbb::task_arena arena{thread_count()};
 
   ~Pool() {

@@ -134,16 +134,22 @@ void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& 
   at(file, "buffers." + desc.name, [&] { buffer.device().copy(buffer, staging); });
 }
 
+// Expected values from a file (`what`, an .npy or a package's section) are as
+// many as the output's elements, or fewer with "prefix".
+void check_expected_count(const PlanFileExpect& e, const PlanFileBuffer& buf, size_t n, const std::string& what) {
+  if (n > buf.count || (!e.prefix && n != buf.count)) {
+    throw make_error(ErrorKind::Validation, "{} holds {} elements, \"{}\" has {}{}", what, n, buf.name, buf.count,
+                     e.prefix ? "" : " (add \"prefix\": true to check only the first ones)");
+  }
+}
+
 std::vector<double> expected_values(const PlanFile& file, const PlanFileOutput& out, const PlanFileBuffer& buf) {
   const PlanFileExpect& e = *out.expect;
   if (!e.npy) return e.values;
   return at(file, fmt::format("outputs.{}.expect.npy", out.buffer), [&] {
     const NpyArray array = read_npy(*e.npy);
     const size_t n = array.count();
-    if (n > buf.count || (!e.prefix && n != buf.count)) {
-      throw make_error(ErrorKind::Validation, "{} holds {} elements, \"{}\" has {}{}", e.npy->string(), n, buf.name,
-                       buf.count, e.prefix ? "" : " (add \"prefix\": true to check only the first ones)");
-    }
+    check_expected_count(e, buf, n, e.npy->string());
     std::vector<double> values(n);
     const size_t size = size_of(array.dtype);
     for (size_t i = 0; i < n; ++i) values[i] = load_as_double(array.dtype, array.data.data() + i * size);
@@ -316,8 +322,11 @@ class PlanLoader {
       loaded.shape = buf.shape;
       loaded.expect = out.expect;
       if (out.expect && out.expect->npy && options_.npy_expected) {
-        loaded.expected =
-            at(file_, fmt::format("outputs.{}.expect.npy", out.buffer), [&] { return options_.npy_expected(out); });
+        loaded.expected = at(file_, fmt::format("outputs.{}.expect.npy", out.buffer), [&] {
+          std::vector<double> values = options_.npy_expected(out);
+          check_expected_count(*out.expect, buf, values.size(), "the expected values");
+          return values;
+        });
       } else if (out.expect) {
         loaded.expected = expected_values(file_, out, buf);
       }

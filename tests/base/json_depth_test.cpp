@@ -64,6 +64,9 @@ TEST(JsonDepth, CheckThrowsTheCallersKindNamingWhereAndHowDeep) {
   e = expect_error([] { check_json_depth("{\n  \"a\": [\n    [[1]]]}", ErrorKind::Load, "m: section \"x\"", 3); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
   EXPECT_STREQ(e.what(), "m: section \"x\": JSON nesting exceeds the limit of 3 levels (line 3, column 6)");
+  // A NUL byte would end the text for the parser, which would then accept anything after it.
+  e = expect_error([] { check_json_depth(std::string("{\"a\": 1}\n\0garbage", 18), ErrorKind::Validation, "p.json"); });
+  EXPECT_STREQ(e.what(), "p.json: not valid JSON: a NUL byte at line 2, column 1");
 }
 
 }  // namespace

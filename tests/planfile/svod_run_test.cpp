@@ -529,6 +529,19 @@ TEST(SvodRunRanks, HelpDocumentsTheFlags) {
   EXPECT_NE(r.out.find("--all-ranks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mpirun"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("At most 1024"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--check"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--isolate"), std::string::npos) << r.out;
+}
+
+// `svod --version`: the version, the C API's and the LLVM the in-process
+// compiler was built with (known at build time: nothing is opened to say it).
+TEST(SvodCli, VersionNamesTheApiAndTheLlvm) {
+  TempDir dir;
+  const std::string out = (dir / "version.txt").string();
+  ASSERT_EQ(std::system((quote(SVOD_BINARY_DIR "/svod") + " --version >" + quote(out)).c_str()), 0);
+  const std::string text = read_text(out);
+  EXPECT_EQ(text.rfind("svod ", 0), 0u) << text;
+  EXPECT_NE(text.find("(C API 1.2, in-process compiler LLVM "), std::string::npos) << text;
 }
 
 }  // namespace

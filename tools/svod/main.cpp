@@ -5,13 +5,16 @@
 #include <cstdio>
 
 #include "svod/base/error.h"
+#include "svod/capi/svod.h"
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"svod: compile, load, run and time ML kernels"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", SVOD_VERSION);
+  // Compile-time facts only: --version opens no library.
+  app.set_version_flag("--version", fmt::format("svod {} (C API {}.{}, in-process compiler LLVM {})", SVOD_VERSION,
+                                                SVOD_API_VERSION_MAJOR, SVOD_API_VERSION_MINOR, SVOD_LLVM_VERSION));
 
   auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
   auto* demo = app.add_subcommand("demo", "compile, load and run a few kernels, printing results and timings");

@@ -1,8 +1,10 @@
 // libFuzzer target for launch and scalar expressions: the input's first
-// bytes give values, the rest is the expression text. Parsing, evaluating,
-// substituting and binding either work or throw svod::Error; a constant
-// folded by substitute must evaluate to what the original gives for the same
-// values. Built and run by scripts/fuzz.sh expr.
+// bytes give values, the rest is the expression text, expanded first when it
+// starts with the repeat marker (fuzz_common.h) so that nesting far deeper
+// than the parser's limit is reached. Parsing, evaluating, substituting and
+// binding either work or throw svod::Error; a constant folded by substitute
+// must evaluate to what the original gives for the same values. Built and run
+// by scripts/fuzz.sh expr.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/fuzz_common.h"
 #include "svod/base/error.h"
 #include "svod/program/expr.h"
 
@@ -19,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int64_t seed_values[4] = {};
   const size_t head = size < sizeof seed_values ? size : sizeof seed_values;
   std::memcpy(seed_values, data, head);
-  const std::string text(reinterpret_cast<const char*>(data) + head, size - head);
+  const std::string text = svod::fuzz::expand_repeats(data + head, size - head);
   try {
     const svod::Expr e = svod::Expr::parse(text);
     (void)e.text();

@@ -1,7 +1,9 @@
 // libFuzzer target for tune files: the input is written as tune.json next to
 // a fixed, valid plan.json (one tunable op) and read with parse_tune_file;
 // a parsed file is also specialised for its start point. Any outcome but
-// that or svod::Error is a bug. Built and run by scripts/fuzz.sh tune_file.
+// that or svod::Error is a bug. Inputs that start with the repeat marker are
+// expanded first (fuzz_common.h), so deep nesting is reached. Built and run by
+// scripts/fuzz.sh tune_file.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -34,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return true;
   }();
   (void)ready;
-  const auto path = svod::fuzz::write_file("tune.json", std::string_view(reinterpret_cast<const char*>(data), size));
+  const auto path = svod::fuzz::write_file("tune.json", svod::fuzz::expand_repeats(data, size));
   try {
     const svod::TuneFile tune = svod::parse_tune_file(path);
     svod::TunePoint start(tune.parameters.size(), 0);

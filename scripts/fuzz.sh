@@ -6,13 +6,16 @@
 # TARGET is one of plan_file, tune_file, npy, expr, object_cache, elf_loader
 # or package (fuzz/fuzz_TARGET.cpp). The target is built with clang++-19
 # (-fsanitize=fuzzer,address,undefined) from the sources it needs alone,
-# seeded with real inputs (the examples, objects compiled by clang-19,
-# packages made by a built svod), fuzz/seeds/TARGET and the kept crashing
-# inputs in fuzz/regressions/TARGET, and the script exits non-zero on any
-# crash, leak, hang or sanitizer report, leaving the input that caused it in
-# the work folder. Keep such an input: fix the bug, then add the input under
-# fuzz/regressions/TARGET/ (tests/planfile/fuzz_regressions_test.cpp replays
-# them in the normal test run). Set SVOD_FUZZ_DIR to keep the build and
+# seeded with real inputs (the examples and test plans, objects compiled by
+# clang-19, packages made by a built svod), fuzz/seeds/TARGET (among them
+# *.rep, short inputs that the JSON and expression targets expand into
+# nesting 100,000 deep: fuzz/fuzz_common.h, fuzz/make_deep_seeds.py) and the
+# kept crashing inputs in fuzz/regressions/TARGET, and the script exits
+# non-zero on any crash, leak, hang or sanitizer report, leaving the input
+# that caused it in the work folder. Keep such an input: fix the bug, then
+# add the input under fuzz/regressions/TARGET/
+# (tests/planfile/fuzz_regressions_test.cpp replays them in the normal test
+# run). Set SVOD_FUZZ_DIR to keep the build and
 # corpus; CXX_FUZZ and CC_SEED override the compilers, SVOD_CLI the svod
 # that packs the package seeds (default build/release/svod).
 set -euo pipefail
@@ -23,9 +26,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 targets="plan_file|tune_file|npy|expr|object_cache|elf_loader|package"
 
 # Seeding, one function per kind of input; each copies into $work/seeds.
-seed_json() {  # the example files whose top-level key is $1
+seed_json() {  # the example and test files whose top-level key is $1
   local f
-  for f in $(grep -rl "\"$1\"" "$root/examples" --include='*.json'); do
+  for f in $(grep -rl "\"$1\"" "$root/examples" "$root/tests/planfile/data" --include='*.json'); do
     cp "$f" "$work/seeds/$(echo "${f#"$root"/}" | tr / _)"
   done
 }

@@ -160,6 +160,19 @@ TEST_F(OpenCl, GlobalSizeCountsWorkGroups) {
   EXPECT_EQ(two[2], 0);
   EXPECT_EQ(two[6], 1);
   EXPECT_EQ(two[7], 1);
+  // 2^31 work-groups in one dimension are refused before the driver sees them (PoCL divided
+  // by zero from 2^32 on).
+  dims.global = {1, int64_t{1} << 31, 1};
+  dims.local = {1, 1, 1};
+  try {
+    program->launch(small_args, {}, &dims);
+    FAIL() << "2^31 work-groups were launched";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string(e.what()).find("dimension 1 has 2147483648 work-groups; OpenCL launches take at most 2^31 - 1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(OpenCl, ScalarsAreIntAndLong) {

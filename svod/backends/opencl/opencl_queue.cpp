@@ -17,6 +17,10 @@ using detail::opencl_api;
 
 namespace {
 
+// The most work-groups one dimension may have: CUDA's grid limit, and what
+// drivers handle (PoCL divides by zero or asserts from 2^32 on).
+constexpr int64_t kMaxWorkGroups = (int64_t{1} << 31) - 1;
+
 int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& program) {
   int64_t out = 0;
   if (a < 1 || b < 1 || __builtin_mul_overflow(a, b, &out))
@@ -24,6 +28,10 @@ int64_t checked_product(int64_t a, int64_t b, size_t dim, const std::string& pro
                      "program \"{}\": dimension {} has {} work-groups of {} work-items; both must be >= 1 and their "
                      "product fit in 64 bits",
                      program, dim, a, b);
+  if (a > kMaxWorkGroups)
+    throw make_error(ErrorKind::Validation, "program \"{}\": dimension {} has {} work-groups; OpenCL launches take at "
+                     "most 2^31 - 1 per dimension",
+                     program, dim, a);
   return out;
 }
 

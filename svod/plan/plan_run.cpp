@@ -270,8 +270,9 @@ void PlanState::check_outputs(size_t i) const {
     }
     const auto at = first_non_finite(host.data(), host.count(), host.dtype());
     if (!at) continue;
-    const double v = load_as_double(host.dtype(), static_cast<const std::byte*>(host.data()) + *at * size_of(b.dtype()));
-    throw make_error(ErrorKind::Execution, "{} ({}[{}]) holds {} at element {}: the first non-finite value (checked mode: nan)",
+    const double v = load_as_double(b.dtype(), static_cast<const std::byte*>(host.data()) + *at * size_of(b.dtype()));
+    throw make_error(ErrorKind::Execution,
+                     "{} ({}[{}]) holds {} at element {}: the first non-finite value (checked mode: nan)",
                      slot_name(slot), to_string(b.dtype()), b.count(), std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
                      *at);
   }

@@ -24,13 +24,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <functional>
 #include <cerrno>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <csignal>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -161,8 +161,8 @@ void label_ops(const std::vector<std::string>& labels) {
   if (isolation == nullptr || isolation->labelled.load()) return;
   size_t used = 0;
   for (const auto& label : labels) {
+    if (used + 1 >= IsolationRecord::kLabelBytes) break;  // the rest are named by index
     const size_t n = std::min(label.size(), IsolationRecord::kLabelBytes - used - 1);
-    if (used + 1 >= IsolationRecord::kLabelBytes) break;
     std::memcpy(isolation->labels + used, label.data(), n);
     isolation->labels[used + n] = '\0';
     used += n + 1;

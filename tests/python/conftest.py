@@ -1,4 +1,5 @@
 """Shared fixtures of the svod Python tests: the CPU device and a few kernels."""
+import ctypes
 import pathlib
 
 import numpy as np
@@ -45,3 +46,22 @@ def arrays(n=16, dtype=np.float32):
     a = np.arange(n, dtype=dtype)
     b = np.full(n, 10, dtype=dtype)
     return np.zeros(n, dtype=dtype), a, b
+
+
+# DLPack's C structures (dlpack.h, version 0.x capsules), for tests that build a producer by hand.
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]

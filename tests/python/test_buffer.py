@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import svod
+from conftest import DLDevice, DLDataType, DLTensor, DLManagedTensor
 
 
 def test_allocate_and_view_without_copy(cpu):
@@ -137,36 +138,18 @@ def test_from_dlpack_refusals():
         svod.from_dlpack(np.zeros((4, 4), np.float32)[:, ::2])
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
 class _Producer:
     """A hand-made DLPack producer of an f32 tensor of any shape over `array`'s memory (no deleter)."""
 
     def __init__(self, array, shape):
         self.array = array
         self.shape = (ctypes.c_int64 * len(shape))(*shape)
-        self.tensor = _DLManagedTensor()
+        self.tensor = DLManagedTensor()
         t = self.tensor.dl_tensor
         t.data = array.ctypes.data
-        t.device = _DLDevice(1, 0)  # kDLCPU
+        t.device = DLDevice(1, 0)  # kDLCPU
         t.ndim = len(shape)
-        t.dtype = _DLDataType(2, 32, 1)  # kDLFloat, 32 bits
+        t.dtype = DLDataType(2, 32, 1)  # kDLFloat, 32 bits
         t.shape = self.shape
 
     def __dlpack__(self, **kwargs):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import svod
-from conftest import REPO
+from conftest import REPO, DLDevice, DLDataType, DLTensor, DLManagedTensor
 
 FEATURES = REPO / "examples" / "features" / "plan.json"
 
@@ -264,24 +264,6 @@ def test_paths_with_nul_characters(tmp_path):
         svod.Profile().chrome_trace(str(tmp_path / "a\0b"))
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
 class _Tensor:
     """A hand-made DLPack producer: any data pointer, shape, strides, offset, dtype and device. No deleter:
     the producer must outlive the buffers made from it."""
@@ -289,12 +271,12 @@ class _Tensor:
     def __init__(self, data, shape, strides=None, byte_offset=0, dtype=(2, 32, 1), device=1):
         self.shape = (ctypes.c_int64 * len(shape))(*shape)
         self.strides = (ctypes.c_int64 * len(strides))(*strides) if strides is not None else None
-        self.tensor = _DLManagedTensor()
+        self.tensor = DLManagedTensor()
         t = self.tensor.dl_tensor
         t.data = data
-        t.device = _DLDevice(device, 0)
+        t.device = DLDevice(device, 0)
         t.ndim = len(shape)
-        t.dtype = _DLDataType(*dtype)
+        t.dtype = DLDataType(*dtype)
         t.shape = self.shape
         if self.strides is not None:
             t.strides = self.strides

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import svod
-from conftest import DLDevice, DLDataType, DLTensor, DLManagedTensor
+from conftest import DLDataType, DLDevice, DLManagedTensor
 
 
 def test_allocate_and_view_without_copy(cpu):

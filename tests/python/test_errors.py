@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import svod
-from conftest import REPO, DLDevice, DLDataType, DLTensor, DLManagedTensor
+from conftest import REPO, DLDataType, DLDevice, DLManagedTensor
 
 FEATURES = REPO / "examples" / "features" / "plan.json"
 

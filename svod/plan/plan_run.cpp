@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <optional>
 
 #include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
@@ -95,14 +94,26 @@ std::pair<const char*, const char*> deadline_names(const PreparedOp& op) {
 }  // namespace
 
 void PlanState::run_host_work(size_t i) {
+  if (op_timeout > 0) [[unlikely]] {
+    run_host_work_watched(i);
+    return;
+  }
   const RunningOp running{i, this, op_label};  // for the fault report of a kernel that crashes
   const RunningOpScope scope(running);
+  do_host_work(i);
+}
+
+// Out of the op loop's way: the same under SVOD_OP_TIMEOUT's deadline.
+[[gnu::noinline, gnu::cold]] void PlanState::run_host_work_watched(size_t i) {
+  const RunningOp running{i, this, op_label};
+  const RunningOpScope scope(running);
+  const auto [kind, name] = deadline_names(ops[i]);
+  const OpDeadline deadline(&running, kind, name);
+  do_host_work(i);
+}
+
+void PlanState::do_host_work(size_t i) {
   OpRun& r = runs[i];
-  std::optional<OpDeadline> deadline;
-  if (op_timeout > 0) [[unlikely]] {
-    const auto [kind, name] = deadline_names(ops[i]);
-    deadline.emplace(&running, kind, name);
-  }
   if (auto* k = std::get_if<KernelRun>(&r)) {
     if (k->bound)
       k->program->run_bound(k->args.data(), k->dims.global[0]);

@@ -195,7 +195,9 @@ struct PlanState {
   void run_op(size_t i, const ExecuteOptions& options);
   void wait_for_op(size_t p);
   void run_inline(size_t i);
-  void run_host_work(size_t i);
+  void run_host_work(size_t i);          // the op under its RunningOp (and deadline)
+  void run_host_work_watched(size_t i);  // ... under SVOD_OP_TIMEOUT
+  void do_host_work(size_t i);           // the op itself
   void run_collective(const CollectiveRun& c);
   void start_collective(size_t i, const ExecuteOptions& options);
   void submit(size_t i, const ExecuteOptions& options);

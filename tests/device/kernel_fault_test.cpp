@@ -46,6 +46,17 @@ TEST_F(KernelFault, ANullWriteNamesTheProgramAndTheSignal) {
                "  the address is in the first page: a NULL pointer dereference");
 }
 
+TEST_F(KernelFault, ANonCanonicalAddressIsNotTakenForNull) {
+#if defined(__x86_64__)
+  // The processor raises a general-protection fault without the address: not a NULL pointer.
+  EXPECT_DEATH(launch("void k(float* o) { *(volatile float*)0x8000000000000000ul = 1.0f; }"),
+               "SIGSEGV \\(invalid memory access\\) at an address the processor does not report \\(a "
+               "non-canonical pointer\\?\\)\n  in program \"k\"");
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
+}
+
 TEST_F(KernelFault, AWriteFarPastItsBufferNamesTheBufferTheElementAndTheSlice) {
   EXPECT_DEATH(launch("void k(float* o, int core_id) { if (core_id == 2) for (long i = 0;; i += 1024) o[i] = 1; }", 4),
                "SIGSEGV .*\n  in program \"k\" \\(entry k\\) on CPU, core_id slice 2\n"

@@ -191,11 +191,15 @@ const char* access_kind(const void* context) {
 void report(int signal, const siginfo_t* info, const void* context, const KernelFrame& k) {
   Report r;
   r << "\nsvod: kernel fault: " << describe(signal);
-  const bool memory = signal == SIGSEGV || signal == SIGBUS;
+  // A general-protection fault (x86-64: a non-canonical address, such as a
+  // garbage pointer or a wildly overflowed index) comes with no address.
+  const bool unknown_address = signal == SIGSEGV && info->si_code == SI_KERNEL;
+  const bool memory = (signal == SIGSEGV || signal == SIGBUS) && !unknown_address;
   if (memory) {
     r << " at address ";
     r.hex(reinterpret_cast<uint64_t>(info->si_addr));
   }
+  if (unknown_address) r << " at an address the processor does not report (a non-canonical pointer?)";
   r << "\n  in program \"" << k.program->spec().display_name() << "\" (entry " << k.program->spec().entry
     << ") on CPU";
   if (k.slice >= 0) {

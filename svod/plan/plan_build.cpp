@@ -3,6 +3,8 @@
 // bound addresses. finalize() ends by evaluating every kernel once through
 // prepare() (plan_run.cpp), so bad initial values fail the build.
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "svod/base/error.h"
 #include "svod/base/op_deadline.h"
@@ -39,18 +41,21 @@ void PlanState::finalize() {
 
 void PlanState::check_buffers() {
   const size_t n = given_buffers.size();
+  std::unordered_map<std::string_view, size_t> named;  // linear in the buffers: plans may have tens of thousands
+  named.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (buffer_names[i].empty()) continue;
-    for (size_t j = 0; j < i; ++j)
-      if (buffer_names[j] == buffer_names[i])
-        throw make_error(ErrorKind::Validation, "buffers {} and {} are both named \"{}\"", j, i, buffer_names[i]);
+    if (const auto [at, fresh] = named.emplace(buffer_names[i], i); !fresh)
+      throw make_error(ErrorKind::Validation, "buffers {} and {} are both named \"{}\"", at->second, i,
+                       buffer_names[i]);
   }
+  std::vector<bool> output(n, false);
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (outputs[k] >= n)
       throw make_error(ErrorKind::Validation, "output {} is buffer {}, but the plan has {} buffers", k, outputs[k], n);
-    for (size_t j = 0; j < k; ++j)
-      if (outputs[j] == outputs[k])
-        throw make_error(ErrorKind::Validation, "{} is declared as an output twice", slot_name(outputs[k]));
+    if (output[outputs[k]])
+      throw make_error(ErrorKind::Validation, "{} is declared as an output twice", slot_name(outputs[k]));
+    output[outputs[k]] = true;
   }
 }
 

@@ -120,8 +120,18 @@ TEST_F(PlanBuilder, BufferErrors) {
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4), "same");
+    b.add_buffer(host_buffer(DType::F32, 4), "other");
     b.add_buffer(host_buffer(DType::F32, 4), "same");
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"\"same\""});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"buffers 0 and 2 are both named \"same\""});
+  }
+  {
+    ExecutionPlanBuilder b;
+    b.add_buffer(host_buffer(DType::F32, 4), "o");
+    b.add_buffer(host_buffer(DType::F32, 4));
+    b.add_output(0);
+    b.add_output(1);
+    b.add_output(0);
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"buffer 0 (\"o\") is declared as an output twice"});
   }
 }
 

@@ -70,7 +70,10 @@ void remember(uint64_t data, uint64_t bytes) {
 void forget(uint64_t data) {
   for (Region& r : regions) {
     uint64_t expected = data;
-    if (r.data.compare_exchange_strong(expected, 0, std::memory_order_relaxed)) return;
+    // A plain load first: a locked exchange on every slot would cost a free about a millisecond.
+    if (r.data.load(std::memory_order_relaxed) == data &&
+        r.data.compare_exchange_strong(expected, 0, std::memory_order_relaxed))
+      return;
   }
 }
 

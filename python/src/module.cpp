@@ -210,8 +210,7 @@ PYBIND11_MODULE(_svod, m) {
   // Checked mode (svod/base/checked_mode.h), behind svod.checked().
   m.def("_check_mode", [] { return svod::to_string(svod::check_mode()); });
   m.def("_set_check_mode", [](py::handle what) {
-    svod::set_check_mode(what.is_none() ? svod::CheckMode{}
-                                        : svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
+    svod::set_check_mode(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
   });
   // Classes before the functions that return them, so signatures name them.
   bind_buffers(m);

@@ -111,7 +111,7 @@ def checked(what="memory"):
     try:
         yield
     finally:
-        _svod._set_check_mode(None if before == "off" else before)
+        _svod._set_check_mode(before)
 
 
 __all__ = [

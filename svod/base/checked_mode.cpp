@@ -20,7 +20,7 @@ int bits(CheckMode mode) { return (mode.memory ? kMemory : 0) | (mode.nan ? kNan
 
 CheckMode parse_check_mode(std::string_view text, std::string_view what) {
   CheckMode mode;
-  if (text.empty() || text == "0") return mode;
+  if (text.empty() || text == "0" || text == "off") return mode;
   if (text == "1") return CheckMode{.memory = true};
   while (!text.empty()) {
     const size_t comma = text.find(',');

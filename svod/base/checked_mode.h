@@ -14,7 +14,7 @@
 //           element.
 //
 // SVOD_CHECK sets it at start-up: "1" or "memory", "nan", "all", or a comma
-// list ("memory,nan"); "0" or empty is off. `svod run --check[=WHAT]` and
+// list ("memory,nan"); "0", "off" or empty is off. `svod run --check[=WHAT]` and
 // Python's svod.checked() set it too.
 #pragma once
 
@@ -34,8 +34,9 @@ struct CheckMode {
   bool operator==(const CheckMode&) const = default;
 };
 
-// "memory", "nan", "all", "memory,nan", "1", "0", ""; Error(Validation)
-// naming `what` (e.g. "SVOD_CHECK") otherwise.
+// "memory", "nan", "all", "memory,nan", "1", "0", "off", "" (what to_string
+// gives back parses to the same mode); Error(Validation) naming `what` (e.g.
+// "SVOD_CHECK") otherwise.
 CheckMode parse_check_mode(std::string_view text, std::string_view what);
 std::string to_string(CheckMode mode);
 

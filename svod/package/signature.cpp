@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -42,20 +43,10 @@ const unsigned char* uchars(const std::byte* p) { return reinterpret_cast<const 
 unsigned char* uchars(std::byte* p) { return reinterpret_cast<unsigned char*>(p); }
 
 std::string to_hex(std::span<const std::byte> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (std::byte b : bytes) {
-    out += kDigits[std::to_integer<unsigned>(b) >> 4];
-    out += kDigits[std::to_integer<unsigned>(b) & 15];
-  }
+  std::string out(2 * bytes.size() + 1, '\0');
+  sodium_bin2hex(out.data(), out.size(), uchars(bytes.data()), bytes.size());
+  out.pop_back();  // the terminating NUL
   return out;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 // Wipes what it holds when it goes: secret bytes and the text they were read from.
@@ -97,9 +88,10 @@ void read_key_file(const fs::path& path, std::string_view header, std::string_vi
   if (key.size() != 2 * out.size())
     throw fail(fmt::format("line 2 must be {} hexadecimal digits, not {} characters", 2 * out.size(), key.size()));
   for (size_t i = 0; i < key.size(); ++i)
-    if (hex_value(key[i]) < 0) throw fail(fmt::format("line 2, column {}: not a hexadecimal digit", i + 1));
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = std::byte(hex_value(key[2 * i]) << 4 | hex_value(key[2 * i + 1]));
+    if (!std::isxdigit(static_cast<unsigned char>(key[i])))
+      throw fail(fmt::format("line 2, column {}: not a hexadecimal digit", i + 1));
+  // Every digit and the length are checked above, so the whole key decodes.
+  sodium_hex2bin(uchars(out.data()), out.size(), key.data(), key.size(), nullptr, nullptr, nullptr);
 }
 
 // Creates `path`, which must not exist, with `text` and `mode` (O_EXCL: an

@@ -18,6 +18,8 @@ namespace {
 TEST(CheckedMode, ParsesEveryFormAndNamesTheSettingInErrors) {
   EXPECT_EQ(parse_check_mode("", "SVOD_CHECK"), CheckMode{});
   EXPECT_EQ(parse_check_mode("0", "SVOD_CHECK"), CheckMode{});
+  for (const CheckMode mode : {CheckMode{}, CheckMode{.memory = true}, CheckMode{.nan = true}, CheckMode{true, true}})
+    EXPECT_EQ(parse_check_mode(to_string(mode), "SVOD_CHECK"), mode) << to_string(mode);
   EXPECT_EQ(parse_check_mode("1", "SVOD_CHECK"), (CheckMode{.memory = true}));
   EXPECT_EQ(parse_check_mode("memory", "SVOD_CHECK"), (CheckMode{.memory = true}));
   EXPECT_EQ(parse_check_mode("nan", "SVOD_CHECK"), (CheckMode{.nan = true}));

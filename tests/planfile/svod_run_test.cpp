@@ -236,6 +236,23 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 
+// A plan of two kernels on one f32[4] "o": op "first" runs `ok` (body
+// `ok_body`), then op "second" runs `k` (`k_access`; its source is
+// `k_source`, declarations and all, around the body `k_body`). Written as
+// DIR/NAME.json; returns its path.
+std::string two_kernel_plan(const TempDir& dir, const std::string& name, const std::string& ok_body,
+                            const std::string& k_access, const std::string& k_decls, const std::string& k_body) {
+  return dir.write(name + ".json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
+      "programs": {"ok": {"language": "c", "entry": "ok", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
+                          "source": "void ok(float* o) { )" + ok_body + R"( }"},
+                   "k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": ")" + k_access +
+                                       R"(", "dtype": "f32"}],
+                         "source": ")" + k_decls + R"( void k(float* o) { )" + k_body + R"( }"}},
+      "ops": [{"id": "first", "run": "ok", "buffers": ["o"]}, {"id": "second", "run": "k", "buffers": ["o"], "after": ["first"]}],
+      "outputs": {"o": {}}})")
+      .string();
+}
+
 // Checked mode (issue 24): an overrun that is silent without it faults at
 // the first element past the end, named; --check=nan names the first op
 // whose output holds a NaN.
@@ -243,14 +260,7 @@ TEST(SvodRun, CheckedModeNamesTheOverrunAndTheFirstNan) {
   TempDir dir;
   test::Watchdog watchdog("svod run --check", std::chrono::seconds(120));
   auto plan_with = [&](const std::string& name, const std::string& body) {
-    return dir.write(name + ".json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
-      "programs": {"ok": {"language": "c", "entry": "ok", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
-                          "source": "void ok(float* o) { for (int i = 0; i < 4; i++) o[i] = i; }"},
-                   "k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": "readwrite", "dtype": "f32"}],
-                         "source": "float logf(float); void k(float* o) { )" + body + R"( }"}},
-      "ops": [{"id": "first", "run": "ok", "buffers": ["o"]}, {"id": "second", "run": "k", "buffers": ["o"], "after": ["first"]}],
-      "outputs": {"o": {}}})")
-        .string();
+    return two_kernel_plan(dir, name, "for (int i = 0; i < 4; i++) o[i] = i;", "readwrite", "float logf(float);", body);
   };
   const std::string overrun = plan_with("overrun", "for (int i = 0; i <= 4; i++) o[i] = 1;");
   RunResult r = svod_run(dir, {overrun});
@@ -296,14 +306,7 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
   TempDir dir;
   test::Watchdog watchdog("svod run --isolate", std::chrono::seconds(120));
   auto plan_with = [&](const std::string& name, const std::string& body) {
-    return dir.write(name + ".json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
-      "programs": {"ok": {"language": "c", "entry": "ok", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
-                          "source": "void ok(float* o) { o[0] = 1; }"},
-                   "k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
-                         "source": "long syscall(long, ...); void k(float* o) { )" + body + R"( }"}},
-      "ops": [{"id": "first", "run": "ok", "buffers": ["o"]}, {"id": "second", "run": "k", "buffers": ["o"], "after": ["first"]}],
-      "outputs": {"o": {}}})")
-        .string();
+    return two_kernel_plan(dir, name, "o[0] = 1;", "write", "long syscall(long, ...);", body);
   };
   // exit_group(0) (syscall 231 on x86-64, 94 on AArch64) skips every exit handler: without
   // isolation the run would end with 0 and print nothing.

@@ -348,7 +348,8 @@ void PlanState::compile_custom(size_t i, const PreparedCustomFunction& c) {
 void PlanState::check_writes() const {
   for (size_t i = 0; i < ops.size(); ++i)
     for (const auto& [slot, acc] : access[i])
-      if (writes(acc)) check_writable(buffers[slot], fmt::format("{} ({}) writes {}", op_name(i), op_kind(ops[i]), slot_name(slot)));
+      if (writes(acc))
+        check_writable(buffers[slot], fmt::format("{} ({}) writes {}", op_name(i), op_kind(ops[i]), slot_name(slot)));
 }
 
 void PlanState::schedule() {

@@ -7,7 +7,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdint>
+#include <string>
 
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/base/checked_mode.h"
@@ -58,9 +63,27 @@ TEST_F(KernelFault, ANonCanonicalAddressIsNotTakenForNull) {
 }
 
 TEST_F(KernelFault, AWriteFarPastItsBufferNamesTheBufferTheElementAndTheSlice) {
-  EXPECT_DEATH(launch("void k(float* o, int core_id) { if (core_id == 2) for (long i = 0;; i += 1024) o[i] = 1; }", 4),
-               "SIGSEGV .*\n  in program \"k\" \\(entry k\\) on CPU, core_id slice 2\n"
-               "  the address is [0-9]+ bytes \\(f32 element [0-9]+\\) past the start of buffer 0 \\(\"o\"\\)");
+  // The kernel writes once, into a page reserved without access above its buffer. (A kernel
+  // that walked on until it faulted would first overwrite whatever the heap holds after the
+  // buffer — the program the report names among it.)
+  auto body = [] {
+    auto cpu = cpu_device();
+    Buffer o[] = {cpu->allocate(DType::F32, 16)};
+    const auto start = reinterpret_cast<uintptr_t>(o[0].data());
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    void* hole = MAP_FAILED;
+    for (uintptr_t at = (start / page + 256) * page, tries = 0; hole == MAP_FAILED && tries < 4096; at += 256 * page, ++tries)
+      hole = mmap(reinterpret_cast<void*>(at), page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ASSERT_NE(hole, MAP_FAILED) << "no free page above the buffer";
+    const uintptr_t element = (reinterpret_cast<uintptr_t>(hole) - start) / sizeof(float);
+    ProgramSpec spec = c_kernel(
+        "k", "void k(float* o, int core_id) { if (core_id == 2) o[" + std::to_string(element) + "ul] = 1; }",
+        {{"o", Access::Write, DType::F32}}, {{"core_id", ScalarType::I32, 0, 7}});
+    spec.global_size[0] = Expr::constant(4);
+    cpu->compile(spec)->launch(o, {});
+  };
+  EXPECT_DEATH(body(), "SIGSEGV .*\n  in program \"k\" \\(entry k\\) on CPU, core_id slice 2\n"
+                       "  the address is [0-9]+ bytes \\(f32 element [0-9]+\\) past the start of buffer 0 \\(\"o\"\\)");
 }
 
 TEST_F(KernelFault, AbortTrapDivisionAndStackOverflowAreEachNamed) {

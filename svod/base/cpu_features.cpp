@@ -1,7 +1,9 @@
 #include "svod/base/cpu_features.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #if defined(__x86_64__)
@@ -90,26 +92,59 @@ constexpr FeatureBit kFeatures[] = {
     {"tbm", 0x80000001, 0, Ecx, 21, State::None},
 };
 
-bool has(const FeatureBit& f) {
-  const uint32_t max_leaf = __get_cpuid_max(f.leaf & 0x80000000u, nullptr);
-  if (max_leaf < f.leaf) return false;
-  uint32_t regs[4] = {};
-  __cpuid_count(f.leaf, f.subleaf, regs[0], regs[1], regs[2], regs[3]);
-  if (!((regs[f.reg] >> f.bit) & 1)) return false;
-  if (f.state == State::None) return true;
-  // The OS must save the registers too: OSXSAVE, then XCR0's state bits.
-  uint32_t a, b, c, d;
-  __cpuid(1, a, b, c, d);
-  if (!((c >> 27) & 1)) return false;
-  uint32_t xcr0_low, xcr0_high;
-  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-  const uint64_t xcr0 = (uint64_t{xcr0_high} << 32) | xcr0_low;
-  const uint64_t avx = 0x6;             // SSE and AVX state
-  const uint64_t avx512 = avx | 0xE0;   // opmask, ZMM_Hi256, Hi16_ZMM
-  const uint64_t amx = 0x60000;         // XTILECFG, XTILEDATA
-  const uint64_t need = f.state == State::Avx ? avx : f.state == State::Avx512 ? avx512 : amx;
-  return (xcr0 & need) == need;
-}
+// The processor's answers, each cpuid leaf asked once: cpuid traps to the
+// hypervisor in virtual machines (microseconds each), and the table asks
+// about the same few leaves seventy times.
+class CpuidAnswers {
+ public:
+  bool has(const FeatureBit& f) {
+    const std::array<uint32_t, 4>* regs = leaf(f.leaf, f.subleaf);
+    if (regs == nullptr || !(((*regs)[f.reg] >> f.bit) & 1)) return false;
+    if (f.state == State::None) return true;
+    const uint64_t avx = 0x6;            // SSE and AVX state
+    const uint64_t avx512 = avx | 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
+    const uint64_t amx = 0x60000;        // XTILECFG, XTILEDATA
+    const uint64_t need = f.state == State::Avx ? avx : f.state == State::Avx512 ? avx512 : amx;
+    return (os_saved_state() & need) == need;
+  }
+
+ private:
+  struct Asked {
+    uint32_t leaf, subleaf;
+    std::optional<std::array<uint32_t, 4>> regs;  // nullopt: past the highest leaf
+  };
+
+  const std::array<uint32_t, 4>* leaf(uint32_t leaf, uint32_t subleaf) {
+    for (const Asked& a : asked_)
+      if (a.leaf == leaf && a.subleaf == subleaf) return a.regs ? &*a.regs : nullptr;
+    Asked a{leaf, subleaf, std::nullopt};
+    if (__get_cpuid_max(leaf & 0x80000000u, nullptr) >= leaf) {
+      std::array<uint32_t, 4> r{};
+      __cpuid_count(leaf, subleaf, r[0], r[1], r[2], r[3]);
+      a.regs = r;
+    }
+    asked_.push_back(a);
+    return asked_.back().regs ? &*asked_.back().regs : nullptr;
+  }
+
+  // The register state the OS saves (XCR0); 0 without OSXSAVE.
+  uint64_t os_saved_state() {
+    if (!xcr0_) {
+      const std::array<uint32_t, 4>* one = leaf(1, 0);
+      uint64_t xcr0 = 0;
+      if (one != nullptr && (((*one)[Ecx] >> 27) & 1)) {
+        uint32_t low, high;
+        __asm__("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+        xcr0 = (uint64_t{high} << 32) | low;
+      }
+      xcr0_ = xcr0;
+    }
+    return *xcr0_;
+  }
+
+  std::vector<Asked> asked_;
+  std::optional<uint64_t> xcr0_;
+};
 
 #endif
 
@@ -126,11 +161,11 @@ std::string host_arch() {
 }
 
 const std::vector<KnownCpuFeature>& known_cpu_features() {
-  // cpuid traps to the hypervisor in virtual machines (microseconds each), so it is asked once.
   static const std::vector<KnownCpuFeature> known = [] {
     std::vector<KnownCpuFeature> out;
 #if defined(__x86_64__)
-    for (const auto& f : kFeatures) out.push_back({std::string(f.name), has(f)});
+    CpuidAnswers cpu;
+    for (const auto& f : kFeatures) out.push_back({std::string(f.name), cpu.has(f)});
 #endif
     return out;
   }();

@@ -31,29 +31,47 @@ int64_t now_ns() noexcept {
       .count();
 }
 
-// How many steady-clock nanoseconds one time-stamp-counter tick is, measured
-// once per process over 2 ms; nullopt when the TSC is not used (not x86-64,
-// or the kernel does not trust it as its clocksource, so it may not be
-// invariant and synchronized across cores).
-std::optional<double> tsc_ns_per_tick() {
+// The time-stamp counter is used when the kernel trusts it as its clocksource
+// (invariant and synchronized across cores); x86-64 only.
+bool tsc_trusted() {
 #if defined(__x86_64__)
-  static const std::optional<double> rate = []() -> std::optional<double> {
+  static const bool trusted = [] {
     std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
     std::string name;
-    if (!(source >> name) || name != "tsc") return std::nullopt;
-    const int64_t ns0 = now_ns();
-    const uint64_t tick0 = __rdtsc();
-    int64_t ns1 = ns0;
-    while (ns1 - ns0 < 2'000'000) ns1 = now_ns();
-    const uint64_t tick1 = __rdtsc();
-    if (tick1 <= tick0) return std::nullopt;
-    return static_cast<double>(ns1 - ns0) / static_cast<double>(tick1 - tick0);
+    return static_cast<bool>(source >> name) && name == "tsc";
   }();
-  return rate;
+  return trusted;
 #else
-  return std::nullopt;
+  return false;
 #endif
 }
+
+#if defined(__x86_64__)
+// How many steady-clock nanoseconds one tick is, measured from the first
+// profiler of the process to now rather than by spinning up front (a spin of
+// 2 ms was most of a packaged plan's start). Until a second has passed each
+// call measures again over the longer span, waiting until at least 200 us have
+// passed (0.02% from two clock reads); after that the rate is fixed.
+struct TscOrigin {
+  int64_t ns = now_ns();
+  uint64_t ticks = __rdtsc();
+};
+
+double tsc_ns_per_tick() {
+  static const TscOrigin origin;
+  static std::atomic<double> settled{0.0};
+  if (const double rate = settled.load(std::memory_order_relaxed); rate > 0.0) return rate;
+  int64_t ns = now_ns();
+  uint64_t ticks = __rdtsc();
+  while (ns - origin.ns < 200'000 || ticks <= origin.ticks) {
+    ns = now_ns();
+    ticks = __rdtsc();
+  }
+  const double rate = static_cast<double>(ns - origin.ns) / static_cast<double>(ticks - origin.ticks);
+  if (ns - origin.ns >= 1'000'000'000) settled.store(rate, std::memory_order_relaxed);
+  return rate;
+}
+#endif
 
 // Numbered on first use so traces get short, stable track ids; a
 // thread_local read is all the hot path pays after that.
@@ -245,9 +263,10 @@ RunTimes run_times(const PlanProfile& profile) {
 Profiler::Profiler(const ExecutionPlan& plan, size_t keep_runs) : Profiler(describe_ops(plan), keep_runs) {}
 
 Profiler::Profiler(std::vector<OpDescription> ops, size_t keep_runs) : keep_runs_(std::max<size_t>(keep_runs, 1)) {
-  const std::optional<double> rate = tsc_ns_per_tick();
-  use_tsc_ = rate.has_value();
-  ns_per_tick_ = rate.value_or(1.0);
+  use_tsc_ = tsc_trusted();
+#if defined(__x86_64__)
+  if (use_tsc_) tsc_ns_per_tick();  // starts the measurement of the rate
+#endif
   origin_ticks_ = ticks();
   current_.ops.resize(ops.size());
   profile_.ops = std::move(ops);
@@ -267,7 +286,11 @@ void Profiler::begin_run() {
 
 void Profiler::end_run() {
   current_.end_ns = ticks();
-  auto to_ns = [&](int64_t t) { return std::llround(static_cast<double>(t - origin_ticks_) * ns_per_tick_); };
+  double ns_per_tick = 1.0;
+#if defined(__x86_64__)
+  if (use_tsc_) ns_per_tick = tsc_ns_per_tick();
+#endif
+  auto to_ns = [&](int64_t t) { return std::llround(static_cast<double>(t - origin_ticks_) * ns_per_tick); };
   RunProfile run;
   run.start_ns = to_ns(current_.start_ns);
   run.end_ns = to_ns(current_.end_ns);

@@ -144,7 +144,6 @@ class Profiler final : public PlanObserver {
   size_t keep_runs_;
   RunProfile current_;  // in ticks until end_run() converts it
   bool use_tsc_;
-  double ns_per_tick_;
   int64_t origin_ticks_;
 };
 

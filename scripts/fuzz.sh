@@ -125,7 +125,7 @@ for source in "${sources[@]}"; do
   fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-"$cxx" "${flags[@]}" "${objects[@]}" -o "$work/fuzz_$target" -lfmt -lspdlog -lxxhash -ldl
+"$cxx" "${flags[@]}" "${objects[@]}" -o "$work/fuzz_$target" -lfmt -ldl
 
 echo "seeding"
 $seed

@@ -8,7 +8,7 @@ packages=(
   clang-19 llvm-19 llvm-19-dev llvm-19-tools lld-19 libclang-rt-19-dev
   libclang-cpp19-dev libclang-19-dev
   libzstd-dev  # LLVM's static archives (libsvod_llvm.so links them) call zstd
-  libtbb-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
+  libtbb-dev libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libsodium-dev  # Ed25519 package signatures (svod/package/signature.cpp)
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd

@@ -1,16 +1,38 @@
-// Diagnostics. The library never prints on its own: output appears only when
-// SVOD_DEBUG is set (level 1 compiles, 2 launches, 3 sources, 4 disassembly),
-// and goes to stderr through spdlog.
+// Diagnostics. The library never prints on its own: debug output appears
+// only when SVOD_DEBUG is set (level 1 compiles, 2 launches, 3 sources, 4
+// disassembly), warnings always; each is one line "svod: ..." on stderr.
+// (Not spdlog: loading it was a quarter of the dynamic linker's work at every
+// start of the process, for two dozen lines of output.)
 #pragma once
 
-#include <spdlog/spdlog.h>
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <string_view>
+#include <utility>
 
 namespace svod {
 
 // SVOD_DEBUG, read once per process (0 when unset).
 int debug_level() noexcept;
 
-// The runtime's logger ("svod", stderr).
-spdlog::logger& logger();
+// Writes "svod: `message`\n" to stderr in one write, so lines from several
+// threads do not interleave.
+void log_line(std::string_view message);
+
+// How many warnings this process has logged.
+size_t warnings_logged() noexcept;
+
+template <typename... Args>
+void log_debug(fmt::format_string<Args...> format, Args&&... args) {
+  if (debug_level() > 0) log_line(fmt::format(format, std::forward<Args>(args)...));
+}
+
+void log_warning(std::string_view message);
+
+template <typename... Args>
+void log_warning(fmt::format_string<Args...> format, Args&&... args) {
+  log_warning(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
+}
 
 }  // namespace svod

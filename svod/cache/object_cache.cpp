@@ -184,7 +184,7 @@ std::optional<Artifact> ObjectCache::get(const Hash128& key) {
     ::unlink(path.c_str());
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     misses_.fetch_add(1, std::memory_order_relaxed);
-    logger().debug("object cache: removed damaged entry {}", path.string());
+    log_debug("object cache: removed damaged entry {}", path.string());
     return std::nullopt;
   };
 
@@ -231,7 +231,7 @@ bool ObjectCache::ensure_directory() {
 void ObjectCache::disable_writes(const char* what, int error) {
   writable_.store(false, std::memory_order_relaxed);
   if (!warned_.exchange(true))
-    logger().warn("object cache {}: cannot {} ({}); compiled objects will not be cached by this process",
+    log_warning("object cache {}: cannot {} ({}); compiled objects will not be cached by this process",
                   config_.directory.string(), what, std::strerror(error));
 }
 

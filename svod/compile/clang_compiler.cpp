@@ -123,9 +123,9 @@ void ClangCompiler::log_compile(const ProgramSpec& spec, std::string_view backen
                                 std::chrono::steady_clock::time_point start, size_t bytes) {
   if (debug_level() >= 1) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    logger().info("compile {} backend={} {:.1f} ms, {} bytes", spec.display_name(), backend, ms, bytes);
+    log_debug("compile {} backend={} {:.1f} ms, {} bytes", spec.display_name(), backend, ms, bytes);
   }
-  if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+  if (debug_level() >= 3) log_debug("source of {}:\n{}", spec.display_name(), spec.source);
 }
 
 Artifact ClangCompiler::compile(const ProgramSpec& spec) const {

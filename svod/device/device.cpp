@@ -106,7 +106,7 @@ std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec
       if (e.kind() != ErrorKind::Load && e.kind() != ErrorKind::UndefinedSymbol) throw;
       // The bytes passed the digest, so they are what some compiler wrote;
       // they just do not load here. Start over from the source.
-      logger().warn("object cache: stored object for \"{}\" does not load ({}); recompiling", spec.display_name(),
+      log_warning("object cache: stored object for \"{}\" does not load ({}); recompiling", spec.display_name(),
                     e.what());
       objects->remove(key);
     }

@@ -50,7 +50,7 @@ std::shared_ptr<const Program> KernelCache::lookup(const Hash128& key) {
     program = it->second.program;
   }
   if (logged) [[unlikely]]
-    logger().info("kernel cache: memory hit {} ({}) in {:.3f} ms", key.to_hex(), program->spec().display_name(),
+    log_debug("kernel cache: memory hit {} ({}) in {:.3f} ms", key.to_hex(), program->spec().display_name(),
                   ms_since(start));
   return program;
 }
@@ -70,7 +70,7 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
         std::shared_ptr<const Program> program = slot.program;
         lock.unlock();
         if (debug_level() >= 1) [[unlikely]]
-          logger().info("kernel cache: memory hit {} ({}) in {:.3f} ms", key.to_hex(), program->spec().display_name(),
+          log_debug("kernel cache: memory hit {} ({}) in {:.3f} ms", key.to_hex(), program->spec().display_name(),
                         ms_since(start));
         return program;
       }
@@ -80,7 +80,7 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
       try {
         std::shared_ptr<const Program> program = result.get();
         if (debug_level() >= 1) [[unlikely]]
-          logger().info("kernel cache: memory hit {} ({}) in {:.1f} ms, waiting for another thread's build",
+          log_debug("kernel cache: memory hit {} ({}) in {:.1f} ms, waiting for another thread's build",
                         key.to_hex(), program->spec().display_name(), ms_since(start));
         return program;
       } catch (const Error& e) {
@@ -142,7 +142,7 @@ std::shared_ptr<const Program> KernelCache::build_slow(const Hash128& key, Build
   }
   if (debug_level() >= 1) [[unlikely]] {
     const bool from_disk = detail::take_build_source() == detail::BuildSource::DiskCache;
-    logger().info("kernel cache: {} {} ({}) in {:.1f} ms", from_disk ? "disk hit, loaded" : "compiled", key.to_hex(),
+    log_debug("kernel cache: {} {} ({}) in {:.1f} ms", from_disk ? "disk hit, loaded" : "compiled", key.to_hex(),
                   program->spec().display_name(), ms_since(build_start));
   }
   flight->promise.set_value(program);

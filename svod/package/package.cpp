@@ -172,7 +172,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
                          "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
                          program.name, what, why);
       if (debug_level() >= 1)
-        logger().info("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
+        log_debug("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
                       reader.source(), program.name, what, why);
       compiled.fetch_add(1);
       return device.compile(program.spec);

@@ -1,5 +1,6 @@
 #include "svod/package/signature.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
@@ -33,10 +36,59 @@ static_assert(crypto_sign_PUBLICKEYBYTES == 32 && crypto_sign_SEEDBYTES == 32 &&
 // A key file is two short lines; anything much longer is not one.
 constexpr size_t kMaxKeyFileBytes = 1024;
 
-void init_sodium() {
-  // sodium_init() is safe to call more than once, but once is enough.
-  static const int status = sodium_init();
-  if (status < 0) throw make_error(ErrorKind::Internal, "libsodium failed to initialise");
+// libsodium, opened on first use: most processes never sign or check a
+// signature, and linking it cost every start of every process a library to
+// map and 190 symbol lookups. (Wiping memory needs none of it: explicit_bzero.)
+struct Sodium {
+  decltype(&::sodium_bin2hex) bin2hex;
+  decltype(&::sodium_hex2bin) hex2bin;
+  decltype(&::randombytes_buf) random_bytes;
+  decltype(&::crypto_sign_seed_keypair) seed_keypair;
+  decltype(&::crypto_sign_detached) sign_detached;
+  decltype(&::crypto_sign_verify_detached) verify_detached;
+};
+
+struct LoadedSodium {
+  Sodium api{};
+  std::optional<Error> failure;  // why it is unusable, reported on every use
+};
+
+LoadedSodium load_sodium() {
+  LoadedSodium out;
+  // The SONAME first; the unversioned name exists where development files are installed.
+  void* handle = dlopen("libsodium.so.23", RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) handle = dlopen("libsodium.so", RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
+                                   "package signatures need libsodium (libsodium.so.23): {}; install libsodium23",
+                                   why ? why : "not found"));
+    return out;
+  }
+  const char* missing = nullptr;
+  auto bind = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+    if (fn == nullptr && missing == nullptr) missing = name;
+  };
+  bind(out.api.bin2hex, "sodium_bin2hex");
+  bind(out.api.hex2bin, "sodium_hex2bin");
+  bind(out.api.random_bytes, "randombytes_buf");
+  bind(out.api.seed_keypair, "crypto_sign_seed_keypair");
+  bind(out.api.sign_detached, "crypto_sign_detached");
+  bind(out.api.verify_detached, "crypto_sign_verify_detached");
+  auto init = reinterpret_cast<decltype(&::sodium_init)>(dlsym(handle, "sodium_init"));
+  if (missing != nullptr || init == nullptr)
+    out.failure.emplace(make_error(ErrorKind::DeviceUnavailable, "libsodium has no {}", missing ? missing : "sodium_init"));
+  else if (init() < 0)
+    out.failure.emplace(make_error(ErrorKind::Internal, "libsodium failed to initialise"));
+  // The handle stays open for the process.
+  return out;
+}
+
+const Sodium& sodium() {
+  static const LoadedSodium loaded = load_sodium();
+  if (loaded.failure) throw *loaded.failure;
+  return loaded.api;
 }
 
 const unsigned char* uchars(const std::byte* p) { return reinterpret_cast<const unsigned char*>(p); }
@@ -44,7 +96,7 @@ unsigned char* uchars(std::byte* p) { return reinterpret_cast<unsigned char*>(p)
 
 std::string to_hex(std::span<const std::byte> bytes) {
   std::string out(2 * bytes.size() + 1, '\0');
-  sodium_bin2hex(out.data(), out.size(), uchars(bytes.data()), bytes.size());
+  sodium().bin2hex(out.data(), out.size(), uchars(bytes.data()), bytes.size());
   out.pop_back();  // the terminating NUL
   return out;
 }
@@ -55,7 +107,7 @@ struct Wiped {
   T value{};
   Wiped() = default;
   explicit Wiped(T v) : value(std::move(v)) {}
-  ~Wiped() { sodium_memzero(value.data(), value.size()); }
+  ~Wiped() { explicit_bzero(value.data(), value.size()); }
   Wiped(const Wiped&) = delete;
   Wiped& operator=(const Wiped&) = delete;
 };
@@ -91,7 +143,7 @@ void read_key_file(const fs::path& path, std::string_view header, std::string_vi
     if (!std::isxdigit(static_cast<unsigned char>(key[i])))
       throw fail(fmt::format("line 2, column {}: not a hexadecimal digit", i + 1));
   // Every digit and the length are checked above, so the whole key decodes.
-  sodium_hex2bin(uchars(out.data()), out.size(), key.data(), key.size(), nullptr, nullptr, nullptr);
+  sodium().hex2bin(uchars(out.data()), out.size(), key.data(), key.size(), nullptr, nullptr, nullptr);
 }
 
 // Creates `path`, which must not exist, with `text` and `mode` (O_EXCL: an
@@ -138,18 +190,17 @@ std::string PublicKey::id() const { return to_hex(std::span(bytes).first(8)); }
 std::string PublicKey::hex() const { return to_hex(bytes); }
 
 SecretKey::SecretKey(std::span<const std::byte, 32> seed) {
-  init_sodium();
-  crypto_sign_seed_keypair(uchars(public_.bytes.data()), uchars(expanded_.data()), uchars(seed.data()));
+  sodium().seed_keypair(uchars(public_.bytes.data()), uchars(expanded_.data()), uchars(seed.data()));
 }
 
 SecretKey::SecretKey(SecretKey&& other) noexcept : expanded_(other.expanded_), public_(other.public_) {
-  sodium_memzero(other.expanded_.data(), other.expanded_.size());
+  explicit_bzero(other.expanded_.data(), other.expanded_.size());
 }
 
-SecretKey::~SecretKey() { sodium_memzero(expanded_.data(), expanded_.size()); }
+SecretKey::~SecretKey() { explicit_bzero(expanded_.data(), expanded_.size()); }
 
 PublicKey generate_key_pair(const fs::path& name) {
-  init_sodium();
+  const Sodium& api = sodium();
   fs::path secret_path = name, public_path = name;
   secret_path += ".key";
   public_path += ".pub";
@@ -161,7 +212,7 @@ PublicKey generate_key_pair(const fs::path& name) {
                        path.string());
   }
   Wiped<std::array<std::byte, 32>> seed;
-  randombytes_buf(seed.value.data(), seed.value.size());
+  api.random_bytes(seed.value.data(), seed.value.size());
   const SecretKey key(seed.value);
   // Created private: the secret is never readable by others, not even for a moment.
   write_new_file(secret_path, Wiped<std::string>(key_text(kSecretKeyHeader, seed.value)).value, 0600);
@@ -206,7 +257,7 @@ std::vector<std::byte> sign_package(std::vector<std::byte> package, const Secret
   std::memcpy(block, kSignatureMagic, sizeof kSignatureMagic);
   std::memcpy(block + 8, &kSignatureVersion, 4);
   std::memcpy(block + kKeyField, key.public_key().bytes.data(), key.public_key().bytes.size());
-  crypto_sign_detached(uchars(block + kSignatureField), nullptr, uchars(package.data()), at + kSignatureField,
+  sodium().sign_detached(uchars(block + kSignatureField), nullptr, uchars(package.data()), at + kSignatureField,
                        uchars(key.expanded().data()));
   return package;
 }
@@ -277,9 +328,8 @@ std::optional<PublicKey> check_package_signature(const PackageReader& reader) {
                        reader.source(), signer->id(), key_list(*trusted));
   }
   if (signer) {
-    init_sodium();
     const auto bytes = reader.bytes();
-    if (crypto_sign_verify_detached(uchars(block.data() + kSignatureField), uchars(bytes.data()),
+    if (sodium().verify_detached(uchars(block.data() + kSignatureField), uchars(bytes.data()),
                                     bytes.size() - crypto_sign_BYTES, uchars(signer->bytes.data())) != 0)
       throw make_error(ErrorKind::Validation,
                        "{}: the signature by key {} does not match the package: it was changed after it was signed, "

@@ -126,7 +126,7 @@ std::optional<double> launch_bytes(const CpuProgram& program, const uint64_t* ar
   run_slices(program, args, slices);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   const auto bytes = launch_bytes(program, args);
-  logger().info("launch {} on CPU, {} slice{}: {:.1f} us{}", program.spec().display_name(), slices,
+  log_debug("launch {} on CPU, {} slice{}: {:.1f} us{}", program.spec().display_name(), slices,
                 slices == 1 ? "" : "s", us, bytes && us > 0 ? fmt::format(", {:.2f} GB/s", *bytes / (us * 1e3)) : "");
 }
 
@@ -135,16 +135,16 @@ void log_disassembly(const ProgramSpec& spec, const std::vector<std::byte>& imag
   std::optional<std::string> objdump = find_executable("llvm-objdump-19");
   if (!objdump) objdump = find_executable("llvm-objdump");
   if (!objdump) {
-    logger().info("disassembly of {}: no llvm-objdump-19 or llvm-objdump in PATH", spec.display_name());
+    log_debug("disassembly of {}: no llvm-objdump-19 or llvm-objdump in PATH", spec.display_name());
     return;
   }
   const std::string_view bytes(reinterpret_cast<const char*>(image.data()), image.size());
   const ProcessResult r = run_process({*objdump, "-d", "-"}, bytes, std::chrono::seconds(30));
   if (!r.ok()) {
-    logger().info("disassembly of {}: {} failed: {}", spec.display_name(), *objdump, r.err);
+    log_debug("disassembly of {}: {} failed: {}", spec.display_name(), *objdump, r.err);
     return;
   }
-  logger().info("disassembly of {}:\n{}", spec.display_name(), r.out);
+  log_debug("disassembly of {}:\n{}", spec.display_name(), r.out);
 }
 
 // Out of line and cold: a launch under SVOD_OP_TIMEOUT's deadline (unless

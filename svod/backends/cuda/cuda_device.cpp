@@ -264,7 +264,7 @@ std::shared_ptr<const Program> CudaDevice::load(const ProgramSpec& spec, const A
                        spec.display_name(), spec.entry);
     check_cu(status, fmt::format("program \"{}\": cuModuleGetFunction", spec.display_name()), ErrorKind::Load);
   }
-  if (debug_level() >= 1) logger().debug("loaded CUDA program {} on {}", spec.display_name(), name());
+  if (debug_level() >= 1) log_debug("loaded CUDA program {} on {}", spec.display_name(), name());
   return std::make_shared<CudaProgram>(*this, spec, module, function);
 }
 

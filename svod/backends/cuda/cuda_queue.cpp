@@ -75,7 +75,7 @@ void CudaProgram::enqueue(CudaKernelParams& params, const LaunchDims& dims) cons
                                     nullptr),
            fmt::format("program \"{}\": launching {} on {}", spec().display_name(), detail::dims_text(dims),
                        device_->name()));
-  if (debug_level() >= 2) logger().debug("launch {} on {}", spec().display_name(), device_->name());
+  if (debug_level() >= 2) log_debug("launch {} on {}", spec().display_name(), device_->name());
 }
 
 void CudaProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,

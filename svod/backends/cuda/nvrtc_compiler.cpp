@@ -92,7 +92,7 @@ Artifact NvrtcCompiler::compile(const ProgramSpec& spec) const {
   if (status != cu::NVRTC_SUCCESS)
     throw make_error(ErrorKind::Compile, "program \"{}\" does not compile with NVRTC {} for {}: {}\n{}", program,
                      identity_.version, target_, api.nvrtcGetErrorString(status), log);
-  if (debug_level() >= 1 && !log.empty()) logger().debug("NVRTC log for {}:\n{}", program, log);
+  if (debug_level() >= 1 && !log.empty()) log_debug("NVRTC log for {}:\n{}", program, log);
 
   Artifact artifact;
   size_t size = 0;

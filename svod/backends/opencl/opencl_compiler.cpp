@@ -93,7 +93,7 @@ Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {
   check_cl(cl.clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof(out), &out, nullptr),
            fmt::format("program \"{}\": reading the binary", spec.display_name()), ErrorKind::Unsupported);
   if (debug_level() >= 1)
-    logger().debug("built OpenCL program {} for {} from source ({} byte binary)", spec.display_name(), device_name_,
+    log_debug("built OpenCL program {} for {} from source ({} byte binary)", spec.display_name(), device_name_,
                    size);
   return artifact;
 }

@@ -277,7 +277,7 @@ std::shared_ptr<const Program> OpenClDevice::load(const ProgramSpec& spec, const
     throw make_error(ErrorKind::Validation, "program \"{}\": kernel \"{}\" takes {} arguments, the spec declares {}",
                      spec.display_name(), spec.entry, args, declared);
   if (debug_level() >= 1)
-    logger().debug("loaded OpenCL program {} on {} from a {} byte binary", spec.display_name(), name(), size);
+    log_debug("loaded OpenCL program {} on {} from a {} byte binary", spec.display_name(), name(), size);
   return std::make_shared<OpenClProgram>(*this, spec, std::move(program), std::move(kernel));
 }
 

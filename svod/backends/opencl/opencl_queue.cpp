@@ -165,7 +165,7 @@ OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<co
   // Without a flush an implementation may hold the command back until the
   // queue fills, and nothing waiting on its event would make progress.
   cl.clFlush(state.command_queue.get());
-  if (debug_level() >= 2) logger().debug("launch {} on {}", program, device_->name());
+  if (debug_level() >= 2) log_debug("launch {} on {}", program, device_->name());
   return OpenClEvent(event, state.context);
 }
 

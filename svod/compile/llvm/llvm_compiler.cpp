@@ -303,11 +303,11 @@ class LlvmCompiler final : public Compiler {
     }
     if (debug_level() >= 1) {
       const CompilePhases& p = artifact.phases;
-      logger().info("compile {} backend=llvm {:.1f} ms (front end {:.1f}, optimise {:.1f}, codegen {:.1f}), {} bytes",
+      log_debug("compile {} backend=llvm {:.1f} ms (front end {:.1f}, optimise {:.1f}, codegen {:.1f}), {} bytes",
                     spec.display_name(), ms_between(start, std::chrono::steady_clock::now()), p.front_end_ms,
                     p.optimise_ms, p.codegen_ms, artifact.bytes.size());
     }
-    if (debug_level() >= 3) logger().info("source of {}:\n{}", spec.display_name(), spec.source);
+    if (debug_level() >= 3) log_debug("source of {}:\n{}", spec.display_name(), spec.source);
     return artifact;
   }
 

@@ -1,5 +1,7 @@
 #include "svod/base/cpu_features.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -108,6 +110,18 @@ class CpuidAnswers {
     return (os_saved_state() & need) == need;
   }
 
+  // The vendor (leaf 0) and the family, model and stepping (leaf 1's eax):
+  // "AuthenticAMD a20f10".
+  std::string model() {
+    std::string out;
+    if (const std::array<uint32_t, 4>* zero = leaf(0, 0)) {
+      for (const Reg r : {Ebx, Edx, Ecx})
+        for (int byte = 0; byte < 4; ++byte) out += static_cast<char>(((*zero)[r] >> (8 * byte)) & 0xFF);
+    }
+    if (const std::array<uint32_t, 4>* one = leaf(1, 0)) out += fmt::format(" {:x}", (*one)[Eax]);
+    return out;
+  }
+
  private:
   struct Asked {
     uint32_t leaf, subleaf;
@@ -160,17 +174,33 @@ std::string host_arch() {
 #endif
 }
 
-const std::vector<KnownCpuFeature>& known_cpu_features() {
-  static const std::vector<KnownCpuFeature> known = [] {
-    std::vector<KnownCpuFeature> out;
+namespace {
+
+struct HostCpu {
+  std::vector<KnownCpuFeature> features;
+  std::string signature;
+};
+
+const HostCpu& host_cpu() {
+  static const HostCpu cpu = [] {
+    HostCpu out;
 #if defined(__x86_64__)
-    CpuidAnswers cpu;
-    for (const auto& f : kFeatures) out.push_back({std::string(f.name), cpu.has(f)});
+    CpuidAnswers answers;
+    for (const auto& f : kFeatures) out.features.push_back({std::string(f.name), answers.has(f)});
+    out.signature = answers.model();
+    out.signature += ' ';
+    for (const KnownCpuFeature& f : out.features) out.signature += f.present ? '1' : '0';
 #endif
     return out;
   }();
-  return known;
+  return cpu;
 }
+
+}  // namespace
+
+const std::vector<KnownCpuFeature>& known_cpu_features() { return host_cpu().features; }
+
+const std::string& host_cpu_signature() { return host_cpu().signature; }
 
 std::vector<std::string> missing_cpu_features(std::span<const std::string> features) {
   const std::vector<KnownCpuFeature>& known = known_cpu_features();

@@ -31,4 +31,9 @@ struct KnownCpuFeature {
 };
 const std::vector<KnownCpuFeature>& known_cpu_features();
 
+// The processor's vendor, family, model and stepping and which known features
+// it has: what a compiler that targets the host CPU (LLVM's host CPU name and
+// features) decides from. Empty where nothing is known (not x86-64).
+const std::string& host_cpu_signature();
+
 }  // namespace svod

@@ -38,6 +38,18 @@ Hash128 Hasher::finish() const {
 
 std::string Hash128::to_hex() const { return fmt::format("{:016x}{:016x}", high, low); }
 
+std::optional<Hash128> Hash128::from_hex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  uint64_t words[2] = {};
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const char c = hex[i];
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    words[i / 16] = (words[i / 16] << 4) | static_cast<uint64_t>(digit);
+  }
+  return Hash128{words[1], words[0]};
+}
+
 Hash128 hash_bytes(std::span<const std::byte> data) {
   XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
   return {h.low64, h.high64};

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,8 @@ struct Hash128 {
   uint64_t low = 0;
   uint64_t high = 0;
   std::string to_hex() const;  // 32 lowercase hex digits, high word first
+  // The hash to_hex() wrote (either letter case); nullopt for anything else.
+  static std::optional<Hash128> from_hex(std::string_view hex);
   friend bool operator==(const Hash128&, const Hash128&) = default;
 };
 

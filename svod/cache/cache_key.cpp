@@ -128,14 +128,18 @@ Hash128 spec_hash(const ProgramSpec& spec) {
   return w.finish();
 }
 
-Hash128 object_key(const ProgramSpec& spec, const CompilerIdentity& identity) {
+Hash128 object_key(const ProgramSpec& spec, const Hash128& identity_hash) {
   const Hash128 source = source_hash(spec);
   KeyWriter w;
   w.str("object");
   w.u64(kObjectSchema);
   w.hash(source);
-  w.hash(identity.hash());
+  w.hash(identity_hash);
   return w.finish();
+}
+
+Hash128 object_key(const ProgramSpec& spec, const CompilerIdentity& identity) {
+  return object_key(spec, identity.hash());
 }
 
 Hash128 kernel_key(uint64_t scope, const ProgramSpec& spec) {

@@ -29,6 +29,8 @@ Hash128 spec_hash(const ProgramSpec& spec);
 // compiler identity (path, version, target triple, CPU, features, flags, ABI)
 // and the entry format's schema.
 Hash128 object_key(const ProgramSpec& spec, const CompilerIdentity& identity);
+// The same from the identity's hash (as ObjectCache::identity_hash gives it).
+Hash128 object_key(const ProgramSpec& spec, const Hash128& identity_hash);
 
 // Key of a loaded Program in the kernel cache: spec_hash within one scope.
 // A scope stands for one device with one compiler (see new_cache_scope), so

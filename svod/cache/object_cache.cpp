@@ -1,6 +1,7 @@
 #include "svod/cache/object_cache.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -16,6 +17,7 @@
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/file_read.h"
+#include "svod/base/file_write.h"
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
 
@@ -28,6 +30,10 @@ constexpr char kMagic[8] = {'S', 'V', 'O', 'D', 'O', 'B', 'J', '1'};
 constexpr uint32_t kEntrySchema = 1;
 constexpr const char* kEntrySuffix = ".svo";
 constexpr const char* kTempSuffix = ".tmp";
+// A compiler's remembered identity hash: `<identity source>.identity`, one
+// line of 32 hex digits and a line describing the compiler (for people).
+constexpr const char* kIdentitySuffix = ".identity";
+constexpr size_t kMaxIdentityFileBytes = 4096;
 // Hits refresh an entry's mtime only when it is older than this, which keeps
 // the common hit to one open and one read while LRU order stays accurate to
 // the minute.
@@ -57,6 +63,7 @@ bool known_kind(uint32_t kind) {
 }
 
 bool is_entry(const fs::path& p) { return p.extension() == kEntrySuffix; }
+bool is_identity(const fs::path& p) { return p.extension() == kIdentitySuffix; }
 bool is_temp(const fs::path& p) {
   const std::string name = p.filename().string();
   return name.size() > 1 && name[0] == '.' && p.extension() == kTempSuffix;
@@ -326,6 +333,48 @@ void ObjectCache::evict_keeping(const fs::path& keep) {
   writes_since_scan_.store(0, std::memory_order_relaxed);
 }
 
+Hash128 ObjectCache::identity_hash(const Compiler& compiler) {
+  const std::optional<Hash128> source = enabled() ? compiler.identity_source() : std::nullopt;
+  if (!source) return compiler.identity().hash();
+  {
+    std::lock_guard lock(identities_mutex_);
+    for (const auto& [known_source, hash] : identities_)
+      if (known_source == *source) return hash;
+  }
+  const fs::path path = config_.directory / (source->to_hex() + kIdentitySuffix);
+  std::optional<Hash128> hash;
+  // Never waits: only a regular file of the right size is read; anything
+  // else there reads as not remembered, and is replaced.
+  if (RegularFile file = try_open_regular_file(path);
+      file.error == 0 && !file.not_regular() && file.status.st_size <= static_cast<off_t>(kMaxIdentityFileBytes)) {
+    try {
+      const std::string text = read_to_end(file.fd, path, "a remembered compiler identity");
+      hash = Hash128::from_hex(std::string_view(text).substr(0, text.find('\n')));
+    } catch (const Error&) {
+    }
+  }
+  if (hash) {
+    log_debug("object cache: compiler identity {} remembered in {}; the compiler is not opened", hash->to_hex(),
+              path.string());
+  } else {
+    const CompilerIdentity& identity = compiler.identity();
+    hash = identity.hash();
+    // Remembered only when the source still says the same after the
+    // compiler was made (the file it stands for was not replaced meanwhile,
+    // and it is what was opened).
+    if (compiler.identity_source() == source && writable_.load(std::memory_order_relaxed) && ensure_directory()) {
+      try {
+        write_file_atomically(path, fmt::format("{}\n{}\n", hash->to_hex(), identity.describe()));
+      } catch (const Error& e) {
+        log_debug("object cache: {}", e.what());  // only the next process's opening of the compiler is lost
+      }
+    }
+  }
+  std::lock_guard lock(identities_mutex_);
+  identities_.emplace_back(*source, *hash);
+  return *hash;
+}
+
 ObjectCacheUsage ObjectCache::usage() const {
   ObjectCacheUsage usage;
   if (!enabled()) return usage;
@@ -343,7 +392,7 @@ uint64_t ObjectCache::clear() {
   for (fs::directory_iterator it(config_.directory, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     std::error_code remove_ec;
-    if ((is_entry(p) || is_temp(p)) && fs::remove(p, remove_ec)) ++removed;
+    if ((is_entry(p) || is_temp(p) || is_identity(p)) && fs::remove(p, remove_ec)) ++removed;
   }
   estimated_bytes_.store(-1, std::memory_order_relaxed);
   return removed;

@@ -30,6 +30,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "svod/base/hash.h"
 #include "svod/compile/compiler.h"
@@ -78,9 +80,16 @@ class ObjectCache {
   void put(const Hash128& key, const Artifact& artifact);
   void remove(const Hash128& key);
 
+  // compiler.identity().hash(), remembered in the directory under
+  // compiler.identity_source() when the compiler has one: a later process
+  // keys its objects without creating the compiler (for the in-process LLVM,
+  // without opening libsvod_llvm.so and libLLVM, 7 of a warm run's 20 ms).
+  Hash128 identity_hash(const Compiler& compiler);
+
   // Scans the directory now.
   ObjectCacheUsage usage() const;
-  // Removes every entry and leftover temporary file; returns how many files went.
+  // Removes every entry, remembered identity and leftover temporary file;
+  // returns how many files went.
   uint64_t clear();
   // Removes least recently used entries until the budget holds (with the
   // 90% margin). Runs on its own after writes; public for tools and tests.
@@ -103,6 +112,8 @@ class ObjectCache {
   std::atomic<int64_t> estimated_bytes_{-1};
   std::atomic<uint64_t> writes_since_scan_{0};
   std::mutex evict_mutex_;
+  std::mutex identities_mutex_;
+  std::vector<std::pair<Hash128, Hash128>> identities_;  // identity source, identity hash
 };
 
 // The process's object cache, from ObjectCacheConfig::from_env() on first use.

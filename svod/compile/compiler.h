@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ class Compiler {
   virtual const CompilerIdentity& identity() const = 0;
   // Thread-safe. Throws Error(Compile) with the diagnostics on bad source.
   virtual Artifact compile(const ProgramSpec& spec) const = 0;
+  // A hash of everything identity() is decided by, found without creating
+  // the compiler (for the in-process LLVM: its library file and the host
+  // CPU), so that an identity known from an earlier process can stand in for
+  // it and a warm run never opens the compiler (the object cache remembers
+  // them). nullopt when there is no such shortcut.
+  virtual std::optional<Hash128> identity_source() const { return std::nullopt; }
 };
 
 }  // namespace svod

@@ -6,8 +6,10 @@
 #include <functional>
 #include <mutex>
 
+#include "svod/base/cpu_features.h"
 #include "svod/base/env.h"
 #include "svod/base/error.h"
+#include "svod/base/hash.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/dlopen_compiler.h"
 #include "svod/compile/llvm_plugin.h"
@@ -43,6 +45,40 @@ class DeferredCompiler final : public Compiler {
   mutable std::exception_ptr error_;
 };
 
+// The llvm backend's compiler. The plugin, and libLLVM with it, is opened at
+// the first compile or the first time the identity itself is needed; the
+// object cache keys stored objects by identity_source() instead, so a warm
+// run never opens it.
+class LlvmPluginCompiler final : public Compiler {
+ public:
+  const CompilerIdentity& identity() const override { return plugin().identity(); }
+  Artifact compile(const ProgramSpec& spec) const override { return plugin().compile(spec); }
+
+  // The plugin file (path, device, inode, size, modification time) and the
+  // host CPU: the LLVM compiler targets the host, and takes no other input.
+  std::optional<Hash128> identity_source() const override {
+    const std::string& cpu = host_cpu_signature();
+    const std::optional<LlvmPluginFile> file = llvm_plugin_file();
+    if (cpu.empty() || !file) return std::nullopt;
+    // Once opened, only the file that was opened speaks for the identity.
+    if (const LlvmPluginStatus* status = llvm_plugin_if_opened(); status && status->path != file->path)
+      return std::nullopt;
+    const struct stat& st = file->status;
+    Hasher h;
+    h.str("llvm plugin").str(file->path).u64(st.st_dev).u64(st.st_ino).u64(static_cast<uint64_t>(st.st_size));
+    h.u64(static_cast<uint64_t>(st.st_mtim.tv_sec)).u64(static_cast<uint64_t>(st.st_mtim.tv_nsec)).str(cpu);
+    return h.finish();
+  }
+
+ private:
+  static const Compiler& plugin() {
+    const LlvmPluginStatus& llvm = llvm_plugin();
+    if (!llvm.available())
+      throw make_error(ErrorKind::DeviceUnavailable, "{} (SVOD_CPU_BACKEND=clang compiles without it)", llvm.error);
+    return *llvm.compiler;
+  }
+};
+
 }  // namespace
 
 std::string_view to_string(CpuBackend backend) noexcept {
@@ -70,9 +106,11 @@ CpuBackendChoice default_cpu_backend() {
       throw make_error(ErrorKind::Validation, "SVOD_CPU_BACKEND: {}", e.what());
     }
   }
-  const LlvmPluginStatus& llvm = llvm_plugin();
-  if (llvm.available()) return {CpuBackend::Llvm, "in-process LLVM, the fastest to compile, loaded from " + llvm.path};
-  return {CpuBackend::Clang, "the llvm backend is unavailable: " + llvm.error};
+  // Decided by the file, not by opening it: opening costs milliseconds that
+  // a process running stored objects never needs to spend.
+  if (const auto file = llvm_plugin_file())
+    return {CpuBackend::Llvm, "in-process LLVM, the fastest to compile, from " + file->path};
+  return {CpuBackend::Clang, "the llvm backend is unavailable: " + llvm_plugin().error};
 }
 
 std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend) {
@@ -83,9 +121,9 @@ std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend) {
       return clang;
     }
     case CpuBackend::Llvm: {
-      const LlvmPluginStatus& llvm = llvm_plugin();
-      if (!llvm.available()) throw Error(ErrorKind::DeviceUnavailable, llvm.error);
-      return llvm.compiler;
+      if (!llvm_plugin_file()) throw Error(ErrorKind::DeviceUnavailable, llvm_plugin().error);
+      static const std::shared_ptr<const Compiler> llvm = std::make_shared<LlvmPluginCompiler>();
+      return llvm;
     }
     case CpuBackend::Dlopen: {
       static const std::shared_ptr<const Compiler> dlopen =

@@ -6,7 +6,7 @@
 //           loaded by svod's ELF loader — no process per kernel;
 //   dlopen  a clang process builds a shared library, opened with dlopen.
 //
-// The default is llvm when its library opens, else clang; SVOD_CPU_BACKEND
+// The default is llvm when its library is there, else clang; SVOD_CPU_BACKEND
 // (clang|llvm|dlopen) overrides it.
 #pragma once
 
@@ -31,14 +31,16 @@ struct CpuBackendChoice {
 };
 
 // SVOD_CPU_BACKEND when set (an unknown name throws as parse_cpu_backend),
-// else llvm when libsvod_llvm.so opens, else clang. Asking opens the plugin
-// unless SVOD_CPU_BACKEND decides.
+// else llvm when libsvod_llvm.so is there, else clang. Asking opens nothing.
 CpuBackendChoice default_cpu_backend();
 
 // The process's compiler for `backend`, created on first use. Throws
-// Error(DeviceUnavailable) saying why when the llvm library is missing; the
-// clang and dlopen compilers look for clang at their first use instead
-// (DeviceUnavailable then), so a CPU device without a toolchain still runs
+// Error(DeviceUnavailable) saying why when the llvm library is missing. No
+// compiler starts before it is needed: the llvm plugin opens at the first
+// compile (or when its identity is asked for and the object cache does not
+// remember it; a plugin that is there but does not open is a
+// DeviceUnavailable error then), and the clang and dlopen compilers look for
+// clang at their first use, so a CPU device without a toolchain still runs
 // stored objects.
 std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend);
 

@@ -1,8 +1,9 @@
 #include "svod/compile/llvm_plugin.h"
 
 #include <dlfcn.h>
-
 #include <fmt/format.h>
+
+#include <atomic>
 
 #include "svod/base/log.h"
 #include "svod/base/plugin.h"
@@ -41,9 +42,27 @@ std::vector<std::string> llvm_plugin_candidates() {
   return detail::plugin_candidates("SVOD_LLVM_PLUGIN", detail::kLlvmPluginFileName);
 }
 
+namespace {
+std::atomic<const LlvmPluginStatus*> opened{nullptr};
+}  // namespace
+
 const LlvmPluginStatus& llvm_plugin() {
   static const LlvmPluginStatus status = open_plugin();
+  opened.store(&status, std::memory_order_release);
   return status;
+}
+
+const LlvmPluginStatus* llvm_plugin_if_opened() noexcept { return opened.load(std::memory_order_acquire); }
+
+std::optional<LlvmPluginFile> llvm_plugin_file() {
+  for (std::string& path : llvm_plugin_candidates()) {
+    LlvmPluginFile file;
+    if (::stat(path.c_str(), &file.status) == 0 && S_ISREG(file.status.st_mode)) {
+      file.path = std::move(path);
+      return file;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace svod

@@ -8,7 +8,10 @@
 // the library folder of the install prefix. Once opened it stays open for the life of the process.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +29,18 @@ struct LlvmPluginStatus {
 // Opens the plugin on the first call; later calls return the same status.
 const LlvmPluginStatus& llvm_plugin();
 
+// The status when llvm_plugin() has run already, else null (opens nothing).
+const LlvmPluginStatus* llvm_plugin_if_opened() noexcept;
+
 // The paths tried, in order.
 std::vector<std::string> llvm_plugin_candidates();
+
+// The file the plugin would be opened from, without opening it: the first
+// candidate that is a regular file, with what stat() says of it.
+struct LlvmPluginFile {
+  std::string path;
+  struct stat status {};
+};
+std::optional<LlvmPluginFile> llvm_plugin_file();
 
 }  // namespace svod

@@ -96,7 +96,7 @@ std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec
     begin_compile(spec, {});
     return load(compiler.compile(spec));
   }
-  const Hash128 key = object_key(spec, compiler.identity());
+  const Hash128 key = object_key(spec, objects->identity_hash(compiler));
   if (auto stored = objects->get(key)) {
     try {
       auto program = load(*stored);

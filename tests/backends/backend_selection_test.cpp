@@ -83,7 +83,7 @@ TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
   }
 }
 
-TEST(CpuBackendSelection, DefaultIsLlvmWhenItsLibraryLoadsElseClang) {
+TEST(CpuBackendSelection, DefaultIsLlvmWhenItsLibraryIsThereElseClang) {
   ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
   const LlvmPluginStatus& plugin = llvm_plugin();
   const CpuBackendChoice choice = default_cpu_backend();

@@ -114,6 +114,7 @@ TEST_F(SvodCli, InfoSaysWhichBackendIsTheDefaultAndWhy) {
 // libLLVM, so it pays none of their start-up cost.
 TEST_F(SvodCli, ClangBackendRunNeverOpensLibLlvm) {
   ScopedEnv debug("LD_DEBUG", "files");
+  ScopedEnv no_cache("SVOD_CACHE", "0");  // so the llvm run compiles, and opens its plugin
   ProcessResult clang = svod({"run", plan_, "--backend", "clang"});
   ASSERT_TRUE(clang.ok()) << clang.err;
   EXPECT_EQ(clang.err.find("libLLVM"), std::string::npos);
@@ -130,6 +131,37 @@ TEST_F(SvodCli, ClangBackendRunNeverOpensLibLlvm) {
       EXPECT_NE(llvm.err.find("libLLVM"), std::string::npos);
     }
   }
+}
+
+// Start-up (issue 26): a warm run keys its objects by the compiler identity
+// the object cache remembers, so it never opens the llvm plugin (or libLLVM),
+// and says so under SVOD_DEBUG=1; a packaged run opens no compiler, no
+// signature library and no device library it does not need.
+TEST_F(SvodCli, WarmAndPackagedRunsOpenNothingTheyDoNotNeed) {
+  ScopedEnv backend("SVOD_CPU_BACKEND", std::nullopt);
+  ScopedEnv cache("SVOD_CACHE_DIR", (dir_ / "cache").string());
+  ScopedEnv cache_on("SVOD_CACHE", std::nullopt);
+  ProcessResult cold = svod({"run", plan_});
+  ASSERT_TRUE(cold.ok()) << cold.err;
+  {
+    ScopedEnv debug("LD_DEBUG", "files");
+    ScopedEnv svod_debug("SVOD_DEBUG", "1");
+    ProcessResult warm = svod({"run", plan_});
+    ASSERT_TRUE(warm.ok()) << warm.err;
+    EXPECT_EQ(output_line(warm.out), output_line(cold.out));
+    EXPECT_EQ(warm.err.find("libsvod_llvm"), std::string::npos) << warm.err;
+    EXPECT_EQ(warm.err.find("libLLVM"), std::string::npos);
+    if (SVOD_LLVM_PLUGIN_BUILT) EXPECT_NE(warm.err.find("the compiler is not opened"), std::string::npos) << warm.err;
+  }
+  const std::string package = (dir_ / "plan.svodpkg").string();
+  ASSERT_TRUE(svod({"pack", plan_, "-o", package}).ok());
+  ScopedEnv debug("LD_DEBUG", "files");
+  ScopedEnv no_cache("SVOD_CACHE", "0");
+  ProcessResult run = svod({"run", package});
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_EQ(output_line(run.out), output_line(cold.out));
+  for (const char* library : {"libsvod_llvm", "libLLVM", "libclang", "libsodium", "libOpenCL", "libcuda", "libnvrtc"})
+    EXPECT_EQ(run.err.find(library), std::string::npos) << library << " opened:\n" << run.err;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "svod/base/error.h"
@@ -349,6 +351,98 @@ TEST(ObjectCacheTest, UnwritableDirectoryDegradesWithOneWarning) {
     EXPECT_EQ(warnings.count(), 1u);
     EXPECT_FALSE(cache->stats().writable);
     EXPECT_EQ(cache->stats().writes, 0u);
+  }
+}
+
+// A compiler whose identity stands on a source the test sets, counting how
+// often its identity is made (for the llvm backend: how often the plugin
+// would be opened).
+class SourcedCompiler final : public Compiler {
+ public:
+  explicit SourcedCompiler(Hash128 source) : source_(source) { identity_.backend = "sourced"; }
+  const CompilerIdentity& identity() const override {
+    made_.fetch_add(1);
+    if (on_make_) on_make_();
+    return identity_;
+  }
+  Artifact compile(const ProgramSpec&) const override { return bytes_artifact(64, 0x5a); }
+  std::optional<Hash128> identity_source() const override { return source_; }
+
+  CompilerIdentity identity_;
+  Hash128 source_;
+  std::function<void()> on_make_;
+  int made() const { return made_.load(); }
+
+ private:
+  mutable std::atomic<int> made_{0};
+};
+
+TEST(ObjectCacheTest, CompilerIdentitiesAreRememberedUnderTheirSource) {
+  CacheTempDir dir;
+  SourcedCompiler compiler(Hash128{7, 9});
+  compiler.identity_.version = "1";
+  const Hash128 expected = compiler.identity_.hash();
+  {
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    EXPECT_EQ(cache.identity_hash(compiler), expected);
+    EXPECT_EQ(cache.identity_hash(compiler), expected);  // the process remembers it too
+    EXPECT_EQ(compiler.made(), 1);
+  }
+  const fs::path memo = dir.path() / (Hash128{7, 9}.to_hex() + ".identity");
+  ASSERT_TRUE(fs::exists(memo));
+  {
+    // A later process: the compiler is never made.
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    EXPECT_EQ(cache.identity_hash(compiler), expected);
+    EXPECT_EQ(compiler.made(), 1);
+  }
+  // Another source (the plugin file or the CPU changed) is another identity.
+  compiler.source_ = Hash128{7, 10};
+  compiler.identity_.version = "2";
+  {
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    EXPECT_EQ(cache.identity_hash(compiler), compiler.identity_.hash());
+    EXPECT_EQ(compiler.made(), 2);
+  }
+  // A damaged memo, or something that is not a file, is made again and replaced.
+  compiler.source_ = Hash128{7, 9};
+  compiler.identity_.version = "1";
+  for (const std::string& damage : {std::string("not hex\n"), std::string(""), std::string(5000, 'a')}) {
+    write_file(memo, damage);
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    const int before = compiler.made();
+    EXPECT_EQ(cache.identity_hash(compiler), expected);
+    EXPECT_EQ(compiler.made(), before + 1);
+    EXPECT_EQ(Hash128::from_hex(read_file(memo).substr(0, 32)), expected);
+  }
+  fs::remove(memo);
+  fs::create_directory(memo);
+  {
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    EXPECT_EQ(cache.identity_hash(compiler), expected);
+  }
+  fs::remove(memo);
+  // A source that changes while the compiler is made (its file replaced) is not remembered.
+  compiler.on_make_ = [&] { compiler.source_ = Hash128{7, 11}; };
+  {
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    cache.identity_hash(compiler);
+  }
+  EXPECT_FALSE(fs::exists(memo));
+  EXPECT_FALSE(fs::exists(dir.path() / (Hash128{7, 11}.to_hex() + ".identity")));
+  compiler.on_make_ = nullptr;
+  compiler.source_ = Hash128{7, 9};
+  // clear() forgets identities with the objects; an off cache asks the compiler.
+  {
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    cache.identity_hash(compiler);
+    EXPECT_TRUE(fs::exists(memo));
+    EXPECT_GE(cache.clear(), 1u);
+    EXPECT_FALSE(fs::exists(memo));
+    ObjectCache off({{}, ObjectCacheConfig::kDefaultMaxBytes});
+    const int before = compiler.made();
+    EXPECT_EQ(off.identity_hash(compiler), expected);
+    EXPECT_EQ(compiler.made(), before + 1);
   }
 }
 

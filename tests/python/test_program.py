@@ -1,5 +1,8 @@
 """Compiling and calling programs: zero-copy numpy arguments and every check before a launch."""
 import gc
+import os
+import pathlib
+import subprocess
 import sys
 import threading
 
@@ -346,3 +349,23 @@ def test_arguments_of_the_wrong_type_are_validation_errors(cpu, add):
         svod.benchmark("add", [])
     with pytest.raises(svod.ValidationError):
         svod.device(42)
+
+
+def test_the_cpu_device_opens_no_compiler_until_one_compiles(tmp_path):
+    # In a fresh interpreter (this one may have compiled already): getting the
+    # device maps neither the llvm plugin nor libLLVM; the first compile does,
+    # when the default backend is llvm.
+    script = (
+        "import svod, sys\n"
+        "maps = lambda: open('/proc/self/maps').read()\n"
+        "cpu = svod.device('CPU')\n"
+        "assert 'libsvod_llvm' not in maps() and 'libLLVM' not in maps(), 'opened before a compile'\n"
+        f"k = cpu.compile(source={ADD_SOURCE!r}, entry='add', buffers={ADD_BUFFERS!r},\n"
+        "                 scalars=[{'name': 'n', 'type': 'i32'}])\n"
+        "print('llvm' if 'libsvod_llvm' in maps() else 'other')\n")
+    env = dict(os.environ, SVOD_CACHE="0")
+    env.pop("SVOD_CPU_BACKEND", None)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    plugin = pathlib.Path(os.environ.get("SVOD_BINARY_DIR", "/nonexistent")) / "runtime" / "libsvod_llvm.so"
+    assert r.stdout.strip() == ("llvm" if plugin.exists() else "other")

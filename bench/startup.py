@@ -1,0 +1,80 @@
+"""Start-up of svod processes (issue 26): wall time of `svod --help`, `svod --version`, a run of
+the MLP example packed (`SVOD_CACHE=0 SVOD_COMPILE=0`), a warm run of its plan file (the object
+cache filled by a first run), and, for scale, `/bin/true`; rounds alternate the commands, and each
+median is also given as a multiple of /bin/true's. Then Python: `import svod` and
+`svod.device("CPU")` after it, each in a fresh interpreter.
+
+    /usr/bin/python3 bench/startup.py [rounds=15] [build folder=build/release]
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAN = os.path.join(ROOT, "examples", "mlp", "plan.json")
+
+PYTHON_PROBE = """
+import time
+t0 = time.perf_counter()
+import svod
+t1 = time.perf_counter()
+svod.device("CPU")
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def wall(argv, env):
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    build = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "release"))
+    svod = os.path.join(build, "svod")
+    work = tempfile.mkdtemp(prefix="svod_startup_")
+    try:
+        env = dict(os.environ, SVOD_CACHE_DIR=os.path.join(work, "cache"))
+        env.pop("SVOD_CPU_BACKEND", None)
+        env.pop("SVOD_CACHE", None)
+        package = os.path.join(work, "mlp.svodpkg")
+        subprocess.run([svod, "pack", PLAN, "-o", package], env=env, stdout=subprocess.DEVNULL, check=True)
+        subprocess.run([svod, "run", PLAN], env=env, stdout=subprocess.DEVNULL, check=True)  # fills the cache
+        packaged = dict(env, SVOD_CACHE="0", SVOD_COMPILE="0")
+        commands = {
+            "/bin/true": (["/bin/true"], env),
+            "svod --help": ([svod, "--help"], env),
+            "svod --version": ([svod, "--version"], env),
+            "svod run MLP.svodpkg": ([svod, "run", package], packaged),
+            "svod run plan.json (warm)": ([svod, "run", PLAN], env),
+        }
+        times = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, (argv, e) in commands.items():
+                times[name].append(wall(argv, e))
+        base = statistics.median(times["/bin/true"])
+        for name, t in times.items():
+            m = statistics.median(t)
+            print(f"{name:28s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
+                  f"{m / base:5.2f}x /bin/true")
+        py_env = dict(env, PYTHONPATH=os.path.join(build, "python"))
+        imports, devices = [], []
+        for _ in range(rounds):
+            out = subprocess.run([sys.executable, "-c", PYTHON_PROBE], env=py_env, capture_output=True, text=True,
+                                 check=True).stdout.split()
+            imports.append(float(out[0]))
+            devices.append(float(out[1]))
+        print(f"{'python: import svod':28s} median {statistics.median(imports) * 1e3:6.2f} ms")
+        print(f"{'python: svod.device(CPU)':28s} median {statistics.median(devices) * 1e3:6.2f} ms (after the import)")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -104,6 +104,10 @@ const CompilerIdentity& ClangCompiler::identity() const {
   return identity_;
 }
 
+std::optional<Hash128> ClangCompiler::identity_source() const {
+  return host_tool_identity_source("clang", clang_, {object_flags(), options_.extra_flags});
+}
+
 std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,
                                      std::string_view doing, std::chrono::milliseconds timeout) {
   ProcessResult r = run_process(argv, spec.source, timeout);

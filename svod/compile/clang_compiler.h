@@ -48,6 +48,9 @@ class ClangCompiler final : public Compiler {
   // Resolved on first use by asking clang for its target CPU and features.
   const CompilerIdentity& identity() const override;
   Artifact compile(const ProgramSpec& spec) const override;
+  // The clang binary (the file behind the link), the flags and the host CPU:
+  // a warm run need not run `clang -###`.
+  std::optional<Hash128> identity_source() const override;
 
  private:
   std::vector<std::string> command(const ProgramSpec& spec) const;

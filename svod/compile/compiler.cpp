@@ -1,7 +1,10 @@
 #include "svod/compile/compiler.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <fmt/ranges.h>
+
+#include "svod/base/cpu_features.h"
 
 namespace svod {
 
@@ -20,6 +23,21 @@ Hash128 CompilerIdentity::hash() const {
 std::string CompilerIdentity::describe() const {
   return fmt::format("{} {} ({}), target {} cpu {} ({} features)", backend, version, path, target_triple, target_cpu,
                      target_features.size());
+}
+
+std::optional<Hash128> host_tool_identity_source(std::string_view kind, const std::string& path,
+                                                 std::initializer_list<std::span<const std::string>> inputs) {
+  const std::string& cpu = host_cpu_signature();
+  struct stat st {};
+  if (cpu.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  Hasher h;
+  h.str(kind).str(path).u64(st.st_dev).u64(st.st_ino).u64(static_cast<uint64_t>(st.st_size));
+  h.u64(static_cast<uint64_t>(st.st_mtim.tv_sec)).u64(static_cast<uint64_t>(st.st_mtim.tv_nsec));
+  for (std::span<const std::string> input : inputs) {
+    h.u64(input.size());
+    for (const std::string& item : input) h.str(item);
+  }
+  return h.str(cpu).finish();
 }
 
 }  // namespace svod

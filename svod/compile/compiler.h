@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,13 @@ struct CompilerIdentity {
   Hash128 hash() const;
   std::string describe() const;  // one line for logs and `svod info`
 };
+
+// An identity_source() for a compiler that is one file targeting the host
+// CPU: the file's path, device, inode, size and modification time (following
+// links), `inputs` (flags and the like) and the host CPU's signature; nullopt
+// when the file cannot be stat()ed or the host CPU is not known.
+std::optional<Hash128> host_tool_identity_source(std::string_view kind, const std::string& path,
+                                                 std::initializer_list<std::span<const std::string>> inputs);
 
 // Stored in object cache entries by value: new kinds take new values (4 was
 // OpenCL source, never produced, and stays unused).

@@ -6,10 +6,8 @@
 #include <functional>
 #include <mutex>
 
-#include "svod/base/cpu_features.h"
 #include "svod/base/env.h"
 #include "svod/base/error.h"
-#include "svod/base/hash.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/dlopen_compiler.h"
 #include "svod/compile/llvm_plugin.h"
@@ -25,6 +23,7 @@ class DeferredCompiler final : public Compiler {
   explicit DeferredCompiler(std::function<std::shared_ptr<const Compiler>()> make) : make_(std::move(make)) {}
   const CompilerIdentity& identity() const override { return get().identity(); }
   Artifact compile(const ProgramSpec& spec) const override { return get().compile(spec); }
+  std::optional<Hash128> identity_source() const override { return get().identity_source(); }
 
  private:
   const Compiler& get() const {
@@ -57,17 +56,12 @@ class LlvmPluginCompiler final : public Compiler {
   // The plugin file (path, device, inode, size, modification time) and the
   // host CPU: the LLVM compiler targets the host, and takes no other input.
   std::optional<Hash128> identity_source() const override {
-    const std::string& cpu = host_cpu_signature();
-    const std::optional<LlvmPluginFile> file = llvm_plugin_file();
-    if (cpu.empty() || !file) return std::nullopt;
+    const std::optional<std::string> file = llvm_plugin_file();
+    if (!file) return std::nullopt;
     // Once opened, only the file that was opened speaks for the identity.
-    if (const LlvmPluginStatus* status = llvm_plugin_if_opened(); status && status->path != file->path)
+    if (const LlvmPluginStatus* status = llvm_plugin_if_opened(); status && status->path != *file)
       return std::nullopt;
-    const struct stat& st = file->status;
-    Hasher h;
-    h.str("llvm plugin").str(file->path).u64(st.st_dev).u64(st.st_ino).u64(static_cast<uint64_t>(st.st_size));
-    h.u64(static_cast<uint64_t>(st.st_mtim.tv_sec)).u64(static_cast<uint64_t>(st.st_mtim.tv_nsec)).str(cpu);
-    return h.finish();
+    return host_tool_identity_source("llvm plugin", *file, {});
   }
 
  private:
@@ -109,7 +103,7 @@ CpuBackendChoice default_cpu_backend() {
   // Decided by the file, not by opening it: opening costs milliseconds that
   // a process running stored objects never needs to spend.
   if (const auto file = llvm_plugin_file())
-    return {CpuBackend::Llvm, "in-process LLVM, the fastest to compile, from " + file->path};
+    return {CpuBackend::Llvm, "in-process LLVM, the fastest to compile, from " + *file};
   return {CpuBackend::Clang, "the llvm backend is unavailable: " + llvm_plugin().error};
 }
 

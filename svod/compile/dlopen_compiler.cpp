@@ -38,6 +38,10 @@ const std::vector<std::string>& DlopenCompiler::library_flags() {
   return flags;
 }
 
+std::optional<Hash128> DlopenCompiler::identity_source() const {
+  return host_tool_identity_source("dlopen", clang_.clang_path(), {library_flags()});
+}
+
 const CompilerIdentity& DlopenCompiler::identity() const {
   std::call_once(identity_once_, [this] {
     CompilerIdentity id = clang_.identity();

@@ -34,6 +34,7 @@ class DlopenCompiler final : public Compiler {
   // "dlopen" and library_flags(), so its artifacts never mix with objects.
   const CompilerIdentity& identity() const override;
   Artifact compile(const ProgramSpec& spec) const override;
+  std::optional<Hash128> identity_source() const override;
 
  private:
   ClangCompiler clang_;  // finds clang and resolves the target

@@ -1,6 +1,7 @@
 #include "svod/compile/llvm_plugin.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 
 #include <atomic>
@@ -54,13 +55,10 @@ const LlvmPluginStatus& llvm_plugin() {
 
 const LlvmPluginStatus* llvm_plugin_if_opened() noexcept { return opened.load(std::memory_order_acquire); }
 
-std::optional<LlvmPluginFile> llvm_plugin_file() {
+std::optional<std::string> llvm_plugin_file() {
   for (std::string& path : llvm_plugin_candidates()) {
-    LlvmPluginFile file;
-    if (::stat(path.c_str(), &file.status) == 0 && S_ISREG(file.status.st_mode)) {
-      file.path = std::move(path);
-      return file;
-    }
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode)) return std::move(path);
   }
   return std::nullopt;
 }

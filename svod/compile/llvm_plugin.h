@@ -8,8 +8,6 @@
 // the library folder of the install prefix. Once opened it stays open for the life of the process.
 #pragma once
 
-#include <sys/stat.h>
-
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,11 +34,7 @@ const LlvmPluginStatus* llvm_plugin_if_opened() noexcept;
 std::vector<std::string> llvm_plugin_candidates();
 
 // The file the plugin would be opened from, without opening it: the first
-// candidate that is a regular file, with what stat() says of it.
-struct LlvmPluginFile {
-  std::string path;
-  struct stat status {};
-};
-std::optional<LlvmPluginFile> llvm_plugin_file();
+// candidate that is a regular file.
+std::optional<std::string> llvm_plugin_file();
 
 }  // namespace svod

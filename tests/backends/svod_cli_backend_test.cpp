@@ -151,7 +151,15 @@ TEST_F(SvodCli, WarmAndPackagedRunsOpenNothingTheyDoNotNeed) {
     EXPECT_EQ(output_line(warm.out), output_line(cold.out));
     EXPECT_EQ(warm.err.find("libsvod_llvm"), std::string::npos) << warm.err;
     EXPECT_EQ(warm.err.find("libLLVM"), std::string::npos);
-    if (SVOD_LLVM_PLUGIN_BUILT) EXPECT_NE(warm.err.find("the compiler is not opened"), std::string::npos) << warm.err;
+    EXPECT_NE(warm.err.find("the compiler is not opened"), std::string::npos) << warm.err;
+  }
+  // The clang backend's identity comes from `clang -###` when it is not remembered.
+  ASSERT_TRUE(svod({"run", plan_, "--backend", "clang"}).ok());
+  {
+    ScopedEnv svod_debug("SVOD_DEBUG", "1");
+    ProcessResult warm = svod({"run", plan_, "--backend", "clang"});
+    ASSERT_TRUE(warm.ok()) << warm.err;
+    EXPECT_NE(warm.err.find("the compiler is not opened"), std::string::npos) << warm.err;
   }
   const std::string package = (dir_ / "plan.svodpkg").string();
   ASSERT_TRUE(svod({"pack", plan_, "-o", package}).ok());

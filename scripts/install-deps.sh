@@ -14,6 +14,7 @@ packages=(
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
   python3-numpy python3-dev python3-pytest pybind11-dev libdlpack-dev
   python3-torch  # what tinygrad's operator tests compare against (tests/python/test_tinygrad_ops.py)
+  librsvg2-bin  # rsvg-convert: the roofline test renders `svod bench --plot` (tests/tune/svod_bench_roofline_test.cpp)
   libopenmpi-dev openmpi-bin
 )
 

@@ -1,10 +1,11 @@
 """Start-up of svod processes (issue 26): wall time of `svod --help`, `svod --version`, a run of
 the MLP example packed (`SVOD_CACHE=0 SVOD_COMPILE=0`), a warm run of its plan file (the object
 cache filled by a first run), and, for scale, `/bin/true`; rounds alternate the commands, and each
-median is also given as a multiple of /bin/true's. Then Python: `import svod` and
+median is also given as a multiple of /bin/true's. With a baseline build folder, its `svod` runs
+the same commands in the same rounds. Then Python (this build): `import svod` and
 `svod.device("CPU")` after it, each in a fresh interpreter.
 
-    /usr/bin/python3 bench/startup.py [rounds=15] [build folder=build/release]
+    /usr/bin/python3 bench/startup.py [rounds=15] [build folder=build/release] [baseline build folder]
 """
 import os
 import shutil
@@ -37,23 +38,27 @@ def wall(argv, env):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     build = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "release"))
-    svod = os.path.join(build, "svod")
+    builds = {"": build}
+    if len(sys.argv) > 3:
+        builds["baseline "] = os.path.abspath(sys.argv[3])
     work = tempfile.mkdtemp(prefix="svod_startup_")
     try:
         env = dict(os.environ, SVOD_CACHE_DIR=os.path.join(work, "cache"))
         env.pop("SVOD_CPU_BACKEND", None)
         env.pop("SVOD_CACHE", None)
-        package = os.path.join(work, "mlp.svodpkg")
-        subprocess.run([svod, "pack", PLAN, "-o", package], env=env, stdout=subprocess.DEVNULL, check=True)
-        subprocess.run([svod, "run", PLAN], env=env, stdout=subprocess.DEVNULL, check=True)  # fills the cache
         packaged = dict(env, SVOD_CACHE="0", SVOD_COMPILE="0")
-        commands = {
-            "/bin/true": (["/bin/true"], env),
-            "svod --help": ([svod, "--help"], env),
-            "svod --version": ([svod, "--version"], env),
-            "svod run MLP.svodpkg": ([svod, "run", package], packaged),
-            "svod run plan.json (warm)": ([svod, "run", PLAN], env),
-        }
+        commands = {"/bin/true": (["/bin/true"], env)}
+        for tag, folder in builds.items():
+            svod = os.path.join(folder, "svod")
+            package = os.path.join(work, f"mlp{len(commands)}.svodpkg")
+            subprocess.run([svod, "pack", PLAN, "-o", package], env=env, stdout=subprocess.DEVNULL, check=True)
+            subprocess.run([svod, "run", PLAN], env=env, stdout=subprocess.DEVNULL, check=True)  # fills the cache
+            commands.update({
+                f"{tag}svod --help": ([svod, "--help"], env),
+                f"{tag}svod --version": ([svod, "--version"], env),
+                f"{tag}svod run MLP.svodpkg": ([svod, "run", package], packaged),
+                f"{tag}svod run plan.json (warm)": ([svod, "run", PLAN], env),
+            })
         times = {name: [] for name in commands}
         for _ in range(rounds):
             for name, (argv, e) in commands.items():
@@ -61,7 +66,7 @@ def main():
         base = statistics.median(times["/bin/true"])
         for name, t in times.items():
             m = statistics.median(t)
-            print(f"{name:28s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
+            print(f"{name:37s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
                   f"{m / base:5.2f}x /bin/true")
         py_env = dict(env, PYTHONPATH=os.path.join(build, "python"))
         imports, devices = [], []
@@ -70,8 +75,8 @@ def main():
                                  check=True).stdout.split()
             imports.append(float(out[0]))
             devices.append(float(out[1]))
-        print(f"{'python: import svod':28s} median {statistics.median(imports) * 1e3:6.2f} ms")
-        print(f"{'python: svod.device(CPU)':28s} median {statistics.median(devices) * 1e3:6.2f} ms (after the import)")
+        print(f"{'python: import svod':37s} median {statistics.median(imports) * 1e3:6.2f} ms")
+        print(f"{'python: svod.device(CPU)':37s} median {statistics.median(devices) * 1e3:6.2f} ms (after the import)")
     finally:
         shutil.rmtree(work)
 

@@ -216,6 +216,11 @@ std::optional<DagFailure> DagRunner::run_parallel(NodeFn fn, void* context) {
   active_ = &run;
   std::vector<size_t> start = dag_.roots();
   for (;;) {
+    // Deferred nodes only hand their work over, so they start first: an op
+    // that blocks (on another rank, on a host function's own wait) must not
+    // hold back, on a thread the pool has no twin for, a collective that
+    // another rank is waiting on.
+    std::stable_partition(start.begin(), start.end(), [&](size_t node) { return deferred_[node]; });
     if (!start.empty()) run_on_pool(run, start);
     start.clear();
     // The pool has nothing left to run: wait off it for a deferred node.

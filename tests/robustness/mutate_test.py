@@ -57,8 +57,8 @@ The exit status is 0 when nothing failed, 1 otherwise.
                    [--keep DIR] [--replay DIR] [--only plan:17 [--show]]
 
 scripts/mutate.sh runs the full campaign (500 + 500 by default). Needs only
-Python 3's standard library and libxxhash (the package digests), which svod
-itself links.
+Python 3's standard library and libxxhash (the package digests), which svod's
+build needs for its header (scripts/install-deps.sh installs libxxhash-dev).
 """
 
 import argparse

@@ -211,6 +211,47 @@ TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
 // disk cache keys objects by their input alone). One thread compiles the
 // kernels there and back, so the second of each pair reuses a pipeline that
 // has seen the others, with their loops, constants and globals.
+// A source's preamble (its leading #include lines) is precompiled in memory
+// once two compiles begin with it: the objects stay the same bytes as
+// without, and a header changed on disk is read again.
+TEST(LlvmBackend, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
+  SVOD_REQUIRE_LLVM_PLUGIN();
+  auto cpu = cpu_device(CpuBackend::Llvm);
+  const Compiler& compiler = cpu->compiler();
+  std::string folder = (std::filesystem::temp_directory_path() / "svod-preamble-XXXXXX").string();
+  ASSERT_NE(mkdtemp(folder.data()), nullptr);
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove_all(path); }
+  } remove{folder};
+  const std::filesystem::path header = std::filesystem::path(folder) / "scale.h";
+  std::ofstream(header) << "#define SCALE 2.0f\n";
+  auto spec = [&](int i) {
+    return c_kernel("k",
+                    "#include <math.h>\n#include \"" + header.string() +
+                        "\"\nvoid k(float* o) { o[0] = SCALE * sqrtf(16.0f); }\n// compile " + std::to_string(i) + "\n",
+                    {{"o", Access::Write}});
+  };
+  auto run = [&](const ProgramSpec& s, const Artifact& artifact) {
+    auto p = cpu->load(s, artifact);
+    Buffer o = cpu->allocate(DType::F32, 1);
+    Buffer bufs[] = {o};
+    p->launch(bufs, {});
+    return o.span<float>()[0];
+  };
+  const Artifact first = compiler.compile(spec(0));  // parsed whole; the second precompiles, the rest reuse
+  EXPECT_EQ(run(spec(0), first), 8.0f);
+  for (int i = 1; i <= 3; ++i) {
+    SCOPED_TRACE(i);
+    const Artifact again = compiler.compile(spec(i));
+    EXPECT_EQ(again.bytes, first.bytes);
+    EXPECT_EQ(run(spec(i), again), 8.0f);
+  }
+  std::ofstream(header) << "#define SCALE 3.00f\n";
+  EXPECT_EQ(run(spec(4), compiler.compile(spec(4))), 12.0f);
+  EXPECT_EQ(run(spec(5), compiler.compile(spec(5))), 12.0f);
+}
+
 TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = cpu_device(CpuBackend::Llvm);

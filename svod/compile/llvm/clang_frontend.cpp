@@ -1,6 +1,9 @@
 // C through libclang-cpp: the driver once (for the cc1 line, parsed once into
 // an invocation), then one CompilerInstance per compile with the source as a
-// memory buffer, stopping at unoptimised IR.
+// memory buffer, stopping at unoptimised IR. A source's preamble (its leading
+// #include and #define lines: `#include <math.h>` costs more to parse than a
+// small kernel) is precompiled in memory once two compiles have begun with
+// it, and later compiles that begin with it read the precompiled form.
 #include <clang/AST/ASTConsumer.h>
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -12,9 +15,13 @@
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/FrontendAction.h>
+#include <clang/Frontend/PrecompiledPreamble.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/Lexer.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <clang/Serialization/PCHContainerOperations.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
@@ -24,7 +31,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 
@@ -117,7 +126,81 @@ class RegularFilesOnly final : public llvm::vfs::ProxyFileSystem {
 
 }  // namespace
 
-ClangFrontend::ClangFrontend() {
+// Precompiled preambles, by preamble text and defines. A preamble seen once
+// is only counted: precompiling costs a little more than parsing, which pays
+// only when it is used again (tuning, a compiler's many kernels).
+class ClangFrontend::Preambles {
+ public:
+  // The precompiled preamble `source` can use, precompiling it now when this
+  // is the second compile to begin with it; null when there is none (yet).
+  std::shared_ptr<const clang::PrecompiledPreamble> find(const clang::CompilerInvocation& invocation,
+                                                         const llvm::MemoryBuffer& source,
+                                                         const clang::PreambleBounds& bounds,
+                                                         const std::string& key) {
+    Entry* entry = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      for (Entry& e : entries_)
+        if (e.key == key) entry = &e;
+      if (entry == nullptr) {
+        if (entries_.size() == kMaxPreambles) entries_.pop_front();
+        entries_.push_back(Entry{.key = key, .seen = 0, .failed = false, .built = nullptr});
+        entry = &entries_.back();
+      }
+      if (entry->built) {
+        // The headers it read may have changed since: then precompile again.
+        if (entry->built->CanReuse(invocation, source.getMemBufferRef(), bounds, *llvm::vfs::getRealFileSystem()))
+          return entry->built;
+        entry->built.reset();
+      }
+      if (entry->failed || ++entry->seen < 2) return nullptr;
+    }
+    // Precompiled outside the lock; two threads may both build one, and the
+    // last to finish is kept.
+    std::shared_ptr<const clang::PrecompiledPreamble> built = build(invocation, source, bounds);
+    std::lock_guard lock(mutex_);
+    for (Entry& e : entries_) {
+      if (e.key != key) continue;
+      e.built = built;
+      e.failed = built == nullptr;  // its errors are reported by the compiles themselves
+    }
+    return built;
+  }
+
+ private:
+  static constexpr size_t kMaxPreambles = 16;
+
+  struct Entry {
+    std::string key;
+    int seen = 0;
+    bool failed = false;
+    std::shared_ptr<const clang::PrecompiledPreamble> built;
+  };
+
+  static std::shared_ptr<const clang::PrecompiledPreamble> build(const clang::CompilerInvocation& invocation,
+                                                                 const llvm::MemoryBuffer& source,
+                                                                 const clang::PreambleBounds& bounds) {
+    std::string ignored;
+    llvm::raw_string_ostream os(ignored);
+    auto options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+    // Reference-counted: the compiler instance inside holds on to it.
+    auto diags = llvm::makeIntrusiveRefCnt<clang::DiagnosticsEngine>(
+        llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), options, new clang::TextDiagnosticPrinter(os, options.get()),
+        /*ShouldOwnClient=*/true);
+    clang::PreambleCallbacks callbacks;
+    llvm::ErrorOr<clang::PrecompiledPreamble> built = clang::PrecompiledPreamble::Build(
+        invocation, &source, bounds, *diags,
+        llvm::makeIntrusiveRefCnt<RegularFilesOnly>(llvm::vfs::getRealFileSystem()),
+        std::make_shared<clang::PCHContainerOperations>(), /*StoreInMemory=*/true, /*StoragePath=*/"", callbacks);
+    if (!built || diags->hasErrorOccurred()) return nullptr;
+    return std::make_shared<const clang::PrecompiledPreamble>(std::move(*built));
+  }
+
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+};
+
+ClangFrontend::ClangFrontend() : preambles_(std::make_unique<Preambles>()) {
   initialise_native_target();
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -176,11 +259,23 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   std::string text;
   llvm::raw_string_ostream os(text);
   auto invocation = std::make_shared<clang::CompilerInvocation>(*invocation_);
-  for (const auto& [name, value] : spec.defines) invocation->getPreprocessorOpts().addMacroDef(name + "=" + value);
-  // The file name only labels diagnostics ("add.c:3:5: error: ...").
+  std::string key;
+  for (const auto& [name, value] : spec.defines) {
+    invocation->getPreprocessorOpts().addMacroDef(name + "=" + value);
+    key += fmt::format("-D{}={}\n", name, value);
+  }
+  // The file name only labels diagnostics ("add.c:3:5: error: ..."); the
+  // source is handed over as a buffer in its name.
   const std::string file_name = spec.display_name() + ".c";
-  invocation->getFrontendOpts().Inputs.emplace_back(llvm::MemoryBufferRef(spec.source, file_name),
-                                                    clang::InputKind(clang::Language::C));
+  const std::unique_ptr<llvm::MemoryBuffer> source =
+      llvm::MemoryBuffer::getMemBuffer(spec.source, file_name, /*RequiresNullTerminator=*/false);
+  const clang::PreambleBounds bounds =
+      clang::ComputePreambleBounds(invocation->getLangOpts(), source->getMemBufferRef(), /*MaxLines=*/0);
+  invocation->getFrontendOpts().Inputs.emplace_back(file_name, clang::InputKind(clang::Language::C));
+  invocation->getPreprocessorOpts().RetainRemappedFileBuffers = true;
+  std::shared_ptr<const clang::PrecompiledPreamble> preamble;
+  if (bounds.Size > 0)
+    preamble = preambles_->find(*invocation, *source, bounds, key + spec.source.substr(0, bounds.Size));
 
   clang::TextDiagnosticPrinter printer(os, &invocation->getDiagnosticOpts());
   clang::CompilerInstance instance;
@@ -188,8 +283,12 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
   // "1 error generated." goes to the verbose stream, stderr unless redirected.
   instance.setVerboseOutputStream(os);
-  instance.createFileManager(llvm::makeIntrusiveRefCnt<RegularFilesOnly>(
-      clang::createVFSFromCompilerInvocation(instance.getInvocation(), instance.getDiagnostics())));
+  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> files =
+      clang::createVFSFromCompilerInvocation(instance.getInvocation(), instance.getDiagnostics());
+  // The preamble maps the source in under its name, beside its own bytes.
+  if (preamble) preamble->AddImplicitPreamble(instance.getInvocation(), files, source.get());
+  else instance.getPreprocessorOpts().addRemappedFile(file_name, source.get());
+  instance.createFileManager(llvm::makeIntrusiveRefCnt<RegularFilesOnly>(std::move(files)));
   EmitIrAction action(context);
   const bool ok = instance.ExecuteAction(action);
   os.flush();

@@ -57,8 +57,11 @@ class ClangFrontend {
   std::unique_ptr<llvm::Module> emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context) const;
 
  private:
+  class Preambles;
+
   std::shared_ptr<const clang::CompilerInvocation> invocation_;  // input and output left empty
   LlvmTarget target_;
+  std::unique_ptr<Preambles> preambles_;
 };
 
 // The optimisation and code generation machinery of one compile at a time,

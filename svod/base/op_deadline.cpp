@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -86,16 +87,20 @@ void start_watchdog(double seconds) {
 }  // namespace
 
 double op_timeout_seconds() {
-  static const double seconds = [] {
+  // Read once; a bad value is thrown at every call rather than out of the
+  // initializer, which threads loading programs at once may all be waiting on.
+  static const std::optional<double> seconds = []() -> std::optional<double> {
     const auto text = env_string("SVOD_OP_TIMEOUT");
     if (!text) return 0.0;
     char* end = nullptr;
     const double value = std::strtod(text->c_str(), &end);
-    if (end != text->c_str() + text->size() || !(value > 0) || value > 1e9)
-      throw make_error(ErrorKind::Validation, "SVOD_OP_TIMEOUT=\"{}\": expected a positive number of seconds", *text);
+    if (end != text->c_str() + text->size() || !(value > 0) || value > 1e9) return std::nullopt;
     return value;
   }();
-  return seconds;
+  if (!seconds)
+    throw make_error(ErrorKind::Validation, "SVOD_OP_TIMEOUT=\"{}\": expected a positive number of seconds",
+                     env_string("SVOD_OP_TIMEOUT").value_or(""));
+  return *seconds;
 }
 
 OpDeadline::OpDeadline(const RunningOp* op, const char* kind, const char* name) {

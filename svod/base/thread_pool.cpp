@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
@@ -12,12 +13,25 @@
 namespace svod {
 
 int thread_count() {
-  static const int count = [] {
-    int64_t requested = env_int("SVOD_THREADS", 0);
-    if (requested < 0 || requested > 4096)
-      throw make_error(ErrorKind::Validation, "SVOD_THREADS={} is out of range [1, 4096]", requested);
-    return requested > 0 ? static_cast<int>(requested) : tbb::info::default_concurrency();
+  // Read once; a bad value is thrown at every call rather than out of the
+  // initializer, which other threads may be waiting on.
+  struct Requested {
+    int64_t count = 0;
+    std::optional<Error> error;
+  };
+  static const Requested requested = [] {
+    Requested r;
+    try {
+      r.count = env_int("SVOD_THREADS", 0);
+      if (r.count < 0 || r.count > 4096)
+        throw make_error(ErrorKind::Validation, "SVOD_THREADS={} is out of range [1, 4096]", r.count);
+    } catch (const Error& e) {
+      r.error = e;
+    }
+    return r;
   }();
+  if (requested.error) throw *requested.error;
+  static const int count = requested.count > 0 ? static_cast<int>(requested.count) : tbb::info::default_concurrency();
   return count;
 }
 

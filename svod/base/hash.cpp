@@ -43,7 +43,10 @@ std::optional<Hash128> Hash128::from_hex(std::string_view hex) {
   uint64_t words[2] = {};
   for (size_t i = 0; i < hex.size(); ++i) {
     const char c = hex[i];
-    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
     if (digit < 0) return std::nullopt;
     words[i / 16] = (words[i / 16] << 4) | static_cast<uint64_t>(digit);
   }

@@ -25,7 +25,8 @@ std::vector<std::byte> read_file(const std::filesystem::path& path) {
 DlopenCompiler::DlopenCompiler() : DlopenCompiler(Options{}) {}
 
 DlopenCompiler::DlopenCompiler(Options options)
-    : clang_(ClangCompiler::Options{.clang = options.clang, .timeout = options.timeout, .extra_flags = {}}), options_(std::move(options)) {}
+    : clang_(ClangCompiler::Options{.clang = options.clang, .timeout = options.timeout, .extra_flags = {}}),
+      options_(std::move(options)) {}
 
 const std::vector<std::string>& DlopenCompiler::library_flags() {
   static const std::vector<std::string> flags = [] {

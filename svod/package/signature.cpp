@@ -78,7 +78,8 @@ LoadedSodium load_sodium() {
   bind(out.api.verify_detached, "crypto_sign_verify_detached");
   auto init = reinterpret_cast<decltype(&::sodium_init)>(dlsym(handle, "sodium_init"));
   if (missing != nullptr || init == nullptr)
-    out.failure.emplace(make_error(ErrorKind::DeviceUnavailable, "libsodium has no {}", missing ? missing : "sodium_init"));
+    out.failure.emplace(
+        make_error(ErrorKind::DeviceUnavailable, "libsodium has no {}", missing ? missing : "sodium_init"));
   else if (init() < 0)
     out.failure.emplace(make_error(ErrorKind::Internal, "libsodium failed to initialise"));
   // The handle stays open for the process.

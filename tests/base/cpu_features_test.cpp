@@ -28,8 +28,9 @@ TEST(CpuFeatures, AgreeWithTheKernelsFlags) {
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
   // The kernel's names for features LLVM names otherwise.
   const std::pair<std::string, std::string> renamed[] = {
-      {"sse3", "pni"},    {"pclmul", "pclmulqdq"}, {"rdrnd", "rdrand"},     {"sse4.1", "sse4_1"}, {"sse4.2", "sse4_2"},
-      {"sha", "sha_ni"},  {"bmi", "bmi1"},         {"sahf", "lahf_lm"},     {"lzcnt", "abm"},     {"prfchw", "3dnowprefetch"}};
+      {"sse3", "pni"},   {"pclmul", "pclmulqdq"}, {"rdrnd", "rdrand"}, {"sse4.1", "sse4_1"},
+      {"sse4.2", "sse4_2"}, {"sha", "sha_ni"},    {"bmi", "bmi1"},       {"sahf", "lahf_lm"},
+      {"lzcnt", "abm"},  {"prfchw", "3dnowprefetch"}};
   size_t compared = 0;
   for (const KnownCpuFeature& f : known_cpu_features()) {
     std::string name = f.name;

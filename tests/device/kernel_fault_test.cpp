@@ -76,7 +76,8 @@ TEST_F(KernelFault, AWriteFarPastItsBufferNamesTheBufferTheElementAndTheSlice) {
     void* hole = MAP_FAILED;
     for (int shift = 20; hole == MAP_FAILED && shift < 47; ++shift) {
       const uintptr_t at = (start + (uintptr_t{1} << shift)) / page * page;
-      hole = mmap(reinterpret_cast<void*>(at), page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      hole = mmap(reinterpret_cast<void*>(at), page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                  -1, 0);
     }
     ASSERT_NE(hole, MAP_FAILED) << "no free page above the buffer";
     const uintptr_t element = (reinterpret_cast<uintptr_t>(hole) - start) / sizeof(float);

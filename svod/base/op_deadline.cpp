@@ -89,18 +89,23 @@ void start_watchdog(double seconds) {
 double op_timeout_seconds() {
   // Read once; a bad value is thrown at every call rather than out of the
   // initializer, which threads loading programs at once may all be waiting on.
-  static const std::optional<double> seconds = []() -> std::optional<double> {
+  struct Timeout {
+    double seconds = 0;
+    std::optional<Error> error;
+  };
+  static const Timeout timeout = [] {
+    Timeout t;
     const auto text = env_string("SVOD_OP_TIMEOUT");
-    if (!text) return 0.0;
+    if (!text) return t;
     char* end = nullptr;
-    const double value = std::strtod(text->c_str(), &end);
-    if (end != text->c_str() + text->size() || !(value > 0) || value > 1e9) return std::nullopt;
-    return value;
+    t.seconds = std::strtod(text->c_str(), &end);
+    if (end != text->c_str() + text->size() || !(t.seconds > 0) || t.seconds > 1e9)
+      t.error =
+          make_error(ErrorKind::Validation, "SVOD_OP_TIMEOUT=\"{}\": expected a positive number of seconds", *text);
+    return t;
   }();
-  if (!seconds)
-    throw make_error(ErrorKind::Validation, "SVOD_OP_TIMEOUT=\"{}\": expected a positive number of seconds",
-                     env_string("SVOD_OP_TIMEOUT").value_or(""));
-  return *seconds;
+  if (timeout.error) throw *timeout.error;
+  return timeout.seconds;
 }
 
 OpDeadline::OpDeadline(const RunningOp* op, const char* kind, const char* name) {

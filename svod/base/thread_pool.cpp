@@ -15,24 +15,24 @@ namespace svod {
 int thread_count() {
   // Read once; a bad value is thrown at every call rather than out of the
   // initializer, which other threads may be waiting on.
-  struct Requested {
-    int64_t count = 0;
+  struct Count {
+    int threads = 0;
     std::optional<Error> error;
   };
-  static const Requested requested = [] {
-    Requested r;
+  static const Count count = [] {
+    Count c;
     try {
-      r.count = env_int("SVOD_THREADS", 0);
-      if (r.count < 0 || r.count > 4096)
-        throw make_error(ErrorKind::Validation, "SVOD_THREADS={} is out of range [1, 4096]", r.count);
+      const int64_t requested = env_int("SVOD_THREADS", 0);
+      if (requested < 0 || requested > 4096)
+        throw make_error(ErrorKind::Validation, "SVOD_THREADS={} is out of range [1, 4096]", requested);
+      c.threads = requested > 0 ? static_cast<int>(requested) : tbb::info::default_concurrency();
     } catch (const Error& e) {
-      r.error = e;
+      c.error = e;
     }
-    return r;
+    return c;
   }();
-  if (requested.error) throw *requested.error;
-  static const int count = requested.count > 0 ? static_cast<int>(requested.count) : tbb::info::default_concurrency();
-  return count;
+  if (count.error) throw *count.error;
+  return count.threads;
 }
 
 namespace {

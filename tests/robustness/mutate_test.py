@@ -298,35 +298,32 @@ def m_duplicate_key(rng, doc, ctx):
     return f"duplicate key {k!r} (value {short(value)})"
 
 
-def m_number(rng, doc, ctx):
-    node = pick_node(rng, doc, lambda v, p: isinstance(v, (int, float)) and not isinstance(v, Raw))
+def replace_node(rng, doc, want, new_value):
+    """Replaces a random value that passes `want` with new_value(); the
+    mutation's description, or None when no value passes."""
+    node = pick_node(rng, doc, want)
     if node is None:
         return None
     container, index, old, path = node
-    value = rng.choice(BAD_RAW) if rng.random() < 0.05 else interesting_number(rng)
-    value = Raw(value) if isinstance(value, str) and value in BAD_RAW else value
+    value = new_value()
     put(container, index, value)
     return f"{fmt_path(path)}: {short(old)} -> {short(value)}"
+
+
+def m_number(rng, doc, ctx):
+    def number():
+        value = rng.choice(BAD_RAW) if rng.random() < 0.05 else interesting_number(rng)
+        return Raw(value) if isinstance(value, str) and value in BAD_RAW else value
+    return replace_node(rng, doc, lambda v, p: isinstance(v, (int, float)) and not isinstance(v, Raw), number)
 
 
 def m_string(rng, doc, ctx):
-    node = pick_node(rng, doc, lambda v, p: isinstance(v, str) and not isinstance(v, Raw))
-    if node is None:
-        return None
-    container, index, old, path = node
-    value = interesting_string(rng, ctx)
-    put(container, index, value)
-    return f"{fmt_path(path)}: {short(old)} -> {short(value)}"
+    return replace_node(rng, doc, lambda v, p: isinstance(v, str) and not isinstance(v, Raw),
+                        lambda: interesting_string(rng, ctx))
 
 
 def m_retype(rng, doc, ctx):
-    node = pick_node(rng, doc, lambda v, p: True)
-    if node is None:
-        return None
-    container, index, old, path = node
-    value = any_value(rng, ctx)
-    put(container, index, value)
-    return f"{fmt_path(path)}: {short(old)} -> {short(value)}"
+    return replace_node(rng, doc, lambda v, p: True, lambda: any_value(rng, ctx))
 
 
 def m_key_name(rng, doc, ctx):

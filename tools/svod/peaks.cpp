@@ -99,6 +99,19 @@ double best_seconds(const Program& program, std::span<const Buffer> buffers, std
   return best;
 }
 
+// Every kernel starts with this: the vector type and the sum of the chains
+// (kept live, so the compiler cannot drop the work).
+constexpr std::string_view kVectorPrelude = R"(
+typedef float vec __attribute__((vector_size(LANES * 4)));
+static inline float sum_chains(const vec* acc) {
+  vec sum = (vec){};
+  for (int k = 0; k < CHAINS; k++) sum += acc[k];
+  float s = 0;
+  for (int l = 0; l < LANES; l++) s += sum[l];
+  return s;
+}
+)";
+
 // A kernel of `slices` core_id slices; `buffers` and `scalars` are its
 // parameters before core_id.
 std::shared_ptr<const Program> compile_kernel(Device& cpu, std::string_view entry, std::string_view source,
@@ -106,7 +119,7 @@ std::shared_ptr<const Program> compile_kernel(Device& cpu, std::string_view entr
                                               const VectorShape& shape, int64_t slices) {
   ProgramSpec spec;
   spec.name = spec.entry = entry;
-  spec.source = source;
+  spec.source = std::string(kVectorPrelude) + std::string(source);
   spec.buffers = std::move(buffers);
   spec.scalars = std::move(scalars);
   spec.scalars.push_back({std::string(kCoreIdName), ScalarType::I32});
@@ -116,25 +129,19 @@ std::shared_ptr<const Program> compile_kernel(Device& cpu, std::string_view entr
 }
 
 constexpr std::string_view kFlopsSource = R"(
-typedef float vec __attribute__((vector_size(LANES * 4)));
 void svod_peak_flops(float* out, long iters, int core_id) {
   const vec m = (vec){} + 0.999999f, a = (vec){} + 0.5f;
   vec acc[CHAINS];
   for (int k = 0; k < CHAINS; k++) acc[k] = (vec){} + (float)(k + core_id);
   for (long i = 0; i < iters; i++)
     for (int k = 0; k < CHAINS; k++) acc[k] = acc[k] * m + a;
-  vec sum = (vec){};
-  for (int k = 0; k < CHAINS; k++) sum += acc[k];
-  float s = 0;
-  for (int l = 0; l < LANES; l++) s += sum[l];
-  out[core_id] = s;
+  out[core_id] = sum_chains(acc);
 }
 )";
 
 // n is a multiple of slices * CHAINS * LANES, so every part is whole
 // groups of vectors; reps > 1 reads the same part again (from cache).
 constexpr std::string_view kReadSource = R"(
-typedef float vec __attribute__((vector_size(LANES * 4)));
 void svod_peak_read(float* out, const float* b, long n, long reps, int slices, int core_id) {
   const long part = n / slices / LANES;
   const vec* p = (const vec*)b + part * core_id;
@@ -143,11 +150,7 @@ void svod_peak_read(float* out, const float* b, long n, long reps, int slices, i
   for (long r = 0; r < reps; r++)
     for (long i = 0; i < part; i += CHAINS)
       for (int k = 0; k < CHAINS; k++) acc[k] += p[i + k];
-  vec sum = (vec){};
-  for (int k = 0; k < CHAINS; k++) sum += acc[k];
-  float s = 0;
-  for (int l = 0; l < LANES; l++) s += sum[l];
-  out[core_id] = s;
+  out[core_id] = sum_chains(acc);
 }
 )";
 

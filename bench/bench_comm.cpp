@@ -1,6 +1,7 @@
 // The local communicator (ranks as threads): all_reduce of 64 MiB f32 on 2
 // ranks against a single-threaded memcpy of the same buffer, and the 8-byte
-// all_reduce latency. The mpi backend's bench is bench/mpi/ (run under mpirun).
+// all_reduce latency, and a one-rank call's cost. The mpi backend's bench is
+// bench/mpi/ (run under mpirun).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -58,5 +59,14 @@ BENCHMARK(BM_local_all_reduce_64MiB_2ranks)->Unit(benchmark::kMillisecond)->UseR
 // rendezvous.
 void BM_local_all_reduce_8B_2ranks(benchmark::State& state) { local_all_reduce(state, 2); }
 BENCHMARK(BM_local_all_reduce_8B_2ranks)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One rank (svod.comm.world() without a launcher): the cost of the call
+// itself, beside which bench/python_comm.py puts the Python call's.
+void BM_local_all_reduce_4B_1rank(benchmark::State& state) {
+  const auto comm = std::move(svod::create_local_communicators(1).front());
+  svod::Buffer x = svod::open_device("CPU")->allocate(svod::DType::F32, 1);
+  for (auto _ : state) comm->all_reduce(x, svod::ReduceOp::Sum);
+}
+BENCHMARK(BM_local_all_reduce_4B_1rank)->Unit(benchmark::kNanosecond);
 
 }  // namespace

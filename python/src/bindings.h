@@ -247,11 +247,16 @@ void capture_call(Capture& capture, const std::shared_ptr<const Program>& progra
 // Records dst.copy_from(src) and returns true when a capture is open.
 bool capture_copy(const Buffer& dst, py::handle src);
 
+// The communicator of a svod.comm.Communicator (svod.ArgumentTypeError,
+// naming `what`, for anything else), shared with what keeps it (comm.cpp).
+std::shared_ptr<Communicator> communicator_from_object(py::handle obj, std::string_view what);
+
 void bind_buffers(py::module_& m);
 void bind_devices(py::module_& m);
 void bind_programs(py::module_& m);
 void bind_plans(py::module_& m);
 void bind_profile(py::module_& m);
 void bind_capture(py::module_& m);
+void bind_comm(py::module_& m);
 
 }  // namespace svod::python

@@ -216,6 +216,7 @@ PYBIND11_MODULE(_svod, m) {
   bind_buffers(m);
   bind_programs(m);
   bind_devices(m);
+  bind_comm(m);
   bind_plans(m);
   bind_capture(m);
   bind_profile(m);

@@ -156,9 +156,10 @@ PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
   return p;
 }
 
-PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object) {
+PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object, py::handle comm) {
   const std::filesystem::path path = path_argument(path_object, "load_plan: path");
   LoadOptions options{vars_of(vars, "vars")};
+  if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_plan: comm");
   const auto backend = optional_string(backend_object, "load_plan: backend");
   GilReleased unlocked;
   if (backend) {
@@ -179,8 +180,9 @@ PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object) 
 // svod.load_package: a str or os.PathLike is a package file to map; anything
 // with the buffer protocol (bytes, bytearray, memoryview, a uint8 array) is
 // the package in memory, read only during the call.
-PyPlan load_package_object(py::handle package, py::handle vars) {
+PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm) {
   PackageLoadOptions options{vars_of(vars, "vars")};
+  if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_package: comm");
   if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
     const auto path = path_argument(package, "load_package: package");
     GilReleased unlocked;
@@ -335,15 +337,20 @@ void bind_plan_class(py::module_& m) {
 // svod.load_plan and svod.load_package, and the private _compile_count.
 void bind_load_functions(py::module_& m) {
   m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("backend") = py::none(),
+        py::arg("comm") = py::none(),
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
         "the plan. vars= overrides variable values; backend= picks the CPU compiler (it must be\n"
-        "given before the process's CPU device first opens).");
+        "given before the process's CPU device first opens); comm= (a svod.comm.Communicator) is\n"
+        "the ranks its collectives run on, this process or thread being comm.rank (the ranks first\n"
+        "check that they loaded the same plan and values).");
   m.def("load_package", &load_package_object, py::arg("package"), py::arg("vars") = py::none(),
+        py::arg("comm") = py::none(),
         "Loads an ahead-of-time package (made by `svod pack`) into a Plan, without compiling when\n"
         "its CPU objects suit this machine. `package` is its bytes (bytes, bytearray, memoryview;\n"
         "read only during the call) or a path (the file is mapped and initial data used in place,\n"
-        "copy-on-write). vars= overrides the variable values it was packed with. A damaged package\n"
-        "raises LoadError (ValidationError when it is not a package at all) naming the section.");
+        "copy-on-write). vars= overrides the variable values it was packed with; comm= as for\n"
+        "load_plan. A damaged package raises LoadError (ValidationError when it is not a package\n"
+        "at all) naming the section.");
   m.def("_compile_count", &compile_count, "Kernels compiled in this process so far (all devices).");
 }
 

@@ -18,7 +18,7 @@ subclass svod.ArgumentTypeError, also a TypeError.
 
 import contextlib
 
-from . import _svod
+from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
                     asbuffer, benchmark, device, devices, free_cached, from_dlpack, load_package, load_plan, profile)
 
@@ -116,7 +116,7 @@ def checked(what="memory"):
 
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
-    "asbuffer", "benchmark", "checked", "device", "devices", "free_cached", "from_dlpack", "load_package",
+    "asbuffer", "benchmark", "checked", "comm", "device", "devices", "free_cached", "from_dlpack", "load_package",
     "load_plan", "profile",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]

@@ -204,5 +204,9 @@ std::vector<std::unique_ptr<Communicator>> create_local_communicators(int ranks,
 // joined and Error(Execution) says so.
 void run_local_ranks(int ranks, const std::function<void(Communicator&)>& body,
                      CommOptions options = default_comm_options());
+// The same on the communicators of a local group the caller made with
+// create_local_communicators (rank i at index i) and keeps, so that what
+// holds one (a plan) may outlive the call.
+void run_local_ranks(std::span<Communicator* const> group, const std::function<void(Communicator&)>& body);
 
 }  // namespace svod

@@ -256,7 +256,15 @@ std::vector<std::unique_ptr<Communicator>> create_local_communicators(int ranks,
 }
 
 void run_local_ranks(int ranks, const std::function<void(Communicator&)>& body, CommOptions options) {
-  auto comms = create_local_communicators(ranks, options);
+  const auto comms = create_local_communicators(ranks, options);
+  std::vector<Communicator*> group;
+  for (const auto& comm : comms) group.push_back(comm.get());
+  run_local_ranks(group, body);
+}
+
+void run_local_ranks(std::span<Communicator* const> comms, const std::function<void(Communicator&)>& body) {
+  if (comms.empty()) throw Error(ErrorKind::Validation, "run_local_ranks: no communicators to run on");
+  const int ranks = static_cast<int>(comms.size());
   std::mutex mutex;
   std::exception_ptr first;
   auto run = [&](Communicator& comm) {

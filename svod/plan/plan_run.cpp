@@ -257,8 +257,10 @@ void PlanState::poison_with(size_t i, std::string_view what) {
   try {
     rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
   } catch (const Error& e) {
-    // The other ranks would wait for this one in their next collective.
-    if (comm) comm->abort(e.what());
+    // The other ranks would wait for this one in their next collective. A
+    // one-rank communicator has no one waiting and stays usable (the world
+    // communicator outside a launcher lives as long as the process).
+    if (comm && comm->size() > 1) comm->abort(e.what());
     poison_reason = e.what();
     poisoned.store(true);
     throw;

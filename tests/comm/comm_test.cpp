@@ -265,6 +265,29 @@ TEST(LocalCommunicator, GroupsHaveAtMostMaxLocalRanks) {
   EXPECT_EQ(create_local_communicators(kMaxLocalRanks).size(), size_t(kMaxLocalRanks));
 }
 
+// A group the caller keeps runs several times (what holds a communicator,
+// svod.comm.run_local's Python objects, outlives each run); no group is an
+// error.
+TEST(LocalCommunicator, RunsOnAGroupTheCallerKeeps) {
+  auto comms = create_local_communicators(3);
+  std::vector<Communicator*> group;
+  for (const auto& comm : comms) group.push_back(comm.get());
+  auto cpu = open_device("CPU");
+  std::vector<Buffer> counters;
+  for (int r = 0; r < 3; ++r) counters.push_back(cpu->allocate(DType::I32, 1));
+  for (int run = 0; run < 2; ++run) {
+    run_local_ranks(group, [&](Communicator& comm) {
+      const Buffer& x = counters[static_cast<size_t>(comm.rank())];
+      x.span<int32_t>()[0] = comm.rank() + 1;
+      comm.all_reduce(x, ReduceOp::Sum);
+    });
+    for (const Buffer& x : counters) EXPECT_EQ(x.span<int32_t>()[0], 6);
+  }
+  Error e = test::expect_error([] { run_local_ranks(std::span<Communicator* const>{}, [](Communicator&) {}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("no communicators"), std::string::npos) << e.what();
+}
+
 // Runs in a child process: 1024 local ranks with too little address space
 // for their stacks. Exits 0 when run_local_ranks threw Error(Execution) and
 // the ranks that did start failed at once naming the refusal.

@@ -14,6 +14,8 @@ transport. Plans whose ops include collectives take the communicator as
 svod.load_plan(path, comm=c) and svod.load_package(package, comm=c).
 """
 
+import sys
+
 from ._svod import Communicator, _comm_run_local, _comm_world
 
 REDUCE_OPS = ("sum", "prod", "min", "max")
@@ -21,8 +23,30 @@ REDUCE_OPS = ("sum", "prod", "min", "max")
 
 def world(backend="auto"):
     """This process's world communicator: "mpi" when started by a launcher (mpirun, srun; OpenMPI is loaded
-    then, on first use) or when backend="mpi"; otherwise one rank ("local"). The same object every call."""
-    return _comm_world(backend)
+    then, on first use) or when backend="mpi"; otherwise one rank ("local"). The same communicator every call.
+    With several mpi ranks, an exception that ends this process aborts the communicator (after Python prints
+    it), so that the other ranks fail at once naming this one instead of waiting for it until they time out."""
+    comm = _comm_world(backend)
+    if comm.backend == "mpi" and comm.world_size > 1:
+        _abort_on_uncaught_exception(comm)
+    return comm
+
+
+def _abort_on_uncaught_exception(comm):
+    global _hooked
+    if _hooked:
+        return
+    _hooked = True
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        previous(kind, value, traceback)
+        comm.abort(f"{kind.__name__}: {value}")
+
+    sys.excepthook = hook
+
+
+_hooked = False
 
 
 def run_local(ranks, fn):

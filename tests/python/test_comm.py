@@ -234,6 +234,32 @@ def test_data_parallel_example_under_mpirun_over_shared_memory_and_tcp():
         assert digest == one, (ranks, transport.get("OMPI_MCA_btl"))
 
 
+@pytest.mark.skipif(MPIRUN is None or not os.path.exists(PLUGIN),
+                    reason="needs OpenMPI's mpirun and svod's mpi plugin (SVOD_BINARY_DIR)")
+def test_an_uncaught_exception_on_one_mpi_rank_fails_the_others_at_once(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("""
+import time, svod.comm
+c = svod.comm.world()
+if c.rank == 1:
+    raise RuntimeError("rank one gave up")
+start = time.monotonic()
+try:
+    c.barrier()
+except svod.ExecutionError as e:
+    print(f"rank 0: {e} after {time.monotonic() - start:.0f} s")
+""")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", SVOD_COMM_TIMEOUT="120")
+    package_root = os.path.dirname(os.path.dirname(svod.__file__))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    result = subprocess.run([MPIRUN, "--oversubscribe", "-np", "2", sys.executable, str(script)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode != 0
+    assert "RuntimeError: rank one gave up" in result.stderr  # rank 1's traceback, printed first
+    assert re.search(r"rank 0: .*barrier\(\) failed because rank 1 failed: RuntimeError: rank one gave up "
+                     r"after [0-9] s", result.stdout), result.stdout + result.stderr
+
+
 def test_a_failed_plan_leaves_the_one_rank_world_usable(tmp_path):
     plan_file = tmp_path / "touch.json"
     plan_file.write_text("""{

@@ -6,12 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -20,6 +22,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/json_depth.h"
+#include "svod/comm/communicator.h"
 #include "svod/device/host_device.h"
 #include "svod/registry/registry.h"
 #include "svod/package/package.h"
@@ -43,6 +46,11 @@ struct svod_buffer {
 
 struct svod_program {
   std::shared_ptr<const svod::Program> program;
+};
+
+struct svod_comm {
+  std::shared_ptr<svod::Communicator> comm;  // borrowed for the world communicator
+  std::string backend;                      // for svod_comm_backend
 };
 
 struct svod_plan {
@@ -152,7 +160,7 @@ class LaunchBuffers {
 
 // The addresses of the live handles of each type, so a release can tell a
 // live handle from a released one without reading the memory behind it.
-enum class HandleType { Device, Buffer, Program, Plan };
+enum class HandleType { Device, Buffer, Program, Plan, Comm };
 
 class LiveHandles {
  public:
@@ -184,7 +192,8 @@ constexpr HandleType handle_type() {
   if constexpr (std::is_same_v<Handle, svod_device>) return HandleType::Device;
   else if constexpr (std::is_same_v<Handle, svod_buffer>) return HandleType::Buffer;
   else if constexpr (std::is_same_v<Handle, svod_program>) return HandleType::Program;
-  else return HandleType::Plan;
+  else if constexpr (std::is_same_v<Handle, svod_plan>) return HandleType::Plan;
+  else return HandleType::Comm;
 }
 
 // Registers a new handle and gives it to the caller.
@@ -192,6 +201,19 @@ template <typename Handle>
 void hand_out(std::unique_ptr<Handle> handle, Handle** out) {
   live_handles().add(handle.get(), handle_type<Handle>());
   *out = handle.release();
+}
+
+// Registers new handles and gives them to the caller in out[0..], all or none.
+template <typename Handle>
+void hand_out(std::vector<std::unique_ptr<Handle>> handles, Handle** out) {
+  size_t added = 0;
+  try {
+    for (; added < handles.size(); ++added) live_handles().add(handles[added].get(), handle_type<Handle>());
+  } catch (...) {
+    while (added > 0) live_handles().remove(handles[--added].get(), handle_type<Handle>());
+    throw;
+  }
+  for (size_t i = 0; i < handles.size(); ++i) out[i] = handles[i].release();
 }
 
 template <typename Handle>
@@ -267,6 +289,91 @@ std::map<std::string, int64_t> parse_vars(const char* vars_json) {
     vars.emplace(name, value.get<int64_t>());
   }
   return vars;
+}
+
+std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_json,
+                                          std::shared_ptr<Communicator> comm) {
+  LoadOptions options;
+  options.vars = parse_vars(vars_json);
+  options.communicator = std::move(comm);
+  PlanFile file = parse_plan_file(path);
+  LoadedPlan loaded = load_plan(file, options);
+  return std::make_unique<svod_plan>(std::move(loaded), std::move(file.variables));
+}
+
+// `source`: the package's bytes or its path, as load_package takes them.
+template <typename Source>
+std::unique_ptr<svod_plan> plan_from_package(const Source& source, const char* vars_json,
+                                             std::shared_ptr<Communicator> comm) {
+  PackageLoadOptions options;
+  options.vars = parse_vars(vars_json);
+  options.communicator = std::move(comm);
+  LoadedPackage package = load_package(source, options);
+  return std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables));
+}
+
+// Loads a plan as `comm`'s rank: load(communicator) makes it. A load that
+// fails on one rank of several aborts the communicator, so that the other
+// ranks, waiting for this one to compare plans, fail at once naming it.
+template <typename Load>
+void load_on_rank(svod_comm* comm, svod_plan** out, Load&& load) {
+  require(comm, "comm");
+  try {
+    require(out, "out");
+    hand_out(load(comm->comm), out);
+  } catch (const std::exception& e) {
+    if (comm->comm->size() > 1) comm->comm->abort(e.what());
+    throw;
+  }
+}
+
+std::unique_ptr<svod_comm> comm_handle(std::shared_ptr<Communicator> comm) {
+  auto handle = std::make_unique<svod_comm>();
+  handle->backend = comm->backend();
+  handle->comm = std::move(comm);
+  return handle;
+}
+
+std::optional<ReduceOp> reduce_op(svod_reduce_op op) {
+  switch (op) {
+    case SVOD_REDUCE_SUM: return ReduceOp::Sum;
+    case SVOD_REDUCE_PROD: return ReduceOp::Prod;
+    case SVOD_REDUCE_MIN: return ReduceOp::Min;
+    case SVOD_REDUCE_MAX: return ReduceOp::Max;
+  }
+  return std::nullopt;
+}
+
+// What a rank whose own arguments are wrong takes part in a collective with.
+const svod_buffer rejected_buffer{};
+
+// Makes one collective call: call(buffers, op) with this rank's buffer
+// handles (named `names` in messages) and its op, when the call has one.
+// Arguments only the C API can get wrong (a NULL buffer handle, an op that
+// is no svod_reduce_op) do not keep this rank away: it takes part with empty
+// buffers, which the communicator rejects on every rank, so that the other
+// ranks fail at once naming this one instead of waiting for it until they
+// time out. This rank then reports what was wrong.
+template <size_t N, typename Call>
+void collective(std::array<const svod_buffer*, N> buffers, const std::array<const char*, N>& names,
+                std::optional<svod_reduce_op> op, Call&& call) {
+  std::string problem;
+  for (size_t i = 0; i < N && problem.empty(); ++i)
+    if (buffers[i] == nullptr) problem = fmt::format("{} is NULL", names[i]);
+  const std::optional<ReduceOp> reduce = op ? reduce_op(*op) : ReduceOp::Sum;
+  if (problem.empty() && !reduce)
+    problem = fmt::format("op {} is not an svod_reduce_op (SVOD_REDUCE_SUM to SVOD_REDUCE_MAX)", static_cast<int>(*op));
+  if (problem.empty()) {
+    call(buffers, *reduce);
+    return;
+  }
+  buffers.fill(&rejected_buffer);
+  try {
+    call(buffers, ReduceOp::Sum);
+  } catch (const Error&) {
+    // The communicator's rejection of the empty buffers: `problem` says why.
+  }
+  throw Error(ErrorKind::Validation, problem);
 }
 
 }  // namespace
@@ -450,11 +557,7 @@ svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan**
   return guarded(__func__, [&] {
     require(path, "path");
     require(out, "out");
-    svod::LoadOptions options;
-    options.vars = svod::parse_vars(vars_json);
-    svod::PlanFile file = svod::parse_plan_file(path);
-    svod::LoadedPlan loaded = svod::load_plan(file, options);
-    svod::hand_out(std::make_unique<svod_plan>(std::move(loaded), std::move(file.variables)), out);
+    svod::hand_out(svod::plan_from_file(path, vars_json, nullptr), out);
   });
 }
 
@@ -462,10 +565,8 @@ svod_status* svod_plan_load_package(const void* data, size_t size, const char* v
   return guarded(__func__, [&] {
     require(data, "data");
     require(out, "out");
-    svod::PackageLoadOptions options;
-    options.vars = svod::parse_vars(vars_json);
-    svod::LoadedPackage package = svod::load_package(std::span(static_cast<const std::byte*>(data), size), options);
-    svod::hand_out(std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables)), out);
+    svod::hand_out(svod::plan_from_package(std::span(static_cast<const std::byte*>(data), size), vars_json, nullptr),
+                   out);
   });
 }
 
@@ -473,10 +574,7 @@ svod_status* svod_plan_load_package_file(const char* path, const char* vars_json
   return guarded(__func__, [&] {
     require(path, "path");
     require(out, "out");
-    svod::PackageLoadOptions options;
-    options.vars = svod::parse_vars(vars_json);
-    svod::LoadedPackage package = svod::load_package(std::filesystem::path(path), options);
-    svod::hand_out(std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables)), out);
+    svod::hand_out(svod::plan_from_package(std::filesystem::path(path), vars_json, nullptr), out);
   });
 }
 
@@ -532,5 +630,125 @@ svod_status* svod_plan_execute(svod_plan* plan) {
 }
 
 svod_status* svod_plan_release(svod_plan* plan) { return svod::release(__func__, plan, "plan"); }
+
+// ---- Communicators ----------------------------------------------------------
+
+svod_status* svod_comm_world(const char* backend, svod_comm** out) {
+  return guarded(__func__, [&] {
+    require(backend, "backend");
+    require(out, "out");
+    svod::hand_out(svod::comm_handle(svod::borrowed(svod::world_communicator(backend))), out);
+  });
+}
+
+svod_status* svod_comm_create_local(int ranks, svod_comm** out) {
+  return guarded(__func__, [&] {
+    require(out, "out");
+    std::vector<std::unique_ptr<svod_comm>> handles;
+    for (auto& comm : svod::create_local_communicators(ranks)) handles.push_back(svod::comm_handle(std::move(comm)));
+    svod::hand_out(std::move(handles), out);
+  });
+}
+
+int svod_comm_rank(const svod_comm* comm) { return comm ? comm->comm->rank() : -1; }
+
+int svod_comm_size(const svod_comm* comm) { return comm ? comm->comm->size() : 0; }
+
+const char* svod_comm_backend(const svod_comm* comm) { return comm ? comm->backend.c_str() : nullptr; }
+
+svod_status* svod_comm_barrier(svod_comm* comm) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    comm->comm->barrier();
+  });
+}
+
+svod_status* svod_comm_all_reduce(svod_comm* comm, svod_buffer* buffer, svod_reduce_op op) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    svod::collective<1>({buffer}, {"buffer"}, op,
+                        [&](const auto& b, svod::ReduceOp reduce) { comm->comm->all_reduce(b[0]->buffer, reduce); });
+  });
+}
+
+svod_status* svod_comm_all_gather(svod_comm* comm, const svod_buffer* src, svod_buffer* dst) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    svod::collective<2>({src, dst}, {"src", "dst"}, std::nullopt,
+                        [&](const auto& b, svod::ReduceOp) { comm->comm->all_gather(b[0]->buffer, b[1]->buffer); });
+  });
+}
+
+svod_status* svod_comm_reduce_scatter(svod_comm* comm, const svod_buffer* src, svod_buffer* dst, svod_reduce_op op) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    svod::collective<2>({src, dst}, {"src", "dst"}, op, [&](const auto& b, svod::ReduceOp reduce) {
+      comm->comm->reduce_scatter(b[0]->buffer, b[1]->buffer, reduce);
+    });
+  });
+}
+
+svod_status* svod_comm_broadcast(svod_comm* comm, svod_buffer* buffer, int root) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    svod::collective<1>({buffer}, {"buffer"}, std::nullopt,
+                        [&](const auto& b, svod::ReduceOp) { comm->comm->broadcast(b[0]->buffer, root); });
+  });
+}
+
+svod_status* svod_comm_send(svod_comm* comm, const svod_buffer* buffer, int dest, int tag) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    require(buffer, "buffer");
+    comm->comm->send(buffer->buffer, dest, tag);
+  });
+}
+
+svod_status* svod_comm_recv(svod_comm* comm, svod_buffer* buffer, int source, int tag) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    require(buffer, "buffer");
+    comm->comm->recv(buffer->buffer, source, tag);
+  });
+}
+
+svod_status* svod_comm_abort(svod_comm* comm, const char* reason) {
+  return guarded(__func__, [&] {
+    require(comm, "comm");
+    require(reason, "reason");
+    comm->comm->abort(reason);
+  });
+}
+
+svod_status* svod_comm_release(svod_comm* comm) { return svod::release(__func__, comm, "comm"); }
+
+svod_status* svod_plan_load_with_comm(const char* path, const char* vars_json, svod_comm* comm, svod_plan** out) {
+  return guarded(__func__, [&] {
+    svod::load_on_rank(comm, out, [&](const auto& communicator) {
+      require(path, "path");
+      return svod::plan_from_file(path, vars_json, communicator);
+    });
+  });
+}
+
+svod_status* svod_plan_load_package_with_comm(const void* data, size_t size, const char* vars_json, svod_comm* comm,
+                                              svod_plan** out) {
+  return guarded(__func__, [&] {
+    svod::load_on_rank(comm, out, [&](const auto& communicator) {
+      require(data, "data");
+      return svod::plan_from_package(std::span(static_cast<const std::byte*>(data), size), vars_json, communicator);
+    });
+  });
+}
+
+svod_status* svod_plan_load_package_file_with_comm(const char* path, const char* vars_json, svod_comm* comm,
+                                                   svod_plan** out) {
+  return guarded(__func__, [&] {
+    svod::load_on_rank(comm, out, [&](const auto& communicator) {
+      require(path, "path");
+      return svod::plan_from_package(std::filesystem::path(path), vars_json, communicator);
+    });
+  });
+}
 
 }  // extern "C"

@@ -1,5 +1,6 @@
-/* svod's C API: compile and launch kernels, move data and run plan files from
- * C or from any language with a C FFI (Rust, Go, Julia, Python's ctypes).
+/* svod's C API: compile and launch kernels, move data, run plan files and
+ * combine buffers across the ranks of a job, from C or from any language
+ * with a C FFI (Rust, Go, Julia, Python's ctypes).
  * Installed as <svod/svod.h>; link libsvod_c (CMake: svod::c; pkg-config:
  * svod).
  *
@@ -18,13 +19,13 @@
  * function aborts on bad input: NULL handles, NULL strings, bad JSON, unknown
  * names and out-of-range values all return statuses.
  *
- * Handles. svod_device, svod_buffer, svod_program and svod_plan are opaque
- * and single-owner: each function that returns one (through an out-parameter)
+ * Handles. svod_device, svod_buffer, svod_program, svod_plan and svod_comm
+ * are opaque and single-owner: each function that returns one (through an out-parameter)
  * gives the caller a handle to release exactly once with its release
  * function. What a handle refers to is shared and reference-counted inside
  * svod, so releasing a handle never invalidates others: a program keeps its
- * device alive, a plan keeps its buffers alive, and a buffer handle taken
- * from a plan stays valid after the plan is released. A release of a handle
+ * device alive, a plan keeps its buffers and its communicator alive, and a
+ * buffer handle taken from a plan stays valid after the plan is released. A release of a handle
  * that is not live (released already, or never returned by svod) is detected
  * and returns SVOD_ERROR_VALIDATION without touching the pointer — unless a
  * newer handle has since been given the same address, which no check can
@@ -47,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 2
+#define SVOD_API_VERSION_MINOR 3
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -253,6 +254,136 @@ SVOD_C_EXPORT svod_status* svod_plan_execute(svod_plan* plan);
 /* Releases the plan; buffer handles taken from it stay valid. Not
  * concurrently with other calls on this handle. */
 SVOD_C_EXPORT svod_status* svod_plan_release(svod_plan* plan);
+
+/* ---- Communicators (1.3) ------------------------------------------------- */
+
+/* A job is N ranks, numbered 0 to N-1, each with its own buffers; a
+ * communicator is one rank's end of it. Two backends carry the data: "mpi",
+ * one rank per process, started by a launcher (mpirun, srun; the MPI plugin
+ * libsvod_comm_mpi is loaded only then), and "local", N ranks as threads of
+ * one process.
+ *
+ * Every call but send and recv is collective: all ranks make the same calls
+ * in the same order, with the same dtype, element count, op and root. The
+ * ranks compare these as part of the call, so a mismatch between ranks, or
+ * an argument one rank gets wrong (a NULL buffer, an op that is no
+ * svod_reduce_op, a root out of range), is a VALIDATION status on every rank
+ * instead of a hang; nothing moves and the communicator stays usable. A rank
+ * that fails (svod_comm_abort, a failed svod_plan_execute) makes the
+ * others' current and next calls fail (EXECUTION) naming it; a rank that
+ * never arrives makes them fail with TIMEOUT naming it after
+ * SVOD_COMM_TIMEOUT seconds (default 60, read when the communicator is
+ * made). After such a failure the communicator is broken: every later call
+ * on it fails.
+ *
+ * Reductions are deterministic: element i is combined in rank order, x0 op
+ * x1 op ... op x(N-1), by one rank and copied to the others, so every rank
+ * gets the same bits, in every run and on either backend. f16 and bf16 are
+ * combined in f32 and rounded once; integers wrap on overflow; bool sum and
+ * max are "or", prod and min "and"; a NaN in a float min or max wins.
+ *
+ * Buffers are svod_buffer handles of any kind: allocated, wrapped host
+ * memory (svod_buffer_wrap_host: the call reads and writes the caller's
+ * array), views, a plan's (svod_plan_buffer). Buffers on a device (OpenCL,
+ * CUDA) are staged through host memory. With mpi one call moves at most
+ * 2 GiB to one peer (more is UNSUPPORTED).
+ *
+ * Threads. Each rank calls from its own thread: a local group's ranks are
+ * meant for as many threads, and one thread calling a collective on two
+ * ranks of a group waits for itself until the timeout. Calls on one handle
+ * from several threads run one at a time, in an order that must still match
+ * across ranks. svod_comm_rank, svod_comm_size and svod_comm_backend are
+ * thread-safe. */
+
+typedef struct svod_comm svod_comm;
+
+/* How all_reduce and reduce_scatter combine elements. Other values are
+ * VALIDATION errors (on every rank, as above). */
+typedef enum svod_reduce_op {
+  SVOD_REDUCE_SUM = 0,
+  SVOD_REDUCE_PROD = 1,
+  SVOD_REDUCE_MIN = 2,
+  SVOD_REDUCE_MAX = 3
+} svod_reduce_op;
+
+/* This process's rank of its world: `backend` "mpi" (the job an MPI
+ * launcher started; MPI starts at the first call and ends at exit), "local"
+ * (a job of this process alone: rank 0 of 1), or "auto" ("mpi" when the
+ * process was started by an MPI launcher, else "local"). The world
+ * communicator is made once per process and lives until it exits; every call
+ * returns a new handle to it, and releasing a handle leaves it alone.
+ * Errors: VALIDATION for another backend name, or one that differs from the
+ * world's ("local" after "mpi"); DEVICE_UNAVAILABLE when the MPI plugin is
+ * missing or MPI fails to start. Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_comm_world(const char* backend, svod_comm** out);
+/* A new local group of `ranks` ranks (1 to 1024), for as many threads of
+ * this process: out[i] (an array of `ranks` handles, all written on success)
+ * is rank i. Each handle is released by the caller, once its rank has made
+ * its last call (a rank released early never arrives: its peers time out);
+ * a plan loaded on a rank keeps it alive. VALIDATION for a count out of
+ * range or a bad SVOD_COMM_TIMEOUT. Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_comm_create_local(int ranks, svod_comm** out);
+/* This handle's rank, the job's number of ranks, and the backend ("mpi",
+ * "local", alive as long as the handle); -1, 0 and NULL for a NULL
+ * handle. */
+SVOD_C_EXPORT int svod_comm_rank(const svod_comm* comm);
+SVOD_C_EXPORT int svod_comm_size(const svod_comm* comm);
+SVOD_C_EXPORT const char* svod_comm_backend(const svod_comm* comm);
+/* Returns once every rank has called it. */
+SVOD_C_EXPORT svod_status* svod_comm_barrier(svod_comm* comm);
+/* In place: every rank's `buffer` becomes the elementwise combination (`op`)
+ * of every rank's `buffer`. */
+SVOD_C_EXPORT svod_status* svod_comm_all_reduce(svod_comm* comm, svod_buffer* buffer, svod_reduce_op op);
+/* `dst` (svod_comm_size() times the elements of `src`, same dtype, not
+ * overlapping it) gets rank k's `src` at element k * svod_buffer_count(src),
+ * on every rank. */
+SVOD_C_EXPORT svod_status* svod_comm_all_gather(svod_comm* comm, const svod_buffer* src, svod_buffer* dst);
+/* `src` holds svod_comm_size() parts of the elements of `dst` (same dtype,
+ * not overlapping): rank k's `dst` becomes the combination (`op`) of every
+ * rank's k-th part. */
+SVOD_C_EXPORT svod_status* svod_comm_reduce_scatter(svod_comm* comm, const svod_buffer* src, svod_buffer* dst,
+                                                    svod_reduce_op op);
+/* Every rank's `buffer` becomes rank `root`'s. */
+SVOD_C_EXPORT svod_status* svod_comm_broadcast(svod_comm* comm, svod_buffer* buffer, int root);
+/* Point to point, not collective: svod_comm_send returns once rank `dest`
+ * has the message (mpi: once it is handed over), svod_comm_recv once the
+ * message from rank `source` is in `buffer`. The two buffers' dtype and
+ * count and the `tag` (0 to 32767) must match: a mismatch fails the
+ * receiver, and with local ranks the sender too. A peer that is not another
+ * rank, a bad tag or a NULL buffer fail this rank alone (VALIDATION). */
+SVOD_C_EXPORT svod_status* svod_comm_send(svod_comm* comm, const svod_buffer* buffer, int dest, int tag);
+SVOD_C_EXPORT svod_status* svod_comm_recv(svod_comm* comm, svod_buffer* buffer, int source, int tag);
+/* Declares this rank failed, for `reason`: the other ranks' current and
+ * next calls fail naming this rank and the reason (with mpi, a recv waiting
+ * for this rank times out instead). The communicator is broken after, on
+ * every rank; aborting again does nothing. It waits for a call of this rank
+ * in flight on another thread. */
+SVOD_C_EXPORT svod_status* svod_comm_abort(svod_comm* comm, const char* reason);
+/* Releases the handle. A local rank lives on while a plan loaded on it
+ * does; the world communicator lives until the process exits. Not concurrently with
+ * other calls on this handle. */
+SVOD_C_EXPORT svod_status* svod_comm_release(svod_comm* comm);
+
+/* svod_plan_load, svod_plan_load_package and svod_plan_load_package_file for
+ * one rank of a job (the plain loaders run a plan as rank 0 of 1): every
+ * rank loads the same plan on its own rank of one communicator. The plan's
+ * read-only variables rank and world_size are svod_comm_rank(comm) and
+ * svod_comm_size(comm), and its collective ops run on `comm`, which the plan
+ * keeps alive. The load is collective: the ranks check that they all load
+ * the same plan with the same variable values, and fail with VALIDATION on
+ * every rank naming the ranks that differ. A load that fails on one rank of
+ * several aborts `comm` (svod_comm_abort), so that the others fail at once
+ * naming it instead of waiting for it (in their load, or in their first
+ * execution when the ranks had already compared their plans); make a new
+ * group, or end the job, after a failed load. Executions of the plan are
+ * collective too, and a failed one aborts `comm` likewise. Errors as the
+ * plain loaders, and VALIDATION for a NULL `comm`. Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_plan_load_with_comm(const char* path, const char* vars_json, svod_comm* comm,
+                                                    svod_plan** out);
+SVOD_C_EXPORT svod_status* svod_plan_load_package_with_comm(const void* data, size_t size, const char* vars_json,
+                                                            svod_comm* comm, svod_plan** out);
+SVOD_C_EXPORT svod_status* svod_plan_load_package_file_with_comm(const char* path, const char* vars_json,
+                                                                 svod_comm* comm, svod_plan** out);
 
 #ifdef __cplusplus
 }

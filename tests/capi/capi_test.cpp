@@ -20,74 +20,14 @@
 #include "svod/compile/compile_policy.h"
 #include "svod/custom/custom_function.h"
 #include "svod/package/package.h"
+#include "tests/capi/capi_test_support.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace {
 
 using svod::test::TempDir;
-
-// Owns a status and prints it when an expectation fails.
-struct Status {
-  explicit Status(svod_status* s) : status(s) {}
-  ~Status() { svod_status_free(status); }
-  Status(const Status&) = delete;
-  Status& operator=(const Status&) = delete;
-
-  svod_error_kind kind() const { return svod_status_kind(status); }
-  std::string message() const { return svod_status_message(status); }
-
-  svod_status* status;
-};
-
-std::ostream& operator<<(std::ostream& os, const Status& s) {
-  return os << svod_error_kind_name(s.kind()) << ": " << s.message();
-}
-
-#define EXPECT_OK(call)                      \
-  do {                                       \
-    Status status_(call);                    \
-    EXPECT_EQ(status_.kind(), SVOD_OK) << status_; \
-  } while (0)
-#define ASSERT_OK(call)                      \
-  do {                                       \
-    Status status_(call);                    \
-    ASSERT_EQ(status_.kind(), SVOD_OK) << status_; \
-  } while (0)
-
-// Expects `call` to fail with `kind` and a message containing `text`.
-void expect_error(svod_status* call, svod_error_kind kind, const std::string& text) {
-  Status status(call);
-  ASSERT_NE(status.status, nullptr) << "expected a " << svod_error_kind_name(kind) << " status";
-  EXPECT_EQ(status.kind(), kind) << status;
-  EXPECT_NE(status.message().find(text), std::string::npos) << status << "\n(expected to contain: " << text << ")";
-}
-
-// Handles released at the end of a test.
-struct Device {
-  Device() {
-    Status status(svod_device_get("CPU", &handle));
-    if (status.status) throw std::runtime_error(status.message());
-  }
-  ~Device() { svod_status_free(svod_device_release(handle)); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-  svod_device* handle = nullptr;
-};
-
-template <typename Handle, svod_status* (*Release)(Handle*)>
-struct Owned {
-  Owned() = default;
-  ~Owned() {
-    if (handle) svod_status_free(Release(handle));
-  }
-  Owned(const Owned&) = delete;
-  Owned& operator=(const Owned&) = delete;
-  Handle* handle = nullptr;
-};
-using Buffer = Owned<svod_buffer, svod_buffer_release>;
-using Program = Owned<svod_program, svod_program_release>;
-using Plan = Owned<svod_plan, svod_plan_release>;
+using namespace svod::test::capi;
 
 // y = k * x over n elements; n bounded by the spec so out-of-range values are refused.
 constexpr const char* kScaleSpec = R"({
@@ -578,15 +518,6 @@ constexpr const char* kScalePlan = R"({
   },
   "ops": [ { "run": "scale", "buffers": ["y", "x"], "scalars": { "n": "N" } } ]
 })";
-
-std::vector<float> plan_values(svod_plan* plan, const char* name) {
-  Buffer buffer;
-  EXPECT_OK(svod_plan_buffer(plan, name, &buffer.handle));
-  void* data = nullptr;
-  EXPECT_OK(svod_buffer_data(buffer.handle, &data));
-  const auto* p = static_cast<const float*>(data);
-  return {p, p + svod_buffer_count(buffer.handle)};
-}
 
 TEST(CApi, PlanVariablesAndBinding) {
   TempDir dir;

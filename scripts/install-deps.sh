@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
   python3-numpy python3-dev python3-pytest pybind11-dev libdlpack-dev
+  python3-setuptools python3-wheel python3-pip python3-venv  # pip install . (setup.py; scripts/test-install.sh)
+  file  # cpack -G DEB runs it on every file to find the binaries for dpkg-shlibdeps
   python3-torch  # what tinygrad's operator tests compare against (tests/python/test_tinygrad_ops.py)
   librsvg2-bin  # rsvg-convert: the roofline test renders `svod bench --plot` (tests/tune/svod_bench_roofline_test.cpp)
   libopenmpi-dev openmpi-bin

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Installs svod the ways README.md's "Install" gives, from a built tree, and runs the examples
+# from each installed copy, in a folder outside the source tree:
+#  - pip: `pip install --no-build-isolation --no-index .` (setup.py, reusing BUILD's compiled
+#    files through SVOD_CMAKE_BUILD_DIR) for Debian's python3, into the system
+#    (--break-system-packages) and into a virtual environment: python3 imports svod with no
+#    PYTHONPATH and runs kernels and examples/python scripts;
+#  - the Debian package of `cpack -G DEB`, installed with dpkg -i (so its Depends must already
+#    be met: nothing is downloaded): the svod command on the example plans, a C++ program built
+#    against the installed CMake package, the C example built with pkg-config, and python3
+#    importing svod from /usr/lib/python3/dist-packages.
+# (`cmake --install` into a prefix is tested by ctest: install_consumer, capi_consumer_*,
+# tests/python/test_install.py.)
+#
+#   bash scripts/test-install.sh [BUILD]     BUILD: a built Release tree (default build/release)
+#
+# Needs root (dpkg). Everything it installs it removes again (pip uninstall, dpkg --purge), also
+# when a step fails, and it refuses to start where svod is installed already, so the machine is
+# left as it was found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+build=$(cd "${1:-build/release}" && pwd)
+python=/usr/bin/python3
+export SVOD_CACHE=0  # compile every time, and leave ~/.cache/svod alone
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+unset PYTHONPATH PYTHONHOME
+
+fail() { echo "test-install: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || fail "needs root (pip into the system, dpkg -i)"
+[ -x "$build/svod" ] || fail "$build is not a built tree (no $build/svod)"
+if dpkg-query -W -f='${Status}' svod 2>/dev/null | grep -q 'ok installed'; then
+  fail "the Debian package svod is installed already: remove it first (dpkg -r svod)"
+fi
+work=$(mktemp -d /tmp/svod-test-install.XXXXXX)
+if found=$(cd "$work" && "$python" -c 'import svod; print(svod.__file__)' 2>/dev/null); then
+  rm -rf "$work"
+  fail "$python imports svod from $found already: uninstall it first"
+fi
+
+# setuptools' own byproducts in the source tree, removed at the end unless they were there before.
+byproducts() {
+  local f
+  for f in "$src"/build/lib.linux-* "$src"/build/bdist.linux-* "$src"/build/temp.linux-* "$src"/build/*.egg-info \
+           "$src"/*.egg-info; do
+    [ ! -e "$f" ] || printf '%s\n' "$f"
+  done
+}
+byproducts_before=$(byproducts)
+pip_system=0
+deb_installed=0
+cleanup() {
+  local rc=$?
+  set +e
+  if [ $pip_system = 1 ]; then "$python" -m pip uninstall -y -q --break-system-packages svod; fi
+  if [ $deb_installed = 1 ]; then dpkg --purge svod >/dev/null; fi
+  byproducts | while read -r f; do
+    grep -qxF "$f" <<<"$byproducts_before" || rm -rf "$f"
+  done
+  rm -rf "$work"
+  [ $rc = 0 ] && echo "test-install: all passed (${SECONDS}s)" || echo "test-install: FAILED (status $rc)" >&2
+}
+trap cleanup EXIT
+
+step() { echo "== test-install (${SECONDS}s): $*"; }
+
+# Runs as the installed package's user would, from $work: python3 imports svod from under
+# PREFIX (the first argument), compiles with the llvm plugin, and runs the MLP plan.
+check_python() {
+  local interpreter=$1 prefix=$2
+  (cd "$work" && SVOD_CPU_BACKEND=llvm "$interpreter" - "$prefix" "$src" <<'EOF'
+import os, sys
+import numpy as np
+import svod
+prefix, src = sys.argv[1], sys.argv[2]
+assert svod.__file__.startswith(prefix), (svod.__file__, prefix)
+assert not svod.__file__.startswith(src), svod.__file__
+k = svod.device("CPU").compile(source="void k(int* o) { o[0] = 42; }", entry="k",
+                               buffers=[{"name": "o", "access": "write"}])
+o = np.zeros(1, np.int32)
+k(o)
+assert o[0] == 42
+mlp = os.path.join(src, "examples", "mlp")
+probs = svod.load_plan(os.path.join(mlp, "plan.json")).run(x=np.load(os.path.join(mlp, "x.npy")), check=True)["probs"]
+assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+print("test-install: svod", svod.__version__, "from", os.path.dirname(svod.__file__))
+EOF
+  )
+  for example in kernels_on_numpy.py mlp_plan.py; do
+    (cd "$work" && "$interpreter" "$src/examples/python/$example" >/dev/null)
+  done
+}
+
+step "pip install --break-system-packages for $python (build reused from $build)"
+SVOD_CMAKE_BUILD_DIR=$build "$python" -m pip install -q --no-build-isolation --no-index --break-system-packages "$src"
+pip_system=1
+site=$("$python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
+check_python "$python" "$site/svod"
+ls "$site"/svod/libsvod_runtime.so.* "$site"/svod/libsvod_llvm.so >/dev/null
+"$python" -m pip uninstall -y -q --break-system-packages svod
+pip_system=0
+[ ! -e "$site/svod" ] || fail "pip uninstall left $site/svod"
+
+step "pip install into a virtual environment (--system-site-packages: Debian's numpy)"
+"$python" -m venv --without-pip --system-site-packages "$work/venv"
+SVOD_CMAKE_BUILD_DIR=$build "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$src"
+check_python "$work/venv/bin/python" "$work/venv/lib"
+
+step "cpack -G DEB"
+(cd "$build" && cpack -G DEB -B "$work/deb" >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail "cpack failed"; }
+deb=$(ls "$work"/deb/svod_*.deb)
+dpkg-deb --field "$deb" Package Version Architecture Depends Recommends
+step "dpkg -i $(basename "$deb")"
+deb_installed=1
+dpkg -i "$deb" >/dev/null
+[ "$(command -v svod)" = /usr/bin/svod ] || fail "svod on PATH is $(command -v svod), not /usr/bin/svod"
+if ldd /usr/bin/svod /usr/lib/libsvod_c.so.1 /usr/lib/libsvod_llvm.so | grep 'not found'; then
+  fail "the installed libraries miss a dependency"
+fi
+
+step "the installed svod command on the example plans"
+cd "$work"
+svod --version
+svod info | grep -q 'llvm' || fail "svod info names no llvm backend"
+svod run "$src/examples/mlp/plan.json" >/dev/null
+svod run "$src/examples/features/plan.json" >/dev/null
+svod run --ranks 2 "$src/examples/data_parallel/plan.json" --repeat 2 >/dev/null
+
+step "a C++ program built against the installed CMake package (examples/consumer)"
+cmake -S "$src/examples/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+grep -qx 'svod_DIR:PATH=/usr/lib/cmake/svod' "$work/consumer/CMakeCache.txt" || fail "find_package(svod) did not find /usr/lib/cmake/svod"
+cmake --build "$work/consumer" >/dev/null
+"$work/consumer/consumer"
+
+step "the C example built with pkg-config (examples/c)"
+# shellcheck disable=SC2046
+cc -std=c99 -Wall -Wextra -Werror "$src/examples/c/main.c" $(pkg-config --cflags --libs svod) -lm -o "$work/c_example"
+"$work/c_example" "$src/examples/mlp/plan.json" >/dev/null
+
+step "python3 imports the installed package"
+check_python "$python" /usr/lib/python3/dist-packages/svod
+
+step "dpkg --purge svod"
+dpkg --purge svod >/dev/null
+deb_installed=0
+for p in /usr/bin/svod /usr/lib/libsvod_runtime.so.0 /usr/lib/cmake/svod /usr/lib/python3/dist-packages/svod; do
+  [ ! -e "$p" ] || fail "dpkg --purge left $p"
+done

@@ -1,0 +1,113 @@
+"""Builds the Python package svod with CMake, for `pip install .` (pyproject.toml).
+
+setuptools copies the Python files of python/svod (every module there); build_ext configures
+and builds the CMake target svod_python_wheel (the extension svod._svod, libsvod_runtime and
+its plugins) and installs the CMake component svod_wheel into the wheel, which puts them side
+by side in svod/: the extension finds the runtime beside it (RPATH $ORIGIN) and the runtime its
+plugins beside itself, so the installed package needs no PYTHONPATH or LD_LIBRARY_PATH and
+works from any folder.
+
+Environment:
+  SVOD_CMAKE_BUILD_DIR  a CMake build folder to build in (relative to this folder), e.g. an
+                        existing build/release, so nothing is compiled twice; it must build
+                        the extension for the interpreter running pip (SVOD_PYTHON). Default:
+                        build/pip, configured here as a Release build without tests.
+  CMAKE_ARGS            more arguments for configuring (e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  CMAKE_BUILD_PARALLEL_LEVEL  parallel build jobs (CMake's own variable)
+"""
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+def project_version() -> str:
+    found = re.search(r"project\(svod\s+VERSION\s+([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())
+    if not found:
+        raise RuntimeError("CMakeLists.txt: no project(svod VERSION ...)")
+    return found.group(1)
+
+
+def cache_value(cache: Path, name: str):
+    for line in cache.read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split("=", 1)[1]
+    return None
+
+
+def same_file(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+class CMakeBuild(build_ext):
+    def run(self):  # no compiler of setuptools' own is needed
+        for ext in self.extensions:
+            self.build_extension(ext)
+
+    def build_extension(self, ext):
+        cmake = shutil.which("cmake")
+        if cmake is None:
+            raise RuntimeError("svod: cmake is not on PATH (run scripts/install-deps.sh)")
+        requested = os.environ.get("SVOD_CMAKE_BUILD_DIR")
+        build_dir = (ROOT / requested) if requested else ROOT / "build" / "pip"
+        cache = build_dir / "CMakeCache.txt"
+        extra_args = shlex.split(os.environ.get("CMAKE_ARGS", ""))
+        if cache.exists():
+            python = cache_value(cache, "SVOD_PYTHON")
+            if cache_value(cache, "SVOD_BUILD_PYTHON") in ("OFF", "0", "FALSE", "NO"):
+                raise RuntimeError(f"svod: {build_dir} is configured with SVOD_BUILD_PYTHON=OFF")
+            if python is None or not same_file(python, sys.executable):
+                if requested:
+                    raise RuntimeError(f"svod: {build_dir} builds the extension for {python} (SVOD_PYTHON), "
+                                       f"not for {sys.executable}, which runs pip: use that interpreter, "
+                                       "or unset SVOD_CMAKE_BUILD_DIR")
+                cache.unlink()  # our own folder, configured for another interpreter: start again
+        if not cache.exists() or (extra_args and not requested):
+            generator = ["-G", "Ninja"] if shutil.which("ninja") and not cache.exists() else []
+            self.spawn([cmake, "-S", str(ROOT), "-B", str(build_dir), *generator,
+                        "-DCMAKE_BUILD_TYPE=Release", "-DSVOD_BUILD_TESTS=OFF", "-DSVOD_BUILD_BENCH=OFF",
+                        "-DSVOD_BUILD_PYTHON=ON", f"-DSVOD_PYTHON={sys.executable}", *extra_args])
+        build = [cmake, "--build", str(build_dir), "--target", "svod_python_wheel"]
+        if self.parallel:
+            build += ["--parallel", str(self.parallel)]
+        self.spawn(build)
+
+        # The extension's folder in the wheel's tree (or python/svod for --inplace).
+        extension = Path(self.get_ext_fullpath(ext.name)).resolve()
+        package = extension.parent
+        package.mkdir(parents=True, exist_ok=True)
+        for old in [*package.glob("_svod*.so"), *package.glob("libsvod_*.so*")]:
+            old.unlink()  # what an earlier build left
+        self.spawn([cmake, "--install", str(build_dir), "--component", "svod_wheel", "--prefix", str(package.parent),
+                    "--strip"])
+        # A wheel holds files, not links: libsvod_runtime.so.0 (the name the extension asks for)
+        # becomes the library itself.
+        for link in [p for p in package.iterdir() if p.is_symlink()]:
+            target = link.resolve()
+            link.unlink()
+            if target.parent == package:
+                target.rename(link)
+            else:
+                shutil.copy2(target, link)
+        if not extension.exists():
+            built = sorted(p.name for p in package.glob("_svod*"))
+            raise RuntimeError(f"svod: CMake built {built}, not {extension.name}: the build folder {build_dir} "
+                               f"was configured for another Python than {sys.executable}")
+
+
+# setuptools' egg-info goes with its other byproducts under build/ (ignored by git), not beside this file.
+(ROOT / "build").mkdir(exist_ok=True)
+setup(
+    options={"egg_info": {"egg_base": str(ROOT / "build")}},
+    version=project_version(),
+    ext_modules=[Extension("svod._svod", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    zip_safe=False,
+)

@@ -211,6 +211,7 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   std::map<std::string, CompilerIdentity> device_identities;
   LoadOptions load;
   load.vars = options.vars;
+  load.communicator = options.communicator;
   load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
     return load_or_compile(device, program.spec, [&](const Artifact& artifact) {
       const CompilerIdentity& identity = device.compiler().identity();

@@ -46,6 +46,11 @@ namespace svod {
 struct PackOptions {
   // Variable values (svod pack --var) that become the package's defaults.
   std::map<std::string, int64_t> vars;
+  // The ranks the plan is loaded on while packing (LoadOptions::communicator;
+  // null: one rank), for a plan whose collectives fit some numbers of ranks
+  // and not one. The other ranks load the same plan with it (pack_plan or
+  // load_plan); what is packed does not depend on the rank or their number.
+  std::shared_ptr<Communicator> communicator = {};
 };
 
 // The package for a plan file, in memory. Plan errors keep their kind and

@@ -205,5 +205,57 @@ TEST(SvodPack, SignedPackagesAndTrustedKeys) {
   EXPECT_FALSE(std::filesystem::exists(dir / "carol.key"));
 }
 
+// A plan whose collectives fit 4 ranks and not one packs on 4 local ranks:
+// rank 0 writes the one package (the same bytes whatever the rank count),
+// which then runs on 4 ranks without compiling. Under mpirun: tests/comm/mpi.
+TEST(SvodPack, PlansWithCollectivesPackOnTheirRanks) {
+  TempDir dir;
+  const std::string gather = SVOD_SOURCE_DIR "/tests/planfile/data/collective4.json";
+  const std::string package = (dir / "gather.svodpkg").string();
+  const ProcessResult one = svod({}, {"pack", gather, "-o", package});
+  EXPECT_EQ(one.exit_code, 2);
+  EXPECT_NE(one.err.find("svod pack: error (validation): "), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("holds 8 elements but must hold 1 ranks x 2"), std::string::npos) << one.err;
+  const ProcessResult two = svod({}, {"pack", gather, "-o", package, "--ranks", "2"});
+  EXPECT_EQ(two.exit_code, 2);
+  for (int k : {0, 1}) {
+    EXPECT_NE(two.err.find(fmt::format("[rank {}] svod pack: error (validation): ", k)), std::string::npos) << two.err;
+  }
+  EXPECT_EQ(count(two.err, "holds 8 elements but must hold 2 ranks x 2"), 2u) << two.err;
+  EXPECT_FALSE(std::filesystem::exists(package));
+
+  const ProcessResult packed = svod({}, {"pack", gather, "-o", package, "--ranks", "4"});
+  ASSERT_TRUE(packed.ok()) << packed.err;
+  EXPECT_EQ(packed.err, "");
+  EXPECT_EQ(count(packed.out, "packed "), 1u) << packed.out;
+  EXPECT_NE(packed.out.find("  loaded on 4 ranks (local), "), std::string::npos) << packed.out;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()), 1);
+  const ProcessResult run = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", package, "--ranks", "4"});
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
+
+  // Nothing in a package depends on the ranks: a plan that loads on any
+  // number of them packs to the same bytes on one and on three, signed by
+  // rank 0 (the only one that reads the key).
+  const std::string plan = SVOD_SOURCE_DIR "/tests/planfile/data/collective.json";
+  const std::string key = (dir / "alice").string();
+  ASSERT_TRUE(svod({}, {"pack", "--keygen", key}).ok());
+  const auto alone = dir / "alone.svodpkg", three = dir / "three.svodpkg";
+  ASSERT_TRUE(svod({}, {"pack", plan, "-o", alone.string(), "--sign", key + ".key"}).ok());
+  const ProcessResult signed_on_three =
+      svod({}, {"pack", plan, "-o", three.string(), "--ranks", "3", "--sign", key + ".key"});
+  ASSERT_TRUE(signed_on_three.ok()) << signed_on_three.err;
+  EXPECT_EQ(count(signed_on_three.out, "  signed by key "), 1u) << signed_on_three.out;
+  auto bytes = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(alone), bytes(three));
+
+  // --keygen makes no package: --ranks goes with packing only.
+  EXPECT_FALSE(svod({}, {"pack", "--keygen", (dir / "bob").string(), "--ranks", "2"}).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "bob.key"));
+}
+
 }  // namespace
 }  // namespace svod

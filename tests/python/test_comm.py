@@ -227,7 +227,7 @@ def test_data_parallel_example_under_mpirun_over_shared_memory_and_tcp():
     package_root = os.path.dirname(os.path.dirname(svod.__file__))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     one, _ = example("--ranks", "1", env=env)
-    tcp = dict(env, OMPI_MCA_btl="self,tcp", OMPI_MCA_btl_tcp_if_include="lo")
+    tcp = dict(env, OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,tcp", OMPI_MCA_btl_tcp_if_include="lo")
     for ranks, transport in ((2, env), (4, env), (2, tcp)):
         digest, out = example(launcher=(MPIRUN, "--oversubscribe", "-np", str(ranks)), env=transport)
         assert f"{ranks} ranks (mpi)" in out, out

@@ -11,6 +11,18 @@
 // every call of every op (one "run" per call). --plot draws a roofline of
 // this CPU (roofline.h) with every op that has flops and bytes, and lists the
 // others with the reason.
+//
+// Ranks (run_on_ranks, common.h, as svod run): under an MPI launcher the
+// process benchmarks the plan as its rank of the job; with --ranks N, N
+// threads each load and time it as one rank of a local group. Every rank
+// times every op. Kernels, copies and custom functions are timed by each rank
+// on its own, as often as its own measurement asks; a collective needs every
+// rank in every call, so the ranks first meet (a barrier, so that no rank's
+// samples include the others' earlier work) and then make exactly --warmup
+// plus --runs calls each, with no time budget (the communicator's timeout
+// ends a call that never completes). Once every rank is done, rank 0 prints
+// its table (--all-ranks: every rank's) and writes --json, --profile and
+// --plot.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +31,7 @@
 #include <optional>
 
 #include "svod/base/file_write.h"
+#include "svod/comm/communicator.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
 #include "svod/tune/benchmark.h"
@@ -46,20 +59,29 @@ Device* flush_device(const ExecutionPlan& plan, size_t index) {
   }
   if (const auto* f = std::get_if<PreparedCustomFunction>(&op); f && !f->buffers.empty())
     return &plan.buffer(f->buffers.front()).device();
+  if (const auto* c = std::get_if<PreparedCollective>(&op))
+    return &plan.buffer(c->buffers.empty() ? c->src : c->buffers.front()).device();
   return nullptr;
 }
 
+// A collective's measurement: the same number of calls on every rank, so
+// nothing depends on how fast a rank is (a time budget or target would stop
+// ranks after different counts, and the ranks' calls would no longer match).
+BenchmarkConfig collective_config(BenchmarkConfig config) {
+  config.max_runs = config.min_runs;
+  config.min_total = std::chrono::nanoseconds::zero();
+  config.timeout = std::chrono::hours(24 * 365);  // the communicator's timeout applies instead
+  return config;
+}
+
 // `profiler`, when given, records every call (warm-up included) as a run of
-// the plan in which only this op ran.
+// the plan in which only this op ran. `comm` is the plan's communicator (null:
+// one rank), which collectives meet on first.
 OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config,
-                 Profiler* profiler) {
+                 Profiler* profiler, Communicator* comm) {
   OpTiming t{&description, std::nullopt, {}};
   if (std::holds_alternative<PreparedBufferView>(plan.op(index))) {
     t.note = "view, no work";
-    return t;
-  }
-  if (std::holds_alternative<PreparedCollective>(plan.op(index))) {
-    t.note = "collective, needs every rank";
     return t;
   }
   Device* device = flush_device(plan, index);
@@ -67,6 +89,8 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
     t.note = "no buffers, not timed";
     return t;
   }
+  const bool collective = std::holds_alternative<PreparedCollective>(plan.op(index));
+  if (collective && comm) comm->barrier();
   t.result = benchmark_operation(
       [&] {
         if (!profiler) return plan.time_op(index);
@@ -77,7 +101,7 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
         profiler->end_run();
         return took;
       },
-      *device, config);
+      *device, collective ? collective_config(config) : config);
   return t;
 }
 
@@ -86,30 +110,31 @@ std::string rate_text(std::optional<double> amount, double ns) {
   return fmt::format("{:.2f}", *amount / ns);  // per ns = giga per second
 }
 
-void print_table(const std::vector<OpTiming>& rows) {
+void print_table(RankOutput& output, const std::vector<OpTiming>& rows) {
   double total = 0;
   for (const auto& r : rows)
     if (r.result) total += r.result->stats.median;
   size_t width = 2;
   for (const auto& r : rows) width = std::max(width, r.op->label.size());
-  fmt::print("{:<{}}  {:>5}  {:>12}  {:>12}  {:>12}  {:>9}  {:>8}  {:>6}\n", "op", width, "runs", "median us", "min us",
-             "max us", "GFLOP/s", "GB/s", "share");
+  output.print("{:<{}}  {:>5}  {:>12}  {:>12}  {:>12}  {:>9}  {:>8}  {:>6}\n", "op", width, "runs", "median us",
+               "min us", "max us", "GFLOP/s", "GB/s", "share");
   for (const auto& r : rows) {
     if (!r.result) {
-      fmt::print("{:<{}}  {}\n", r.op->label, width, r.note);
+      output.print("{:<{}}  {}\n", r.op->label, width, r.note);
       continue;
     }
     const BenchmarkStats& s = r.result->stats;
     const double max = *std::max_element(r.result->samples.begin(), r.result->samples.end());
-    fmt::print("{:<{}}  {:>5}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>9}  {:>8}  {:>5.1f}%{}\n", r.op->label, width,
-               r.result->runs, s.median / 1e3, s.min / 1e3, max / 1e3,
-               rate_text(r.op->flops, s.median), rate_text(r.op->bytes, s.median),
-               total > 0 ? 100 * s.median / total : 0.0, r.result->timed_out ? "  (time budget reached)" : "");
+    output.print("{:<{}}  {:>5}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>9}  {:>8}  {:>5.1f}%{}\n", r.op->label, width,
+                 r.result->runs, s.median / 1e3, s.min / 1e3, max / 1e3, rate_text(r.op->flops, s.median),
+                 rate_text(r.op->bytes, s.median), total > 0 ? 100 * s.median / total : 0.0,
+                 r.result->timed_out ? "  (time budget reached)" : "");
   }
-  fmt::print("{:<{}}  {:>5}  {:>12.3f}\n", "total (sum of medians)", width, "", total / 1e3);
+  output.print("{:<{}}  {:>5}  {:>12.3f}\n", "total (sum of medians)", width, "", total / 1e3);
 }
 
-void write_json(const std::string& path, const std::vector<OpTiming>& rows) {
+// `ranks`: how many ranks the plan ran on (these are rank 0's samples).
+void write_json(const std::string& path, const std::vector<OpTiming>& rows, int ranks) {
   nlohmann::json ops = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const OpTiming& r = rows[i];
@@ -130,13 +155,14 @@ void write_json(const std::string& path, const std::vector<OpTiming>& rows) {
     }
     ops.push_back(std::move(o));
   }
-  write_file_atomically(path, nlohmann::json{{"ops", ops}}.dump(2) + '\n');
+  write_file_atomically(path, nlohmann::json{{"ranks", ranks}, {"ops", ops}}.dump(2) + '\n');
 }
 
 // --plot: every timed op with flops and bytes on this machine's roofline,
 // the others listed in the picture. An op above a roof is not hidden: the
 // picture marks it and stderr says so.
-void write_roofline(const std::string& path, const std::vector<OpTiming>& rows, const std::string& source_name) {
+void write_roofline(RankOutput& output, const std::string& path, const std::vector<OpTiming>& rows,
+                    const std::string& source_name) {
   std::vector<RooflinePoint> points;
   std::vector<UnplottedOp> unplotted;
   for (const OpTiming& r : rows) {
@@ -157,15 +183,74 @@ void write_roofline(const std::string& path, const std::vector<OpTiming>& rows, 
   for (const RooflinePoint& p : points) {
     const RoofExcess excess = roof_excess(peaks, p);
     if (excess.fraction > 0)
-      fmt::print(stderr,
-                 "svod bench: note: {} reaches {:.2f} GFLOP/s at {:.3g} flop/byte, {} (timing noise, peaks measured "
-                 "while the machine was busy, or flop/byte counts higher than what the op does)\n",
-                 p.label, p.gflops, p.intensity, roof_excess_text(excess));
+      fmt::format_to(std::back_inserter(output.err),
+                     "svod bench: note: {} reaches {:.2f} GFLOP/s at {:.3g} flop/byte, {} (timing noise, peaks "
+                     "measured while the machine was busy, or flop/byte counts higher than what the op does)\n",
+                     p.label, p.gflops, p.intensity, roof_excess_text(excess));
   }
-  fmt::print("wrote {} (peak {:.1f} GFLOP/s, L1 cache {:.1f} GB/s, DRAM {:.1f} GB/s; {} op{} plotted, {} listed as "
-             "not plotted)\n",
-             path, peaks.gflops, peaks.cache_gbps, peaks.dram_gbps, points.size(), points.size() == 1 ? "" : "s",
-             unplotted.size());
+  output.print("wrote {} (peak {:.1f} GFLOP/s, L1 cache {:.1f} GB/s, DRAM {:.1f} GB/s; {} op{} plotted, {} listed as "
+               "not plotted)\n",
+               path, peaks.gflops, peaks.cache_gbps, peaks.dram_gbps, points.size(), points.size() == 1 ? "" : "s",
+               unplotted.size());
+}
+
+// One rank's benchmark: `comm` is null for a plain run. A failure while the
+// ranks still depend on each other (loading, running, timing) aborts the
+// communicator so that the others stop waiting for this one; writing rank
+// 0's files concerns rank 0 alone.
+int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const std::shared_ptr<Communicator>& comm,
+               RankOutput& output) {
+  const bool rank0 = !comm || comm->rank() == 0;
+  bool timed = false;
+  auto failed = [&](const Error& e) {
+    if (comm && !timed) comm->abort(e.what());
+    output.err += failure_text("bench", e);
+    return 2;
+  };
+  PlanFile file;
+  std::optional<LoadedPlan> loaded;
+  try {
+    file = parse_plan_file(options.plan);
+    loaded.emplace(load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm}));
+  } catch (const Error& e) {
+    return failed(e);
+  }
+  if (comm && comm->size() > 1)
+    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
+  ExecutionPlan& plan = loaded->plan;
+  std::vector<OpDescription> ops = describe_ops(plan);
+  for (size_t i = 0; i < ops.size(); ++i) ops[i].label = loaded->op_labels[i];
+
+  std::optional<Profiler> profiler;
+  // The trace shows every call: the runs are bounded by --max-runs per op.
+  if (rank0 && !options.profile.empty()) profiler.emplace(ops, std::numeric_limits<size_t>::max() / 2);
+  std::vector<OpTiming> rows;
+  try {
+    loaded->execute();
+    for (size_t i : plan.topological_order()) {
+      try {
+        rows.push_back(time_op(plan, i, ops[i], config, profiler ? &*profiler : nullptr, comm.get()));
+      } catch (const Error& e) {
+        throw make_error(e.kind(), "{}: {}", ops[i].label, e.what());
+      }
+    }
+    // Every rank is done before rank 0 measures the machine's peaks for --plot
+    // (ranks still timing would make them read low).
+    if (comm) comm->barrier();
+  } catch (const Error& e) {
+    return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
+  }
+  timed = true;
+  print_table(output, rows);
+  if (!rank0) return 0;
+  try {
+    if (!options.json.empty()) write_json(options.json, rows, comm ? comm->size() : 1);
+    if (!options.plot.empty()) write_roofline(output, options.plot, rows, file.source_name);
+    if (profiler) write_chrome_trace(profiler->profile(), options.profile);
+  } catch (const Error& e) {
+    return failed(e);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -177,46 +262,19 @@ int bench(const BenchOptions& options) {
   config.max_runs = std::max(options.runs, options.max_runs);
   config.min_total = std::chrono::milliseconds(options.min_time_ms);
   config.cache_flush_bytes = options.flush ? size_t{16} << 20 : 0;
-
-  PlanFile file;
-  std::optional<LoadedPlan> loaded;
   try {
     select_cpu_backend(options.backend);
-    file = parse_plan_file(options.plan);
-    loaded.emplace(load_plan(file, LoadOptions{parse_vars(options.vars)}));
   } catch (const Error& e) {
     return fail("bench", e);
   }
-  ExecutionPlan& plan = loaded->plan;
-  std::vector<OpDescription> ops = describe_ops(plan);
-  for (size_t i = 0; i < ops.size(); ++i) ops[i].label = loaded->op_labels[i];
-
-  std::optional<Profiler> profiler;
-  // The trace shows every call: the runs are bounded by --max-runs per op.
-  if (!options.profile.empty()) profiler.emplace(ops, std::numeric_limits<size_t>::max() / 2);
-  std::vector<OpTiming> rows;
-  try {
-    loaded->execute();
-    warmup_thread_pool();
-    for (size_t i : plan.topological_order()) {
-      try {
-        rows.push_back(time_op(plan, i, ops[i], config, profiler ? &*profiler : nullptr));
-      } catch (const Error& e) {
-        throw make_error(e.kind(), "{}: {}", ops[i].label, e.what());
-      }
-    }
-  } catch (const Error& e) {
-    return fail("bench", make_error(e.kind(), "{}: {}", file.source_name, e.what()));
-  }
-  print_table(rows);
-  try {
-    if (!options.json.empty()) write_json(options.json, rows);
-    if (!options.plot.empty()) write_roofline(options.plot, rows, file.source_name);
-    if (profiler) write_chrome_trace(profiler->profile(), options.profile);
-  } catch (const Error& e) {
-    return fail("bench", e);
-  }
-  return 0;
+  // Once for the process, before any rank starts: local ranks share the pool,
+  // and warm-ups running at once would each wait for threads the others hold.
+  warmup_thread_pool();
+  return run_on_ranks(
+      "bench", options.plan, RanksOptions{options.ranks, options.all_ranks},
+      [&](const std::shared_ptr<Communicator>& comm, RankOutput& output) {
+        return bench_rank(options, config, comm, output);
+      });
 }
 
 }  // namespace svod::cli

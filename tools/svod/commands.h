@@ -42,6 +42,10 @@ int run(const RunOptions& options);
 // `svod pack PLAN.json -o MODEL.svodpkg [--sign NAME.key]`, or `svod pack
 // --keygen NAME` (docs/SECURITY.md): exit 0 when the package or the key pair
 // was written, 2 when the plan, the key or a file could not be read or written.
+// A package holds nothing that depends on the rank or the number of ranks, so
+// several ranks are only needed for a plan whose collectives' sizes or roots
+// fit some numbers of ranks and not one: every rank loads the plan (which
+// checks it for that many ranks) and rank 0 writes the package.
 struct PackOptions {
   std::string plan;
   std::string out;
@@ -49,12 +53,14 @@ struct PackOptions {
   std::string backend;            // as for run
   std::string sign;               // secret key file to sign the package with
   std::string keygen;             // write NAME.key and NAME.pub instead of packing
+  int ranks = 0;                  // as for run
 };
 int pack(const PackOptions& options);
 
 // `svod bench PLAN.json …`: runs the plan once, then times each op alone and
 // prints time, GFLOP/s, GB/s and share per op. Exit 0, or 2 when the plan
-// could not be loaded or run.
+// could not be loaded or run. With several ranks every rank times every op;
+// only rank 0 writes files; the status is the worst rank's.
 struct BenchOptions {
   std::string plan;
   std::vector<std::string> vars;  // NAME=VALUE
@@ -67,6 +73,8 @@ struct BenchOptions {
   std::string json;     // every sample, for scripts
   std::string profile;  // Chrome trace of every timed call
   std::string plot;     // roofline SVG
+  int ranks = 0;        // as for run
+  bool all_ranks = false;
 };
 int bench(const BenchOptions& options);
 

@@ -2,9 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 
 #include "svod/compile/cpu_backend.h"
 
@@ -57,6 +62,152 @@ void select_cpu_backend(const std::string& backend) {
   // Plans open their CPU device through the registry, which creates the
   // device of the default backend; the variable decides that default.
   ::setenv("SVOD_CPU_BACKEND", backend.c_str(), 1);
+}
+
+void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err) {
+  auto lines = [&](FILE* stream, const std::string& text, bool prefix) {
+    if (!prefix) {
+      std::fputs(text.c_str(), stream);
+      return;
+    }
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      end = end == std::string::npos ? text.size() : end + 1;
+      fmt::print(stream, "[rank {}] {}", rank, std::string_view(text).substr(pos, end - pos));
+      pos = end;
+    }
+  };
+  if (shown) lines(stdout, output.out, prefix_out);
+  std::fflush(stdout);
+  lines(stderr, output.err, prefix_err);
+}
+
+namespace {
+
+// Local ranks: ends the process when a rank failed and others are still
+// running `grace` later (see run_on_ranks); `report` prints why, with the
+// stuck ranks still running.
+class StuckRankWatch {
+ public:
+  using Report = std::function<void(const std::vector<int>& stuck)>;
+  StuckRankWatch(int ranks, std::chrono::milliseconds grace, Report report)
+      : done_(static_cast<size_t>(ranks), false), grace_(grace), report_(std::move(report)) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~StuckRankWatch() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  StuckRankWatch(const StuckRankWatch&) = delete;
+  StuckRankWatch& operator=(const StuckRankWatch&) = delete;
+
+  void finished(int rank, bool failed) {
+    {
+      std::lock_guard lock(mutex_);
+      done_[static_cast<size_t>(rank)] = true;
+      failed_ = failed_ || failed;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return closing_ || failed_; });
+    if (closing_) return;
+    if (changed_.wait_for(lock, grace_, [&] { return closing_ || all_done(); })) return;
+    std::vector<int> stuck;
+    for (size_t r = 0; r < done_.size(); ++r)
+      if (!done_[r]) stuck.push_back(static_cast<int>(r));
+    report_(stuck);
+    std::fflush(nullptr);
+    std::_Exit(2);
+  }
+  bool all_done() const { return std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }); }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<bool> done_;
+  bool failed_ = false;
+  bool closing_ = false;
+  const std::chrono::milliseconds grace_;
+  const Report report_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int run_on_ranks(std::string_view command, const std::string& plan, const RanksOptions& options,
+                 const RankBody& body, const std::function<std::string()>& stuck_activity) {
+  const bool launched = launched_by_mpi();
+  if (options.ranks > 0 && launched)
+    return fail(command, make_error(ErrorKind::Validation,
+                                    "--ranks {}: this process was started by an MPI launcher, which decides the "
+                                    "ranks; drop --ranks (or run without mpirun)",
+                                    options.ranks));
+  if (launched) {
+    std::shared_ptr<Communicator> comm;
+    try {
+      comm = borrowed(world_communicator("mpi"));
+    } catch (const Error& e) {
+      return fail(command, e);
+    }
+    RankOutput output;
+    const int status = body(comm, output);
+    const bool many = comm->size() > 1;
+    emit(output, comm->rank(), options.all_ranks || comm->rank() == 0, options.all_ranks && many, many);
+    return status;
+  }
+  if (options.ranks == 0) {
+    RankOutput output;
+    const int status = body(nullptr, output);
+    emit(output, 0, true, false, false);
+    return status;
+  }
+  // main.cpp keeps --ranks within 1 .. kMaxLocalRanks; run_local_ranks checks it again.
+  const size_t ranks = static_cast<size_t>(options.ranks);
+  std::vector<RankOutput> outputs(ranks);
+  std::vector<int> statuses(ranks, 0);
+  auto emit_rank = [&](size_t r) {
+    emit(outputs[r], int(r), options.all_ranks || r == 0, options.all_ranks && ranks > 1, ranks > 1);
+  };
+  std::chrono::milliseconds grace;
+  try {
+    grace = default_comm_options().timeout;
+  } catch (const Error& e) {
+    return fail(command, e);
+  }
+  StuckRankWatch stuck_watch(options.ranks, grace, [&](const std::vector<int>& stuck) {
+    // Called with every finished rank's lines complete and the stuck ones still running.
+    for (size_t r = 0; r < ranks; ++r)
+      if (std::find(stuck.begin(), stuck.end(), static_cast<int>(r)) == stuck.end()) emit_rank(r);
+    const std::string activity = stuck_activity ? stuck_activity() : std::string();
+    fmt::print(stderr,
+               "svod {}: {}: rank(s) {} still running {} ms after another rank failed{}; a kernel that never "
+               "returns cannot be stopped, so the run ends with status 2\n",
+               command, plan, detail::rank_list(stuck), grace.count(),
+               activity.empty() ? std::string() : " (" + activity + ")");
+  });
+  try {
+    run_local_ranks(options.ranks, [&](Communicator& comm) {
+      const auto r = static_cast<size_t>(comm.rank());
+      statuses[r] = body(borrowed(comm), outputs[r]);
+      stuck_watch.finished(comm.rank(), statuses[r] == 2);
+    });
+  } catch (const Error& e) {
+    // A rank that could not start (or threw past `body`): what the others
+    // said first, then why.
+    for (size_t r = 0; r < ranks; ++r) emit(outputs[r], int(r), false, false, ranks > 1);
+    return fail(command, e);
+  }
+  for (size_t r = 0; r < ranks; ++r) emit_rank(r);
+  // The worst status wins: 2 (a rank could not run) over 1 (an expectation failed).
+  return *std::max_element(statuses.begin(), statuses.end());
 }
 
 }  // namespace svod::cli

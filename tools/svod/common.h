@@ -1,12 +1,19 @@
-// Pieces the plan-driven subcommands (run, bench, tune) share.
+// Pieces the plan-driven subcommands (run, bench, pack, tune) share.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <functional>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "svod/base/error.h"
+#include "svod/comm/communicator.h"
 
 namespace svod::cli {
 
@@ -23,5 +30,53 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars);
 // for this process, before any plan opens the device. Empty: no change.
 // Error(Validation) for an unknown name.
 void select_cpu_backend(const std::string& backend);
+
+// ---- ranks: svod run, bench and pack on several ranks -----------------------
+
+// What one rank prints, kept until the rank is done so that the caller can
+// choose which ranks' lines appear (and prefix them) without interleaving.
+struct RankOutput {
+  std::string out;
+  std::string err;
+
+  template <typename... Args>
+  void print(fmt::format_string<Args...> format, Args&&... args) {
+    fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+  }
+};
+
+// Prints a rank's lines: its output when `shown` (prefixed with "[rank k] "
+// when `prefix_out`), its errors always (prefixed when `prefix_err`).
+void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err);
+
+struct RanksOptions {
+  // Local ranks to run on as threads of this process (--ranks; 0: one plain
+  // run). Under an MPI launcher the process is one rank of the job instead.
+  int ranks = 0;
+  bool all_ranks = false;  // print every rank's output, prefixed "[rank k] ", not only rank 0's
+};
+
+// One rank's work: `comm` is null for a plain run (no launcher, no --ranks).
+// Returns the rank's exit status (2: it could not run) and leaves its lines
+// in `output`. A rank that fails while the others depend on it (loading,
+// running collectives) aborts `comm`, so that they stop waiting for it.
+using RankBody = std::function<int(const std::shared_ptr<Communicator>& comm, RankOutput& output)>;
+
+// Runs `body` once per rank of the job `svod COMMAND PLAN` belongs to: under
+// an MPI launcher as this process's rank of the world communicator (--ranks
+// is refused there: the launcher decides the ranks); with options.ranks > 0
+// on that many local ranks, threads of this process; otherwise once, alone.
+// Each rank's lines are printed when it is done: rank 0's output (every
+// rank's, prefixed, with all_ranks), every rank's errors (prefixed when there
+// are several ranks). Returns the worst rank's status.
+//
+// Local ranks: when a rank failed and others are still running one
+// communicator timeout later, they are stuck (a kernel that never returns,
+// which nothing can stop from inside the process): the finished ranks' lines
+// are printed, the stuck ranks named with what `stuck_activity` says they do
+// ("running ops[0] ..."; unset or empty: nothing), and the process exits with 2
+// instead of waiting for them for ever.
+int run_on_ranks(std::string_view command, const std::string& plan, const RanksOptions& options,
+                 const RankBody& body, const std::function<std::string()>& stuck_activity = {});
 
 }  // namespace svod::cli

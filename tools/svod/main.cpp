@@ -69,11 +69,20 @@ int main(int argc, char** argv) {
   auto* pack_out = pack->add_option("-o,--out", pack_options.out, "the package file to write (required)");
   auto* pack_sign = pack->add_option("--sign", pack_options.sign,
                                      "sign the package with this secret key file (NAME.key; docs/SECURITY.md)");
+  auto* pack_ranks =
+      pack->add_option("--ranks", pack_options.ranks,
+                       "load the plan on N local ranks (threads of this process) while packing, for a plan whose "
+                       "collectives' sizes or roots fit N ranks and not one; under mpirun each process is one rank "
+                       "instead and --ranks is refused. Rank 0 writes the package, which holds nothing rank-specific. "
+                       "At most " +
+                           std::to_string(svod::kMaxLocalRanks))
+          ->check(CLI::Range(1, svod::kMaxLocalRanks));
   pack->add_option("--keygen", pack_options.keygen,
                    "write a new signing key pair, NAME.key (secret, mode 0600) and NAME.pub, instead of packing")
       ->excludes(pack_plan_arg)
       ->excludes(pack_out)
-      ->excludes(pack_sign);
+      ->excludes(pack_sign)
+      ->excludes(pack_ranks);
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
@@ -87,6 +96,14 @@ int main(int argc, char** argv) {
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
   bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
   bench->add_option("--plot", bench_options.plot, "draw a roofline of this CPU with every op (SVG)");
+  bench->add_option("--ranks", bench_options.ranks,
+                    "time the plan on N local ranks (threads of this process, sharing its cores) with a \"local\" "
+                    "communicator; under mpirun each process is one rank instead and --ranks is refused. Every rank "
+                    "times every op, collectives exactly --warmup + --runs times on every rank; only rank 0 prints "
+                    "its table and writes --json, --profile and --plot. At most " +
+                        std::to_string(svod::kMaxLocalRanks))
+      ->check(CLI::Range(1, svod::kMaxLocalRanks));
+  bench->add_flag("--all-ranks", bench_options.all_ranks, "print every rank's table, each line prefixed \"[rank K] \"");
 
   svod::cli::TuneOptions tune_options;
   bool tune_worker = false;

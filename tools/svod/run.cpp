@@ -12,9 +12,9 @@
 //
 // Ranks: under an MPI launcher the process runs the plan as its rank of the
 // job; with --ranks N, N threads each load and run it as one rank of a local
-// group. Every rank's lines are collected and printed when it is done (rank
-// 0's, or all of them prefixed with --all-ranks; errors always), and only
-// rank 0 writes files.
+// group (run_on_ranks, common.h, which bench and pack share). Every rank's
+// lines are collected and printed when it is done (rank 0's, or all of them
+// prefixed with --all-ranks; errors always), and only rank 0 writes files.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/mman.h>
@@ -30,7 +30,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -83,18 +82,6 @@ std::optional<std::string> out_dir_problem(const std::filesystem::path& dir) {
     return fmt::format("cannot write into {}: {}", existing.string(), std::strerror(errno));
   return std::nullopt;
 }
-
-// What one rank prints, kept until the rank is done so that the caller can
-// choose which ranks' lines appear (and prefix them) without interleaving.
-struct RankOutput {
-  std::string out;
-  std::string err;
-
-  template <typename... Args>
-  void print(fmt::format_string<Args...> format, Args&&... args) {
-    fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
-  }
-};
 
 // One rank's plan, with the file it came from (its name, folder and outputs).
 struct RankPlan {
@@ -433,88 +420,6 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   return 0;
 }
 
-// --ranks: ends the run when a rank failed and others are still running
-// one communicator timeout later. They are stuck (a kernel that never
-// returns, which nothing can stop from inside the process): the finished
-// ranks' lines are printed, the stuck ranks and their running ops named, and
-// the process exits with 2 instead of waiting for them for ever.
-class StuckRankWatch {
- public:
-  using Report = std::function<void(const std::vector<int>& stuck)>;
-  StuckRankWatch(int ranks, std::chrono::milliseconds grace, Report report)
-      : done_(static_cast<size_t>(ranks), false), grace_(grace), report_(std::move(report)) {
-    thread_ = std::thread([this] { watch(); });
-  }
-  ~StuckRankWatch() {
-    {
-      std::lock_guard lock(mutex_);
-      closing_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
-  StuckRankWatch(const StuckRankWatch&) = delete;
-  StuckRankWatch& operator=(const StuckRankWatch&) = delete;
-
-  void finished(int rank, bool failed) {
-    {
-      std::lock_guard lock(mutex_);
-      done_[static_cast<size_t>(rank)] = true;
-      failed_ = failed_ || failed;
-    }
-    changed_.notify_all();
-  }
-
- private:
-  void watch() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return closing_ || failed_; });
-    if (closing_) return;
-    if (changed_.wait_for(lock, grace_, [&] { return closing_ || all_done(); })) return;
-    std::vector<int> stuck;
-    for (size_t r = 0; r < done_.size(); ++r)
-      if (!done_[r]) stuck.push_back(static_cast<int>(r));
-    report_(stuck);
-    std::fflush(nullptr);
-    std::_Exit(2);
-  }
-  bool all_done() const { return std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }); }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<bool> done_;
-  bool failed_ = false;
-  bool closing_ = false;
-  const std::chrono::milliseconds grace_;
-  const Report report_;
-  std::thread thread_;
-};
-
-// Prints a rank's lines: its output when `shown` (prefixed with "[rank k] "
-// when `prefix_out`), its errors always (prefixed when `prefix_err`).
-void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err) {
-  auto lines = [&](FILE* stream, const std::string& text, bool prefix) {
-    if (!prefix) {
-      std::fputs(text.c_str(), stream);
-      return;
-    }
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t end = text.find('\n', pos);
-      end = end == std::string::npos ? text.size() : end + 1;
-      fmt::print(stream, "[rank {}] {}", rank, std::string_view(text).substr(pos, end - pos));
-      pos = end;
-    }
-  };
-  if (shown) lines(stdout, output.out, prefix_out);
-  std::fflush(stdout);
-  lines(stderr, output.err, prefix_err);
-}
-
-}  // namespace
-
-namespace {
-
 std::string signal_text(int signal) {
   const char* name = sigabbrev_np(signal);
   return name ? fmt::format("SIG{} ({})", name, strsignal(signal)) : fmt::format("signal {}", signal);
@@ -576,73 +481,16 @@ int run(const RunOptions& options) {
   } catch (const Error& e) {
     return fail("run", e);
   }
-  const bool launched = launched_by_mpi();
-  if (options.ranks > 0 && launched)
-    return fail("run", make_error(ErrorKind::Validation,
-                                  "--ranks {}: this process was started by an MPI launcher, which decides the ranks; "
-                                  "drop --ranks (or run without mpirun)",
-                                  options.ranks));
-  if (launched) {
-    std::shared_ptr<Communicator> comm;
-    try {
-      comm = borrowed(world_communicator("mpi"));
-    } catch (const Error& e) {
-      return fail("run", e);
-    }
-    RankOutput output;
-    const int status = run_rank(options, comm, output);
-    const bool many = comm->size() > 1;
-    emit(output, comm->rank(), options.all_ranks || comm->rank() == 0, options.all_ranks && many, many);
-    return status;
-  }
-  if (options.ranks == 0) {
-    RankOutput output;
-    const int status = run_rank(options, nullptr, output);
-    emit(output, 0, true, false, false);
-    return status;
-  }
-  // main.cpp keeps --ranks within 1 .. kMaxLocalRanks; run_local_ranks checks it again.
-  const size_t ranks = static_cast<size_t>(options.ranks);
-  std::vector<RankOutput> outputs(ranks);
-  std::vector<int> statuses(ranks, 0);
-  std::chrono::milliseconds grace;
-  try {
-    grace = default_comm_options().timeout;
-  } catch (const Error& e) {
-    return fail("run", e);
-  }
-  StuckRankWatch stuck_watch(options.ranks, grace, [&](const std::vector<int>& stuck) {
-    // Called with every finished rank's lines complete and the stuck ones still running.
-    for (size_t r = 0; r < ranks; ++r)
-      if (std::find(stuck.begin(), stuck.end(), static_cast<int>(r)) == stuck.end())
-        emit(outputs[r], int(r), options.all_ranks || r == 0, options.all_ranks && ranks > 1, ranks > 1);
-    std::string ops;
-    {
-      std::lock_guard lock(watch_mutex);
-      ops = running_ops();
-    }
-    fmt::print(stderr,
-               "svod run: {}: rank(s) {} still running {} ms after another rank failed ({}); a kernel that never "
-               "returns cannot be stopped, so the run ends with status 2\n",
-               options.plan, detail::rank_list(stuck), grace.count(),
-               ops.empty() ? "not in an op: loading, compiling or between ops" : "running " + ops);
-  });
-  try {
-    run_local_ranks(options.ranks, [&](Communicator& comm) {
-      const auto r = static_cast<size_t>(comm.rank());
-      statuses[r] = run_rank(options, borrowed(comm), outputs[r]);
-      stuck_watch.finished(comm.rank(), statuses[r] == 2);
-    });
-  } catch (const Error& e) {
-    // A rank that could not start (or threw past run_rank): what the others
-    // said first, then why.
-    for (size_t r = 0; r < ranks; ++r) emit(outputs[r], int(r), false, false, ranks > 1);
-    return fail("run", e);
-  }
-  for (size_t r = 0; r < ranks; ++r)
-    emit(outputs[r], int(r), options.all_ranks || r == 0, options.all_ranks && ranks > 1, ranks > 1);
-  // The worst status wins: 2 (a rank could not run) over 1 (an expectation failed).
-  return *std::max_element(statuses.begin(), statuses.end());
+  // A rank stuck in a kernel after another failed is named with its running ops.
+  auto stuck_activity = [] {
+    std::lock_guard lock(watch_mutex);
+    const std::string ops = running_ops();
+    return ops.empty() ? std::string("not in an op: loading, compiling or between ops") : "running " + ops;
+  };
+  return run_on_ranks(
+      "run", options.plan, RanksOptions{options.ranks, options.all_ranks},
+      [&](const std::shared_ptr<Communicator>& comm, RankOutput& output) { return run_rank(options, comm, output); },
+      stuck_activity);
 }
 
 }  // namespace svod::cli

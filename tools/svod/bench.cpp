@@ -202,11 +202,7 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
                RankOutput& output) {
   const bool rank0 = !comm || comm->rank() == 0;
   bool timed = false;
-  auto failed = [&](const Error& e) {
-    if (comm && !timed) comm->abort(e.what());
-    output.err += failure_text("bench", e);
-    return 2;
-  };
+  auto failed = [&](const Error& e) { return rank_failed("bench", e, comm, !timed, output); };
   PlanFile file;
   std::optional<LoadedPlan> loaded;
   try {

@@ -37,6 +37,13 @@ int fail(std::string_view command, const Error& e) {
   return 2;
 }
 
+int rank_failed(std::string_view command, const Error& e, const std::shared_ptr<Communicator>& comm, bool others_wait,
+                RankOutput& output) {
+  if (comm && others_wait) comm->abort(e.what());
+  output.err += failure_text(command, e);
+  return 2;
+}
+
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) {
   std::map<std::string, int64_t> out;
   for (const auto& text : vars) {

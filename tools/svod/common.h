@@ -49,6 +49,13 @@ struct RankOutput {
 // when `prefix_out`), its errors always (prefixed when `prefix_err`).
 void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err);
 
+// A rank body's way out on an error (exit status 2): aborts `comm` while the
+// other ranks still depend on this one (`others_wait`: loading, running
+// collectives), so that they stop waiting for it, and keeps the message in
+// `output`.
+int rank_failed(std::string_view command, const Error& e, const std::shared_ptr<Communicator>& comm, bool others_wait,
+                RankOutput& output);
+
 struct RanksOptions {
   // Local ranks to run on as threads of this process (--ranks; 0: one plain
   // run). Under an MPI launcher the process is one rank of the job instead.

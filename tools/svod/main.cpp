@@ -32,6 +32,15 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     add_backend(command, backend);
   };
+  // --ranks N; `each` says what the ranks do.
+  auto add_ranks = [](CLI::App* command, int& ranks, std::string_view verb, std::string_view each) {
+    return command
+        ->add_option("--ranks", ranks,
+                     fmt::format("{} on N local ranks (threads of this process) with a \"local\" communicator; under "
+                                 "mpirun each process is one rank instead and --ranks is refused. {} At most {}",
+                                 verb, each, svod::kMaxLocalRanks))
+        ->check(CLI::Range(1, svod::kMaxLocalRanks));
+  };
 
   svod::cli::RunOptions run_options;
   auto* run = app.add_subcommand("run", "run a plan file or package: print and check its outputs, time its ops");
@@ -41,12 +50,8 @@ int main(int argc, char** argv) {
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
-  run->add_option("--ranks", run_options.ranks,
-                  "run the plan on N local ranks (threads of this process) with a \"local\" communicator; under "
-                  "mpirun each process is one rank instead and --ranks is refused. Every rank checks the outputs; "
-                  "only rank 0 prints them and writes --out, npy outputs and --profile. At most " +
-                      std::to_string(svod::kMaxLocalRanks))
-      ->check(CLI::Range(1, svod::kMaxLocalRanks));
+  add_ranks(run, run_options.ranks, "run the plan",
+            "Every rank checks the outputs; only rank 0 prints them and writes --out, npy outputs and --profile.");
   run->add_flag("--all-ranks", run_options.all_ranks, "print every rank's output, each line prefixed \"[rank K] \"");
   run->add_option("--timeout", run_options.timeout_s,
                   "seconds the whole run may take; past them the ops still running are named and svod exits with "
@@ -69,14 +74,9 @@ int main(int argc, char** argv) {
   auto* pack_out = pack->add_option("-o,--out", pack_options.out, "the package file to write (required)");
   auto* pack_sign = pack->add_option("--sign", pack_options.sign,
                                      "sign the package with this secret key file (NAME.key; docs/SECURITY.md)");
-  auto* pack_ranks =
-      pack->add_option("--ranks", pack_options.ranks,
-                       "load the plan on N local ranks (threads of this process) while packing, for a plan whose "
-                       "collectives' sizes or roots fit N ranks and not one; under mpirun each process is one rank "
-                       "instead and --ranks is refused. Rank 0 writes the package, which holds nothing rank-specific. "
-                       "At most " +
-                           std::to_string(svod::kMaxLocalRanks))
-          ->check(CLI::Range(1, svod::kMaxLocalRanks));
+  auto* pack_ranks = add_ranks(pack, pack_options.ranks, "load the plan while packing",
+                              "For a plan whose collectives' sizes or roots fit N ranks and not one. Rank 0 writes the "
+                              "package, which holds nothing rank-specific.");
   pack->add_option("--keygen", pack_options.keygen,
                    "write a new signing key pair, NAME.key (secret, mode 0600) and NAME.pub, instead of packing")
       ->excludes(pack_plan_arg)
@@ -96,13 +96,9 @@ int main(int argc, char** argv) {
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
   bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
   bench->add_option("--plot", bench_options.plot, "draw a roofline of this CPU with every op (SVG)");
-  bench->add_option("--ranks", bench_options.ranks,
-                    "time the plan on N local ranks (threads of this process, sharing its cores) with a \"local\" "
-                    "communicator; under mpirun each process is one rank instead and --ranks is refused. Every rank "
-                    "times every op, collectives exactly --warmup + --runs times on every rank; only rank 0 prints "
-                    "its table and writes --json, --profile and --plot. At most " +
-                        std::to_string(svod::kMaxLocalRanks))
-      ->check(CLI::Range(1, svod::kMaxLocalRanks));
+  add_ranks(bench, bench_options.ranks, "time the plan",
+            "Every rank times every op, collectives exactly --warmup + --runs times on every rank; only rank 0 "
+            "prints its table and writes --json, --profile and --plot.");
   bench->add_flag("--all-ranks", bench_options.all_ranks, "print every rank's table, each line prefixed \"[rank K] \"");
 
   svod::cli::TuneOptions tune_options;

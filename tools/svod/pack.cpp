@@ -59,11 +59,7 @@ void print_summary(RankOutput& output, const PackOptions& options, const std::ve
 // stop waiting for this one; signing and writing concern rank 0 alone.
 int pack_rank(const PackOptions& options, const std::shared_ptr<Communicator>& comm, RankOutput& output) {
   bool loaded = false;
-  auto failed = [&](const Error& e) {
-    if (comm && !loaded) comm->abort(e.what());
-    output.err += failure_text("pack", e);
-    return 2;
-  };
+  auto failed = [&](const Error& e) { return rank_failed("pack", e, comm, !loaded, output); };
   if (comm && comm->rank() != 0) {
     try {
       load_plan(parse_plan_file(options.plan), LoadOptions{.vars = parse_vars(options.vars), .communicator = comm});

@@ -347,11 +347,7 @@ void print_times(RankOutput& output, const RunOptions& options, const PlanProfil
 int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& comm, RankOutput& output) {
   const bool rank0 = !comm || comm->rank() == 0;
   bool ran = false;
-  auto failed = [&](const Error& e) {
-    if (comm && !ran) comm->abort(e.what());
-    output.err += failure_text("run", e);
-    return 2;
-  };
+  auto failed = [&](const Error& e) { return rank_failed("run", e, comm, !ran, output); };
   // Before anything runs: a run whose results could not be written is not
   // started (the folder itself is made only once the run succeeded).
   if (rank0 && !options.out_dir.empty()) {

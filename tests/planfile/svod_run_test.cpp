@@ -16,6 +16,7 @@
 #include <string>
 
 #include "svod/base/npy.h"
+#include "svod/capi/svod.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/watchdog.h"
 
@@ -544,7 +545,9 @@ TEST(SvodCli, VersionNamesTheApiAndTheLlvm) {
   ASSERT_EQ(std::system((quote(SVOD_BINARY_DIR "/svod") + " --version >" + quote(out)).c_str()), 0);
   const std::string text = read_text(out);
   EXPECT_EQ(text.rfind("svod ", 0), 0u) << text;
-  EXPECT_NE(text.find("(C API 1.2, in-process compiler LLVM "), std::string::npos) << text;
+  const std::string api = fmt::format("(C API {}.{}, in-process compiler LLVM ", SVOD_API_VERSION_MAJOR,
+                                      SVOD_API_VERSION_MINOR);
+  EXPECT_NE(text.find(api), std::string::npos) << text;
 }
 
 }  // namespace

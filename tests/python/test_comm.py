@@ -219,13 +219,19 @@ MPIRUN = shutil.which("mpirun")
 PLUGIN = os.path.join(os.environ.get("SVOD_BINARY_DIR", ""), "runtime", "libsvod_comm_mpi.so")
 
 
+def mpirun_env(tmp_path):
+    """The environment of an mpirun: as root, the svod under test, its session files in tmp_path (two
+    mpiruns starting at once, from other tests, both make /tmp/ompi.HOST.UID and one fails)."""
+    package_root = os.path.dirname(os.path.dirname(svod.__file__))
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", SVOD_COMM_TIMEOUT="120",
+                OMPI_MCA_orte_tmpdir_base=str(tmp_path),
+                PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+
+
 @pytest.mark.skipif(MPIRUN is None or not os.path.exists(PLUGIN),
                     reason="needs OpenMPI's mpirun and svod's mpi plugin (SVOD_BINARY_DIR)")
-def test_data_parallel_example_under_mpirun_over_shared_memory_and_tcp():
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               SVOD_COMM_TIMEOUT="120")
-    package_root = os.path.dirname(os.path.dirname(svod.__file__))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+def test_data_parallel_example_under_mpirun_over_shared_memory_and_tcp(tmp_path):
+    env = mpirun_env(tmp_path)
     one, _ = example("--ranks", "1", env=env)
     tcp = dict(env, OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,tcp", OMPI_MCA_btl_tcp_if_include="lo")
     for ranks, transport in ((2, env), (4, env), (2, tcp)):
@@ -249,9 +255,7 @@ try:
 except svod.ExecutionError as e:
     print(f"rank 0: {e} after {time.monotonic() - start:.0f} s")
 """)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", SVOD_COMM_TIMEOUT="120")
-    package_root = os.path.dirname(os.path.dirname(svod.__file__))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env = mpirun_env(tmp_path)
     result = subprocess.run([MPIRUN, "--oversubscribe", "-np", "2", sys.executable, str(script)],
                             capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode != 0

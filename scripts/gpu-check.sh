@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA checks on a GPU machine: configures a release build (tests and
 # benchmarks on, the Python package off: the GPU machine may lack pybind11),
-# builds only the svod CLI, the CUDA and device test binaries and the CUDA
-# benchmark, then runs the CUDA tests, the device conformance suite on CUDA:0
-# and the benchmark, and prints everything.
+# builds only the svod CLI, the CUDA, device and comm test binaries and the CUDA
+# benchmark, then runs the CUDA tests (NCCL's on the GPU included), the device
+# conformance suite on CUDA:0, NCCL's checks that need no GPU and the
+# benchmark, and prints everything.
 # Needs no network. Exits non-zero when the build or a test fails, or when
 # nvidia-smi lists a GPU but every GPU test skipped (the device did not open).
 #
@@ -34,7 +35,7 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSVOD_BUILD
   -DSVOD_BUILD_PYTHON=OFF
 
 section "build"
-cmake --build "$build" -j "$jobs" --target svod_cli svod_test_cuda svod_test_device cuda_bench
+cmake --build "$build" -j "$jobs" --target svod_cli svod_test_cuda svod_test_device svod_test_comm cuda_bench
 
 section "svod info"
 "$build/svod" info
@@ -42,16 +43,21 @@ section "svod info"
 section "CUDA tests"
 log="$build/cuda-tests.log"
 status=0
-# One process for the whole suite; its object cache stays in the build tree.
+# One process for the whole suite (the NcclGpu tests, tests/cuda/nccl_gpu_test.cpp,
+# included); its object cache stays in the build tree.
 SVOD_CACHE_DIR="$build/test-object-cache" timeout 300 "$build/tests/svod_test_cuda" 2>&1 | tee "$log" || status=$?
 # The device conformance suite's CUDA:0 instances (the same checks CPU and CL:0 pass).
 SVOD_CACHE_DIR="$build/test-object-cache" timeout 300 "$build/tests/svod_test_device" --gtest_filter='*/CUDA0' 2>&1 \
   | tee -a "$log" || status=$?
-gpu_ran=$(grep -cE '^\[       OK \] (Cuda\.|.*/CUDA0)' "$log" || true)
+gpu_ran=$(grep -cE '^\[       OK \] (Cuda\.|NcclGpu\.|.*/CUDA0)' "$log" || true)
 # Count the per-test lines (they end in the test's time), not gtest's summary list.
-gpu_failed=$(grep -cE '^\[  FAILED  \] (Cuda\.|.*/CUDA0).* \([0-9]+ ms\)$' "$log" || true)
-gpu_skipped=$(grep -cE '^\[  SKIPPED \] (Cuda\.|.*/CUDA0).* \([0-9]+ ms\)$' "$log" || true)
+gpu_failed=$(grep -cE '^\[  FAILED  \] (Cuda\.|NcclGpu\.|.*/CUDA0).* \([0-9]+ ms\)$' "$log" || true)
+gpu_skipped=$(grep -cE '^\[  SKIPPED \] (Cuda\.|NcclGpu\.|.*/CUDA0).* \([0-9]+ ms\)$' "$log" || true)
 echo "GPU tests: $gpu_ran passed, $gpu_failed failed, $gpu_skipped skipped"
+
+section "NCCL checks without a GPU"
+# The library, the unique-id exchange, the dtype mapping (tests/comm/nccl_test.cpp).
+timeout 120 "$build/tests/svod_test_comm" --gtest_filter='Nccl*:CommunicatorNativeHook.*' || status=$?
 
 section "CUDA benchmark"
 timeout 240 "$build/bench/cuda_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true || status=$?

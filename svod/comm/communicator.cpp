@@ -26,7 +26,9 @@ CommOptions default_comm_options() {
 
 namespace detail {
 
-std::string describe(const CallDesc& desc) {
+namespace {
+
+std::string describe_call(const CallDesc& desc) {
   const std::string_view dtype = to_string(desc.dtype);
   switch (desc.kind) {
     case CollectiveKind::Barrier:
@@ -43,6 +45,13 @@ std::string describe(const CallDesc& desc) {
       return fmt::format("send/recv({} x {}, tag {})", dtype, desc.count, desc.peer);
   }
   return "?";
+}
+
+}  // namespace
+
+std::string describe(const CallDesc& desc) {
+  const std::string text = describe_call(desc);
+  return desc.native ? text + " on device memory" : text;
 }
 
 std::string rank_list(std::vector<int> ranks) {
@@ -77,7 +86,8 @@ Communicator::~Communicator() = default;
 namespace {
 
 // A host view of an operand: the buffer itself when it is host memory, else
-// a host copy filled from and/or written back to the device.
+// a host copy filled from and/or written back to the device. In a native call
+// `data` is the backend's own address of the buffer instead.
 struct HostOperand {
   Buffer staged;
   void* data = nullptr;
@@ -99,10 +109,17 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   std::exception_ptr staging_error;
   if (!desc.invalid) {
     try {
+      // A backend that takes every operand natively gets its own addresses;
+      // otherwise device operands are staged through host memory.
+      desc.native = operands.size() > 0 && std::all_of(operands.begin(), operands.end(), [&](const Operand& operand) {
+                      return native_address(*operand.buffer) != nullptr;
+                    });
       size_t i = 0;
       for (const Operand& operand : operands) {
         const Buffer& buffer = *operand.buffer;
-        if (buffer.is_host()) {
+        if (desc.native) {
+          host[i].data = native_address(buffer);
+        } else if (buffer.is_host()) {
           host[i].data = buffer.data();
         } else {
           host[i].staged = buffer.device().allocate_host(buffer.dtype(), buffer.count());
@@ -116,6 +133,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
       // the others fail now instead of timing out.
       staging_error = std::current_exception();
       desc.invalid = true;
+      desc.native = false;
       host = {};
     }
   }

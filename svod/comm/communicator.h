@@ -26,8 +26,10 @@
 // communicator is broken: every later call throws.
 //
 // Buffers on a device (OpenCL, CUDA) are staged through host memory with
-// Device::copy. With mpi, what one rank sends one peer in one call is at most
-// 2 GiB (MPI's int counts); more is Error(Unsupported). A communicator is
+// Device::copy, unless the backend moves that device's memory itself (nccl,
+// svod/comm/nccl_communicator.h, for the CUDA device it was opened on). With
+// mpi, what one rank sends one peer in one call is at most 2 GiB (MPI's int
+// counts); more is Error(Unsupported). A communicator is
 // used by one thread at a time; calls from several threads are serialised,
 // but their order must still match across ranks.
 #pragma once
@@ -81,6 +83,9 @@ struct CallDesc {
   DType dtype = DType::U8;
   ReduceOp op = ReduceOp::Sum;
   bool invalid = false;
+  // The operands are the backend's own device addresses, not host memory
+  // (Communicator::native_address).
+  bool native = false;
 
   bool operator==(const CallDesc&) const = default;
 };
@@ -136,8 +141,16 @@ class Communicator {
   Communicator(int rank, int size, CommOptions options);
   const CommOptions& options() const noexcept { return options_; }
 
-  // The transport, on host memory. The descriptor tells what every rank
-  // should have asked for; a backend compares it across ranks and throws
+  // The address at which this backend moves `buffer` itself, without staging
+  // it through host memory, or null (the default: every backend but nccl) to
+  // have a device buffer staged. A call whose operands all have one passes
+  // these addresses to run_* with desc.native set; otherwise its device
+  // operands are staged and run_* get host memory.
+  virtual void* native_address(const Buffer& /*buffer*/) const noexcept { return nullptr; }
+
+  // The transport, on host memory (on the backend's own device addresses
+  // when desc.native). The descriptor tells what every rank should have
+  // asked for; a backend compares it across ranks and throws
   // Error(Validation) on every rank when they differ, before touching data.
   // With desc.invalid the pointers are null: take part in the comparison
   // only. Counts are in elements of desc.dtype.
@@ -156,8 +169,9 @@ class Communicator {
     const Buffer* buffer;
     Staging staging;
   };
-  // Checks, stages device buffers through the host, runs `body` on host
-  // pointers and marks the communicator broken when anything throws.
+  // Checks, stages device buffers through the host (unless the backend takes
+  // every operand natively), runs `body` on the pointers and marks the
+  // communicator broken when anything throws.
   // `local_error` (when not empty) is this rank's own argument error.
   template <typename Body>
   void call(detail::CallDesc desc, std::string local_error, std::initializer_list<Operand> operands, Body&& body);

@@ -21,7 +21,7 @@ namespace detail {
 inline constexpr const char* kMpiPluginFileName = "libsvod_comm_mpi.so";
 inline constexpr const char* kMpiPluginFactoryName = "svod_comm_mpi_create";
 // Bumped whenever Communicator or CommOptions change layout.
-inline constexpr int kMpiPluginAbi = 1;
+inline constexpr int kMpiPluginAbi = 2;
 // Returns the communicator, or null with *error set.
 using MpiPluginFactory = Communicator* (*)(int abi, const CommOptions* options, std::string* error);
 

@@ -44,6 +44,7 @@ inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
 inline constexpr CUresult CUDA_ERROR_INSUFFICIENT_DRIVER = 35;
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 
 // Device attributes (CUdevice_attribute).
 inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1;

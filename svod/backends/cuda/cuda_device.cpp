@@ -322,6 +322,33 @@ void CudaDevice::synchronize() {
   state_->wait_stream("work on the stream");
 }
 
+void* CudaDevice::enter_stream() {
+  state_->make_current();
+  return state_->stream;
+}
+
+void* CudaDevice::device_address(const Buffer& buffer) const noexcept {
+  if (!state_->owns(buffer)) return nullptr;
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(state_->pointer_of(buffer, "a native stream's operand")));
+}
+
+void CudaDevice::wait_stream(std::string_view what, const std::function<void()>& poll) {
+  const detail::CudaDriverApi& api = state_->api;
+  state_->make_current();
+  cu::CUevent done = nullptr;
+  detail::check_cu(api.cuEventCreate(&done, cu::CU_EVENT_DISABLE_TIMING), fmt::format("{} on {}: an event", what, name()));
+  const std::unique_ptr<std::remove_pointer_t<cu::CUevent>, void (*)(cu::CUevent)> owned(done, [](cu::CUevent e) {
+    cuda_driver().cuEventDestroy(e);
+  });
+  detail::check_cu(api.cuEventRecord(done, state_->stream), fmt::format("{} on {}: recording an event", what, name()));
+  for (;;) {
+    const cu::CUresult status = api.cuEventQuery(done);
+    if (status == cu::CUDA_SUCCESS) return;
+    if (status != cu::CUDA_ERROR_NOT_READY) detail::check_cu(status, fmt::format("{} on {}", what, name()));
+    poll();
+  }
+}
+
 std::vector<DeviceInfo> enumerate_cuda_devices() {
   const auto& api = cuda_driver();
   const int count = device_count(api);

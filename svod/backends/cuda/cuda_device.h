@@ -27,15 +27,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "svod/compile/compiler.h"
 #include "svod/device/device.h"
 #include "svod/device/device_kind.h"
+#include "svod/device/native_stream.h"
 
 namespace svod {
 
@@ -61,7 +64,8 @@ struct CudaGraphStats {
   uint64_t node_updates = 0;    // kernel nodes whose parameters or sizes changed between launches
 };
 
-class CudaDevice final : public Device {
+// Also a NativeStream (svod/device/native_stream.h): its stream, for NCCL.
+class CudaDevice final : public Device, public NativeStream {
  public:
   // Opens device `index`; use open_device("CUDA:i"), which shares one
   // instance per process, rather than calling this.
@@ -104,6 +108,11 @@ class CudaDevice final : public Device {
   // before anything runs.
   void run_graph(std::span<const KernelLaunch> kernels);
   CudaGraphStats graph_stats() const;
+
+  // NativeStream: the device's one stream; waits poll an event recorded on it.
+  void* enter_stream() override;
+  void* device_address(const Buffer& buffer) const noexcept override;
+  void wait_stream(std::string_view what, const std::function<void()>& poll) override;
 
   const CudaDeviceDetails& details() const noexcept { return details_; }
   size_t index() const noexcept { return index_; }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -334,7 +335,16 @@ std::unique_ptr<svod_comm> comm_handle(std::shared_ptr<Communicator> comm) {
   return handle;
 }
 
-std::optional<ReduceOp> reduce_op(svod_reduce_op op) {
+// The number a caller passed as an svod_reduce_op, read as bytes: C code may
+// pass any int there, which C++ must not load as the enum.
+int op_number(const svod_reduce_op& op) {
+  int number;
+  static_assert(sizeof number == sizeof op);
+  std::memcpy(&number, &op, sizeof number);
+  return number;
+}
+
+std::optional<ReduceOp> reduce_op(int op) {
   switch (op) {
     case SVOD_REDUCE_SUM: return ReduceOp::Sum;
     case SVOD_REDUCE_PROD: return ReduceOp::Prod;
@@ -356,13 +366,13 @@ const svod_buffer rejected_buffer{};
 // time out. This rank then reports what was wrong.
 template <size_t N, typename Call>
 void collective(std::array<const svod_buffer*, N> buffers, const std::array<const char*, N>& names,
-                std::optional<svod_reduce_op> op, Call&& call) {
+                std::optional<int> op, Call&& call) {
   std::string problem;
   for (size_t i = 0; i < N && problem.empty(); ++i)
     if (buffers[i] == nullptr) problem = fmt::format("{} is NULL", names[i]);
   const std::optional<ReduceOp> reduce = op ? reduce_op(*op) : ReduceOp::Sum;
   if (problem.empty() && !reduce)
-    problem = fmt::format("op {} is not an svod_reduce_op (SVOD_REDUCE_SUM to SVOD_REDUCE_MAX)", static_cast<int>(*op));
+    problem = fmt::format("op {} is not an svod_reduce_op (SVOD_REDUCE_SUM to SVOD_REDUCE_MAX)", *op);
   if (problem.empty()) {
     call(buffers, *reduce);
     return;
@@ -666,7 +676,7 @@ svod_status* svod_comm_barrier(svod_comm* comm) {
 svod_status* svod_comm_all_reduce(svod_comm* comm, svod_buffer* buffer, svod_reduce_op op) {
   return guarded(__func__, [&] {
     require(comm, "comm");
-    svod::collective<1>({buffer}, {"buffer"}, op,
+    svod::collective<1>({buffer}, {"buffer"}, svod::op_number(op),
                         [&](const auto& b, svod::ReduceOp reduce) { comm->comm->all_reduce(b[0]->buffer, reduce); });
   });
 }
@@ -682,7 +692,7 @@ svod_status* svod_comm_all_gather(svod_comm* comm, const svod_buffer* src, svod_
 svod_status* svod_comm_reduce_scatter(svod_comm* comm, const svod_buffer* src, svod_buffer* dst, svod_reduce_op op) {
   return guarded(__func__, [&] {
     require(comm, "comm");
-    svod::collective<2>({src, dst}, {"src", "dst"}, op, [&](const auto& b, svod::ReduceOp reduce) {
+    svod::collective<2>({src, dst}, {"src", "dst"}, svod::op_number(op), [&](const auto& b, svod::ReduceOp reduce) {
       comm->comm->reduce_scatter(b[0]->buffer, b[1]->buffer, reduce);
     });
   });

@@ -1,70 +1,24 @@
-// The C API of svod.h over the C++ runtime. Handles hold shared runtime
+// The C API of svod.h over the C++ runtime: statuses, devices, buffers,
+// programs and plans (communicators: comm.cpp). Handles hold shared runtime
 // objects; every entry point runs its body inside guarded(), which turns
 // whatever the runtime throws into an svod_status, so no exception crosses
 // into C.
-#include "svod/capi/svod.h"
-
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <new>
-#include <optional>
-#include <span>
-#include <string>
-#include <unordered_map>
 #include <utility>
-#include <vector>
 
-#include "svod/base/error.h"
 #include "svod/base/json_depth.h"
-#include "svod/comm/communicator.h"
+#include "svod/capi/capi_internal.h"
 #include "svod/device/host_device.h"
 #include "svod/registry/registry.h"
 #include "svod/package/package.h"
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_file.h"
 
-struct svod_status {
-  svod_error_kind kind;
-  std::string message;
-};
-
-struct svod_device {
-  std::shared_ptr<svod::Device> device;
-  std::string name;
-};
-
-struct svod_buffer {
-  svod::Buffer buffer;
-  std::string dtype;  // for svod_buffer_dtype
-};
-
-struct svod_program {
-  std::shared_ptr<const svod::Program> program;
-};
-
-struct svod_comm {
-  std::shared_ptr<svod::Communicator> comm;  // borrowed for the world communicator
-  std::string backend;                      // for svod_comm_backend
-};
-
-struct svod_plan {
-  explicit svod_plan(svod::LoadedPlan plan, std::vector<svod::PlanFileVariable> vars)
-      : loaded(std::move(plan)), variables(std::move(vars)) {}
-
-  std::mutex mutex;  // serializes every call on the plan
-  svod::LoadedPlan loaded;
-  std::vector<svod::PlanFileVariable> variables;  // names and bounds, for svod_plan_set_var
-  std::map<std::string, int64_t> pending;         // set since the last execution
-};
-
-namespace svod {
+namespace svod::capi {
 namespace {
 
 // Handed out when a status cannot be allocated; svod_status_free leaves it alone.
@@ -93,39 +47,6 @@ svod_status* make_status(svod_error_kind kind, std::string_view function, std::s
   } catch (...) {
     return &out_of_memory;
   }
-}
-
-// The status for the exception in flight; called only from a catch block.
-svod_status* current_exception_status(const char* function) noexcept {
-  try {
-    throw;
-  } catch (const Error& e) {
-    return make_status(to_c(e.kind()), function, e.what());
-  } catch (const std::bad_alloc&) {
-    return make_status(SVOD_ERROR_INTERNAL, function, "out of memory");
-  } catch (const std::exception& e) {
-    return make_status(SVOD_ERROR_INTERNAL, function, e.what());
-  } catch (...) {
-    return make_status(SVOD_ERROR_INTERNAL, function, "unknown exception");
-  }
-}
-
-// Runs `body` and reports what it throws as a status (NULL when it returns).
-template <typename Body>
-svod_status* guarded(const char* function, Body&& body) noexcept {
-  try {
-    body();
-    return nullptr;
-  } catch (...) {
-    return current_exception_status(function);
-  }
-}
-
-[[noreturn]] void null_argument(const char* what) { throw make_error(ErrorKind::Validation, "{} is NULL", what); }
-
-inline void require(const void* pointer, const char* what) {
-  if (pointer == nullptr) [[unlikely]]
-    null_argument(what);
 }
 
 // Copies of the caller's buffers side by side, as Program::launch takes them:
@@ -158,76 +79,6 @@ class LaunchBuffers {
   Buffer* buffers_;
   size_t count_;
 };
-
-// The addresses of the live handles of each type, so a release can tell a
-// live handle from a released one without reading the memory behind it.
-enum class HandleType { Device, Buffer, Program, Plan, Comm };
-
-class LiveHandles {
- public:
-  void add(const void* handle, HandleType type) {
-    std::lock_guard lock(mutex_);
-    handles_.emplace(handle, type);
-  }
-  bool remove(const void* handle, HandleType type) {
-    std::lock_guard lock(mutex_);
-    auto it = handles_.find(handle);
-    if (it == handles_.end() || it->second != type) return false;
-    handles_.erase(it);
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<const void*, HandleType> handles_;
-};
-
-// Never destroyed: handles may be released from static destructors.
-LiveHandles& live_handles() {
-  static auto* handles = new LiveHandles;
-  return *handles;
-}
-
-template <typename Handle>
-constexpr HandleType handle_type() {
-  if constexpr (std::is_same_v<Handle, svod_device>) return HandleType::Device;
-  else if constexpr (std::is_same_v<Handle, svod_buffer>) return HandleType::Buffer;
-  else if constexpr (std::is_same_v<Handle, svod_program>) return HandleType::Program;
-  else if constexpr (std::is_same_v<Handle, svod_plan>) return HandleType::Plan;
-  else return HandleType::Comm;
-}
-
-// Registers a new handle and gives it to the caller.
-template <typename Handle>
-void hand_out(std::unique_ptr<Handle> handle, Handle** out) {
-  live_handles().add(handle.get(), handle_type<Handle>());
-  *out = handle.release();
-}
-
-// Registers new handles and gives them to the caller in out[0..], all or none.
-template <typename Handle>
-void hand_out(std::vector<std::unique_ptr<Handle>> handles, Handle** out) {
-  size_t added = 0;
-  try {
-    for (; added < handles.size(); ++added) live_handles().add(handles[added].get(), handle_type<Handle>());
-  } catch (...) {
-    while (added > 0) live_handles().remove(handles[--added].get(), handle_type<Handle>());
-    throw;
-  }
-  for (size_t i = 0; i < handles.size(); ++i) out[i] = handles[i].release();
-}
-
-template <typename Handle>
-svod_status* release(const char* function, Handle* handle, const char* what) noexcept {
-  return guarded(function, [&] {
-    require(handle, what);
-    if (!live_handles().remove(handle, handle_type<Handle>())) {
-      throw make_error(ErrorKind::Validation, "{} {} is not a live handle (released already?)", what,
-                       static_cast<const void*>(handle));
-    }
-    delete handle;
-  });
-}
 
 std::unique_ptr<svod_buffer> buffer_handle(Buffer buffer) {
   auto handle = std::make_unique<svod_buffer>();
@@ -292,6 +143,31 @@ std::map<std::string, int64_t> parse_vars(const char* vars_json) {
   return vars;
 }
 
+}  // namespace
+
+// The status for the exception in flight; called only from a catch block.
+svod_status* current_exception_status(const char* function) noexcept {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return make_status(to_c(e.kind()), function, e.what());
+  } catch (const std::bad_alloc&) {
+    return make_status(SVOD_ERROR_INTERNAL, function, "out of memory");
+  } catch (const std::exception& e) {
+    return make_status(SVOD_ERROR_INTERNAL, function, e.what());
+  } catch (...) {
+    return make_status(SVOD_ERROR_INTERNAL, function, "unknown exception");
+  }
+}
+
+void null_argument(const char* what) { throw make_error(ErrorKind::Validation, "{} is NULL", what); }
+
+// Never destroyed: handles may be released from static destructors.
+LiveHandles& live_handles() {
+  static auto* handles = new LiveHandles;
+  return *handles;
+}
+
 std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_json,
                                           std::shared_ptr<Communicator> comm) {
   LoadOptions options;
@@ -303,8 +179,10 @@ std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_jso
 }
 
 // `source`: the package's bytes or its path, as load_package takes them.
+namespace {
+
 template <typename Source>
-std::unique_ptr<svod_plan> plan_from_package(const Source& source, const char* vars_json,
+std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char* vars_json,
                                              std::shared_ptr<Communicator> comm) {
   PackageLoadOptions options;
   options.vars = parse_vars(vars_json);
@@ -313,84 +191,22 @@ std::unique_ptr<svod_plan> plan_from_package(const Source& source, const char* v
   return std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables));
 }
 
-// Loads a plan as `comm`'s rank: load(communicator) makes it. A load that
-// fails on one rank of several aborts the communicator, so that the other
-// ranks, waiting for this one to compare plans, fail at once naming it.
-template <typename Load>
-void load_on_rank(svod_comm* comm, svod_plan** out, Load&& load) {
-  require(comm, "comm");
-  try {
-    require(out, "out");
-    hand_out(load(comm->comm), out);
-  } catch (const std::exception& e) {
-    if (comm->comm->size() > 1) comm->comm->abort(e.what());
-    throw;
-  }
-}
-
-std::unique_ptr<svod_comm> comm_handle(std::shared_ptr<Communicator> comm) {
-  auto handle = std::make_unique<svod_comm>();
-  handle->backend = comm->backend();
-  handle->comm = std::move(comm);
-  return handle;
-}
-
-// The number a caller passed as an svod_reduce_op, read as bytes: C code may
-// pass any int there, which C++ must not load as the enum.
-int op_number(const svod_reduce_op& op) {
-  int number;
-  static_assert(sizeof number == sizeof op);
-  std::memcpy(&number, &op, sizeof number);
-  return number;
-}
-
-std::optional<ReduceOp> reduce_op(int op) {
-  switch (op) {
-    case SVOD_REDUCE_SUM: return ReduceOp::Sum;
-    case SVOD_REDUCE_PROD: return ReduceOp::Prod;
-    case SVOD_REDUCE_MIN: return ReduceOp::Min;
-    case SVOD_REDUCE_MAX: return ReduceOp::Max;
-  }
-  return std::nullopt;
-}
-
-// What a rank whose own arguments are wrong takes part in a collective with.
-const svod_buffer rejected_buffer{};
-
-// Makes one collective call: call(buffers, op) with this rank's buffer
-// handles (named `names` in messages) and its op, when the call has one.
-// Arguments only the C API can get wrong (a NULL buffer handle, an op that
-// is no svod_reduce_op) do not keep this rank away: it takes part with empty
-// buffers, which the communicator rejects on every rank, so that the other
-// ranks fail at once naming this one instead of waiting for it until they
-// time out. This rank then reports what was wrong.
-template <size_t N, typename Call>
-void collective(std::array<const svod_buffer*, N> buffers, const std::array<const char*, N>& names,
-                std::optional<int> op, Call&& call) {
-  std::string problem;
-  for (size_t i = 0; i < N && problem.empty(); ++i)
-    if (buffers[i] == nullptr) problem = fmt::format("{} is NULL", names[i]);
-  const std::optional<ReduceOp> reduce = op ? reduce_op(*op) : ReduceOp::Sum;
-  if (problem.empty() && !reduce)
-    problem = fmt::format("op {} is not an svod_reduce_op (SVOD_REDUCE_SUM to SVOD_REDUCE_MAX)", *op);
-  if (problem.empty()) {
-    call(buffers, *reduce);
-    return;
-  }
-  buffers.fill(&rejected_buffer);
-  try {
-    call(buffers, ReduceOp::Sum);
-  } catch (const Error&) {
-    // The communicator's rejection of the empty buffers: `problem` says why.
-  }
-  throw Error(ErrorKind::Validation, problem);
-}
-
 }  // namespace
-}  // namespace svod
 
-using svod::guarded;
-using svod::require;
+std::unique_ptr<svod_plan> plan_from_package(std::span<const std::byte> bytes, const char* vars_json,
+                                             std::shared_ptr<Communicator> comm) {
+  return load_package_handle(bytes, vars_json, std::move(comm));
+}
+
+std::unique_ptr<svod_plan> plan_from_package(const std::filesystem::path& path, const char* vars_json,
+                                             std::shared_ptr<Communicator> comm) {
+  return load_package_handle(path, vars_json, std::move(comm));
+}
+
+}  // namespace svod::capi
+
+using svod::capi::guarded;
+using svod::capi::require;
 
 extern "C" {
 
@@ -421,7 +237,7 @@ const char* svod_error_kind_name(svod_error_kind kind) {
 }
 
 void svod_status_free(svod_status* status) {
-  if (status != &svod::out_of_memory) delete status;
+  if (status != &svod::capi::out_of_memory) delete status;
 }
 
 // ---- Devices ----------------------------------------------------------------
@@ -433,13 +249,13 @@ svod_status* svod_device_get(const char* name, svod_device** out) {
     auto handle = std::make_unique<svod_device>();
     handle->device = svod::open_device(name);
     handle->name = handle->device->name();
-    svod::hand_out(std::move(handle), out);
+    svod::capi::hand_out(std::move(handle), out);
   });
 }
 
 const char* svod_device_name(const svod_device* device) { return device ? device->name.c_str() : nullptr; }
 
-svod_status* svod_device_release(svod_device* device) { return svod::release(__func__, device, "device"); }
+svod_status* svod_device_release(svod_device* device) { return svod::capi::release(__func__, device, "device"); }
 
 // ---- Buffers ----------------------------------------------------------------
 
@@ -447,8 +263,8 @@ svod_status* svod_buffer_allocate(svod_device* device, const char* dtype, size_t
   return guarded(__func__, [&] {
     require(device, "device");
     require(out, "out");
-    const svod::DType type = svod::checked_dtype(dtype, count);
-    svod::hand_out(svod::buffer_handle(device->device->allocate(type, count)), out);
+    const svod::DType type = svod::capi::checked_dtype(dtype, count);
+    svod::capi::hand_out(svod::capi::buffer_handle(device->device->allocate(type, count)), out);
   });
 }
 
@@ -456,21 +272,21 @@ svod_status* svod_buffer_wrap_host(void* data, const char* dtype, size_t count, 
   return guarded(__func__, [&] {
     require(data, "data");
     require(out, "out");
-    const svod::DType type = svod::checked_dtype(dtype, count);
+    const svod::DType type = svod::capi::checked_dtype(dtype, count);
     if (reinterpret_cast<uintptr_t>(data) % svod::size_of(type) != 0) {
       throw svod::make_error(svod::ErrorKind::Validation, "data {} is not aligned to the {} bytes of a {} element",
                              data, svod::size_of(type), svod::to_string(type));
     }
-    svod::hand_out(svod::buffer_handle(svod::host_buffer(data, type, count)), out);
+    svod::capi::hand_out(svod::capi::buffer_handle(svod::capi::host_buffer(data, type, count)), out);
   });
 }
 
 svod_status* svod_buffer_copy_from_host(svod_buffer* buffer, const void* src, size_t bytes) {
-  return guarded(__func__, [&] { svod::copy_with_host("src", buffer, src, bytes, false); });
+  return guarded(__func__, [&] { svod::capi::copy_with_host("src", buffer, src, bytes, false); });
 }
 
 svod_status* svod_buffer_copy_to_host(const svod_buffer* buffer, void* dst, size_t bytes) {
-  return guarded(__func__, [&] { svod::copy_with_host("dst", buffer, dst, bytes, true); });
+  return guarded(__func__, [&] { svod::capi::copy_with_host("dst", buffer, dst, bytes, true); });
 }
 
 svod_status* svod_buffer_data(const svod_buffer* buffer, void** out) {
@@ -486,14 +302,14 @@ svod_status* svod_buffer_view(const svod_buffer* base, size_t byte_offset, const
   return guarded(__func__, [&] {
     require(base, "base");
     require(out, "out");
-    const svod::DType type = svod::checked_dtype(dtype, count);
+    const svod::DType type = svod::capi::checked_dtype(dtype, count);
     const size_t bytes = svod::checked_byte_size(type, count);
     const svod::Buffer& b = base->buffer;
     if (byte_offset > b.bytes() || bytes > b.bytes() - byte_offset)
       throw svod::make_error(svod::ErrorKind::Validation,
                              "a view of {} {} elements ({} bytes) at byte offset {} leaves the buffer of {} bytes",
                              count, svod::to_string(type), bytes, byte_offset, b.bytes());
-    svod::hand_out(svod::buffer_handle(b.view_bytes(byte_offset, bytes, type)), out);
+    svod::capi::hand_out(svod::capi::buffer_handle(b.view_bytes(byte_offset, bytes, type)), out);
   });
 }
 
@@ -503,7 +319,7 @@ size_t svod_buffer_bytes(const svod_buffer* buffer) { return buffer ? buffer->bu
 
 const char* svod_buffer_dtype(const svod_buffer* buffer) { return buffer ? buffer->dtype.c_str() : nullptr; }
 
-svod_status* svod_buffer_release(svod_buffer* buffer) { return svod::release(__func__, buffer, "buffer"); }
+svod_status* svod_buffer_release(svod_buffer* buffer) { return svod::capi::release(__func__, buffer, "buffer"); }
 
 // ---- Programs ---------------------------------------------------------------
 
@@ -520,7 +336,7 @@ svod_status* svod_program_compile(svod_device* device, const char* spec_json, sv
     }
     auto handle = std::make_unique<svod_program>();
     handle->program = device->device->compile(parsed.spec);
-    svod::hand_out(std::move(handle), out);
+    svod::capi::hand_out(std::move(handle), out);
   });
 }
 
@@ -530,7 +346,7 @@ svod_status* svod_program_launch(svod_program* program, svod_buffer* const* buff
     require(program, "program");
     if (n_buffers != 0) require(buffers, "buffers");
     if (n_scalars != 0) require(scalars, "scalars");
-    const svod::LaunchBuffers list(buffers, n_buffers);
+    const svod::capi::LaunchBuffers list(buffers, n_buffers);
     program->program->launch(list.span(), {scalars, n_scalars});
   });
 }
@@ -554,12 +370,12 @@ svod_status* svod_program_launch_sized(svod_program* program, svod_buffer* const
         (*into)[d] = given[d];
       }
     }
-    const svod::LaunchBuffers list(buffers, n_buffers);
+    const svod::capi::LaunchBuffers list(buffers, n_buffers);
     p.launch(list.span(), {scalars, n_scalars}, &dims);
   });
 }
 
-svod_status* svod_program_release(svod_program* program) { return svod::release(__func__, program, "program"); }
+svod_status* svod_program_release(svod_program* program) { return svod::capi::release(__func__, program, "program"); }
 
 // ---- Plans ------------------------------------------------------------------
 
@@ -567,7 +383,7 @@ svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan**
   return guarded(__func__, [&] {
     require(path, "path");
     require(out, "out");
-    svod::hand_out(svod::plan_from_file(path, vars_json, nullptr), out);
+    svod::capi::hand_out(svod::capi::plan_from_file(path, vars_json, nullptr), out);
   });
 }
 
@@ -575,7 +391,7 @@ svod_status* svod_plan_load_package(const void* data, size_t size, const char* v
   return guarded(__func__, [&] {
     require(data, "data");
     require(out, "out");
-    svod::hand_out(svod::plan_from_package(std::span(static_cast<const std::byte*>(data), size), vars_json, nullptr),
+    svod::capi::hand_out(svod::capi::plan_from_package(std::span(static_cast<const std::byte*>(data), size), vars_json, nullptr),
                    out);
   });
 }
@@ -584,7 +400,7 @@ svod_status* svod_plan_load_package_file(const char* path, const char* vars_json
   return guarded(__func__, [&] {
     require(path, "path");
     require(out, "out");
-    svod::hand_out(svod::plan_from_package(std::filesystem::path(path), vars_json, nullptr), out);
+    svod::capi::hand_out(svod::capi::plan_from_package(std::filesystem::path(path), vars_json, nullptr), out);
   });
 }
 
@@ -611,8 +427,8 @@ svod_status* svod_plan_buffer(svod_plan* plan, const char* name, svod_buffer** o
     require(plan, "plan");
     require(out, "out");
     std::lock_guard lock(plan->mutex);
-    const size_t slot = svod::plan_slot(*plan, name);
-    svod::hand_out(svod::buffer_handle(plan->loaded.plan.buffer(slot)), out);
+    const size_t slot = svod::capi::plan_slot(*plan, name);
+    svod::capi::hand_out(svod::capi::buffer_handle(plan->loaded.plan.buffer(slot)), out);
   });
 }
 
@@ -621,7 +437,7 @@ svod_status* svod_plan_bind(svod_plan* plan, const char* name, svod_buffer* buff
     require(plan, "plan");
     require(buffer, "buffer");
     std::lock_guard lock(plan->mutex);
-    plan->loaded.plan.rebind(svod::plan_slot(*plan, name), buffer->buffer);
+    plan->loaded.plan.rebind(svod::capi::plan_slot(*plan, name), buffer->buffer);
   });
 }
 
@@ -639,126 +455,6 @@ svod_status* svod_plan_execute(svod_plan* plan) {
   });
 }
 
-svod_status* svod_plan_release(svod_plan* plan) { return svod::release(__func__, plan, "plan"); }
-
-// ---- Communicators ----------------------------------------------------------
-
-svod_status* svod_comm_world(const char* backend, svod_comm** out) {
-  return guarded(__func__, [&] {
-    require(backend, "backend");
-    require(out, "out");
-    svod::hand_out(svod::comm_handle(svod::borrowed(svod::world_communicator(backend))), out);
-  });
-}
-
-svod_status* svod_comm_create_local(int ranks, svod_comm** out) {
-  return guarded(__func__, [&] {
-    require(out, "out");
-    std::vector<std::unique_ptr<svod_comm>> handles;
-    for (auto& comm : svod::create_local_communicators(ranks)) handles.push_back(svod::comm_handle(std::move(comm)));
-    svod::hand_out(std::move(handles), out);
-  });
-}
-
-int svod_comm_rank(const svod_comm* comm) { return comm ? comm->comm->rank() : -1; }
-
-int svod_comm_size(const svod_comm* comm) { return comm ? comm->comm->size() : 0; }
-
-const char* svod_comm_backend(const svod_comm* comm) { return comm ? comm->backend.c_str() : nullptr; }
-
-svod_status* svod_comm_barrier(svod_comm* comm) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    comm->comm->barrier();
-  });
-}
-
-svod_status* svod_comm_all_reduce(svod_comm* comm, svod_buffer* buffer, svod_reduce_op op) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    svod::collective<1>({buffer}, {"buffer"}, svod::op_number(op),
-                        [&](const auto& b, svod::ReduceOp reduce) { comm->comm->all_reduce(b[0]->buffer, reduce); });
-  });
-}
-
-svod_status* svod_comm_all_gather(svod_comm* comm, const svod_buffer* src, svod_buffer* dst) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    svod::collective<2>({src, dst}, {"src", "dst"}, std::nullopt,
-                        [&](const auto& b, svod::ReduceOp) { comm->comm->all_gather(b[0]->buffer, b[1]->buffer); });
-  });
-}
-
-svod_status* svod_comm_reduce_scatter(svod_comm* comm, const svod_buffer* src, svod_buffer* dst, svod_reduce_op op) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    svod::collective<2>({src, dst}, {"src", "dst"}, svod::op_number(op), [&](const auto& b, svod::ReduceOp reduce) {
-      comm->comm->reduce_scatter(b[0]->buffer, b[1]->buffer, reduce);
-    });
-  });
-}
-
-svod_status* svod_comm_broadcast(svod_comm* comm, svod_buffer* buffer, int root) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    svod::collective<1>({buffer}, {"buffer"}, std::nullopt,
-                        [&](const auto& b, svod::ReduceOp) { comm->comm->broadcast(b[0]->buffer, root); });
-  });
-}
-
-svod_status* svod_comm_send(svod_comm* comm, const svod_buffer* buffer, int dest, int tag) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    require(buffer, "buffer");
-    comm->comm->send(buffer->buffer, dest, tag);
-  });
-}
-
-svod_status* svod_comm_recv(svod_comm* comm, svod_buffer* buffer, int source, int tag) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    require(buffer, "buffer");
-    comm->comm->recv(buffer->buffer, source, tag);
-  });
-}
-
-svod_status* svod_comm_abort(svod_comm* comm, const char* reason) {
-  return guarded(__func__, [&] {
-    require(comm, "comm");
-    require(reason, "reason");
-    comm->comm->abort(reason);
-  });
-}
-
-svod_status* svod_comm_release(svod_comm* comm) { return svod::release(__func__, comm, "comm"); }
-
-svod_status* svod_plan_load_with_comm(const char* path, const char* vars_json, svod_comm* comm, svod_plan** out) {
-  return guarded(__func__, [&] {
-    svod::load_on_rank(comm, out, [&](const auto& communicator) {
-      require(path, "path");
-      return svod::plan_from_file(path, vars_json, communicator);
-    });
-  });
-}
-
-svod_status* svod_plan_load_package_with_comm(const void* data, size_t size, const char* vars_json, svod_comm* comm,
-                                              svod_plan** out) {
-  return guarded(__func__, [&] {
-    svod::load_on_rank(comm, out, [&](const auto& communicator) {
-      require(data, "data");
-      return svod::plan_from_package(std::span(static_cast<const std::byte*>(data), size), vars_json, communicator);
-    });
-  });
-}
-
-svod_status* svod_plan_load_package_file_with_comm(const char* path, const char* vars_json, svod_comm* comm,
-                                                   svod_plan** out) {
-  return guarded(__func__, [&] {
-    svod::load_on_rank(comm, out, [&](const auto& communicator) {
-      require(path, "path");
-      return svod::plan_from_package(std::filesystem::path(path), vars_json, communicator);
-    });
-  });
-}
+svod_status* svod_plan_release(svod_plan* plan) { return svod::capi::release(__func__, plan, "plan"); }
 
 }  // extern "C"

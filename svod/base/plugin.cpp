@@ -1,6 +1,7 @@
 #include "svod/base/plugin.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <fmt/format.h>
 
@@ -40,6 +41,26 @@ void* open_plugin_symbol(const std::string& path, int flags, const char* symbol,
   void* found = dlsym(handle, symbol);
   if (found == nullptr) tried += fmt::format("\n  {}: exports no {}", path, symbol);
   return found;
+}
+
+void* open_first_library(const std::vector<std::string>& candidates, std::string& path, std::string& tried) {
+  for (const std::string& candidate : candidates) {
+    const char* separator = tried.empty() ? "" : ", ";
+    if (candidate.starts_with('/') && !std::filesystem::exists(candidate)) {
+      tried += fmt::format("{}{} (no such file)", separator, candidate);
+      continue;
+    }
+    if (void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      // The real file behind the handle (the soname the loader resolved).
+      link_map* map = nullptr;
+      const bool named = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name;
+      path = named ? map->l_name : candidate;
+      return handle;
+    }
+    const char* why = dlerror();
+    tried += fmt::format("{}{} ({})", separator, candidate, why ? why : "not found");
+  }
+  return nullptr;
 }
 
 }  // namespace svod::detail

@@ -2,7 +2,8 @@
 // shared objects (the in-process LLVM compiler, the mpi communicator) so that
 // their heavy dependencies load only into processes that use them. Each is
 // looked for beside libsvod_runtime.so first (a build tree, or an install
-// moved as a whole), then in the install prefix's library folder.
+// moved as a whole), then in the install prefix's library folder. Also how
+// the libraries svod opens at run time are tried (NVRTC, NCCL).
 #pragma once
 
 #include <filesystem>
@@ -25,5 +26,12 @@ std::vector<std::string> plugin_candidates(const char* env_var, const char* file
 // message, or the missing symbol), for an error listing every path tried.
 // A library that opened stays open: plugins are never closed.
 void* open_plugin_symbol(const std::string& path, int flags, const char* symbol, std::string& tried);
+
+// dlopen()s the first of `candidates` that opens (RTLD_NOW | RTLD_LOCAL; an
+// absolute path that does not exist is skipped) and returns its handle, with
+// `path` set to the file the loader opened. Null when none did, with `tried`
+// listing each candidate and why ("/x/libfoo.so (no such file), libfoo.so.2
+// (<the loader's message>)"). A library that opened stays open.
+void* open_first_library(const std::vector<std::string>& candidates, std::string& path, std::string& tried);
 
 }  // namespace svod::detail

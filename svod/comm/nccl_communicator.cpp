@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,6 +14,7 @@
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
+#include "svod/base/plugin.h"
 #include "svod/device/host_device.h"
 #include "svod/device/native_stream.h"
 #include "svod/registry/registry.h"
@@ -53,7 +53,6 @@ struct LoadedNccl {
 };
 
 LoadedNccl load_nccl(const std::optional<std::string>& configured) {
-  namespace fs = std::filesystem;
   LoadedNccl out;
   std::vector<std::string> candidates;
   if (configured) {
@@ -63,22 +62,9 @@ LoadedNccl load_nccl(const std::optional<std::string>& configured) {
     if (auto cuda = env_string("SVOD_CUDA_PATH")) candidates.push_back(*cuda + "/lib64/libnccl.so.2");
     candidates.push_back("/usr/local/cuda/lib64/libnccl.so.2");
   }
-  void* handle = nullptr;
+  // Never closed: communicators may live until exit.
   std::string tried;
-  for (const std::string& candidate : candidates) {
-    if (candidate.front() == '/' && !fs::exists(candidate)) {
-      tried += fmt::format("{}{} (no such file)", tried.empty() ? "" : ", ", candidate);
-      continue;
-    }
-    // Never closed: communicators may live until exit.
-    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      out.api.path = candidate;
-      break;
-    }
-    const char* why = dlerror();
-    tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", candidate, why ? why : "not found");
-  }
+  void* handle = detail::open_first_library(candidates, out.api.path, tried);
   if (!handle) {
     out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
                                    "no NCCL: cannot open it (tried {}); install NCCL (the CUDA toolkit ships "

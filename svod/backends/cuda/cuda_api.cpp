@@ -1,7 +1,6 @@
 #include "svod/backends/cuda/cuda_api.h"
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <atomic>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "svod/base/env.h"
+#include "svod/base/plugin.h"
 #include "svod/base/error.h"
 
 namespace svod::detail {
@@ -119,13 +119,6 @@ const char* known_status_name(cu::CUresult status) {
   }
 }
 
-// The real file behind a dlopen handle (the soname resolved by the loader).
-std::string loaded_path(void* handle, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) return map->l_name;
-  return fallback;
-}
-
 struct LoadedNvrtc {
   NvrtcApi api;
   std::optional<Error> failure;
@@ -141,23 +134,8 @@ LoadedNvrtc load_nvrtc(const std::optional<std::string>& cuda_path) {
     candidates = {"/usr/local/cuda/lib64/libnvrtc.so", "/usr/local/cuda/lib/libnvrtc.so", "libnvrtc.so",
                   "libnvrtc.so.13", "libnvrtc.so.12"};
   }
-  void* handle = nullptr;
   std::string tried;
-  for (const auto& candidate : candidates) {
-    // Absolute candidates that do not exist are skipped quietly; only the
-    // last dlerror is worth reporting.
-    if (candidate.front() == '/' && !fs::exists(candidate)) {
-      tried += (tried.empty() ? "" : ", ") + candidate;
-      continue;
-    }
-    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      out.api.path = loaded_path(handle, candidate);
-      break;
-    }
-    const char* why = dlerror();
-    tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", candidate, why ? why : "not found");
-  }
+  void* handle = detail::open_first_library(candidates, out.api.path, tried);
   if (!handle) {
     out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
                                    "no NVRTC (tried {}); install the CUDA toolkit or set SVOD_CUDA_PATH to it", tried));

@@ -30,16 +30,6 @@ CommOptions short_timeout() {
   return options;
 }
 
-#define REQUIRE_NCCL()                                                \
-  do {                                                                \
-    try {                                                             \
-      detail::nccl_api();                                             \
-    } catch (const Error& e) {                                        \
-      ASSERT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();  \
-      GTEST_SKIP() << "NCCL is not installed: " << e.what();          \
-    }                                                                 \
-  } while (0)
-
 bool cuda_device_present() {
   try {
     open_device("CUDA:0");
@@ -52,7 +42,7 @@ bool cuda_device_present() {
 // ---- the library ------------------------------------------------------------------
 
 TEST(NcclLibrary, OpensAndReportsVersion2) {
-  REQUIRE_NCCL();
+  SVOD_SKIP_WITHOUT(detail::nccl_api(), "NCCL");
   const detail::NcclApi& api = detail::nccl_api();
   EXPECT_FALSE(api.path.empty());
   const std::string version = detail::nccl_version_text(api.version);
@@ -162,7 +152,7 @@ TEST(NcclUniqueIdExchange, EveryRankGetsRankZerosId) {
 }
 
 TEST(NcclUniqueIdExchange, WithNcclsOwnId) {
-  REQUIRE_NCCL();
+  SVOD_SKIP_WITHOUT(detail::nccl_api(), "NCCL");
   const detail::NcclApi& api = detail::nccl_api();
   std::mutex mutex;
   std::vector<detail::NcclUniqueId> got(3);
@@ -203,7 +193,7 @@ TEST(NcclUniqueIdExchange, RankZerosFailureReachesEveryRank) {
 // ---- opening ----------------------------------------------------------------------
 
 TEST(NcclOpen, WithoutACudaDeviceIsUnavailableOnEveryRank) {
-  REQUIRE_NCCL();
+  SVOD_SKIP_WITHOUT(detail::nccl_api(), "NCCL");
   if (cuda_device_present()) GTEST_SKIP() << "this machine has a CUDA device";
   for (int ranks : {1, 2}) {
     run_local_ranks(ranks, [&](Communicator& host) {
@@ -220,7 +210,7 @@ TEST(NcclOpen, WithoutACudaDeviceIsUnavailableOnEveryRank) {
 }
 
 TEST(NcclOpen, ADeviceThatIsNotCudaIsRefused) {
-  REQUIRE_NCCL();
+  SVOD_SKIP_WITHOUT(detail::nccl_api(), "NCCL");
   run_local_ranks(2, [&](Communicator& host) {
     const Error e = expect_error([&] { open_nccl_communicator(host, cpu_device(), short_timeout()); });
     EXPECT_EQ(e.kind(), ErrorKind::Validation);

@@ -58,17 +58,6 @@ ProgramSpec add_spec() {
   return spec;
 }
 
-// Skips the test when NVRTC is genuinely not installed.
-#define REQUIRE_NVRTC()                                                              \
-  do {                                                                               \
-    try {                                                                            \
-      detail::nvrtc_api();                                                           \
-    } catch (const Error& e) {                                                       \
-      ASSERT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();                 \
-      GTEST_SKIP() << "NVRTC is not installed: " << e.what();                        \
-    }                                                                                \
-  } while (0)
-
 std::string text_of(const Artifact& artifact) {
   return {reinterpret_cast<const char*>(artifact.bytes.data()), artifact.bytes.size()};
 }
@@ -76,7 +65,7 @@ std::string text_of(const Artifact& artifact) {
 // ---- NVRTC (no GPU needed) --------------------------------------------------------
 
 TEST(Nvrtc, CompilesToPtxWithTheEntry) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   NvrtcCompiler compiler("compute_75");
   const Artifact ptx = compiler.compile(add_spec());
   EXPECT_EQ(ptx.kind, ArtifactKind::Ptx);
@@ -87,7 +76,7 @@ TEST(Nvrtc, CompilesToPtxWithTheEntry) {
 }
 
 TEST(Nvrtc, CompilesACubinForAnArchitectureWithoutAGpu) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   NvrtcCompiler compiler("sm_90");
   EXPECT_TRUE(compiler.produces_cubin());
   const Artifact cubin = compiler.compile(add_spec());
@@ -97,7 +86,7 @@ TEST(Nvrtc, CompilesACubinForAnArchitectureWithoutAGpu) {
 }
 
 TEST(Nvrtc, DefinesReachTheSource) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   ProgramSpec spec = cuda_spec("scale", R"(
 #ifndef FACTOR
 #error FACTOR is not defined
@@ -111,7 +100,7 @@ extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= FACTOR; })");
 }
 
 TEST(Nvrtc, CompileErrorsCarryTheLog) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   ProgramSpec spec = cuda_spec("broken", R"(extern "C" __global__ void broken(float* x) { x[0] = undeclared_name; })");
   spec.name = "broken_kernel";
   spec.buffers = {{"x", Access::Write}};
@@ -124,7 +113,7 @@ TEST(Nvrtc, CompileErrorsCarryTheLog) {
 }
 
 TEST(Nvrtc, MissingEntryIsAnUndefinedSymbol) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   ProgramSpec spec = add_spec();
   spec.entry = "sum";
   const Error e = expect_error([&] { NvrtcCompiler("compute_75").compile(spec); });
@@ -133,7 +122,7 @@ TEST(Nvrtc, MissingEntryIsAnUndefinedSymbol) {
 }
 
 TEST(Nvrtc, RefusesOtherLanguagesAndBadTargets) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   ProgramSpec spec = add_spec();
   spec.language = Language::C;
   EXPECT_EQ(expect_error([&] { NvrtcCompiler("compute_75").compile(spec); }).kind(), ErrorKind::Unsupported);
@@ -142,7 +131,7 @@ TEST(Nvrtc, RefusesOtherLanguagesAndBadTargets) {
 }
 
 TEST(Nvrtc, IdentityDependsOnTheTarget) {
-  REQUIRE_NVRTC();
+  SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   NvrtcCompiler sm80("sm_80"), sm90("sm_90"), ptx90("compute_90");
   const auto& api = detail::nvrtc_api();
   EXPECT_EQ(sm90.identity().backend, "nvrtc");

@@ -10,6 +10,19 @@
 #include "svod/base/error.h"
 #include "svod/program/program_spec.h"
 
+// Skips the test, saying why, when `load` (opening a library svod loads at
+// run time, e.g. detail::nvrtc_api()) throws Error(DeviceUnavailable):
+// `library` is not installed. Any other error fails the test.
+#define SVOD_SKIP_WITHOUT(load, library)                                          \
+  do {                                                                            \
+    try {                                                                         \
+      load;                                                                       \
+    } catch (const ::svod::Error& e) {                                            \
+      ASSERT_EQ(e.kind(), ::svod::ErrorKind::DeviceUnavailable) << e.what();      \
+      GTEST_SKIP() << library << " is not installed: " << e.what();               \
+    }                                                                             \
+  } while (0)
+
 namespace svod::test {
 
 // Sets an environment variable for the lifetime of the object, then restores it.

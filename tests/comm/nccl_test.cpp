@@ -21,6 +21,7 @@
 namespace svod {
 namespace {
 
+using test::cuda_device_present;
 using test::expect_error;
 using test::ScopedEnv;
 
@@ -28,15 +29,6 @@ CommOptions short_timeout() {
   CommOptions options;
   options.timeout = std::chrono::seconds(20);
   return options;
-}
-
-bool cuda_device_present() {
-  try {
-    open_device("CUDA:0");
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 // ---- the library ------------------------------------------------------------------

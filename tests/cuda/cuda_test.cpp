@@ -31,6 +31,7 @@
 namespace svod {
 namespace {
 
+using test::cuda_device_present;
 using test::expect_error;
 using test::ScopedEnv;
 
@@ -153,16 +154,6 @@ TEST(Nvrtc, SvodCudaPathThatHoldsNoNvrtcIsUnavailable) {
 }
 
 // ---- the driver without a GPU -------------------------------------------------------
-
-bool cuda_device_present() {
-  try {
-    open_device("CUDA:0");
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 
 TEST(CudaDriver, MissingLibraryIsNoDriver) {
   ScopedEnv driver("SVOD_CUDA_DRIVER", "/nonexistent/libcuda.so.1");

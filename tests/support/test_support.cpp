@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "svod/registry/registry.h"
+
 namespace svod::test {
 
 ScopedEnv::ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
@@ -35,6 +37,15 @@ std::string nested_objects(size_t depth) {
   std::string text;
   for (size_t i = 1; i < depth; ++i) text += "{\"a\":";
   return text + "{}" + std::string(depth - 1, '}');
+}
+
+bool cuda_device_present() {
+  try {
+    open_device("CUDA:0");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 }  // namespace svod::test

@@ -38,6 +38,9 @@ class ScopedEnv {
   std::optional<std::string> saved_;
 };
 
+// Whether CUDA:0 opens (a GPU and its driver are there).
+bool cuda_device_present();
+
 // A C kernel spec with the given parameters.
 ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers = {},
                      std::vector<ScalarParam> scalars = {});

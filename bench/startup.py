@@ -1,13 +1,15 @@
 """Start-up of svod processes (issue 26): wall time of `svod --help`, `svod --version`, a run of
 the MLP example packed (`SVOD_CACHE=0 SVOD_COMPILE=0`), a warm run of its plan file (the object
 cache filled by a first run), and, for scale, `/bin/true`; rounds alternate the commands, and each
-median is also given as a multiple of /bin/true's. With a baseline build folder, its `svod` runs
+median is also given as a multiple of /bin/true's, with the median CPU time (user + system, every
+thread): wall time well above it is time spent waiting (threads joined, the scheduler). With a baseline build folder, its `svod` runs
 the same commands in the same rounds. Then Python (this build): `import svod` and
 `svod.device("CPU")` after it, each in a fresh interpreter.
 
     /usr/bin/python3 bench/startup.py [rounds=15] [build folder=build/release] [baseline build folder]
 """
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -30,9 +32,13 @@ print(t1 - t0, t2 - t1)
 
 
 def wall(argv, env):
+    """The command's wall time and its CPU time (user + system, all its threads)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main():
@@ -60,14 +66,17 @@ def main():
                 f"{tag}svod run plan.json (warm)": ([svod, "run", PLAN], env),
             })
         times = {name: [] for name in commands}
+        cpu = {name: [] for name in commands}
         for _ in range(rounds):
             for name, (argv, e) in commands.items():
-                times[name].append(wall(argv, e))
+                t, c = wall(argv, e)
+                times[name].append(t)
+                cpu[name].append(c)
         base = statistics.median(times["/bin/true"])
         for name, t in times.items():
             m = statistics.median(t)
             print(f"{name:37s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
-                  f"{m / base:5.2f}x /bin/true")
+                  f"{m / base:5.2f}x /bin/true  cpu {statistics.median(cpu[name]) * 1e3:5.2f} ms")
         py_env = dict(env, PYTHONPATH=os.path.join(build, "python"))
         imports, devices = [], []
         for _ in range(rounds):

@@ -4,6 +4,7 @@
 #include <oneapi/tbb/info.h>
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <optional>
 
@@ -37,6 +38,13 @@ int thread_count() {
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+std::atomic<bool> join_at_exit{true};
+
 // The arena and a handle on the scheduler behind it. At process exit the
 // workers are joined, not merely told to stop, so that they are gone — and
 // their thread-local data destroyed — before anything that runs last at exit
@@ -50,6 +58,7 @@ struct Pool {
   tbb::task_arena arena{thread_count()};
 
   ~Pool() {
+    if (!join_at_exit.load(std::memory_order_relaxed)) return;  // the handle and arena release without waiting
     arena.terminate();
     // Fails (and returns) when exit is called from inside a task; the
     // workers are then left to the library, as without this handle.
@@ -58,6 +67,10 @@ struct Pool {
 };
 
 }  // namespace
+
+void skip_pool_join_at_exit() noexcept {
+  if (!kSanitized) join_at_exit.store(false, std::memory_order_relaxed);
+}
 
 tbb::task_arena& thread_pool() {
   static Pool pool;

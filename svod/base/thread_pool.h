@@ -16,6 +16,14 @@ int thread_count();
 // The arena itself; created on first use.
 tbb::task_arena& thread_pool();
 
+// At exit the pool's workers are joined (see thread_pool.cpp). A process
+// that has nothing left for them to do and only ends (the svod CLI once its
+// command returned) calls this first: exit then leaves them to the kernel
+// instead of waiting while each spins (sched_yield) out of its arena, which
+// costs milliseconds, and far more on a loaded machine. No-op in sanitizer
+// builds, where the join is what keeps LeakSanitizer's exit scan working.
+void skip_pool_join_at_exit() noexcept;
+
 // Runs fn() inside the pool and returns when it is done. When other threads
 // hold the arena's slots, oneTBB hands fn to a worker; the hand-off is
 // marked for ThreadSanitizer here, so callers need not.

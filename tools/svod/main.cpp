@@ -5,11 +5,18 @@
 #include <cstdio>
 
 #include "svod/base/error.h"
+#include "svod/base/thread_pool.h"
 #include "svod/capi/svod.h"
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
 
 int main(int argc, char** argv) {
+  // Every command is done with the thread pool when it returns here (a
+  // command's parallel work, local ranks included, is joined before it
+  // returns), so exit need not wait for the pool's idle workers to leave
+  // their arena: they end with the process. Exit still runs every destructor
+  // and atexit handler (files, MPI_Finalize, profilers, coverage).
+  svod::skip_pool_join_at_exit();
   CLI::App app{"svod: compile, load, run and time ML kernels"};
   app.require_subcommand(1);
   // Compile-time facts only: --version opens no library.

@@ -1,11 +1,12 @@
 """Builds the Python package svod with CMake, for `pip install .` (pyproject.toml).
 
-setuptools copies the Python files of python/svod (every module there); build_ext configures
-and builds the CMake target svod_python_wheel (the extension svod._svod, libsvod_runtime and
-its plugins) and installs the CMake component svod_wheel into the wheel, which puts them side
-by side in svod/: the extension finds the runtime beside it (RPATH $ORIGIN) and the runtime its
-plugins beside itself, so the installed package needs no PYTHONPATH or LD_LIBRARY_PATH and
-works from any folder.
+setuptools copies the Python files of python/svod (every module there) and python/_svod_cli.py;
+build_ext configures and builds the CMake target svod_python_wheel (the extension svod._svod,
+libsvod_runtime, its plugins and the svod command) and installs the CMake component svod_wheel
+into the wheel, which puts them side by side in svod/: the extension and the command (svod/svod)
+find the runtime beside them (RPATH $ORIGIN) and the runtime its plugins beside itself, so the
+installed package needs no PYTHONPATH or LD_LIBRARY_PATH and works from any folder. pip makes
+the console script <environment>/bin/svod (pyproject.toml), which execs svod/svod.
 
 Environment:
   SVOD_CMAKE_BUILD_DIR  a CMake build folder to build in (relative to this folder), e.g. an
@@ -83,7 +84,7 @@ class CMakeBuild(build_ext):
         extension = Path(self.get_ext_fullpath(ext.name)).resolve()
         package = extension.parent
         package.mkdir(parents=True, exist_ok=True)
-        for old in [*package.glob("_svod*.so"), *package.glob("libsvod_*.so*")]:
+        for old in [*package.glob("_svod*.so"), *package.glob("libsvod_*.so*"), *package.glob("svod")]:
             old.unlink()  # what an earlier build left
         self.spawn([cmake, "--install", str(build_dir), "--component", "svod_wheel", "--prefix", str(package.parent),
                     "--strip"])
@@ -100,6 +101,9 @@ class CMakeBuild(build_ext):
             built = sorted(p.name for p in package.glob("_svod*"))
             raise RuntimeError(f"svod: CMake built {built}, not {extension.name}: the build folder {build_dir} "
                                f"was configured for another Python than {sys.executable}")
+        if not (package / "svod").is_file():
+            raise RuntimeError(f"svod: `cmake --install {build_dir} --component svod_wheel` put no svod command "
+                               f"into {package}")
 
 
 # setuptools' egg-info goes with its other byproducts under build/ (ignored by git), not beside this file.

@@ -24,8 +24,16 @@ if(TARGET svod_python)
   endforeach()
   install(TARGETS ${svod_wheel_targets} LIBRARY DESTINATION svod NAMELINK_SKIP
           COMPONENT svod_wheel EXCLUDE_FROM_ALL)
+  # The svod command goes beside them as DIR/svod/svod, with the RPATH $ORIGIN
+  # instead of the prefix layout's $ORIGIN/../lib (INSTALL_RPATH is one per
+  # target): the package's console script `svod` (python/_svod_cli.py) execs
+  # it, and the runtime it loads finds the plugins beside itself as it does for
+  # the extension.
+  install(TARGETS svod_cli RUNTIME DESTINATION svod COMPONENT svod_wheel EXCLUDE_FROM_ALL)
+  install(CODE "file(RPATH_SET FILE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/svod/svod\" NEW_RPATH \"$ORIGIN\")"
+          COMPONENT svod_wheel EXCLUDE_FROM_ALL)
   add_custom_target(svod_python_wheel)
-  add_dependencies(svod_python_wheel ${svod_wheel_targets})
+  add_dependencies(svod_python_wheel ${svod_wheel_targets} svod_cli)
 endif()
 
 # `cpack -G DEB` (from a build folder): one package "svod" with the command,
@@ -83,4 +91,22 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS "${svod_deb_depends}")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ocl-icd-libopencl1, libsodium23, libfmt-dev, libtbb-dev")
 # Python writes svod/__pycache__ beside the package's files; it goes with them.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/cmake/deb/prerm)
+# The libraries go into Debian's multiarch folder (/usr/lib/x86_64-linux-gnu),
+# what GNUInstallDirs gives for the prefix /usr. The install rules' library
+# folder is fixed when configuring, for the build tree's own prefix
+# (/usr/local: lib, which `cmake --install --prefix` and the tests rely on),
+# while cpack installs the same rules into /usr; so cmake/deb/multiarch.cmake,
+# run on cpack's staging tree, moves the libraries, plugins, CMake package and
+# pkg-config file from <prefix>/${CMAKE_INSTALL_LIBDIR} into the multiarch
+# folder, fixes the paths the last two name, and drops the $ORIGIN RPATHs: in
+# the package the command, libsvod_c and the Python extension find
+# libsvod_runtime through the standard search path (ld.so.cache, which dpkg's
+# ldconfig trigger updates), and the runtime its plugins beside itself.
+if(CMAKE_LIBRARY_ARCHITECTURE AND EXISTS /etc/debian_version)
+  set(CPACK_SVOD_DEB_LIBDIR lib/${CMAKE_LIBRARY_ARCHITECTURE})
+else()
+  set(CPACK_SVOD_DEB_LIBDIR lib)
+endif()
+set(CPACK_SVOD_CONFIGURED_LIBDIR ${CMAKE_INSTALL_LIBDIR})
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/deb/multiarch.cmake)
 include(CPack)

@@ -4,11 +4,14 @@
 #  - pip: `pip install --no-build-isolation --no-index .` (setup.py, reusing BUILD's compiled
 #    files through SVOD_CMAKE_BUILD_DIR) for Debian's python3, into the system
 #    (--break-system-packages) and into a virtual environment: python3 imports svod with no
-#    PYTHONPATH and runs kernels and examples/python scripts;
+#    PYTHONPATH and runs kernels and examples/python scripts, and the environment's bin/svod
+#    (/usr/local/bin/svod, venv/bin/svod) runs the example plans with the C++ command shipped
+#    in the package (svod/svod, compiling with the llvm plugin beside it);
 #  - the Debian package of `cpack -G DEB`, installed with dpkg -i (so its Depends must already
-#    be met: nothing is downloaded): the svod command on the example plans, a C++ program built
-#    against the installed CMake package, the C example built with pkg-config, and python3
-#    importing svod from /usr/lib/python3/dist-packages.
+#    be met: nothing is downloaded): its libraries in the multiarch folder
+#    (/usr/lib/x86_64-linux-gnu), found by ldd with no RPATH, the svod command on the example
+#    plans, a C++ program built against the installed CMake package, the C example built with
+#    pkg-config, and python3 importing svod from /usr/lib/python3/dist-packages.
 # (`cmake --install` into a prefix is tested by ctest: install_consumer, capi_consumer_*,
 # tests/python/test_install.py.)
 #
@@ -37,6 +40,13 @@ if found=$(cd "$work" && "$python" -c 'import svod; print(svod.__file__)' 2>/dev
   rm -rf "$work"
   fail "$python imports svod from $found already: uninstall it first"
 fi
+scripts=$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')  # pip's bin/ (/usr/local/bin)
+if [ -e "$scripts/svod" ]; then
+  rm -rf "$work"
+  fail "$scripts/svod is there already: remove it first"
+fi
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+libdir=/usr/lib/$multiarch  # where the Debian package's libraries go
 
 # setuptools' own byproducts in the source tree, removed at the end unless they were there before.
 byproducts() {
@@ -91,20 +101,56 @@ EOF
   done
 }
 
+# The environment's svod command COMMAND (pip's console script) runs the package's own
+# svod/svod (PACKAGE/svod) from $work: that binary finds libsvod_runtime beside it, the llvm
+# plugin is found beside the runtime (SVOD_CPU_BACKEND=llvm fails without it), the example plans
+# run, and the exit status is the binary's.
+# ldd finds FILE's libsvod_runtime.so.0 in FOLDER (through /lib -> /usr/lib: realpath).
+loads_runtime() {
+  local file=$1 folder=$2 found
+  found=$(ldd "$file" | awk '$1 == "libsvod_runtime.so.0" { print $3 }')
+  [ -n "$found" ] && [ "$(realpath "$found")" = "$(realpath "$folder/libsvod_runtime.so.0")" ] ||
+    fail "$file loads libsvod_runtime.so.0 from '$found', not from $folder"
+}
+
+check_command() {
+  local command=$1 package=$2 rc_command rc_binary
+  [ -x "$command" ] || fail "no $command"
+  [ -x "$package/svod" ] || fail "no $package/svod"
+  if ldd "$package/svod" | grep 'not found'; then fail "$package/svod misses a library"; fi
+  loads_runtime "$package/svod" "$package"
+  [ "$(cd "$work" && "$command" --version)" = "$("$package/svod" --version)" ] || fail "$command --version differs"
+  (cd "$work" && "$command" info) | grep -qF "$package/libsvod_llvm.so" ||
+    fail "$command info names no llvm plugin in $package"
+  (cd "$work" && SVOD_CPU_BACKEND=llvm "$command" run "$src/examples/mlp/plan.json" >/dev/null)
+  (cd "$work" && SVOD_CPU_BACKEND=llvm "$command" run "$src/examples/features/plan.json" >/dev/null)
+  (cd "$work" && "$command" run --ranks 2 "$src/examples/data_parallel/plan.json" >/dev/null)
+  rc_command=0; (cd "$work" && "$command" run "$work/no-such-plan.json" 2>/dev/null) || rc_command=$?
+  rc_binary=0; (cd "$work" && "$package/svod" run "$work/no-such-plan.json" 2>/dev/null) || rc_binary=$?
+  [ "$rc_command" != 0 ] && [ "$rc_command" = "$rc_binary" ] ||
+    fail "$command exited $rc_command on a missing plan, $package/svod $rc_binary"
+  echo "test-install: $command runs $package/svod"
+}
+
 step "pip install --break-system-packages for $python (build reused from $build)"
 SVOD_CMAKE_BUILD_DIR=$build "$python" -m pip install -q --no-build-isolation --no-index --break-system-packages "$src"
 pip_system=1
 site=$("$python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
 check_python "$python" "$site/svod"
 ls "$site"/svod/libsvod_runtime.so.* "$site"/svod/libsvod_llvm.so >/dev/null
+check_command "$scripts/svod" "$site/svod"
 "$python" -m pip uninstall -y -q --break-system-packages svod
 pip_system=0
 [ ! -e "$site/svod" ] || fail "pip uninstall left $site/svod"
+[ ! -e "$scripts/svod" ] || fail "pip uninstall left $scripts/svod"
+[ ! -e "$site/_svod_cli.py" ] || fail "pip uninstall left $site/_svod_cli.py"
 
 step "pip install into a virtual environment (--system-site-packages: Debian's numpy)"
 "$python" -m venv --without-pip --system-site-packages "$work/venv"
 SVOD_CMAKE_BUILD_DIR=$build "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$src"
 check_python "$work/venv/bin/python" "$work/venv/lib"
+venv_site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
+check_command "$work/venv/bin/svod" "$venv_site/svod"
 
 step "cpack -G DEB"
 (cd "$build" && cpack -G DEB -B "$work/deb" >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail "cpack failed"; }
@@ -114,21 +160,36 @@ step "dpkg -i $(basename "$deb")"
 deb_installed=1
 dpkg -i "$deb" >/dev/null
 [ "$(command -v svod)" = /usr/bin/svod ] || fail "svod on PATH is $(command -v svod), not /usr/bin/svod"
-if ldd /usr/bin/svod /usr/lib/libsvod_c.so.1 /usr/lib/libsvod_llvm.so | grep 'not found'; then
+step "the package's libraries in $libdir, found with no RPATH"
+extension=$(ls /usr/lib/python3/dist-packages/svod/_svod*.so)
+for f in "$libdir/libsvod_runtime.so.0" "$libdir/libsvod_c.so.1" "$libdir/libsvod_c.so" "$libdir/libsvod_llvm.so" \
+         "$libdir/cmake/svod/svodConfig.cmake" "$libdir/cmake/svod/svodTargets.cmake" "$libdir/pkgconfig/svod.pc"; do
+  dpkg -L svod | grep -qxF "$f" || fail "dpkg -L svod does not list $f"
+done
+if dpkg -L svod | grep -E '^/usr/lib/(libsvod|cmake|pkgconfig)'; then
+  fail "the package puts the above into /usr/lib, not $libdir"
+fi
+if ldd /usr/bin/svod "$libdir/libsvod_c.so.1" "$libdir/libsvod_llvm.so" "$extension" | grep 'not found'; then
   fail "the installed libraries miss a dependency"
 fi
+for f in /usr/bin/svod "$libdir/libsvod_c.so.1" "$extension"; do
+  loads_runtime "$f" "$libdir"
+  if readelf -d "$f" | grep -E 'RPATH|RUNPATH'; then fail "$f has an RPATH"; fi
+done
+[ "$(realpath -m "$(pkg-config --variable=libdir svod)")" = "$libdir" ] ||
+  fail "pkg-config's libdir for svod is $(pkg-config --variable=libdir svod), not $libdir"
 
 step "the installed svod command on the example plans"
 cd "$work"
 svod --version
-svod info | grep -q 'llvm' || fail "svod info names no llvm backend"
-svod run "$src/examples/mlp/plan.json" >/dev/null
+svod info | grep -qF "lib/$multiarch/libsvod_llvm.so" || fail "svod info names no llvm plugin in $libdir"
+SVOD_CPU_BACKEND=llvm svod run "$src/examples/mlp/plan.json" >/dev/null
 svod run "$src/examples/features/plan.json" >/dev/null
 svod run --ranks 2 "$src/examples/data_parallel/plan.json" --repeat 2 >/dev/null
 
 step "a C++ program built against the installed CMake package (examples/consumer)"
 cmake -S "$src/examples/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-grep -qx 'svod_DIR:PATH=/usr/lib/cmake/svod' "$work/consumer/CMakeCache.txt" || fail "find_package(svod) did not find /usr/lib/cmake/svod"
+grep -qx "svod_DIR:PATH=$libdir/cmake/svod" "$work/consumer/CMakeCache.txt" || fail "find_package(svod) did not find $libdir/cmake/svod"
 cmake --build "$work/consumer" >/dev/null
 "$work/consumer/consumer"
 
@@ -143,6 +204,7 @@ check_python "$python" /usr/lib/python3/dist-packages/svod
 step "dpkg --purge svod"
 dpkg --purge svod >/dev/null
 deb_installed=0
-for p in /usr/bin/svod /usr/lib/libsvod_runtime.so.0 /usr/lib/cmake/svod /usr/lib/python3/dist-packages/svod; do
+for p in /usr/bin/svod "$libdir/libsvod_runtime.so.0" "$libdir/cmake/svod" "$libdir/pkgconfig/svod.pc" \
+         /usr/lib/python3/dist-packages/svod; do
   [ ! -e "$p" ] || fail "dpkg --purge left $p"
 done

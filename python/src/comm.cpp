@@ -80,6 +80,14 @@ void bind_comm(py::module_& m) {
   comm_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   cls.def_property_readonly("rank", [](const PyComm& c) { return get(c).rank(); }, "This rank, 0 .. world_size-1.")
       .def_property_readonly("world_size", [](const PyComm& c) { return get(c).size(); }, "The number of ranks.")
+      .def_property_readonly(
+          "local_rank", [](const PyComm& c) { return get(c).local_rank(); },
+          "This rank's index among the ranks on its own machine, 0 .. local_size-1 (mpi: found by MPI,\n"
+          "whatever the launcher; local: rank). A plan loaded with this communicator whose device is\n"
+          "\"CUDA:local\" or \"CL:local\" runs on device local_rank % the number of such devices.")
+      .def_property_readonly(
+          "local_size", [](const PyComm& c) { return get(c).local_size(); },
+          "The number of ranks on this rank's machine (local: world_size).")
       .def_property_readonly("backend", [](const PyComm& c) { return std::string(get(c).backend()); },
                              "\"mpi\" (one rank per process) or \"local\" (ranks as threads).")
       .def(

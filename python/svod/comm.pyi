@@ -13,6 +13,15 @@ class Communicator:
     @property
     def world_size(self) -> int: ...
     @property
+    def local_rank(self) -> int:
+        """This rank's index among the ranks on its own machine, 0 .. local_size-1: with "mpi", the
+        ranks sharing this machine, found by MPI at start whatever the launcher; with "local", rank.
+        A plan loaded with comm=this communicator whose device is "CUDA:local" or "CL:local" runs on
+        device local_rank % (the number of such devices), one GPU per rank from one plan file."""
+    @property
+    def local_size(self) -> int:
+        """The number of ranks on this rank's machine ("local": world_size)."""
+    @property
     def backend(self) -> str: ...
     def barrier(self) -> None: ...
     def all_reduce(self, x: BufferLike, op: ReduceOp = "sum") -> BufferLike: ...

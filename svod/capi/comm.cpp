@@ -117,6 +117,10 @@ int svod_comm_size(const svod_comm* comm) { return comm ? comm->comm->size() : 0
 
 const char* svod_comm_backend(const svod_comm* comm) { return comm ? comm->backend.c_str() : nullptr; }
 
+int svod_comm_local_rank(const svod_comm* comm) { return comm ? comm->comm->local_rank() : -1; }
+
+int svod_comm_local_size(const svod_comm* comm) { return comm ? comm->comm->local_size() : 0; }
+
 svod_status* svod_comm_barrier(svod_comm* comm) {
   return guarded(__func__, [&] {
     require(comm, "comm");

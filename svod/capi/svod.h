@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 3
+#define SVOD_API_VERSION_MINOR 4
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -329,6 +329,15 @@ SVOD_C_EXPORT svod_status* svod_comm_create_local(int ranks, svod_comm** out);
 SVOD_C_EXPORT int svod_comm_rank(const svod_comm* comm);
 SVOD_C_EXPORT int svod_comm_size(const svod_comm* comm);
 SVOD_C_EXPORT const char* svod_comm_backend(const svod_comm* comm);
+/* (1.4) This handle's index among the ranks on its own machine (0 to
+ * svod_comm_local_size() - 1) and how many ranks that machine has: with
+ * "mpi", the ranks that share memory with this one, found by MPI at start
+ * whatever the launcher; with "local", the rank and the number of ranks.
+ * A plan loaded with `comm` whose device is "CUDA:local" or "CL:local" runs
+ * on device svod_comm_local_rank() % the number of such devices. -1 and 0
+ * for a NULL handle. Thread-safe. */
+SVOD_C_EXPORT int svod_comm_local_rank(const svod_comm* comm);
+SVOD_C_EXPORT int svod_comm_local_size(const svod_comm* comm);
 /* Returns once every rank has called it. */
 SVOD_C_EXPORT svod_status* svod_comm_barrier(svod_comm* comm);
 /* In place: every rank's `buffer` becomes the elementwise combination (`op`)
@@ -368,8 +377,9 @@ SVOD_C_EXPORT svod_status* svod_comm_release(svod_comm* comm);
  * one rank of a job (the plain loaders run a plan as rank 0 of 1): every
  * rank loads the same plan on its own rank of one communicator. The plan's
  * read-only variables rank and world_size are svod_comm_rank(comm) and
- * svod_comm_size(comm), and its collective ops run on `comm`, which the plan
- * keeps alive. The load is collective: the ranks check that they all load
+ * svod_comm_size(comm), its collective ops run on `comm`, which the plan
+ * keeps alive, and a device named "CUDA:local" or "CL:local" is this rank's
+ * of its machine (svod_comm_local_rank). The load is collective: the ranks check that they all load
  * the same plan with the same variable values, and fail with VALIDATION on
  * every rank naming the ranks that differ. A load that fails on one rank of
  * several aborts `comm` (svod_comm_abort), so that the others fail at once

@@ -13,6 +13,7 @@
 #include "svod/base/error.h"
 #include "svod/comm/mpi_plugin.h"
 #include "svod/device/device.h"
+#include "svod/device/queue.h"
 
 namespace svod {
 
@@ -21,6 +22,10 @@ CommOptions default_comm_options() {
   const int64_t seconds = env_int("SVOD_COMM_TIMEOUT", 60);
   if (seconds <= 0) throw make_error(ErrorKind::Validation, "SVOD_COMM_TIMEOUT={} must be a positive number of seconds", seconds);
   options.timeout = std::chrono::seconds(seconds);
+  const int64_t part_bytes = env_int("SVOD_COMM_PART_BYTES", static_cast<int64_t>(options.part_bytes));
+  if (part_bytes <= 0)
+    throw make_error(ErrorKind::Validation, "SVOD_COMM_PART_BYTES={} must be a positive number of bytes", part_bytes);
+  options.part_bytes = static_cast<size_t>(part_bytes);
   return options;
 }
 
@@ -28,8 +33,9 @@ namespace detail {
 
 namespace {
 
-std::string describe_call(const CallDesc& desc) {
+std::string describe_call(CallDesc desc) {
   const std::string_view dtype = to_string(desc.dtype);
+  if (desc.whole != 0) desc.count = desc.whole;
   switch (desc.kind) {
     case CollectiveKind::Barrier:
       return "barrier()";
@@ -50,8 +56,24 @@ std::string describe_call(const CallDesc& desc) {
 }  // namespace
 
 std::string describe(const CallDesc& desc) {
-  const std::string text = describe_call(desc);
+  std::string text = describe_call(desc);
+  if (desc.whole != 0) text += fmt::format(", the part of elements {} to {}", desc.offset, desc.offset + desc.count - 1);
   return desc.native ? text + " on device memory" : text;
+}
+
+std::vector<CallDesc> split_call(const CallDesc& desc, size_t part_bytes) {
+  const bool one_operand = desc.kind == CollectiveKind::AllReduce || desc.kind == CollectiveKind::Broadcast ||
+                           desc.kind == CollectiveKind::Send;
+  const size_t per_part = std::max<size_t>(part_bytes / size_of(desc.dtype), 1);
+  if (desc.invalid || desc.native || !one_operand || desc.count / per_part < 2) return {desc};
+  const size_t parts = desc.count / per_part;
+  std::vector<CallDesc> out(parts, desc);
+  for (size_t k = 0; k < parts; ++k) {
+    out[k].whole = desc.count;
+    out[k].offset = k * per_part;
+    out[k].count = k + 1 < parts ? per_part : desc.count - k * per_part;
+  }
+  return out;
 }
 
 std::string rank_list(std::vector<int> ranks) {
@@ -85,13 +107,72 @@ Communicator::~Communicator() = default;
 
 namespace {
 
-// A host view of an operand: the buffer itself when it is host memory, else
-// a host copy filled from and/or written back to the device. In a native call
-// `data` is the backend's own address of the buffer instead.
-struct HostOperand {
-  Buffer staged;
-  void* data = nullptr;
+// A device operand's host copy: filled from the device and/or written back to
+// it by copies on the device's queue, one per part of the call, so that parts
+// move while others are copied.
+class StagedOperand {
+ public:
+  StagedOperand() = default;
+  StagedOperand(const StagedOperand&) = delete;
+  StagedOperand& operator=(const StagedOperand&) = delete;
+  // Waits for the copies still in flight: the host memory must outlive them,
+  // also when the call failed.
+  ~StagedOperand() {
+    for (const auto* events : {&in_, &out_}) {
+      for (const EventPtr& event : *events) {
+        try {
+          if (event) event->wait();
+        } catch (const Error&) {  // the call has failed already, or fails in finish()
+        }
+      }
+    }
+  }
+
+  bool active() const noexcept { return host_.valid(); }
+  void* data() const noexcept { return host_.data(); }
+
+  // Takes host memory for `buffer` and, unless the call only writes it,
+  // queues its copy from the device, part by part.
+  void open(const Buffer& buffer, bool read, std::span<const CallDesc> parts) {
+    buffer_ = buffer;
+    host_ = buffer.device().allocate_host_cached(buffer.dtype(), buffer.count());
+    if (!read) return;
+    Queue& queue = buffer.device().queue();
+    for (const CallDesc& part : parts) in_.push_back(queue.copy(view(host_, part), view(buffer_, part)));
+    queue.flush();
+  }
+  // Before the transport of part k reads the host copy.
+  void wait_in(size_t k) const {
+    if (k < in_.size() && in_[k]) in_[k]->wait();
+  }
+  // After the transport of `part` wrote the host copy.
+  void write_back(const CallDesc& part) {
+    Queue& queue = buffer_.device().queue();
+    out_.push_back(queue.copy(view(buffer_, part), view(host_, part)));
+    queue.flush();
+  }
+  // Once every part is done: the device buffer holds what was written back.
+  void finish() const {
+    for (const EventPtr& event : out_)
+      if (event) event->wait();
+  }
+
+ private:
+  // The elements of a part (the whole buffer when the call is not split).
+  static Buffer view(const Buffer& buffer, const CallDesc& part) {
+    return part.whole == 0 ? buffer : buffer.view(part.offset, part.count);
+  }
+
+  Buffer buffer_;
+  Buffer host_;
+  std::vector<EventPtr> in_, out_;
 };
+
+// `base` advanced to a part's first element (null stays null: a rank whose
+// arguments were rejected passes no memory).
+void* part_address(void* base, const CallDesc& part) {
+  return base ? static_cast<char*>(base) + part.offset * size_of(part.dtype) : nullptr;
+}
 
 }  // namespace
 
@@ -105,7 +186,9 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   // them, and the numbers must stay in step for the collectives.
   if (desc.kind != CollectiveKind::Send) desc.seq = seq_++;
   desc.invalid = !local_error.empty();
-  std::array<HostOperand, 2> host;  // no call has more operands
+  std::array<void*, 2> data{};  // no call has more operands
+  std::array<StagedOperand, 2> staged;
+  std::vector<CallDesc> parts;
   std::exception_ptr staging_error;
   if (!desc.invalid) {
     try {
@@ -114,38 +197,46 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
       desc.native = operands.size() > 0 && std::all_of(operands.begin(), operands.end(), [&](const Operand& operand) {
                       return native_address(*operand.buffer) != nullptr;
                     });
+      parts = detail::split_call(desc, options_.part_bytes);
       size_t i = 0;
       for (const Operand& operand : operands) {
         const Buffer& buffer = *operand.buffer;
         if (desc.native) {
-          host[i].data = native_address(buffer);
+          data[i] = native_address(buffer);
         } else if (buffer.is_host()) {
-          host[i].data = buffer.data();
+          data[i] = buffer.data();
         } else {
-          host[i].staged = buffer.device().allocate_host(buffer.dtype(), buffer.count());
-          host[i].data = host[i].staged.data();
-          if (operand.staging != Staging::Out) buffer.device().copy(host[i].staged, buffer);
+          staged[i].open(buffer, operand.staging != Staging::Out, parts);
+          data[i] = staged[i].data();
         }
         ++i;
       }
+      for (const StagedOperand& operand : staged) operand.wait_in(0);
     } catch (...) {
       // Still take part, as a rank whose arguments were rejected, so that
       // the others fail now instead of timing out.
       staging_error = std::current_exception();
       desc.invalid = true;
       desc.native = false;
-      host = {};
+      data = {};
     }
   }
+  if (desc.invalid) parts = {desc};
   try {
-    body(desc, host);
-    if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
-    size_t i = 0;
-    for (const Operand& operand : operands) {
-      if (host[i].staged.valid() && operand.staging != Staging::In)
-        operand.buffer->device().copy(*operand.buffer, host[i].staged);
-      ++i;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const CallDesc& part = parts[k];
+      for (const StagedOperand& operand : staged) operand.wait_in(k);
+      body(part, std::array<void*, 2>{part_address(data[0], part), part_address(data[1], part)});
+      // Every rank compared its descriptor in the first part: an invalid
+      // one stops here, on every rank, before any data moved.
+      if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
+      size_t i = 0;
+      for (const Operand& operand : operands) {
+        if (staged[i].active() && operand.staging != Staging::In) staged[i].write_back(part);
+        ++i;
+      }
     }
+    for (const StagedOperand& operand : staged) operand.finish();
   } catch (const Error& error) {
     // Backends raise Validation only when every rank saw the same mismatch
     // before any data moved, so the ranks stay in step and the communicator
@@ -170,14 +261,14 @@ std::string check_buffer(const Buffer& buffer, std::string_view what) {
 }  // namespace
 
 void Communicator::barrier() {
-  call({.kind = CollectiveKind::Barrier}, {}, {}, [&](const CallDesc& desc, auto&) { run_barrier(desc); });
+  call({.kind = CollectiveKind::Barrier}, {}, {}, [&](const CallDesc& desc, auto) { run_barrier(desc); });
 }
 
 void Communicator::all_reduce(const Buffer& buffer, ReduceOp op) {
   CallDesc desc{.count = buffer.valid() ? buffer.count() : 0, .kind = CollectiveKind::AllReduce,
                 .dtype = buffer.dtype(), .op = op};
   call(desc, check_buffer(buffer, "all_reduce"), {{&buffer, Staging::InOut}},
-       [&](const CallDesc& d, auto& host) { run_all_reduce(d, host[0].data); });
+       [&](const CallDesc& d, auto data) { run_all_reduce(d, data[0]); });
 }
 
 namespace {
@@ -204,18 +295,14 @@ std::string check_parts(std::string_view what, const Buffer& part, const Buffer&
 void Communicator::all_gather(const Buffer& src, const Buffer& dst) {
   CallDesc desc{.count = src.valid() ? src.count() : 0, .kind = CollectiveKind::AllGather, .dtype = src.dtype()};
   call(desc, check_parts("all_gather", src, dst, size_), {{&src, Staging::In}, {&dst, Staging::Out}},
-       [&](const CallDesc& d, auto& host) {
-         run_all_gather(d, host[0].data, host[1].data);
-       });
+       [&](const CallDesc& d, auto data) { run_all_gather(d, data[0], data[1]); });
 }
 
 void Communicator::reduce_scatter(const Buffer& src, const Buffer& dst, ReduceOp op) {
   CallDesc desc{.count = dst.valid() ? dst.count() : 0, .kind = CollectiveKind::ReduceScatter, .dtype = dst.dtype(),
                 .op = op};
   call(desc, check_parts("reduce_scatter", dst, src, size_), {{&src, Staging::In}, {&dst, Staging::Out}},
-       [&](const CallDesc& d, auto& host) {
-         run_reduce_scatter(d, host[0].data, host[1].data);
-       });
+       [&](const CallDesc& d, auto data) { run_reduce_scatter(d, data[0], data[1]); });
 }
 
 void Communicator::broadcast(const Buffer& buffer, int root) {
@@ -224,8 +311,9 @@ void Communicator::broadcast(const Buffer& buffer, int root) {
   std::string error = check_buffer(buffer, "broadcast");
   if (error.empty() && (root < 0 || root >= size_))
     error = fmt::format("broadcast: root {} is out of range (the job has ranks 0 to {})", root, size_ - 1);
-  call(desc, error, {{&buffer, Staging::InOut}},
-       [&](const CallDesc& d, auto& host) { run_broadcast(d, host[0].data); });
+  // The root's buffer is only read; the others' only written.
+  call(desc, error, {{&buffer, rank_ == root ? Staging::In : Staging::Out}},
+       [&](const CallDesc& d, auto data) { run_broadcast(d, data[0]); });
 }
 
 namespace {
@@ -249,14 +337,14 @@ void Communicator::send(const Buffer& buffer, int dest, int tag) {
   // a rank: fail here alone.
   if (!error.empty()) throw Error(ErrorKind::Validation, error);
   CallDesc desc{.count = buffer.count(), .peer = tag, .kind = CollectiveKind::Send, .dtype = buffer.dtype()};
-  call(desc, {}, {{&buffer, Staging::In}}, [&](const CallDesc& d, auto& host) { run_send(d, host[0].data, dest); });
+  call(desc, {}, {{&buffer, Staging::In}}, [&](const CallDesc& d, auto data) { run_send(d, data[0], dest); });
 }
 
 void Communicator::recv(const Buffer& buffer, int source, int tag) {
   std::string error = check_point_to_point("recv", buffer, source, tag, rank_, size_);
   if (!error.empty()) throw Error(ErrorKind::Validation, error);
   CallDesc desc{.count = buffer.count(), .peer = tag, .kind = CollectiveKind::Send, .dtype = buffer.dtype()};
-  call(desc, {}, {{&buffer, Staging::Out}}, [&](const CallDesc& d, auto& host) { run_recv(d, host[0].data, source); });
+  call(desc, {}, {{&buffer, Staging::Out}}, [&](const CallDesc& d, auto data) { run_recv(d, data[0], source); });
 }
 
 void Communicator::abort(std::string_view reason) {

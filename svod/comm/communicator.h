@@ -25,11 +25,19 @@
 // Error(Timeout) naming it after `timeout`. After such an error the
 // communicator is broken: every later call throws.
 //
-// Buffers on a device (OpenCL, CUDA) are staged through host memory with
-// Device::copy, unless the backend moves that device's memory itself (nccl,
-// svod/comm/nccl_communicator.h, for the CUDA device it was opened on). With
-// mpi, what one rank sends one peer in one call is at most 2 GiB (MPI's int
-// counts); more is Error(Unsupported). A communicator is
+// Buffers on a device (OpenCL, CUDA) are staged through host memory (from
+// the device's block cache of host memory, pinned on CUDA) by copies on the
+// device's queue, unless the backend moves that device's memory itself (nccl,
+// svod/comm/nccl_communicator.h, for the CUDA device it was opened on). So
+// that those copies overlap the transport, every rank splits an all_reduce,
+// broadcast or send/recv of 32 MiB or more into parts of 16 MiB
+// (CommOptions::part_bytes), whatever its memory, and passes them to the
+// backend one by one: a part's copy to the device follows its transport while
+// the next parts move; the copies from the device are all queued at once.
+// The results are the same bits as one call's. After a failed call, the
+// buffers it writes hold unspecified data.
+// With mpi, what one rank sends one peer in one call of the other kinds is at
+// most 2 GiB (MPI's int counts); more is Error(Unsupported). A communicator is
 // used by one thread at a time; calls from several threads are serialised,
 // but their order must still match across ranks.
 #pragma once
@@ -59,10 +67,16 @@ struct CommOptions {
   // How long a rank waits for the others in one call before it fails.
   // SVOD_COMM_TIMEOUT (seconds) overrides the default.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // The size of the parts an all_reduce, broadcast or send/recv of at least
+  // twice this many bytes is passed to the backend in (detail::split_call),
+  // so that staging copies overlap the transport. Every rank must use the
+  // same: a difference fails calls as a mismatch. SVOD_COMM_PART_BYTES
+  // overrides the default.
+  size_t part_bytes = size_t{16} << 20;
 };
 
-// The options with SVOD_COMM_TIMEOUT applied; Error(Validation) when it is
-// not a positive integer.
+// The options with SVOD_COMM_TIMEOUT and SVOD_COMM_PART_BYTES applied;
+// Error(Validation) when one is not a positive integer.
 CommOptions default_comm_options();
 
 namespace detail {
@@ -74,10 +88,14 @@ enum class CollectiveKind : uint8_t { Barrier, AllReduce, AllGather, ReduceScatt
 // and broadcast buffer, the all_gather source, the reduce_scatter destination,
 // the message of send/recv. `peer` is the root of a broadcast and the tag of a
 // send. `invalid` marks a rank whose own arguments were rejected: it still
-// takes part so that the others fail at once rather than time out.
+// takes part so that the others fail at once rather than time out. A call
+// split into parts (Communicator::call) passes each part as a call of its
+// own: `count` elements from element `offset` of a call of `whole` elements.
 struct CallDesc {
   uint64_t seq = 0;  // the communicator's call number
   uint64_t count = 0;
+  uint64_t whole = 0;  // 0 when the call is not split
+  uint64_t offset = 0;
   int32_t peer = 0;
   CollectiveKind kind = CollectiveKind::Barrier;
   DType dtype = DType::U8;
@@ -92,6 +110,15 @@ struct CallDesc {
 
 // "all_reduce(f32 x 16, sum)", for messages.
 std::string describe(const CallDesc& desc);
+
+// The parts a call is passed to the backend in: a call of one operand
+// (all_reduce, broadcast, send/recv) of at least 2 x part_bytes on host
+// memory or staged is split into parts of part_bytes (rounded down to whole
+// elements; the last part longer); any other call is one part. Depends on
+// the descriptor and the options alone, so every rank splits a call the
+// same way. Each part's descriptor has `whole` and `offset` set when there
+// are several.
+std::vector<CallDesc> split_call(const CallDesc& desc, size_t part_bytes);
 
 // Given every rank's descriptor of one call (index = rank), the message that
 // every rank raises, or nullopt when they agree. The same on every rank.
@@ -109,9 +136,20 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
+  const CommOptions& options() const noexcept { return options_; }
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   virtual std::string_view backend() const noexcept = 0;  // "mpi", "local"
+  // This rank's index among the ranks on its own machine, 0 ..
+  // local_size()-1, and how many ranks that machine has. mpi: the ranks
+  // that share memory with this one (MPI_Comm_split_type with
+  // MPI_COMM_TYPE_SHARED when the communicator is made, whatever the
+  // launcher), numbered in rank order; local: rank() and size() (every rank
+  // is a thread of this process); nccl: those of the communicator it wraps.
+  // A plan's "CUDA:local" or "CL:local" device is device local_rank() % count
+  // (resolve_device_name, svod/registry/registry.h).
+  virtual int local_rank() const noexcept { return rank_; }
+  virtual int local_size() const noexcept { return size_; }
 
   // Returns when every rank has called it.
   void barrier();
@@ -139,7 +177,6 @@ class Communicator {
 
  protected:
   Communicator(int rank, int size, CommOptions options);
-  const CommOptions& options() const noexcept { return options_; }
 
   // The address at which this backend moves `buffer` itself, without staging
   // it through host memory, or null (the default: every backend but nccl) to
@@ -170,9 +207,9 @@ class Communicator {
     Staging staging;
   };
   // Checks, stages device buffers through the host (unless the backend takes
-  // every operand natively), runs `body` on the pointers and marks the
-  // communicator broken when anything throws.
-  // `local_error` (when not empty) is this rank's own argument error.
+  // every operand natively), runs `body(desc, pointers)` on each part of the
+  // call (detail::split_call) and marks the communicator broken when anything
+  // throws. `local_error` (when not empty) is this rank's own argument error.
   template <typename Body>
   void call(detail::CallDesc desc, std::string local_error, std::initializer_list<Operand> operands, Body&& body);
 

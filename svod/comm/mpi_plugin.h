@@ -20,8 +20,9 @@ namespace detail {
 
 inline constexpr const char* kMpiPluginFileName = "libsvod_comm_mpi.so";
 inline constexpr const char* kMpiPluginFactoryName = "svod_comm_mpi_create";
-// Bumped whenever Communicator or CommOptions change layout.
-inline constexpr int kMpiPluginAbi = 2;
+// Bumped whenever Communicator or CommOptions change layout (3: the
+// virtual local_rank and local_size).
+inline constexpr int kMpiPluginAbi = 3;
 // Returns the communicator, or null with *error set.
 using MpiPluginFactory = Communicator* (*)(int abi, const CommOptions* options, std::string* error);
 

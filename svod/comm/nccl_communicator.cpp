@@ -245,6 +245,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::string_view backend() const noexcept override { return "nccl"; }
+  int local_rank() const noexcept override { return host_.local_rank(); }
+  int local_size() const noexcept override { return host_.local_size(); }
   void mark_failed() noexcept { failed_ = true; }
 
  protected:
@@ -495,7 +497,7 @@ std::unique_ptr<Communicator> open_nccl_communicator(Communicator& host, std::sh
 
 std::unique_ptr<Communicator> open_nccl_communicator(Communicator& host, std::string_view device_name,
                                                      CommOptions options) {
-  return open_nccl(host, [&] { return open_device(device_name); }, options);
+  return open_nccl(host, [&] { return open_device(resolve_device_name(device_name, host.local_rank())); }, options);
 }
 
 }  // namespace svod

@@ -60,7 +60,8 @@ class Device;
 // of a plan on buffers of `device` then run in NCCL.
 std::unique_ptr<Communicator> open_nccl_communicator(Communicator& host, std::shared_ptr<Device> device,
                                                      CommOptions options = default_comm_options());
-// The same on open_device(device_name), e.g. "CUDA:1".
+// The same on open_device(device_name), e.g. "CUDA:1"; "CUDA:local" is this
+// rank's GPU of its machine (resolve_device_name with host.local_rank()).
 std::unique_ptr<Communicator> open_nccl_communicator(Communicator& host, std::string_view device_name,
                                                      CommOptions options = default_comm_options());
 

@@ -26,7 +26,7 @@ size_t cache_limit() {
 
 }  // namespace
 
-BlockCache::BlockCache(Device& device) : device_(device), limit_(cache_limit()) {}
+BlockCache::BlockCache(Device& device, Memory memory) : device_(device), memory_(memory), limit_(cache_limit()) {}
 
 BlockCache::~BlockCache() = default;
 
@@ -43,11 +43,15 @@ Buffer BlockCache::allocate(DType dtype, size_t count) {
     }
   }
   if (!storage) {
+    auto fresh = [&] {
+      return (memory_ == Memory::Host ? device_.allocate_host(DType::U8, bytes) : device_.allocate(DType::U8, bytes))
+          .storage_ptr();
+    };
     try {
-      storage = device_.allocate(DType::U8, bytes).storage_ptr();
+      storage = fresh();
     } catch (const Error&) {
       clear();
-      storage = device_.allocate(DType::U8, bytes).storage_ptr();
+      storage = fresh();
     }
   }
   // Reused memory is not cleared; in checked mode it is poisoned (fresh
@@ -101,8 +105,8 @@ size_t BlockCache::cached_bytes() const {
   return held_;
 }
 
-std::shared_ptr<BlockCache> make_block_cache(Device& device) {
-  auto cache = std::make_shared<BlockCache>(device);
+std::shared_ptr<BlockCache> make_block_cache(Device& device, BlockCache::Memory memory) {
+  auto cache = std::make_shared<BlockCache>(device, memory);
   std::lock_guard lock(registry_mutex);
   auto& all = registry();
   std::erase_if(all, [](const auto& c) { return c.expired(); });

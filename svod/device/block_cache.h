@@ -9,7 +9,9 @@
 // are poisoned: svod/base/checked_mode.h). The cache holds at most
 // SVOD_BLOCK_CACHE_MB MiB (default 1024; 0 turns it off), giving back the
 // oldest blocks first; an allocation that fails frees the cache and tries once
-// more. free_cached_blocks() empties every device's cache.
+// more. free_cached_blocks() empties every device's cache. A device has two:
+// one of its own memory (allocate_cached) and one of the host memory it
+// stages through (allocate_host_cached: pinned memory on CUDA).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +26,10 @@ namespace svod {
 
 class BlockCache : public std::enable_shared_from_this<BlockCache> {
  public:
-  explicit BlockCache(Device& device);
+  // What the cache's blocks are: the device's memory (Device::allocate) or
+  // host memory for it (Device::allocate_host).
+  enum class Memory { Device, Host };
+  BlockCache(Device& device, Memory memory);
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
@@ -49,6 +54,7 @@ class BlockCache : public std::enable_shared_from_this<BlockCache> {
   void make_room(size_t bytes);
 
   Device& device_;
+  const Memory memory_;
   const size_t limit_;
   mutable std::mutex mutex_;
   std::map<size_t, std::deque<Block>> free_;  // by byte size, oldest first
@@ -57,7 +63,7 @@ class BlockCache : public std::enable_shared_from_this<BlockCache> {
 };
 
 // A new cache for `device`, known to free_cached_blocks().
-std::shared_ptr<BlockCache> make_block_cache(Device& device);
+std::shared_ptr<BlockCache> make_block_cache(Device& device, BlockCache::Memory memory);
 // Empties the block cache of every device.
 void free_cached_blocks();
 

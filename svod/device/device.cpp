@@ -21,13 +21,24 @@ Device::~Device() = default;
 Buffer Device::allocate_host(DType dtype, size_t count) { return host_device().allocate(dtype, count); }
 
 BlockCache& Device::block_cache() {
-  std::call_once(block_cache_once_, [&] { block_cache_ = make_block_cache(*this); });
+  std::call_once(block_cache_once_, [&] { block_cache_ = make_block_cache(*this, BlockCache::Memory::Device); });
   return *block_cache_;
+}
+
+BlockCache& Device::host_block_cache() {
+  std::call_once(host_block_cache_once_,
+                 [&] { host_block_cache_ = make_block_cache(*this, BlockCache::Memory::Host); });
+  return *host_block_cache_;
 }
 
 Buffer Device::allocate_cached(DType dtype, size_t count) { return block_cache().allocate(dtype, count); }
 
-void Device::free_cached() { block_cache().clear(); }
+Buffer Device::allocate_host_cached(DType dtype, size_t count) { return host_block_cache().allocate(dtype, count); }
+
+void Device::free_cached() {
+  block_cache().clear();
+  host_block_cache().clear();
+}
 
 bool Device::accepts(Language language) const noexcept {
   const auto own = languages();

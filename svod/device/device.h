@@ -49,6 +49,9 @@ class Device {
   // on CUDA); plain host memory by default. For staging and for results read
   // back on the host.
   virtual Buffer allocate_host(DType dtype, size_t count);
+  // allocate_host's memory from a block cache, as allocate_cached is the
+  // device's (contents undefined): staging buffers used over and over.
+  Buffer allocate_host_cached(DType dtype, size_t count);
   // True when this device's buffers are host memory, so that any host
   // memory (a mapped file, a caller's array) can serve as one of its buffers.
   virtual bool memory_is_host() const noexcept { return false; }
@@ -101,9 +104,11 @@ class Device {
 
  private:
   std::unique_ptr<HostQueue> host_queue_;
-  BlockCache& block_cache();  // made on first use
-  std::once_flag block_cache_once_;
-  std::shared_ptr<BlockCache> block_cache_;
+  // Made on first use: of device memory, and of host memory for staging.
+  BlockCache& block_cache();
+  BlockCache& host_block_cache();
+  std::once_flag block_cache_once_, host_block_cache_once_;
+  std::shared_ptr<BlockCache> block_cache_, host_block_cache_;
   // This device's key space in the process-wide kernel cache.
   const uint64_t cache_scope_;
 };

@@ -165,7 +165,8 @@ struct LoadOptions {
   std::map<std::string, int64_t> vars;
 
   // The ranks this plan runs on, this process being communicator->rank():
-  // it sets rank and world_size and runs the collectives. Null: one rank.
+  // it sets rank and world_size, runs the collectives and picks the devices
+  // named "KIND:local" (by its local_rank()). Null: one rank.
   // With a communicator, load_plan first checks with the other ranks that
   // they all load the same plan with the same variable values (see
   // plan_digest) and fails with Error(Validation) on every rank naming the
@@ -210,8 +211,11 @@ struct LoadedPlan {
 };
 
 // Creates the buffers, compiles the programs and builds the plan. Devices are
-// opened through the device registry ("CPU", "CL:0", ...); an unknown or
-// absent device is an error naming the device and the field. Buffers on other
+// opened through the device registry ("CPU", "CL:0", ...); "CUDA:local" and
+// "CL:local" are this rank's device of its machine, index
+// communicator->local_rank() % the number of such devices (index 0 without a
+// communicator; resolve_device_name). An unknown or absent device is an
+// error naming the device and the field. Buffers on other
 // devices are initialised through host memory; outputs must be CPU buffers.
 // Compile errors keep their kind and name the program.
 LoadedPlan load_plan(const PlanFile& file, const LoadOptions& options = {});

@@ -37,20 +37,31 @@ auto at(const PlanFile& file, const std::string& path, Fn&& fn) {
 }
 
 // The plan's devices, opened through the registry once per loaded plan;
-// errors name the field that asked for the device.
+// errors name the field that asked for the device. A name such as
+// "CL:local" is resolved for this rank's local rank (resolve_device_name):
+// the plan keeps the name as written, so every rank loads the same plan.
 class Devices {
  public:
-  explicit Devices(const PlanFile& file) : file_(file) {}
+  Devices(const PlanFile& file, int local_rank) : file_(file), local_rank_(local_rank) {}
   Device& get(const std::string& name, const std::string& path) {
     const std::string& wanted = name.empty() ? file_.device : name;
     const std::string& field = name.empty() ? std::string("device") : path;
     if (auto it = open_.find(wanted); it != open_.end()) return *it->second;
-    auto device = at(file_, field, [&] { return open_device(wanted); });
+    auto device = at(file_, field, [&] {
+      const std::string resolved = resolve_device_name(wanted, local_rank_);
+      if (resolved == wanted) return open_device(wanted);
+      try {
+        return open_device(resolved);
+      } catch (const Error& e) {
+        throw make_error(e.kind(), "device \"{}\" is {} on local rank {}: {}", wanted, resolved, local_rank_, e.what());
+      }
+    });
     return *open_.emplace(wanted, std::move(device)).first->second;
   }
 
  private:
   const PlanFile& file_;
+  int local_rank_;
   std::map<std::string, std::shared_ptr<Device>, std::less<>> open_;
 };
 
@@ -199,7 +210,10 @@ void check_same_plan(const PlanFile& file, const std::map<std::string, int64_t>&
 // what later ones need: buffer slots, the buffers made, compiled programs.
 class PlanLoader {
  public:
-  PlanLoader(const PlanFile& file, const LoadOptions& options) : file_(file), options_(options), devices_(file) {}
+  PlanLoader(const PlanFile& file, const LoadOptions& options)
+      : file_(file),
+        options_(options),
+        devices_(file, options.communicator ? options.communicator->local_rank() : 0) {}
 
   // The plan's variables at the file's values or options.vars' (each
   // override checked), then rank and world_size; with a communicator, the

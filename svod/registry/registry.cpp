@@ -45,6 +45,8 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+bool is_local_suffix(std::string_view suffix) { return lower(suffix) == "local"; }
+
 struct ParsedSpec {
   std::string kind;
   size_t index = 0;
@@ -81,16 +83,25 @@ struct DeviceRegistry::State {
   }
 
   // Splits "KIND[:INDEX]"; the kind must be registered. Caller holds mutex.
-  std::pair<ParsedSpec, std::shared_ptr<const DeviceKind>> parse(std::string_view spec) const {
+  // "KIND:local" sets *local (index 0) where `local` is given, else is refused.
+  std::pair<ParsedSpec, std::shared_ptr<const DeviceKind>> parse(std::string_view spec, bool* local = nullptr) const {
     const size_t colon = spec.find(':');
     ParsedSpec parsed;
     parsed.kind = upper(spec.substr(0, colon));
-    if (colon != std::string_view::npos) {
+    if (colon != std::string_view::npos && is_local_suffix(spec.substr(colon + 1))) {
+      if (local == nullptr)
+        throw make_error(ErrorKind::Validation,
+                         "device \"{}\": KIND:local names a device per rank and is resolved when a plan is loaded "
+                         "(resolve_device_name with the rank's local rank), not opened by name",
+                         spec);
+      *local = true;
+    } else if (colon != std::string_view::npos) {
       const std::string_view digits = spec.substr(colon + 1);
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed.index);
       if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
-        throw make_error(ErrorKind::Validation, "device \"{}\": expected KIND or KIND:INDEX, e.g. CL:0 (kinds: {})",
-                         spec, kind_list());
+        throw make_error(ErrorKind::Validation,
+                         "device \"{}\": expected KIND, KIND:INDEX or KIND:local, e.g. CL:0 (kinds: {})", spec,
+                         kind_list());
     }
     auto it = kinds.find(parsed.kind);
     if (!parsed.kind.empty() && it == kinds.end() &&
@@ -133,6 +144,30 @@ std::string DeviceRegistry::canonical_name(std::string_view spec) const {
   const auto [parsed, kind] = state_->parse(spec);
   if (!kind->indexed) return parsed.kind;
   return parsed.kind + ":" + std::to_string(parsed.index);
+}
+
+std::string DeviceRegistry::resolve(std::string_view spec, int local_rank) const {
+  const size_t colon = spec.find(':');
+  if (colon == std::string_view::npos || !is_local_suffix(spec.substr(colon + 1))) return std::string(spec);
+  if (local_rank < 0)
+    throw make_error(ErrorKind::Validation, "device \"{}\": local rank {} is negative", spec, local_rank);
+  ParsedSpec parsed;
+  std::shared_ptr<const DeviceKind> kind;
+  bool local = false;
+  {
+    std::shared_lock lock(state_->mutex);
+    std::tie(parsed, kind) = state_->parse(spec, &local);
+  }
+  if (!kind->indexed) return parsed.kind;
+  std::vector<DeviceInfo> present;
+  try {
+    present = kind->enumerate();
+  } catch (const Error& e) {
+    throw make_error(e.kind(), "device \"{}\": {}", spec, e.what());
+  }
+  if (present.empty())
+    throw make_error(ErrorKind::DeviceUnavailable, "device \"{}\": this machine has no {} device", spec, kind->name);
+  return fmt::format("{}:{}", parsed.kind, static_cast<size_t>(local_rank) % present.size());
 }
 
 std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec) { return open(spec, {}); }
@@ -217,5 +252,9 @@ DeviceRegistry& device_registry() {
 }
 
 std::shared_ptr<Device> open_device(std::string_view spec) { return device_registry().open(spec); }
+
+std::string resolve_device_name(std::string_view spec, int local_rank) {
+  return device_registry().resolve(spec, local_rank);
+}
 
 }  // namespace svod

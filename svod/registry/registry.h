@@ -1,5 +1,6 @@
 // DeviceRegistry: opens devices from strings ("CPU", "CL:0", "CL:1") and
-// shares each one across the process.
+// shares each one across the process; resolve() turns a rank's "CL:local"
+// into one of them.
 //
 // A device kind ("CPU", "CL"; svod/device/device_kind.h) is a factory plus an
 // enumerator. Each backend folder under svod/backends/ provides its kind and
@@ -43,8 +44,10 @@ class DeviceRegistry {
   void register_kind(DeviceKind kind);
 
   // The device named by `spec`: "KIND" or "KIND:INDEX", the kind case-
-  // insensitive, "KIND" meaning index 0. Errors: Validation for a malformed
-  // string or unknown kind (listing the kinds), DeviceUnavailable for a kind
+  // insensitive, "KIND" meaning index 0. "KIND:local" names a rank's device
+  // and is refused here (Validation): resolve() it first. Errors: Validation
+  // for a malformed string or unknown kind (listing the kinds),
+  // DeviceUnavailable for a kind
   // svod knows but this build lacks ("CL" built without OpenCL headers), a
   // kind with no device at that index (saying how many it has) or whose
   // driver is missing, and whatever the kind's creation throws.
@@ -58,6 +61,17 @@ class DeviceRegistry {
   // Canonical name of a device string ("cl" -> "CL:0", "CPU:0" -> "CPU"),
   // without opening it; Error(Validation) as open().
   std::string canonical_name(std::string_view spec) const;
+
+  // The device that `spec` names for a rank whose index among the ranks of
+  // its machine is `local_rank` (Communicator::local_rank): "KIND:local"
+  // ("local" in any letter case) is "KIND:i", i = local_rank % the number of
+  // KIND devices this machine has ("CPU:local" is "CPU"), so that one plan
+  // gives each rank of a machine its own device, round robin. Every other
+  // spec is returned as it is (open() checks it). Errors for "KIND:local":
+  // DeviceUnavailable when the machine has no KIND device (or its driver is
+  // missing), Validation for an unknown kind or a negative local_rank, each
+  // naming `spec`.
+  std::string resolve(std::string_view spec, int local_rank) const;
 
   std::vector<std::string> kinds() const;  // in registration order
   // The toolchain line of every kind that has one (DeviceKind::toolchain),
@@ -79,5 +93,11 @@ DeviceRegistry& device_registry();
 
 // device_registry().open(spec).
 std::shared_ptr<Device> open_device(std::string_view spec);
+
+// device_registry().resolve(spec, local_rank): the one place where
+// "CUDA:local" and "CL:local" become a concrete device. Plans and packages
+// loaded with a communicator use its local_rank() (without one: 0), keeping
+// the name as written in the plan (and so in packages and plan digests).
+std::string resolve_device_name(std::string_view spec, int local_rank);
 
 }  // namespace svod

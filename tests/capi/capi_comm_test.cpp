@@ -66,6 +66,8 @@ TEST(CApiComm, EveryCollectiveOnLocalRanks) {
   on_local_ranks(kRanks, [&](Comm& comm) {
     const int rank = svod_comm_rank(comm.handle);
     EXPECT_EQ(svod_comm_size(comm.handle), kRanks);
+    EXPECT_EQ(svod_comm_local_rank(comm.handle), rank);  // local ranks share this machine
+    EXPECT_EQ(svod_comm_local_size(comm.handle), kRanks);
     EXPECT_STREQ(svod_comm_backend(comm.handle), "local");
     ASSERT_OK(svod_comm_barrier(comm.handle));
 
@@ -379,6 +381,8 @@ TEST(CApiComm, TheWorldOutsideALauncherIsOneLocalRank) {
       ASSERT_OK(svod_comm_world(backend, &world.handle));
       EXPECT_EQ(svod_comm_rank(world.handle), 0);
       EXPECT_EQ(svod_comm_size(world.handle), 1);
+      EXPECT_EQ(svod_comm_local_rank(world.handle), 0);
+      EXPECT_EQ(svod_comm_local_size(world.handle), 1);
       EXPECT_STREQ(svod_comm_backend(world.handle), "local");
       ASSERT_OK(svod_comm_barrier(world.handle));
       std::vector<float> x = {1, 2};
@@ -418,6 +422,8 @@ TEST(CApiComm, NullHandlesCountsAndRanksOutOfRange) {
   EXPECT_EQ(group[0], nullptr);  // out-parameters are written only on success
   EXPECT_EQ(svod_comm_rank(nullptr), -1);
   EXPECT_EQ(svod_comm_size(nullptr), 0);
+  EXPECT_EQ(svod_comm_local_rank(nullptr), -1);
+  EXPECT_EQ(svod_comm_local_size(nullptr), 0);
   EXPECT_EQ(svod_comm_backend(nullptr), nullptr);
 
   Buffer buffer;

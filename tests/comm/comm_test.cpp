@@ -1,5 +1,6 @@
 // The local communicator (ranks as threads) on 1, 2 and 4 ranks, the rank-order
 // reduction, and the failure paths: mismatches, a failed rank, a missing rank.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -352,12 +353,93 @@ TEST(LocalCommunicator, StagesOpenClBuffers) {
   });
 }
 
+// Local ranks are threads of one process, so all on one machine: the local
+// rank is the rank, on a group run_local_ranks makes and on one the caller
+// keeps.
+// Calls of two parts and more (detail::split_call) on host memory, on
+// OpenCL memory staged part by part through the device's queue, and mixed:
+// even ranks on the host, odd ranks on the device.
+TEST(LocalCommunicator, SplitCallsOnHostDeviceAndMixedMemory) {
+  std::shared_ptr<Device> cl;
+  try {
+    cl = open_device("CL:0");
+  } catch (const Error& e) {
+    std::printf("no OpenCL device (%s): host memory only\n", e.what());
+  }
+  const CommOptions options{.timeout = std::chrono::seconds(60), .part_bytes = 64 << 10};
+  for (int ranks : {2, 3}) {
+    run_local_ranks(ranks, [&](Communicator& comm) { test::check_split_calls(comm, nullptr); }, options);
+    if (!cl) continue;
+    run_local_ranks(ranks, [&](Communicator& comm) { test::check_split_calls(comm, cl.get()); }, options);
+    run_local_ranks(
+        ranks, [&](Communicator& comm) { test::check_split_calls(comm, comm.rank() % 2 == 1 ? cl.get() : nullptr); },
+        options);
+  }
+  // The default parts (16 MiB): one all_reduce of 40 MiB staged on every rank.
+  if (cl) run_local_ranks(2, [&](Communicator& comm) { test::check_split_calls(comm, cl.get()); });
+}
+
+TEST(SplitCall, PartsOfOneOperandCallsFromTheDescriptorAlone) {
+  using detail::CallDesc;
+  using detail::CollectiveKind;
+  constexpr size_t kPart = 4 << 20;
+  const size_t per_part = kPart / sizeof(float);
+  const CallDesc big{.seq = 4, .count = per_part * 3 + 5, .kind = CollectiveKind::AllReduce, .dtype = DType::F32};
+  const std::vector<CallDesc> parts = detail::split_call(big, kPart);
+  ASSERT_EQ(parts.size(), 3u);
+  uint64_t next = 0;
+  for (const CallDesc& part : parts) {
+    EXPECT_EQ(part.seq, 4u);  // one call: one number
+    EXPECT_EQ(part.whole, big.count);
+    EXPECT_EQ(part.offset, next);
+    next += part.count;
+  }
+  EXPECT_EQ(next, big.count);
+  EXPECT_EQ(parts.back().count, per_part + 5);  // the last part takes the rest
+  EXPECT_EQ(detail::describe(parts[1]),
+            fmt::format("all_reduce(f32 x {}, sum), the part of elements {} to {}", big.count, per_part,
+                        2 * per_part - 1));
+  // Not split: under two parts, two-operand kinds, native or invalid calls.
+  for (CallDesc whole : {CallDesc{.count = per_part * 2 - 1, .kind = CollectiveKind::AllReduce, .dtype = DType::F32},
+                         CallDesc{.count = per_part * 4, .kind = CollectiveKind::AllGather, .dtype = DType::F32},
+                         CallDesc{.count = per_part * 4, .kind = CollectiveKind::ReduceScatter, .dtype = DType::F32},
+                         CallDesc{.count = per_part * 4, .kind = CollectiveKind::Barrier},
+                         CallDesc{.count = per_part * 4, .kind = CollectiveKind::Broadcast, .native = true},
+                         CallDesc{.count = per_part * 4, .kind = CollectiveKind::Send, .invalid = true}}) {
+    const std::vector<CallDesc> one = detail::split_call(whole, kPart);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0], whole);
+  }
+  // Counted in bytes: 4 MiB parts of u8 and of f64; parts of at least one element.
+  EXPECT_EQ(detail::split_call({.count = kPart * 2, .kind = CollectiveKind::Send}, kPart).size(), 2u);
+  EXPECT_EQ(detail::split_call({.count = per_part, .kind = CollectiveKind::Broadcast, .dtype = DType::F64}, kPart).size(),
+            2u);
+  EXPECT_EQ(detail::split_call({.count = 3, .kind = CollectiveKind::AllReduce, .dtype = DType::F64}, 1).size(), 3u);
+}
+
+TEST(LocalCommunicator, LocalRankIsTheRank) {
+  std::vector<int> local_ranks(4, -1), local_sizes(4, -1);
+  run_local_ranks(4, [&](Communicator& comm) {
+    local_ranks[static_cast<size_t>(comm.rank())] = comm.local_rank();
+    local_sizes[static_cast<size_t>(comm.rank())] = comm.local_size();
+  });
+  EXPECT_EQ(local_ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(local_sizes, (std::vector<int>{4, 4, 4, 4}));
+  auto comms = create_local_communicators(3);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(comms[static_cast<size_t>(r)]->local_rank(), r);
+    EXPECT_EQ(comms[static_cast<size_t>(r)]->local_size(), 3);
+  }
+}
+
 TEST(WorldCommunicator, IsOneLocalRankWithoutALauncher) {
   if (launched_by_mpi()) GTEST_SKIP() << "started by an MPI launcher";
   Communicator& world = world_communicator();
   EXPECT_EQ(world.backend(), "local");
   EXPECT_EQ(world.rank(), 0);
   EXPECT_EQ(world.size(), 1);
+  EXPECT_EQ(world.local_rank(), 0);
+  EXPECT_EQ(world.local_size(), 1);
   Buffer buffer = open_device("CPU")->allocate(DType::I32, 3);
   buffer.span<int32_t>()[1] = 41;
   world.all_reduce(buffer, ReduceOp::Max);
@@ -382,6 +464,18 @@ TEST(CommOptions, TimeoutComesFromTheEnvironment) {
   EXPECT_EQ(test::expect_error([] { default_comm_options(); }).kind(), ErrorKind::Validation);
   EXPECT_EQ(test::expect_error([] { parse_reduce_op("avg"); }).kind(), ErrorKind::Validation);
   EXPECT_EQ(parse_reduce_op("prod"), ReduceOp::Prod);
+}
+
+TEST(CommOptions, PartBytesComeFromTheEnvironment) {
+  EXPECT_EQ(default_comm_options().part_bytes, size_t{16} << 20);
+  {
+    test::ScopedEnv env("SVOD_COMM_PART_BYTES", "65536");
+    EXPECT_EQ(default_comm_options().part_bytes, 65536u);
+  }
+  for (const char* bad : {"0", "-4", "lots"}) {
+    test::ScopedEnv env("SVOD_COMM_PART_BYTES", bad);
+    EXPECT_EQ(test::expect_error([] { default_comm_options(); }).kind(), ErrorKind::Validation) << bad;
+  }
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 // A cache of at most `mb` MiB over the CPU device.
 std::shared_ptr<BlockCache> cache_of(int mb) {
   ::setenv("SVOD_BLOCK_CACHE_MB", std::to_string(mb).c_str(), 1);
-  auto cache = make_block_cache(*cpu_device());
+  auto cache = make_block_cache(*cpu_device(), BlockCache::Memory::Device);
   ::unsetenv("SVOD_BLOCK_CACHE_MB");
   return cache;
 }
@@ -88,7 +88,7 @@ TEST(BlockCache, ZeroTurnsItOffAndBadSizesAreErrors) {
   EXPECT_EQ(off->cached_bytes(), 0u);
   EXPECT_THROW(off->allocate(DType::F32, size_t{1} << 62), Error);
   ::setenv("SVOD_BLOCK_CACHE_MB", "-1", 1);
-  EXPECT_THROW(make_block_cache(*cpu_device()), Error);
+  EXPECT_THROW(make_block_cache(*cpu_device(), BlockCache::Memory::Device), Error);
   ::unsetenv("SVOD_BLOCK_CACHE_MB");
 }
 
@@ -107,6 +107,26 @@ TEST(BlockCache, BuffersFreedFromManyThreadsAreAllKept) {
   // At most 4 blocks of each of the 4 sizes were ever live at once.
   EXPECT_LE(cache->cached_bytes(), 4u * 4u * 67u * 4u);
   EXPECT_GT(cache->cached_bytes(), 0u);
+}
+
+// Device::allocate_host_cached: host memory of the kind allocate_host gives
+// (what collectives stage device buffers through), reused by byte size apart
+// from the device's own blocks, and given back by free_cached().
+TEST(BlockCache, HostStagingMemoryHasItsOwnCache) {
+  Device& cpu = *cpu_device();
+  cpu.free_cached();
+  Buffer a = cpu.allocate_host_cached(DType::F32, 4096);
+  ASSERT_TRUE(a.is_host());
+  void* first = a.data();
+  a = Buffer();
+  Buffer own = cpu.allocate_cached(DType::F32, 4096);  // the device's cache: not the host block
+  EXPECT_NE(own.data(), first);
+  Buffer again = cpu.allocate_host_cached(DType::U8, 4 * 4096);
+  EXPECT_EQ(again.data(), first);
+  again = Buffer();
+  cpu.free_cached();
+  Buffer fresh = cpu.allocate_host_cached(DType::F32, 4096);
+  EXPECT_TRUE(fresh.is_host());
 }
 
 TEST(BlockCache, ABufferOutlivingItsCacheFreesItsMemory) {

@@ -10,6 +10,7 @@
 #include <typeinfo>
 
 #include "svod/base/npy.h"
+#include "svod/comm/communicator.h"
 #include "svod/device/kernel_cache.h"
 #include "svod/cache/object_cache.h"
 #include "svod/compile/compile_policy.h"
@@ -273,6 +274,49 @@ TEST(Package, OpenClProgramsTravelAsBinaries) {
   EXPECT_EQ(compile_count() - before, 2u);
   EXPECT_EQ(run_outputs(package.loaded), expected);
   expect_checks_pass(package.loaded);
+}
+
+// A plan on "CL:local" packs with the name as written (the manifest's device
+// entries and the embedded plan), so the package stays portable: each rank
+// that loads it resolves the name for its own local rank.
+TEST(Package, LocalDeviceNamesArePackedAsWritten) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  TempDir dir;
+  const auto plan = dir.write("local.json", R"J({
+    "svod_plan": 1,
+    "device": "CL:local",
+    "buffers": { "d": { "dtype": "f32", "count": 16 }, "h": { "dtype": "f32", "count": 16, "device": "CPU" } },
+    "programs": {
+      "set": { "language": "opencl", "entry": "set",
+               "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
+               "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
+               "global_size": [1], "local_size": [16] }
+    },
+    "ops": [
+      { "run": "set", "buffers": ["d"], "scalars": { "v": "rank + 1" } },
+      { "collective": { "kind": "all_reduce", "buffers": ["d"], "op": "sum" } },
+      { "copy": { "dst": "h", "src": "d" } }
+    ]
+  })J");
+  const auto bytes = pack_plan(plan);
+  run_local_ranks(2, [&](Communicator& comm) {
+    PackageLoadOptions options;
+    options.communicator = borrowed(comm);
+    LoadedPackage package = load_package(std::span<const std::byte>(bytes), options);
+    EXPECT_EQ(package.file.device, "CL:local");
+    ASSERT_EQ(package.manifest.programs.size(), 1u);
+    EXPECT_EQ(package.manifest.programs[0].device, "CL:local");
+    EXPECT_EQ(package.manifest.programs[0].artifact, PackageProgram::Artifact::OpenClBinary);
+    EXPECT_TRUE(package.manifest.devices.contains("CL:local"));
+    EXPECT_EQ(package.loaded.plan.buffer(*package.loaded.plan.find_buffer("d")).device().name(), "CL:0");
+    package.loaded.execute();
+    const Buffer& h = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("h"));
+    EXPECT_EQ(std::vector<float>(h.span<float>().begin(), h.span<float>().end()), std::vector<float>(16, 3.0f));
+  });
 }
 
 // A binary the driver refuses (here: damaged bytes under a matching identity)

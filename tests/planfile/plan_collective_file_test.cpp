@@ -362,5 +362,92 @@ TEST(PlanFileCollective, DeviceBuffersAreReducedBetweenDeviceKernels) {
       test::quick_comm_options());
 }
 
+// "CL:local" (OpenCL here: PoCL has one device) is device local_rank % count
+// on each rank: one plan file, the same digest on every rank, each rank's
+// own device; without a communicator it is device 0. The name stays as
+// written in the plan; an unknown suffix or a kind the machine lacks is a
+// typed error naming the device and the field.
+Json local_device_plan(std::string_view device) {
+  Json plan = Json::parse(R"J({
+    "svod_plan": 1,
+    "buffers": {
+      "d": { "dtype": "f32", "count": 64 },
+      "h": { "dtype": "f32", "count": 64, "device": "CPU" }
+    },
+    "programs": {
+      "set": { "language": "opencl", "entry": "set",
+               "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
+               "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
+               "global_size": [4], "local_size": [16] }
+    },
+    "ops": [
+      { "run": "set", "buffers": ["d"], "scalars": { "v": "rank + 1" } },
+      { "collective": { "kind": "all_reduce", "buffers": ["d"], "op": "sum" } },
+      { "copy": { "dst": "h", "src": "d" } }
+    ]
+  })J");
+  plan["device"] = device;
+  return plan;
+}
+
+TEST(PlanFileCollective, LocalDevicesFollowTheLocalRank) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    ASSERT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  size_t count = 0;
+  for (const auto& d : device_registry().list_devices()) count += d.available && d.name.rfind("CL:", 0) == 0;
+  TempDir dir;
+  const PlanFile file = parse(dir, local_device_plan("CL:local"));
+  EXPECT_EQ(file.device, "CL:local");
+  run_local_ranks(
+      2,
+      [&](Communicator& comm) {
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
+        EXPECT_EQ(loaded.plan.buffer(*loaded.plan.find_buffer("d")).device().name(),
+                  "CL:" + std::to_string(comm.local_rank() % static_cast<int>(count)));
+        loaded.execute();
+        EXPECT_EQ(values<float>(loaded, "h"), std::vector<float>(64, 3.0f));
+      },
+      test::quick_comm_options());
+  // Without a communicator: one rank, local rank 0.
+  LoadedPlan alone = load_plan(file);
+  EXPECT_EQ(alone.plan.buffer(*alone.plan.find_buffer("d")).device().name(), "CL:0");
+  alone.execute();
+  EXPECT_EQ(values<float>(alone, "h"), std::vector<float>(64, 1.0f));
+
+  std::string message;
+  EXPECT_EQ(test::kind_of([&] { load_plan(parse(dir, local_device_plan("CL:foo"))); }, &message),
+            ErrorKind::Validation);
+  EXPECT_NE(message.find("plan.json: device: device \"CL:foo\": expected KIND, KIND:INDEX or KIND:local"),
+            std::string::npos)
+      << message;
+  Json on_cuda = local_device_plan("CL:local");
+  on_cuda["buffers"]["h"]["device"] = "CUDA:local";
+  try {
+    load_plan(parse(dir, on_cuda));  // a machine with a GPU opens its first
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("buffers.h.device: device \"CUDA:local\""), std::string::npos) << e.what();
+  }
+}
+
+// "CPU:local" is the CPU on every rank (one CPU device), in every build.
+TEST(PlanFileCollective, CpuLocalIsTheCpu) {
+  TempDir dir;
+  Json plan = collective_plan();
+  plan["device"] = "cpu:local";
+  const PlanFile file = parse(dir, plan);
+  run_local_ranks(
+      4,
+      [&](Communicator& comm) {
+        LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
+        EXPECT_EQ(loaded.plan.buffer(*loaded.plan.find_buffer("g")).device().name(), "CPU");
+      },
+      test::quick_comm_options());
+}
+
 }  // namespace
 }  // namespace svod

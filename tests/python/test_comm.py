@@ -1,6 +1,7 @@
 """svod.comm: collectives from Python on numpy arrays, DLPack tensors and svod.Buffers, ranks as threads
 (run_local) and as processes (mpirun, over shared memory and over TCP only), plans with collectives, and the
 data-parallel example's bits on 1, 2 and 4 ranks."""
+import json
 import os
 import re
 import shutil
@@ -193,6 +194,35 @@ def test_a_plan_with_collectives_runs_on_the_given_ranks():
             np.testing.assert_array_equal(out["part"], [120])
             np.testing.assert_array_equal(out["w"], [0, 1, 2, 3])
             np.testing.assert_array_equal(out["mean"], [1, 1, 1, 1])
+
+
+def test_local_rank_and_a_plan_on_the_ranks_local_device(tmp_path):
+    world = svod.comm.world()
+    assert (world.local_rank, world.local_size) == (0, 1)
+    assert svod.comm.run_local(3, lambda c: (c.rank, c.local_rank, c.local_size)) == [(0, 0, 3), (1, 1, 3), (2, 2, 3)]
+    # "CPU:local" is the CPU on every rank; "CL:local" (when there is OpenCL)
+    # is CL:(local_rank % count): one plan file for every rank.
+    names = ["CPU:local"] + (["CL:local"] if any(d.name.startswith("CL:") and d.available for d in svod.devices())
+                             else [])
+    for name in names:
+        plan_file = tmp_path / "local.json"
+        plan_file.write_text(json.dumps({
+            "svod_plan": 1, "device": name,
+            "buffers": {"g": {"dtype": "f32", "count": 4, "init": {"fill": 1}}},
+            "ops": [{"collective": {"kind": "all_reduce", "buffers": ["g"], "op": "sum"}}]}))
+
+        def rank(c):
+            plan = svod.load_plan(plan_file, comm=c)
+            plan.execute()
+            return plan.buffers["g"].device
+
+        devices = svod.comm.run_local(2, rank)
+        count = sum(d.name.startswith("CL:") and d.available for d in svod.devices())
+        assert devices == (["CPU", "CPU"] if name == "CPU:local" else [f"CL:{r % count}" for r in range(2)])
+    plan_file.write_text(json.dumps({"svod_plan": 1, "device": "CL:foo",
+                                     "buffers": {"g": {"dtype": "f32", "count": 4}}, "ops": []}))
+    with pytest.raises(svod.ValidationError, match=r'device: device "CL:foo": expected KIND, KIND:INDEX or KIND:local'):
+        svod.load_plan(plan_file)
 
 
 def test_a_plan_keeps_its_local_communicator_after_run_local():

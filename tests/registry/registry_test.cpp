@@ -102,6 +102,48 @@ TEST(Registry, MissingIndexSaysHowManyThereAre) {
   EXPECT_NE(message.find("no NONE device"), std::string::npos) << message;
 }
 
+// "KIND:local" is device local_rank % count of that kind, round robin; other
+// names pass through unchanged; open() refuses it unresolved; a machine
+// without such a device, an unknown kind and an unknown suffix are typed
+// errors naming the device as written.
+TEST(Registry, LocalDevicesFollowTheLocalRank) {
+  DeviceRegistry registry;
+  registry.register_kind(test_kind("TRIO", 3, [](size_t i) { return std::make_shared<NamedDevice>("TRIO:" + std::to_string(i)); }));
+  registry.register_kind(test_kind("NONE", 0, [](size_t) -> std::shared_ptr<Device> { return nullptr; }));
+  EXPECT_EQ(registry.resolve("TRIO:local", 0), "TRIO:0");
+  EXPECT_EQ(registry.resolve("trio:LOCAL", 2), "TRIO:2");
+  EXPECT_EQ(registry.resolve("TRIO:local", 3), "TRIO:0");
+  EXPECT_EQ(registry.resolve("TRIO:local", 7), "TRIO:1");
+  EXPECT_EQ(registry.resolve("CPU:local", 5), "CPU");
+  EXPECT_EQ(registry.resolve("TRIO:2", 1), "TRIO:2");
+  EXPECT_EQ(registry.resolve("whatever", 1), "whatever");  // open() judges it
+  EXPECT_EQ(registry.open(registry.resolve("TRIO:local", 4))->name(), "TRIO:1");
+
+  std::string message;
+  EXPECT_EQ(kind_of([&] { registry.resolve("NONE:local", 0); }, &message), ErrorKind::DeviceUnavailable);
+  EXPECT_NE(message.find("device \"NONE:local\": this machine has no NONE device"), std::string::npos) << message;
+  EXPECT_EQ(kind_of([&] { registry.resolve("GPU:local", 0); }, &message), ErrorKind::Validation);
+  EXPECT_NE(message.find("unknown device \"GPU:local\""), std::string::npos) << message;
+  EXPECT_EQ(kind_of([&] { registry.resolve("TRIO:local", -1); }, &message), ErrorKind::Validation);
+  EXPECT_EQ(kind_of([&] { registry.open("TRIO:local"); }, &message), ErrorKind::Validation);
+  EXPECT_NE(message.find("device \"TRIO:local\": KIND:local names a device per rank"), std::string::npos) << message;
+  EXPECT_EQ(kind_of([&] { registry.canonical_name("TRIO:local"); }), ErrorKind::Validation);
+  for (const char* spec : {"TRIO:foo", "TRIO:locals", "TRIO:loc"}) {
+    EXPECT_EQ(kind_of([&] { registry.open(registry.resolve(spec, 0)); }, &message), ErrorKind::Validation) << spec;
+    EXPECT_NE(message.find(fmt::format("device \"{}\": expected KIND, KIND:INDEX or KIND:local", spec)),
+              std::string::npos)
+        << message;
+  }
+  // CUDA is in every build: its "local" device is this machine's first GPU
+  // or, where there is none (or no driver), DeviceUnavailable naming it.
+  try {
+    EXPECT_EQ(resolve_device_name("CUDA:local", 0), "CUDA:0");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::DeviceUnavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device \"CUDA:local\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(Registry, RegisterKindValidates) {
   DeviceRegistry registry;
   EXPECT_EQ(kind_of([&] { registry.register_kind(test_kind("CPU", 1, nullptr)); }), ErrorKind::Validation);

@@ -176,6 +176,83 @@ void check_movement(Communicator& comm) {
   comm.barrier();
 }
 
+namespace {
+
+// `values` in a new buffer of `device` (host memory when null).
+Buffer buffer_of(Device* device, const std::vector<int32_t>& values) {
+  Buffer host = host_buffer(DType::I32, values.size());
+  std::memcpy(host.data(), values.data(), host.bytes());
+  if (!device) return host;
+  Buffer on = device->allocate(DType::I32, values.size());
+  device->copy(on, host);
+  return on;
+}
+
+std::vector<int32_t> values_of(const Buffer& buffer) {
+  Buffer host = host_buffer(DType::I32, buffer.count());
+  buffer.device().copy(host, buffer);
+  const auto span = host.span<int32_t>();
+  return {span.begin(), span.end()};
+}
+
+}  // namespace
+
+void check_split_calls(Communicator& comm, Device* device) {
+  const int n = comm.size(), r = comm.rank(), last = n - 1;
+  if (n < 2) throw std::runtime_error("check_split_calls needs at least 2 ranks");
+  // Two and a half parts: split in two, the second part longer.
+  const size_t per_part = comm.options().part_bytes / sizeof(int32_t);
+  const size_t count = per_part * 5 / 2 + 3;
+  auto element = [](int rank, size_t i) { return static_cast<int32_t>(i % 100003) * 3 + rank; };
+  auto expect_values = [&](const char* what, const Buffer& buffer, auto&& expected) {
+    const std::vector<int32_t> got = values_of(buffer);
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != expected(i))
+        fail(comm, fmt::format("{} of {} elements: element {} is {}, expected {}", what, got.size(), i, got[i],
+                               expected(i)));
+  };
+  std::vector<int32_t> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = element(r, i);
+
+  Buffer summed = buffer_of(device, mine);
+  comm.all_reduce(summed, ReduceOp::Sum);
+  expect_values("all_reduce", summed, [&](size_t i) {
+    return static_cast<int32_t>(i % 100003) * 3 * n + n * (n - 1) / 2;
+  });
+
+  Buffer broadcast = buffer_of(device, mine);
+  comm.broadcast(broadcast, last);
+  expect_values("broadcast from the last rank", broadcast, [&](size_t i) { return element(last, i); });
+
+  // Even ranks send to the next, odd ranks receive from the previous.
+  if (r % 2 == 0 && r + 1 < n) {
+    comm.send(buffer_of(device, mine), r + 1, 9);
+  } else if (r % 2 == 1) {
+    Buffer in = buffer_of(device, std::vector<int32_t>(count, -1));
+    comm.recv(in, r - 1, 9);
+    expect_values("recv", in, [&](size_t i) { return element(r - 1, i); });
+  }
+
+  Buffer part = buffer_of(device, std::vector<int32_t>(mine.begin(), mine.begin() + 1000));
+  Buffer gathered = buffer_of(device, std::vector<int32_t>(1000 * static_cast<size_t>(n), -1));
+  comm.all_gather(part, gathered);
+  expect_values("all_gather", gathered, [&](size_t i) { return element(static_cast<int>(i / 1000), i % 1000); });
+
+  // The last rank's call is one part longer: every rank fails in the first
+  // part, naming the whole calls, and no rank's buffer changed.
+  std::vector<int32_t> longer = mine;
+  if (r == last) longer.resize(count + per_part, 1);
+  Buffer mismatched = buffer_of(device, longer);
+  try {
+    expect_comm_error([&] { comm.all_reduce(mismatched, ReduceOp::Sum); }, ErrorKind::Validation,
+                      fmt::format("all_reduce(i32 x {}, sum), the part of elements 0 to ", count));
+  } catch (const std::runtime_error& e) {
+    fail(comm, fmt::format("split count mismatch: {}", e.what()));
+  }
+  expect_values("the mismatched all_reduce's buffer", mismatched, [&](size_t i) { return longer[i]; });
+  comm.barrier();  // still usable
+}
+
 void check_mismatches(Communicator& comm) {
   const int n = comm.size(), r = comm.rank(), last = n - 1;
   if (n < 2) throw std::runtime_error("check_mismatches needs at least 2 ranks");

@@ -31,6 +31,16 @@ void check_all_reduce_bitwise(Communicator& comm, size_t count);
 // ring, and barrier.
 void check_movement(Communicator& comm);
 
+// Calls large enough to go to the backend in parts (detail::split_call,
+// comm.options().part_bytes: a small size makes the check quick):
+// all_reduce, broadcast from the last rank and send/recv between neighbours,
+// plus an all_gather (never split), on buffers of `device` (host memory when
+// null; ranks may pass different devices: a call is split the same way
+// whatever memory each rank gives), checked element by element through host
+// copies; then a count mismatch between split calls fails every rank before
+// any data moved. Needs at least 2 ranks.
+void check_split_calls(Communicator& comm, Device* device);
+
 // Calls with arguments that differ across ranks (counts, dtypes, large
 // payloads) or are bad on some ranks (root out of range, wrong destination
 // size): each must fail with Error(Validation) on every rank, and the

@@ -92,6 +92,14 @@ class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm world, int rank, int size, CommOptions options)
       : Communicator(rank, size, options) {
+    // The ranks of this machine (those that can share memory with this
+    // one), numbered in rank order: found by MPI itself, so under any
+    // launcher, without reading its environment variables.
+    MPI_Comm machine = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &machine), "MPI_Comm_split_type");
+    MPI_Comm_rank(machine, &local_rank_);
+    MPI_Comm_size(machine, &local_size_);
+    MPI_Comm_free(&machine);
     check(MPI_Comm_dup(world, &collectives_), "MPI_Comm_dup");
     check(MPI_Comm_dup(world, &messages_), "MPI_Comm_dup");
     check(MPI_Comm_dup(world, &message_data_), "MPI_Comm_dup");
@@ -106,6 +114,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::string_view backend() const noexcept override { return "mpi"; }
+  int local_rank() const noexcept override { return local_rank_; }
+  int local_size() const noexcept override { return local_size_; }
 
  protected:
   void run_barrier(const CallDesc& desc) override { exchange(desc, all_peers()); }
@@ -380,6 +390,8 @@ class MpiCommunicator final : public Communicator {
     return !desc.invalid;
   }
 
+  int local_rank_ = 0;
+  int local_size_ = 1;
   MPI_Comm collectives_ = MPI_COMM_NULL;    // exchanges of the collectives
   MPI_Comm messages_ = MPI_COMM_NULL;       // send/recv headers, by the caller's tag
   MPI_Comm message_data_ = MPI_COMM_NULL;   // send/recv payloads

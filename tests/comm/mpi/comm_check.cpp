@@ -6,6 +6,10 @@
 //                naming it
 //   timeout      rank 1 never calls and exits 3 after the others' timeout;
 //                they time out naming it
+//   local_rank   all ranks on this machine: local_rank is the rank and
+//                local_size the size, and a plan on "CL:local" (or
+//                "CPU:local" without OpenCL) loads and runs on every rank,
+//                each on device local_rank % count
 // Each rank prints "rank R OK: ..." when its part passed.
 #include <cstdio>
 #include <exception>
@@ -13,6 +17,7 @@
 #include <thread>
 
 #include "svod/comm/communicator.h"
+#include "svod/planfile/plan_file.h"
 #include "svod/registry/registry.h"
 #include "tests/support/comm_checks.h"
 
@@ -38,11 +43,56 @@ int run(const std::string& which) {
     test::check_all_reduce_bitwise(comm, 7);
     test::check_all_reduce_bitwise(comm, 100003);
     test::check_movement(comm);
-    return report(comm, std::to_string(checked) + " all_reduce buffers exact, results bitwise equal, data moved");
+    // Calls split into parts, on host memory, then with the odd ranks'
+    // buffers staged from OpenCL memory where there is a device (PoCL here).
+    test::check_split_calls(comm, nullptr);
+    std::shared_ptr<Device> cl;
+    try {
+      cl = open_device("CL:0");
+    } catch (const Error&) {  // no OpenCL here: host memory only
+    }
+    test::check_split_calls(comm, comm.rank() % 2 == 1 ? cl.get() : nullptr);
+    return report(comm, std::to_string(checked) + " all_reduce buffers exact, results bitwise equal, data moved" +
+                            (cl ? ", split calls staged from " + cl->name() : ""));
   }
   if (which == "mismatch") {
     test::check_mismatches(comm);
     return report(comm, "every mismatch failed on this rank");
+  }
+  if (which == "local_rank") {
+    // ctest starts every rank on this machine.
+    if (comm.local_rank() != comm.rank() || comm.local_size() != comm.size())
+      throw std::runtime_error("local rank " + std::to_string(comm.local_rank()) + " of " +
+                               std::to_string(comm.local_size()) + ", expected " + std::to_string(comm.rank()) +
+                               " of " + std::to_string(comm.size()));
+    std::string kind = "CL";
+    size_t count = 0;
+    for (const auto& d : device_registry().list_devices()) count += d.available && d.name.rfind("CL:", 0) == 0;
+    if (count == 0) kind = "CPU";
+    const std::string program =
+        kind == "CL" ? R"J({ "language": "opencl", "entry": "set",
+             "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
+             "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
+             "global_size": [1], "local_size": [16] })J"
+                     : R"J({ "language": "c", "entry": "set",
+             "source": "void set(float* g, int v) { for (int i = 0; i < 16; i++) g[i] = v; }",
+             "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ] })J";
+    const std::string plan = R"J({ "svod_plan": 1, "device": ")J" + kind + R"J(:local",
+      "buffers": { "d": { "dtype": "f32", "count": 16 }, "h": { "dtype": "f32", "count": 16, "device": "CPU" } },
+      "programs": { "set": )J" + program + R"J( },
+      "ops": [ { "run": "set", "buffers": ["d"], "scalars": { "v": "rank + 1" } },
+               { "collective": { "kind": "all_reduce", "buffers": ["d"], "op": "sum" } },
+               { "copy": { "dst": "h", "src": "d" } } ] })J";
+    LoadedPlan loaded = load_plan(parse_plan_text(plan, ".", "local.json"), LoadOptions{.communicator = borrowed(comm)});
+    const std::string device = loaded.plan.buffer(*loaded.plan.find_buffer("d")).device().name();
+    const std::string expected = kind == "CL" ? "CL:" + std::to_string(static_cast<size_t>(comm.local_rank()) % count) : "CPU";
+    if (device != expected) throw std::runtime_error(kind + ":local resolved to " + device + ", expected " + expected);
+    loaded.execute();
+    const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+    for (float v : loaded.plan.buffer(*loaded.plan.find_buffer("h")).span<float>())
+      if (v != want) throw std::runtime_error("the plan computed " + std::to_string(v) + ", expected " + std::to_string(want));
+    return report(comm, "local rank " + std::to_string(comm.local_rank()) + " of " + std::to_string(comm.local_size()) +
+                            ", " + kind + ":local is " + device);
   }
   Buffer buffer = open_device("CPU")->allocate(DType::F32, 100000);
   if (which == "failed_rank") {
@@ -66,7 +116,7 @@ int run(const std::string& which) {
     linger();
     return 0;
   }
-  std::fprintf(stderr, "usage: svod_comm_check collectives|mismatch|failed_rank|timeout\n");
+  std::fprintf(stderr, "usage: svod_comm_check collectives|mismatch|failed_rank|timeout|local_rank\n");
   return 2;
 }
 

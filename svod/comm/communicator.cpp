@@ -122,7 +122,7 @@ class StagedOperand {
       for (const EventPtr& event : *events) {
         try {
           if (event) event->wait();
-        } catch (const Error&) {  // the call has failed already, or fails in finish()
+        } catch (...) {  // the call has failed already, or fails in finish()
         }
       }
     }

@@ -47,7 +47,10 @@ class LocalGroup {
 
   // The slot of `rank` for the call numbered `seq`. Calls alternate between
   // two sets, so a rank that has moved on to the next call never overwrites
-  // a slot a slower rank still reads.
+  // a slot a slower rank still reads. The parts of a split call
+  // (detail::split_call) share its number, and so a set: only all_reduce and
+  // broadcast parts use slots, and each ends with a rendezvous after which no
+  // rank reads one; a part that fails ends the call.
   Slot& slot(uint64_t seq, int rank) { return slots_[seq & 1][rank]; }
 
   // Returns once every rank has arrived; `desc` names the call in errors.

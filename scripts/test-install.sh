@@ -101,10 +101,6 @@ EOF
   done
 }
 
-# The environment's svod command COMMAND (pip's console script) runs the package's own
-# svod/svod (PACKAGE/svod) from $work: that binary finds libsvod_runtime beside it, the llvm
-# plugin is found beside the runtime (SVOD_CPU_BACKEND=llvm fails without it), the example plans
-# run, and the exit status is the binary's.
 # ldd finds FILE's libsvod_runtime.so.0 in FOLDER (through /lib -> /usr/lib: realpath).
 loads_runtime() {
   local file=$1 folder=$2 found
@@ -113,6 +109,10 @@ loads_runtime() {
     fail "$file loads libsvod_runtime.so.0 from '$found', not from $folder"
 }
 
+# The environment's svod command COMMAND (pip's console script) runs the package's own
+# svod/svod (PACKAGE/svod) from $work: that binary finds libsvod_runtime beside it, the llvm
+# plugin is found beside the runtime (SVOD_CPU_BACKEND=llvm fails without it), the example plans
+# run, and the exit status is the binary's.
 check_command() {
   local command=$1 package=$2 rc_command rc_binary
   [ -x "$command" ] || fail "no $command"

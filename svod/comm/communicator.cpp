@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <vector>
 
 #include "svod/base/env.h"
@@ -61,21 +62,6 @@ std::string describe(const CallDesc& desc) {
   return desc.native ? text + " on device memory" : text;
 }
 
-std::vector<CallDesc> split_call(const CallDesc& desc, size_t part_bytes) {
-  const bool one_operand = desc.kind == CollectiveKind::AllReduce || desc.kind == CollectiveKind::Broadcast ||
-                           desc.kind == CollectiveKind::Send;
-  const size_t per_part = std::max<size_t>(part_bytes / size_of(desc.dtype), 1);
-  if (desc.invalid || desc.native || !one_operand || desc.count / per_part < 2) return {desc};
-  const size_t parts = desc.count / per_part;
-  std::vector<CallDesc> out(parts, desc);
-  for (size_t k = 0; k < parts; ++k) {
-    out[k].whole = desc.count;
-    out[k].offset = k * per_part;
-    out[k].count = k + 1 < parts ? per_part : desc.count - k * per_part;
-  }
-  return out;
-}
-
 std::string rank_list(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
@@ -128,17 +114,16 @@ class StagedOperand {
     }
   }
 
-  bool active() const noexcept { return host_.valid(); }
   void* data() const noexcept { return host_.data(); }
 
   // Takes host memory for `buffer` and, unless the call only writes it,
   // queues its copy from the device, part by part.
-  void open(const Buffer& buffer, bool read, std::span<const CallDesc> parts) {
+  void open(const Buffer& buffer, bool read, const detail::CallParts& parts) {
     buffer_ = buffer;
     host_ = buffer.device().allocate_host_cached(buffer.dtype(), buffer.count());
     if (!read) return;
     Queue& queue = buffer.device().queue();
-    for (const CallDesc& part : parts) in_.push_back(queue.copy(view(host_, part), view(buffer_, part)));
+    for (size_t k = 0; k < parts.size(); ++k) in_.push_back(queue.copy(view(host_, parts[k]), view(buffer_, parts[k])));
     queue.flush();
   }
   // Before the transport of part k reads the host copy.
@@ -187,8 +172,10 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   if (desc.kind != CollectiveKind::Send) desc.seq = seq_++;
   desc.invalid = !local_error.empty();
   std::array<void*, 2> data{};  // no call has more operands
-  std::array<StagedOperand, 2> staged;
-  std::vector<CallDesc> parts;
+  // Made for device operands only, off the stack: a call on host memory
+  // then sets up two null pointers, not two staging states.
+  std::array<std::unique_ptr<StagedOperand>, 2> staged;
+  detail::CallParts parts(desc);
   std::exception_ptr staging_error;
   if (!desc.invalid) {
     try {
@@ -206,12 +193,16 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
         } else if (buffer.is_host()) {
           data[i] = buffer.data();
         } else {
-          staged[i].open(buffer, operand.staging != Staging::Out, parts);
-          data[i] = staged[i].data();
+          staged[i] = std::make_unique<StagedOperand>();
+          staged[i]->open(buffer, operand.staging != Staging::Out, parts);
+          data[i] = staged[i]->data();
         }
         ++i;
       }
-      for (const StagedOperand& operand : staged) operand.wait_in(0);
+      // A first part that could not be copied makes this rank one whose
+      // arguments were rejected (below), not a broken one.
+      for (const auto& operand : staged)
+        if (operand) operand->wait_in(0);
     } catch (...) {
       // Still take part, as a rank whose arguments were rejected, so that
       // the others fail now instead of timing out.
@@ -221,22 +212,24 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
       data = {};
     }
   }
-  if (desc.invalid) parts = {desc};
+  if (desc.invalid) parts = detail::CallParts(desc);
   try {
     for (size_t k = 0; k < parts.size(); ++k) {
-      const CallDesc& part = parts[k];
-      for (const StagedOperand& operand : staged) operand.wait_in(k);
+      const CallDesc part = parts[k];
+      for (const auto& operand : staged)
+        if (operand) operand->wait_in(k);
       body(part, std::array<void*, 2>{part_address(data[0], part), part_address(data[1], part)});
       // Every rank compared its descriptor in the first part: an invalid
       // one stops here, on every rank, before any data moved.
       if (desc.invalid) throw Error(ErrorKind::Validation, local_error);
       size_t i = 0;
       for (const Operand& operand : operands) {
-        if (staged[i].active() && operand.staging != Staging::In) staged[i].write_back(part);
+        if (staged[i] && operand.staging != Staging::In) staged[i]->write_back(part);
         ++i;
       }
     }
-    for (const StagedOperand& operand : staged) operand.finish();
+    for (const auto& operand : staged)
+      if (operand) operand->finish();
   } catch (const Error& error) {
     // Backends raise Validation only when every rank saw the same mismatch
     // before any data moved, so the ranks stay in step and the communicator

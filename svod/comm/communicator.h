@@ -42,6 +42,7 @@
 // but their order must still match across ranks.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -114,11 +115,40 @@ std::string describe(const CallDesc& desc);
 // The parts a call is passed to the backend in: a call of one operand
 // (all_reduce, broadcast, send/recv) of at least 2 x part_bytes on host
 // memory or staged is split into parts of part_bytes (rounded down to whole
-// elements; the last part longer); any other call is one part. Depends on
-// the descriptor and the options alone, so every rank splits a call the
-// same way. Each part's descriptor has `whole` and `offset` set when there
-// are several.
-std::vector<CallDesc> split_call(const CallDesc& desc, size_t part_bytes);
+// elements; the last part longer); any other call is one part, the call
+// itself. Depends on the descriptor and the options alone, so every rank
+// splits a call the same way. Each part's descriptor has `whole` and
+// `offset` set when there are several. Made per part on demand: a call of
+// one part costs no allocation.
+// (Inline: every collective call makes one.)
+class CallParts {
+ public:
+  explicit CallParts(const CallDesc& desc) : desc_(desc) {}  // one part
+  CallParts(const CallDesc& desc, size_t part_bytes) : desc_(desc) {
+    const bool one_operand =
+        desc.kind == CollectiveKind::AllReduce || desc.kind == CollectiveKind::Broadcast || desc.kind == CollectiveKind::Send;
+    if (desc.invalid || desc.native || !one_operand || desc.count < 2) return;
+    const size_t per_part = std::max<size_t>(part_bytes / size_of(desc.dtype), 1);
+    if (desc.count / per_part < 2) return;
+    per_part_ = per_part;
+    parts_ = desc.count / per_part;
+  }
+  size_t size() const noexcept { return parts_; }
+  CallDesc operator[](size_t k) const noexcept {
+    if (parts_ == 1) return desc_;
+    CallDesc part = desc_;
+    part.whole = desc_.count;
+    part.offset = k * per_part_;
+    part.count = k + 1 < parts_ ? per_part_ : desc_.count - k * per_part_;
+    return part;
+  }
+
+ private:
+  CallDesc desc_;
+  size_t per_part_ = 0;
+  size_t parts_ = 1;
+};
+inline CallParts split_call(const CallDesc& desc, size_t part_bytes) { return CallParts(desc, part_bytes); }
 
 // Given every rank's descriptor of one call (index = rank), the message that
 // every rank raises, or nullopt when they agree. The same on every rank.

@@ -385,17 +385,18 @@ TEST(SplitCall, PartsOfOneOperandCallsFromTheDescriptorAlone) {
   constexpr size_t kPart = 4 << 20;
   const size_t per_part = kPart / sizeof(float);
   const CallDesc big{.seq = 4, .count = per_part * 3 + 5, .kind = CollectiveKind::AllReduce, .dtype = DType::F32};
-  const std::vector<CallDesc> parts = detail::split_call(big, kPart);
+  const detail::CallParts parts = detail::split_call(big, kPart);
   ASSERT_EQ(parts.size(), 3u);
   uint64_t next = 0;
-  for (const CallDesc& part : parts) {
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const CallDesc part = parts[k];
     EXPECT_EQ(part.seq, 4u);  // one call: one number
     EXPECT_EQ(part.whole, big.count);
     EXPECT_EQ(part.offset, next);
     next += part.count;
   }
   EXPECT_EQ(next, big.count);
-  EXPECT_EQ(parts.back().count, per_part + 5);  // the last part takes the rest
+  EXPECT_EQ(parts[2].count, per_part + 5);  // the last part takes the rest
   EXPECT_EQ(detail::describe(parts[1]),
             fmt::format("all_reduce(f32 x {}, sum), the part of elements {} to {}", big.count, per_part,
                         2 * per_part - 1));
@@ -406,7 +407,7 @@ TEST(SplitCall, PartsOfOneOperandCallsFromTheDescriptorAlone) {
                          CallDesc{.count = per_part * 4, .kind = CollectiveKind::Barrier},
                          CallDesc{.count = per_part * 4, .kind = CollectiveKind::Broadcast, .native = true},
                          CallDesc{.count = per_part * 4, .kind = CollectiveKind::Send, .invalid = true}}) {
-    const std::vector<CallDesc> one = detail::split_call(whole, kPart);
+    const detail::CallParts one = detail::split_call(whole, kPart);
     ASSERT_EQ(one.size(), 1u);
     EXPECT_EQ(one[0], whole);
   }

@@ -286,22 +286,7 @@ TEST(Package, LocalDeviceNamesArePackedAsWritten) {
     GTEST_SKIP() << "no OpenCL device: " << e.what();
   }
   TempDir dir;
-  const auto plan = dir.write("local.json", R"J({
-    "svod_plan": 1,
-    "device": "CL:local",
-    "buffers": { "d": { "dtype": "f32", "count": 16 }, "h": { "dtype": "f32", "count": 16, "device": "CPU" } },
-    "programs": {
-      "set": { "language": "opencl", "entry": "set",
-               "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
-               "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
-               "global_size": [1], "local_size": [16] }
-    },
-    "ops": [
-      { "run": "set", "buffers": ["d"], "scalars": { "v": "rank + 1" } },
-      { "collective": { "kind": "all_reduce", "buffers": ["d"], "op": "sum" } },
-      { "copy": { "dst": "h", "src": "d" } }
-    ]
-  })J");
+  const auto plan = dir.write("local.json", test::opencl_all_reduce_plan("CL:local"));
   const auto bytes = pack_plan(plan);
   run_local_ranks(2, [&](Communicator& comm) {
     PackageLoadOptions options;
@@ -315,7 +300,7 @@ TEST(Package, LocalDeviceNamesArePackedAsWritten) {
     EXPECT_EQ(package.loaded.plan.buffer(*package.loaded.plan.find_buffer("d")).device().name(), "CL:0");
     package.loaded.execute();
     const Buffer& h = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("h"));
-    EXPECT_EQ(std::vector<float>(h.span<float>().begin(), h.span<float>().end()), std::vector<float>(16, 3.0f));
+    EXPECT_EQ(std::vector<float>(h.span<float>().begin(), h.span<float>().end()), std::vector<float>(64, 3.0f));
   });
 }
 

@@ -367,28 +367,7 @@ TEST(PlanFileCollective, DeviceBuffersAreReducedBetweenDeviceKernels) {
 // own device; without a communicator it is device 0. The name stays as
 // written in the plan; an unknown suffix or a kind the machine lacks is a
 // typed error naming the device and the field.
-Json local_device_plan(std::string_view device) {
-  Json plan = Json::parse(R"J({
-    "svod_plan": 1,
-    "buffers": {
-      "d": { "dtype": "f32", "count": 64 },
-      "h": { "dtype": "f32", "count": 64, "device": "CPU" }
-    },
-    "programs": {
-      "set": { "language": "opencl", "entry": "set",
-               "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
-               "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
-               "global_size": [4], "local_size": [16] }
-    },
-    "ops": [
-      { "run": "set", "buffers": ["d"], "scalars": { "v": "rank + 1" } },
-      { "collective": { "kind": "all_reduce", "buffers": ["d"], "op": "sum" } },
-      { "copy": { "dst": "h", "src": "d" } }
-    ]
-  })J");
-  plan["device"] = device;
-  return plan;
-}
+Json local_device_plan(std::string_view device) { return Json::parse(test::opencl_all_reduce_plan(device)); }
 
 TEST(PlanFileCollective, LocalDevicesFollowTheLocalRank) {
   try {

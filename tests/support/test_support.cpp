@@ -48,4 +48,26 @@ bool cuda_device_present() {
   }
 }
 
+std::string opencl_all_reduce_plan(std::string_view device) {
+  return R"J({
+    "svod_plan": 1,
+    "device": ")J" + std::string(device) + R"J(",
+    "buffers": {
+      "d": { "dtype": "f32", "count": 64 },
+      "h": { "dtype": "f32", "count": 64, "device": "CPU" }
+    },
+    "programs": {
+      "set": { "language": "opencl", "entry": "set",
+               "source": "__kernel void set(__global float* g, int v) { g[get_global_id(0)] = v; }",
+               "buffers": [ { "name": "g", "access": "write" } ], "scalars": [ { "name": "v", "type": "i32" } ],
+               "global_size": [4], "local_size": [16] }
+    },
+    "ops": [
+      { "run": "set", "buffers": ["d"], "scalars": { "v": "rank + 1" } },
+      { "collective": { "kind": "all_reduce", "buffers": ["d"], "op": "sum" } },
+      { "copy": { "dst": "h", "src": "d" } }
+    ]
+  })J";
+}
+
 }  // namespace svod::test

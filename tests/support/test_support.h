@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "svod/base/error.h"
@@ -40,6 +41,11 @@ class ScopedEnv {
 
 // Whether CUDA:0 opens (a GPU and its driver are there).
 bool cuda_device_present();
+
+// A plan file's text on `device` (an OpenCL device name, e.g. "CL:local"): an
+// OpenCL kernel writes rank + 1 into the 64 floats of buffer "d", an
+// all_reduce sums them over the ranks, and CPU buffer "h" gets the result.
+std::string opencl_all_reduce_plan(std::string_view device);
 
 // A C kernel spec with the given parameters.
 ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers = {},

@@ -21,13 +21,18 @@ Device::~Device() = default;
 Buffer Device::allocate_host(DType dtype, size_t count) { return host_device().allocate(dtype, count); }
 
 BlockCache& Device::block_cache() {
-  std::call_once(block_cache_once_, [&] { block_cache_ = make_block_cache(*this, BlockCache::Memory::Device); });
+  std::call_once(block_cache_once_, [&] {
+    block_cache_ = make_block_cache(*this, BlockCache::Memory::Device);
+    block_cache_made_.store(block_cache_.get(), std::memory_order_release);
+  });
   return *block_cache_;
 }
 
 BlockCache& Device::host_block_cache() {
-  std::call_once(host_block_cache_once_,
-                 [&] { host_block_cache_ = make_block_cache(*this, BlockCache::Memory::Host); });
+  std::call_once(host_block_cache_once_, [&] {
+    host_block_cache_ = make_block_cache(*this, BlockCache::Memory::Host);
+    host_block_cache_made_.store(host_block_cache_.get(), std::memory_order_release);
+  });
   return *host_block_cache_;
 }
 
@@ -35,9 +40,12 @@ Buffer Device::allocate_cached(DType dtype, size_t count) { return block_cache()
 
 Buffer Device::allocate_host_cached(DType dtype, size_t count) { return host_block_cache().allocate(dtype, count); }
 
-void Device::free_cached() {
-  block_cache().clear();
-  host_block_cache().clear();
+// Only caches that exist are emptied: making one here would give nothing
+// back, and would read SVOD_BLOCK_CACHE_MB, whose error thrown from a
+// device's destructor would end the process.
+void Device::free_cached() noexcept {
+  for (const auto* made : {&block_cache_made_, &host_block_cache_made_})
+    if (BlockCache* cache = made->load(std::memory_order_acquire)) cache->clear();
 }
 
 bool Device::accepts(Language language) const noexcept {

@@ -8,6 +8,7 @@
 // loaded kernel, callable many times and from many threads at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -43,8 +44,9 @@ class Device {
   // byte size (block_cache.h). Its contents are undefined, not zero-filled.
   Buffer allocate_cached(DType dtype, size_t count);
   // Gives the blocks this device holds for reuse back (free_cached_blocks()
-  // does it for every device).
-  void free_cached();
+  // does it for every device). Never throws: devices call it from their
+  // destructors.
+  void free_cached() noexcept;
   // Host memory that this device copies to and from fastest (pinned memory
   // on CUDA); plain host memory by default. For staging and for results read
   // back on the host.
@@ -109,6 +111,8 @@ class Device {
   BlockCache& host_block_cache();
   std::once_flag block_cache_once_, host_block_cache_once_;
   std::shared_ptr<BlockCache> block_cache_, host_block_cache_;
+  // Set once each is made, for free_cached(), which empties only those.
+  std::atomic<BlockCache*> block_cache_made_{nullptr}, host_block_cache_made_{nullptr};
   // This device's key space in the process-wide kernel cache.
   const uint64_t cache_scope_;
 };

@@ -231,6 +231,27 @@ TEST_F(OpenCl, KernelsTakeOnlyBuffersOfTheirContext) {
   EXPECT_NE(message.find("is on CPU"), std::string::npos) << message;
 }
 
+// A device frees its cached blocks first thing in its destructor; a device
+// that never cached anything has no cache to free, so a bad
+// SVOD_BLOCK_CACHE_MB is an error where the cache is used, never a throw
+// out of the destructor (which would end the process).
+TEST_F(OpenCl, DeviceWithoutCachedBlocksIsDestroyedWhateverTheCacheSetting) {
+  ::setenv("SVOD_BLOCK_CACHE_MB", "-1", 1);
+  {
+    OpenClDevice unused(0);
+    Buffer plain = unused.allocate(DType::F32, 16);
+  }
+  OpenClDevice used(0);
+  try {
+    used.allocate_cached(DType::F32, 16);
+    ADD_FAILURE() << "a negative SVOD_BLOCK_CACHE_MB was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string(e.what()).find("SVOD_BLOCK_CACHE_MB=-1"), std::string::npos) << e.what();
+  }
+  ::unsetenv("SVOD_BLOCK_CACHE_MB");
+}
+
 // Copies both ways, within the device and at view offsets are in the
 // device conformance suite; these are OpenCL's own cases.
 TEST_F(OpenCl, DeviceMemoryIsNotHostVisibleAndOverlapsAreStaged) {

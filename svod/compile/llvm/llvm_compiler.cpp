@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/Analysis/TargetTransformInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
@@ -25,6 +26,7 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/Transforms/Utils/LoopUtils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -41,7 +43,7 @@ namespace {
 
 // Part of the identity: what the in-process path does beyond the C flags.
 constexpr char kPipeline[] =
-    "c:disable-llvm-passes;default<O2>+unroll+loop-vectorize(innermost<128)+slp-vectorize,no-builtins,pic,got-calls";
+    "c:disable-llvm-passes;default<O2>+unroll+loop-vectorize(innermost<128x(vector bits/256))+slp-vectorize,no-builtins,pic,got-calls";
 
 double ms_between(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end) {
   return std::chrono::duration<double, std::milli>(end - start).count();
@@ -60,16 +62,24 @@ double thread_cpu_ms() {
 // (the SLP vectoriser still vectorises across its statements), and on such
 // loops the loop vectoriser's cost modelling is the most expensive pass of
 // the pipeline. Short loops, as people write them, are vectorised as before.
+// The length is for 256-bit vector registers and grows with them: a body of
+// a few lanes fills 512-bit registers only through the loop vectoriser (an
+// element-wise corpus kernel of 4 lanes ran 1.2-1.3x slower on AVX-512
+// without it, docs/BENCHMARKS.md).
 constexpr size_t kLongLoopInstructions = 128;
 
 struct SkipLoopVectorizeOnLongLoops : llvm::PassInfoMixin<SkipLoopVectorizeOnLongLoops> {
   llvm::PreservedAnalyses run(llvm::Function& function, llvm::FunctionAnalysisManager& analyses) {
+    const uint64_t vector_bits = analyses.getResult<llvm::TargetIRAnalysis>(function)
+                                     .getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector)
+                                     .getFixedValue();
+    const size_t long_loop = kLongLoopInstructions * std::max<uint64_t>(1, vector_bits / 256);
     for (llvm::Loop* loop : analyses.getResult<llvm::LoopAnalysis>(function).getLoopsInPreorder()) {
       // Loops the source says how to vectorise keep their hints.
       if (!loop->isInnermost() || llvm::findStringMetadataForLoop(loop, "llvm.loop.vectorize.enable")) continue;
       size_t instructions = 0;
       for (const llvm::BasicBlock* block : loop->blocks()) instructions += block->size();
-      if (instructions >= kLongLoopInstructions) llvm::addStringMetadataToLoop(loop, "llvm.loop.vectorize.enable", 0);
+      if (instructions >= long_loop) llvm::addStringMetadataToLoop(loop, "llvm.loop.vectorize.enable", 0);
     }
     // Only loop metadata changed: every analysis still holds.
     return llvm::PreservedAnalyses::all();

@@ -236,7 +236,7 @@ TEST_F(OpenCl, KernelsTakeOnlyBuffersOfTheirContext) {
 // SVOD_BLOCK_CACHE_MB is an error where the cache is used, never a throw
 // out of the destructor (which would end the process).
 TEST_F(OpenCl, DeviceWithoutCachedBlocksIsDestroyedWhateverTheCacheSetting) {
-  ::setenv("SVOD_BLOCK_CACHE_MB", "-1", 1);
+  const test::ScopedEnv bad_limit("SVOD_BLOCK_CACHE_MB", "-1");
   {
     OpenClDevice unused(0);
     Buffer plain = unused.allocate(DType::F32, 16);
@@ -249,7 +249,6 @@ TEST_F(OpenCl, DeviceWithoutCachedBlocksIsDestroyedWhateverTheCacheSetting) {
     EXPECT_EQ(e.kind(), ErrorKind::Validation);
     EXPECT_NE(std::string(e.what()).find("SVOD_BLOCK_CACHE_MB=-1"), std::string::npos) << e.what();
   }
-  ::unsetenv("SVOD_BLOCK_CACHE_MB");
 }
 
 // Copies both ways, within the device and at view offsets are in the

@@ -3,8 +3,9 @@
 setuptools copies the Python files of python/svod (every module there) and python/_svod_cli.py;
 build_ext configures and builds the CMake target svod_python_wheel (the extension svod._svod,
 libsvod_runtime, its plugins and the svod command) and installs the CMake component svod_wheel
-into the wheel, which puts them side by side in svod/: the extension and the command (svod/svod)
-find the runtime beside them (RPATH $ORIGIN) and the runtime its plugins beside itself, so the
+into the wheel, which puts them side by side in svod/: the command's launcher (svod/svod) finds
+its library libsvod_command.so there, that library and the extension find the runtime beside
+them (RPATH $ORIGIN), and the runtime its plugins beside itself, so the
 installed package needs no PYTHONPATH or LD_LIBRARY_PATH and works from any folder. pip makes
 the console script <environment>/bin/svod (pyproject.toml), which execs svod/svod.
 
@@ -101,9 +102,10 @@ class CMakeBuild(build_ext):
             built = sorted(p.name for p in package.glob("_svod*"))
             raise RuntimeError(f"svod: CMake built {built}, not {extension.name}: the build folder {build_dir} "
                                f"was configured for another Python than {sys.executable}")
-        if not (package / "svod").is_file():
-            raise RuntimeError(f"svod: `cmake --install {build_dir} --component svod_wheel` put no svod command "
-                               f"into {package}")
+        for command in ("svod", "libsvod_command.so"):  # the launcher and the command it opens
+            if not (package / command).is_file():
+                raise RuntimeError(f"svod: `cmake --install {build_dir} --component svod_wheel` put no {command} "
+                                   f"into {package}")
 
 
 # setuptools' egg-info goes with its other byproducts under build/ (ignored by git), not beside this file.

@@ -4,9 +4,11 @@
 # installation (README.md, "Install"; scripts/test-install.sh tries all three).
 include(GNUInstallDirs)
 
-# <prefix>/bin/svod finds libsvod_runtime in <prefix>/<libdir> wherever the
-# prefix is (the plugins are found beside the runtime, by the runtime).
+# <prefix>/bin/svod finds libsvod_command in <prefix>/<libdir> wherever the
+# prefix is, and the command libsvod_runtime beside itself (the plugins are
+# found beside the runtime, by the runtime).
 set_target_properties(svod_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+set_target_properties(svod_command PROPERTIES INSTALL_RPATH "$ORIGIN")
 
 # The wheel's compiled part, installed only when asked for by name
 # (`cmake --install BUILD --component svod_wheel --prefix DIR`, as setup.py
@@ -16,7 +18,7 @@ set_target_properties(svod_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INST
 # the library's version symlink into the file (a wheel holds no links).
 # `cmake --build BUILD --target svod_python_wheel` builds what it needs.
 if(TARGET svod_python)
-  set(svod_wheel_targets svod_python svod_runtime)
+  set(svod_wheel_targets svod_python svod_runtime svod_command)
   foreach(plugin svod_llvm svod_comm_mpi)
     if(TARGET ${plugin})
       list(APPEND svod_wheel_targets ${plugin})
@@ -24,11 +26,11 @@ if(TARGET svod_python)
   endforeach()
   install(TARGETS ${svod_wheel_targets} LIBRARY DESTINATION svod NAMELINK_SKIP
           COMPONENT svod_wheel EXCLUDE_FROM_ALL)
-  # The svod command goes beside them as DIR/svod/svod, with the RPATH $ORIGIN
-  # instead of the prefix layout's $ORIGIN/../lib (INSTALL_RPATH is one per
-  # target): the package's console script `svod` (python/_svod_cli.py) execs
-  # it, and the runtime it loads finds the plugins beside itself as it does for
-  # the extension.
+  # The svod command's launcher goes beside them as DIR/svod/svod, with the
+  # RPATH $ORIGIN instead of the prefix layout's $ORIGIN/../lib (INSTALL_RPATH
+  # is one per target), so it opens libsvod_command there: the package's
+  # console script `svod` (python/_svod_cli.py) execs it, and the runtime the
+  # command loads finds the plugins beside itself as it does for the extension.
   install(TARGETS svod_cli RUNTIME DESTINATION svod COMPONENT svod_wheel EXCLUDE_FROM_ALL)
   install(CODE "file(RPATH_SET FILE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/svod/svod\" NEW_RPATH \"$ORIGIN\")"
           COMPONENT svod_wheel EXCLUDE_FROM_ALL)

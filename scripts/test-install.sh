@@ -109,16 +109,27 @@ loads_runtime() {
     fail "$file loads libsvod_runtime.so.0 from '$found', not from $folder"
 }
 
+# The launcher LAUNCHER (`svod`) opens the command's library libsvod_command.so from FOLDER.
+opens_command() {
+  local launcher=$1 folder=$2 found
+  found=$(cd "$work" && LD_DEBUG=files "$launcher" info 2>&1 >/dev/null |
+          grep -o 'calling init: [^ ]*libsvod_command\.so' | head -1 | cut -d' ' -f3)
+  [ -n "$found" ] && [ "$(realpath "$found")" = "$(realpath "$folder/libsvod_command.so")" ] ||
+    fail "$launcher opens libsvod_command.so from '$found', not from $folder"
+}
+
 # The environment's svod command COMMAND (pip's console script) runs the package's own
-# svod/svod (PACKAGE/svod) from $work: that binary finds libsvod_runtime beside it, the llvm
-# plugin is found beside the runtime (SVOD_CPU_BACKEND=llvm fails without it), the example plans
-# run, and the exit status is the binary's.
+# svod/svod (PACKAGE/svod) from $work: that launcher opens the command's library beside it,
+# which finds libsvod_runtime beside it, the llvm plugin is found beside the runtime
+# (SVOD_CPU_BACKEND=llvm fails without it), the example plans run, and the exit status is the
+# binary's. A copy of the launcher without the library beside it says so.
 check_command() {
-  local command=$1 package=$2 rc_command rc_binary
+  local command=$1 package=$2 rc_command rc_binary rc_lonely
   [ -x "$command" ] || fail "no $command"
   [ -x "$package/svod" ] || fail "no $package/svod"
-  if ldd "$package/svod" | grep 'not found'; then fail "$package/svod misses a library"; fi
-  loads_runtime "$package/svod" "$package"
+  if ldd "$package/svod" "$package/libsvod_command.so" | grep 'not found'; then fail "$package/svod misses a library"; fi
+  loads_runtime "$package/libsvod_command.so" "$package"
+  opens_command "$package/svod" "$package"
   [ "$(cd "$work" && "$command" --version)" = "$("$package/svod" --version)" ] || fail "$command --version differs"
   (cd "$work" && "$command" info) | grep -qF "$package/libsvod_llvm.so" ||
     fail "$command info names no llvm plugin in $package"
@@ -129,6 +140,13 @@ check_command() {
   rc_binary=0; (cd "$work" && "$package/svod" run "$work/no-such-plan.json" 2>/dev/null) || rc_binary=$?
   [ "$rc_command" != 0 ] && [ "$rc_command" = "$rc_binary" ] ||
     fail "$command exited $rc_command on a missing plan, $package/svod $rc_binary"
+  mkdir -p "$work/lonely"
+  cp "$package/svod" "$work/lonely/svod"
+  rc_lonely=0; "$work/lonely/svod" info 2>"$work/lonely/err" || rc_lonely=$?
+  [ "$rc_lonely" = 127 ] && grep -qF "cannot open the svod command's library: libsvod_command.so" "$work/lonely/err" ||
+    fail "svod without libsvod_command.so beside it exited $rc_lonely: $(cat "$work/lonely/err")"
+  "$work/lonely/svod" --version | grep -q '^svod ' || fail "svod --version needs libsvod_command.so"
+  rm -rf "$work/lonely"
   echo "test-install: $command runs $package/svod"
 }
 
@@ -163,19 +181,23 @@ dpkg -i "$deb" >/dev/null
 step "the package's libraries in $libdir, found with no RPATH"
 extension=$(ls /usr/lib/python3/dist-packages/svod/_svod*.so)
 for f in "$libdir/libsvod_runtime.so.0" "$libdir/libsvod_c.so.1" "$libdir/libsvod_c.so" "$libdir/libsvod_llvm.so" \
-         "$libdir/cmake/svod/svodConfig.cmake" "$libdir/cmake/svod/svodTargets.cmake" "$libdir/pkgconfig/svod.pc"; do
+         "$libdir/libsvod_command.so" "$libdir/cmake/svod/svodConfig.cmake" "$libdir/cmake/svod/svodTargets.cmake" "$libdir/pkgconfig/svod.pc"; do
   dpkg -L svod | grep -qxF "$f" || fail "dpkg -L svod does not list $f"
 done
 if dpkg -L svod | grep -E '^/usr/lib/(libsvod|cmake|pkgconfig)'; then
   fail "the package puts the above into /usr/lib, not $libdir"
 fi
-if ldd /usr/bin/svod "$libdir/libsvod_c.so.1" "$libdir/libsvod_llvm.so" "$extension" | grep 'not found'; then
+if ldd /usr/bin/svod "$libdir/libsvod_command.so" "$libdir/libsvod_c.so.1" "$libdir/libsvod_llvm.so" "$extension" |
+   grep 'not found'; then
   fail "the installed libraries miss a dependency"
 fi
-for f in /usr/bin/svod "$libdir/libsvod_c.so.1" "$extension"; do
+for f in "$libdir/libsvod_command.so" "$libdir/libsvod_c.so.1" "$extension"; do
   loads_runtime "$f" "$libdir"
+done
+for f in /usr/bin/svod "$libdir/libsvod_command.so" "$libdir/libsvod_c.so.1" "$extension"; do
   if readelf -d "$f" | grep -E 'RPATH|RUNPATH'; then fail "$f has an RPATH"; fi
 done
+opens_command /usr/bin/svod "$libdir"
 [ "$(realpath -m "$(pkg-config --variable=libdir svod)")" = "$libdir" ] ||
   fail "pkg-config's libdir for svod is $(pkg-config --variable=libdir svod), not $libdir"
 
@@ -204,7 +226,7 @@ check_python "$python" /usr/lib/python3/dist-packages/svod
 step "dpkg --purge svod"
 dpkg --purge svod >/dev/null
 deb_installed=0
-for p in /usr/bin/svod "$libdir/libsvod_runtime.so.0" "$libdir/cmake/svod" "$libdir/pkgconfig/svod.pc" \
+for p in /usr/bin/svod "$libdir/libsvod_command.so" "$libdir/libsvod_runtime.so.0" "$libdir/cmake/svod" "$libdir/pkgconfig/svod.pc" \
          /usr/lib/python3/dist-packages/svod; do
   [ ! -e "$p" ] || fail "dpkg --purge left $p"
 done

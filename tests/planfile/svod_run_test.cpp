@@ -550,5 +550,37 @@ TEST(SvodCli, VersionNamesTheApiAndTheLlvm) {
   EXPECT_NE(text.find(api), std::string::npos) << text;
 }
 
+// `svod --help`, `-h` and `--version` are answered by the launcher itself from
+// text made at build time, without opening libsvod_command.so: byte for byte
+// what the command prints (the launcher built without that text asks it).
+TEST(SvodCli, TheLauncherAnswersHelpAndVersionAsTheCommandDoesWithoutOpeningIt) {
+  TempDir dir;
+  const auto run = [&](const char* launcher, const char* flag, const char* name) {
+    const std::string out = (dir / (std::string(name) + ".out")).string();
+    const std::string err = (dir / (std::string(name) + ".err")).string();
+    // The dynamic linker names every object it opens on stderr.
+    const std::string command = "LD_DEBUG=files " + quote(launcher) + " " + flag + " >" + quote(out) + " 2>" + quote(err);
+    const int raw = std::system(command.c_str());
+    RunResult r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = read_text(out);
+    r.err = read_text(err);
+    return r;
+  };
+  for (const char* flag : {"--help", "-h", "--version"}) {
+    const RunResult fast = run(SVOD_BINARY_DIR "/svod", flag, "svod");
+    const RunResult command = run(SVOD_BARE_LAUNCHER, flag, "bare");
+    EXPECT_EQ(fast.status, 0) << flag;
+    EXPECT_EQ(command.status, 0) << flag;
+    EXPECT_FALSE(command.out.empty()) << flag;
+    EXPECT_EQ(fast.out, command.out) << flag;
+    EXPECT_EQ(fast.err.find("libsvod_command.so"), std::string::npos) << flag << fast.err;
+    EXPECT_NE(command.err.find("libsvod_command.so"), std::string::npos) << flag << command.err;
+  }
+  // The usage line names `svod`, not the path it was started by.
+  EXPECT_NE(run(SVOD_BINARY_DIR "/svod", "--help", "usage").out.find("Usage: svod [OPTIONS] SUBCOMMAND"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace svod

@@ -4,6 +4,7 @@
 """
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,16 @@ def test_installed_into_a_prefix_never_looked_in_imports_with_pythonpath(tmp_pat
     result = subprocess.run([sys.executable, "-c", CHECK % str(site)], env=env, cwd=tmp_path, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    # The command: <prefix>/bin/svod opens <prefix>/lib/libsvod_command.so (its RUNPATH
+    # $ORIGIN/../lib), which runs a plan with the runtime beside it.
+    plan = SITE_SCRIPT.parents[1] / "examples" / "mlp" / "plan.json"
+    env = dict(without_pythonpath(), LD_DEBUG="files", SVOD_CACHE="0")
+    result = subprocess.run([str(prefix / "bin" / "svod"), "run", str(plan)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    loaded = {os.path.realpath(path) for path in re.findall(r"calling init: (\S+)", result.stderr)}
+    for library in ("libsvod_command.so", "libsvod_runtime.so.0"):
+        assert os.path.realpath(prefix / "lib" / library) in loaded, (library, loaded)
 
 
 @pytest.mark.skipif(not BINARY_DIR, reason="needs SVOD_BINARY_DIR (set when ctest runs these tests)")

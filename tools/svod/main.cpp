@@ -1,4 +1,5 @@
-// The svod command-line tool.
+// The svod command-line tool: its parser and dispatch (the launcher that
+// calls this is tools/svod/launcher.c).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -9,8 +10,9 @@
 #include "svod/capi/svod.h"
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
+#include "tools/svod/entry.h"
 
-int main(int argc, char** argv) {
+int svod_command_main(int argc, char** argv) {
   // Every command is done with the thread pool when it returns here (a
   // command's parallel work, local ranks included, is joined before it
   // returns), so exit need not wait for the pool's idle workers to leave
@@ -18,6 +20,9 @@ int main(int argc, char** argv) {
   // and atexit handler (files, MPI_Finalize, profilers, coverage).
   svod::skip_pool_join_at_exit();
   CLI::App app{"svod: compile, load, run and time ML kernels"};
+  // The usage lines say `svod` however it was started, as the launcher's
+  // answer to --help made at build time does.
+  app.name("svod");
   app.require_subcommand(1);
   // Compile-time facts only: --version opens no library.
   app.set_version_flag("--version", fmt::format("svod {} (C API {}.{}, in-process compiler LLVM {})", SVOD_VERSION,

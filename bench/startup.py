@@ -1,6 +1,8 @@
 """Start-up of svod processes (issue 26): wall time of `svod --help`, `svod --version`, a run of
 the MLP example packed (`SVOD_CACHE=0 SVOD_COMPILE=0`), a warm run of its plan file (the object
-cache filled by a first run), and, for scale, `/bin/true`; rounds alternate the commands, and each
+cache filled by a first run), cold runs of a one-kernel plan that compile it (`SVOD_CACHE=0`: the
+process opens the compiler and compiles once), its source with and without `#include <math.h>`,
+and, for scale, `/bin/true`; rounds alternate the commands, and each
 median is also given as a multiple of /bin/true's, with the median CPU time (user + system, every
 thread): wall time well above it is time spent waiting (threads joined, the scheduler). With a baseline build folder, its `svod` runs
 the same commands in the same rounds. Then Python (this build): `import svod` and
@@ -19,6 +21,16 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, "examples", "mlp", "plan.json")
+
+# One small kernel, compiled by every run; {header} and {sqrt} make the <math.h> variant.
+KERNEL_PLAN = """{{ "svod_plan": 1,
+  "buffers": {{ "a": {{ "dtype": "f32", "count": 64, "init": {{ "fill": 4 }} }}, "o": {{ "dtype": "f32", "count": 64 }} }},
+  "programs": {{ "k": {{ "language": "c", "entry": "k",
+    "source": "{header}void k(float* o, const float* a) {{ for (int i = 0; i < 64; i++) o[i] = {sqrt}(a[i]); }}",
+    "buffers": [ {{ "name": "o", "access": "write" }}, {{ "name": "a" }} ] }} }},
+  "ops": [ {{ "run": "k", "buffers": ["o", "a"] }} ],
+  "outputs": {{ "o": {{ "expect": {{ "values": [2, 2], "prefix": true }} }} }} }}
+"""
 
 PYTHON_PROBE = """
 import time
@@ -53,6 +65,12 @@ def main():
         env.pop("SVOD_CPU_BACKEND", None)
         env.pop("SVOD_CACHE", None)
         packaged = dict(env, SVOD_CACHE="0", SVOD_COMPILE="0")
+        cold = dict(env, SVOD_CACHE="0")
+        kernels = {}
+        for name, header, sqrt in (("kernel", "", "__builtin_sqrtf"), ("kernel+math.h", "#include <math.h>\\n", "sqrtf")):
+            kernels[name] = os.path.join(work, f"{name}.json")
+            with open(kernels[name], "w") as f:
+                f.write(KERNEL_PLAN.format(header=header, sqrt=sqrt))
         commands = {"/bin/true": (["/bin/true"], env)}
         for tag, folder in builds.items():
             svod = os.path.join(folder, "svod")
@@ -64,6 +82,7 @@ def main():
                 f"{tag}svod --version": ([svod, "--version"], env),
                 f"{tag}svod run MLP.svodpkg": ([svod, "run", package], packaged),
                 f"{tag}svod run plan.json (warm)": ([svod, "run", PLAN], env),
+                **{f"{tag}svod run {name} (cold)": ([svod, "run", plan], cold) for name, plan in kernels.items()},
             })
         times = {name: [] for name in commands}
         cpu = {name: [] for name in commands}
@@ -75,7 +94,7 @@ def main():
         base = statistics.median(times["/bin/true"])
         for name, t in times.items():
             m = statistics.median(t)
-            print(f"{name:37s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
+            print(f"{name:43s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
                   f"{m / base:5.2f}x /bin/true  cpu {statistics.median(cpu[name]) * 1e3:5.2f} ms")
         py_env = dict(env, PYTHONPATH=os.path.join(build, "python"))
         imports, devices = [], []
@@ -84,8 +103,8 @@ def main():
                                  check=True).stdout.split()
             imports.append(float(out[0]))
             devices.append(float(out[1]))
-        print(f"{'python: import svod':37s} median {statistics.median(imports) * 1e3:6.2f} ms")
-        print(f"{'python: svod.device(CPU)':37s} median {statistics.median(devices) * 1e3:6.2f} ms (after the import)")
+        print(f"{'python: import svod':43s} median {statistics.median(imports) * 1e3:6.2f} ms")
+        print(f"{'python: svod.device(CPU)':43s} median {statistics.median(devices) * 1e3:6.2f} ms (after the import)")
     finally:
         shutil.rmtree(work)
 

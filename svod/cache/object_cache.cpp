@@ -57,7 +57,7 @@ static_assert(sizeof(EntryHeader) == 56);
 
 bool known_kind(uint32_t kind) {
   for (ArtifactKind k : {ArtifactKind::ElfObject, ArtifactKind::SharedLibrary, ArtifactKind::Ptx, ArtifactKind::Cubin,
-                         ArtifactKind::OpenClBinary})
+                         ArtifactKind::OpenClBinary, ArtifactKind::Preamble})
     if (kind == static_cast<uint32_t>(k)) return true;
   return false;
 }
@@ -441,5 +441,22 @@ void set_object_cache(std::shared_ptr<ObjectCache> cache) {
   g.cache = std::move(cache);
   g.chosen = true;
 }
+
+namespace {
+
+// The compilers' store is the process's object cache while it is on; a bad
+// setting (SVOD_CACHE_MAX_BYTES) is reported where objects are cached.
+std::shared_ptr<ArtifactStore> current_artifact_store() {
+  try {
+    std::shared_ptr<ObjectCache> cache = object_cache();
+    return cache && cache->enabled() ? cache : nullptr;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+[[maybe_unused]] const bool artifact_store_registered = (register_artifact_store(current_artifact_store), true);
+
+}  // namespace
 
 }  // namespace svod

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "svod/base/hash.h"
+#include "svod/compile/artifact_store.h"
 #include "svod/compile/compiler.h"
 
 namespace svod {
@@ -64,7 +65,9 @@ struct ObjectCacheUsage {
   uint64_t bytes = 0;
 };
 
-class ObjectCache {
+// The process's object cache (object_cache()), when it is on, is also the
+// compilers' ArtifactStore.
+class ObjectCache final : public ArtifactStore {
  public:
   explicit ObjectCache(ObjectCacheConfig config);
 
@@ -75,10 +78,10 @@ class ObjectCache {
 
   // The artifact stored under `key`, or nullopt (absent, damaged, or off).
   // Never waits: a FIFO, device or folder in the entry's place is damaged.
-  std::optional<Artifact> get(const Hash128& key);
+  std::optional<Artifact> get(const Hash128& key) override;
   // Publishes an entry. Never throws: failures only degrade the cache.
-  void put(const Hash128& key, const Artifact& artifact);
-  void remove(const Hash128& key);
+  void put(const Hash128& key, const Artifact& artifact) override;
+  void remove(const Hash128& key) override;
 
   // compiler.identity().hash(), remembered in the directory under
   // compiler.identity_source() when the compiler has one: a later process

@@ -39,8 +39,10 @@ std::optional<Hash128> host_tool_identity_source(std::string_view kind, const st
                                                  std::initializer_list<std::span<const std::string>> inputs);
 
 // Stored in object cache entries by value: new kinds take new values (4 was
-// OpenCL source, never produced, and stays unused).
-enum class ArtifactKind { ElfObject = 0, SharedLibrary = 1, Ptx = 2, Cubin = 3, OpenClBinary = 5 };
+// OpenCL source, never produced, and stays unused). A Preamble is no program's
+// artifact: the in-process C compiler keeps the precompiled header of a
+// source's leading #include lines in the object cache for later processes.
+enum class ArtifactKind { ElfObject = 0, SharedLibrary = 1, Ptx = 2, Cubin = 3, OpenClBinary = 5, Preamble = 6 };
 
 // Where one compile's time went (CPU time of the compiling thread), for
 // benchmarks and SVOD_DEBUG logs. Zero for the phases a compiler does not

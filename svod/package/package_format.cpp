@@ -233,6 +233,7 @@ PackageProgram::Artifact package_artifact(ArtifactKind kind) {
     case ArtifactKind::OpenClBinary: return PackageProgram::Artifact::OpenClBinary;
     case ArtifactKind::Cubin: return PackageProgram::Artifact::Cubin;
     case ArtifactKind::Ptx: return PackageProgram::Artifact::Ptx;
+    case ArtifactKind::Preamble: break;
   }
   return PackageProgram::Artifact::Source;
 }

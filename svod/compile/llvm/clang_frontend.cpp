@@ -2,11 +2,13 @@
 // an invocation), then one CompilerInstance per compile with the source as a
 // memory buffer, stopping at unoptimised IR. A source's preamble (its leading
 // #include and #define lines: `#include <math.h>` costs more to parse than a
-// small kernel) is precompiled in memory once two compiles have begun with
-// it, and later compiles that begin with it read the precompiled form.
+// small kernel) is precompiled once it is seen again, or at once when the
+// object cache can keep it for later processes, and compiles that begin with
+// it read the precompiled form (class Preambles).
 #include <clang/AST/ASTConsumer.h>
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
+#include <clang/Basic/SourceManager.h>
 #include <clang/Basic/Version.h>
 #include <clang/CodeGen/ModuleBuilder.h>
 #include <clang/Driver/Compilation.h>
@@ -30,15 +32,22 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "svod/base/error.h"
 #include "svod/base/file_read.h"
+#include "svod/base/hash.h"
+#include "svod/base/log.h"
+#include "svod/compile/artifact_store.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm/llvm_compiler.h"
 
@@ -126,45 +135,174 @@ class RegularFilesOnly final : public llvm::vfs::ProxyFileSystem {
 
 }  // namespace
 
-// Precompiled preambles, by preamble text and defines. A preamble seen once
-// is only counted: precompiling costs a little more than parsing, which pays
-// only when it is used again (tuning, a compiler's many kernels).
+// A precompiled preamble as svod keeps it: the PCH's bytes and the headers
+// it was made from, each with the size and modification time it had then.
+struct PreambleHeader {
+  std::string path;
+  int64_t size = 0;
+  int64_t mtime = 0;
+};
+
+class ReadyPreamble {
+ public:
+  ReadyPreamble(std::string pch, std::vector<PreambleHeader> headers)
+      : pch_(std::move(pch)), headers_(std::move(headers)) {}
+
+  // False once a header it was made from changed: the bytes are stale.
+  bool headers_unchanged() const {
+    for (const PreambleHeader& header : headers_) {
+      struct stat st {};
+      if (::stat(header.path.c_str(), &st) != 0 || st.st_size != header.size || st.st_mtime != header.mtime)
+        return false;
+    }
+    return true;
+  }
+
+  // Makes the compile of `invocation` read the preamble from these bytes and
+  // the rest of `source` (mapped in under the input's name) as clang's own
+  // precompiled preambles do; `files` gets the bytes as a file of its own.
+  void apply(clang::CompilerInvocation& invocation, llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>& files,
+             llvm::MemoryBuffer* source, const clang::PreambleBounds& bounds) const {
+    static constexpr const char* kPath = "/svod-precompiled-preamble.pch";
+    clang::PreprocessorOptions& options = invocation.getPreprocessorOpts();
+    options.addRemappedFile(invocation.getFrontendOpts().Inputs[0].getFile(), source);
+    options.PrecompiledPreambleBytes = {bounds.Size, bounds.PreambleEndsAtStartOfLine};
+    // The headers were checked against their sizes and times before: clang
+    // need not read them again.
+    options.DisablePCHOrModuleValidation = clang::DisableValidationForModuleKind::PCH;
+    options.UsePredefines = false;  // the preamble holds them
+    options.ImplicitPCHInclude = kPath;
+    auto memory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
+    memory->addFile(kPath, 0, llvm::MemoryBuffer::getMemBuffer(pch_, kPath, /*RequiresNullTerminator=*/false));
+    auto overlay = llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(files);
+    overlay->pushOverlay(memory);
+    files = overlay;
+  }
+
+  // The object cache's form: the header count, each header (path length,
+  // path, size, time), then the PCH.
+  std::vector<std::byte> serialise() const {
+    std::string out;
+    const auto put = [&out](uint64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); };
+    put(headers_.size());
+    for (const PreambleHeader& header : headers_) {
+      put(header.path.size());
+      out += header.path;
+      put(static_cast<uint64_t>(header.size));
+      put(static_cast<uint64_t>(header.mtime));
+    }
+    out += pch_;
+    const auto* bytes = reinterpret_cast<const std::byte*>(out.data());
+    return {bytes, bytes + out.size()};
+  }
+
+  // Null for bytes that are not serialise()'s.
+  static std::shared_ptr<const ReadyPreamble> deserialise(std::span<const std::byte> bytes) {
+    const char* at = reinterpret_cast<const char*>(bytes.data());
+    size_t left = bytes.size();
+    const auto take = [&](void* into, size_t n) {
+      if (left < n) return false;
+      std::memcpy(into, at, n);
+      at += n;
+      left -= n;
+      return true;
+    };
+    uint64_t count = 0;
+    if (!take(&count, sizeof count) || count > left / (3 * sizeof(uint64_t))) return nullptr;
+    std::vector<PreambleHeader> headers(count);
+    for (PreambleHeader& header : headers) {
+      uint64_t length = 0;
+      if (!take(&length, sizeof length) || length > left) return nullptr;
+      header.path.resize(length);
+      uint64_t size = 0, mtime = 0;
+      if (!take(header.path.data(), length) || !take(&size, sizeof size) || !take(&mtime, sizeof mtime))
+        return nullptr;
+      header.size = static_cast<int64_t>(size);
+      header.mtime = static_cast<int64_t>(mtime);
+    }
+    if (left == 0) return nullptr;
+    return std::make_shared<const ReadyPreamble>(std::string(at, left), std::move(headers));
+  }
+
+ private:
+  std::string pch_;
+  std::vector<PreambleHeader> headers_;
+};
+
+// Precompiled preambles, by preamble text and defines, in memory and in the
+// object cache (when it is on) for later processes. A preamble seen once in
+// a process is only counted, unless the cache can keep it and it has no
+// defines (a plan's or a compiler's kernels, not a tuner's candidates, which
+// differ in their defines): precompiling costs a little more than parsing,
+// which pays only when it is used again.
 class ClangFrontend::Preambles {
  public:
-  // The precompiled preamble `source` can use, precompiling it now when this
-  // is the second compile to begin with it; null when there is none (yet).
-  std::shared_ptr<const clang::PrecompiledPreamble> find(const clang::CompilerInvocation& invocation,
-                                                         const llvm::MemoryBuffer& source,
-                                                         const clang::PreambleBounds& bounds,
-                                                         const std::string& key) {
-    Entry* entry = nullptr;
+  // `compiler` is everything besides the preamble's text and defines that
+  // decides what clang makes of it (its version, target, options).
+  explicit Preambles(std::string compiler) : compiler_(std::move(compiler)) {}
+
+  // The precompiled preamble `source` can use; null when there is none (yet).
+  // `name` labels SVOD_DEBUG's lines.
+  std::shared_ptr<const ReadyPreamble> find(const clang::CompilerInvocation& invocation,
+                                            const llvm::MemoryBuffer& source, const clang::PreambleBounds& bounds,
+                                            const std::string& key, bool has_defines, std::string_view name) {
+    const std::shared_ptr<ArtifactStore> cache = artifact_store();
+    int seen = 0;
     {
       std::lock_guard lock(mutex_);
-      for (Entry& e : entries_)
-        if (e.key == key) entry = &e;
-      if (entry == nullptr) {
-        if (entries_.size() == kMaxPreambles) entries_.pop_front();
-        entries_.push_back(Entry{.key = key, .seen = 0, .failed = false, .built = nullptr});
-        entry = &entries_.back();
+      Entry& entry = entry_for(key);
+      if (entry.ready) {
+        if (entry.ready->headers_unchanged()) return entry.ready;
+        log_debug("preamble of {}: a header it was made from changed", name);
+        entry.ready.reset();
+        if (cache) cache->remove(cache_key(key));
       }
-      if (entry->built) {
-        // The headers it read may have changed since: then precompile again.
-        if (entry->built->CanReuse(invocation, source.getMemBufferRef(), bounds, *llvm::vfs::getRealFileSystem()))
-          return entry->built;
-        entry->built.reset();
-      }
-      if (entry->failed || ++entry->seen < 2) return nullptr;
+      if (entry.failed) return nullptr;
+      seen = ++entry.seen;
     }
+    std::shared_ptr<const ReadyPreamble> ready;
+    if (seen == 1 && cache) {
+      if (std::optional<Artifact> stored = cache->get(cache_key(key)); stored && stored->kind == ArtifactKind::Preamble) {
+        ready = ReadyPreamble::deserialise(stored->bytes);
+        if (ready && ready->headers_unchanged()) {
+          log_debug("preamble of {}: read from the object cache", name);
+        } else {
+          log_debug("preamble of {}: {} in the object cache, removed", name,
+                    ready ? "made from headers that changed since" : "unreadable");
+          ready.reset();
+          cache->remove(cache_key(key));
+        }
+      }
+    }
+    const bool build = !ready && (seen >= 2 || (cache && !has_defines));
     // Precompiled outside the lock; two threads may both build one, and the
     // last to finish is kept.
-    std::shared_ptr<const clang::PrecompiledPreamble> built = build(invocation, source, bounds);
-    std::lock_guard lock(mutex_);
-    for (Entry& e : entries_) {
-      if (e.key != key) continue;
-      e.built = built;
-      e.failed = built == nullptr;  // its errors are reported by the compiles themselves
+    if (build) {
+      ready = precompile(invocation, source, bounds);
+      if (ready && cache)
+        cache->put(cache_key(key), Artifact{.kind = ArtifactKind::Preamble, .bytes = ready->serialise(), .phases = {}});
+      log_debug("preamble of {}: {}", name,
+                !ready ? "cannot be precompiled" : cache ? "precompiled, kept in the object cache" : "precompiled");
     }
-    return built;
+    if (!ready && !build) return nullptr;
+    std::lock_guard lock(mutex_);
+    Entry& entry = entry_for(key);
+    entry.ready = ready;
+    entry.failed = ready == nullptr;  // its errors are reported by the compiles themselves
+    return ready;
+  }
+
+  // A compile that read `key`'s preamble failed and succeeded without it:
+  // the preamble is not used again.
+  void forget(const std::string& key, std::string_view name) {
+    log_debug("preamble of {}: the compile failed with it and succeeded without; not used again", name);
+    {
+      std::lock_guard lock(mutex_);
+      Entry& entry = entry_for(key);
+      entry.ready.reset();
+      entry.failed = true;
+    }
+    if (const std::shared_ptr<ArtifactStore> cache = artifact_store()) cache->remove(cache_key(key));
   }
 
  private:
@@ -174,12 +312,42 @@ class ClangFrontend::Preambles {
     std::string key;
     int seen = 0;
     bool failed = false;
-    std::shared_ptr<const clang::PrecompiledPreamble> built;
+    std::shared_ptr<const ReadyPreamble> ready;
   };
 
-  static std::shared_ptr<const clang::PrecompiledPreamble> build(const clang::CompilerInvocation& invocation,
-                                                                 const llvm::MemoryBuffer& source,
-                                                                 const clang::PreambleBounds& bounds) {
+  // With mutex_ held.
+  Entry& entry_for(const std::string& key) {
+    for (Entry& e : entries_)
+      if (e.key == key) return e;
+    if (entries_.size() == kMaxPreambles) entries_.pop_front();
+    entries_.push_back(Entry{.key = key, .seen = 0, .failed = false, .ready = nullptr});
+    return entries_.back();
+  }
+
+  Hash128 cache_key(const std::string& key) const {
+    return Hasher().str("svod.clang-preamble.1").str(compiler_).str(key).finish();
+  }
+
+  // The headers a precompiled preamble was made from, as clang read them.
+  class HeaderRecorder final : public clang::PreambleCallbacks {
+   public:
+    std::vector<PreambleHeader> headers;
+
+    void AfterExecute(clang::CompilerInstance& instance) override {
+      const clang::SourceManager& sources = instance.getSourceManager();
+      const clang::OptionalFileEntryRef main = sources.getFileEntryRefForID(sources.getMainFileID());
+      for (auto it = sources.fileinfo_begin(); it != sources.fileinfo_end(); ++it) {
+        const clang::FileEntryRef file = it->first;
+        if (main && file == *main) continue;
+        headers.push_back({file.getName().str(), static_cast<int64_t>(file.getSize()),
+                           static_cast<int64_t>(file.getModificationTime())});
+      }
+    }
+  };
+
+  static std::shared_ptr<const ReadyPreamble> precompile(const clang::CompilerInvocation& invocation,
+                                                         const llvm::MemoryBuffer& source,
+                                                         const clang::PreambleBounds& bounds) {
     std::string ignored;
     llvm::raw_string_ostream os(ignored);
     auto options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
@@ -187,20 +355,30 @@ class ClangFrontend::Preambles {
     auto diags = llvm::makeIntrusiveRefCnt<clang::DiagnosticsEngine>(
         llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), options, new clang::TextDiagnosticPrinter(os, options.get()),
         /*ShouldOwnClient=*/true);
-    clang::PreambleCallbacks callbacks;
+    HeaderRecorder recorder;
     llvm::ErrorOr<clang::PrecompiledPreamble> built = clang::PrecompiledPreamble::Build(
         invocation, &source, bounds, *diags,
         llvm::makeIntrusiveRefCnt<RegularFilesOnly>(llvm::vfs::getRealFileSystem()),
-        std::make_shared<clang::PCHContainerOperations>(), /*StoreInMemory=*/true, /*StoragePath=*/"", callbacks);
+        std::make_shared<clang::PCHContainerOperations>(), /*StoreInMemory=*/true, /*StoragePath=*/"", recorder);
     if (!built || diags->hasErrorOccurred()) return nullptr;
-    return std::make_shared<const clang::PrecompiledPreamble>(std::move(*built));
+    // Clang hands an in-memory preamble over as a file of the file system it
+    // gives a compile: its bytes are read back from there.
+    clang::CompilerInvocation scratch(invocation);
+    llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> files = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
+    const std::unique_ptr<llvm::MemoryBuffer> empty = llvm::MemoryBuffer::getMemBuffer("");
+    built->AddImplicitPreamble(scratch, files, empty.get());
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> pch =
+        files->getBufferForFile(scratch.getPreprocessorOpts().ImplicitPCHInclude);
+    if (!pch) return nullptr;
+    return std::make_shared<const ReadyPreamble>((*pch)->getBuffer().str(), std::move(recorder.headers));
   }
 
+  const std::string compiler_;
   std::mutex mutex_;
   std::deque<Entry> entries_;
 };
 
-ClangFrontend::ClangFrontend() : preambles_(std::make_unique<Preambles>()) {
+ClangFrontend::ClangFrontend() {
   initialise_native_target();
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -249,6 +427,9 @@ ClangFrontend::ClangFrontend() : preambles_(std::make_unique<Preambles>()) {
   invocation->getFrontendOpts().Inputs.clear();
   invocation->getFrontendOpts().OutputFile.clear();
   invocation_ = std::move(invocation);
+  std::string compiler = version();
+  for (const std::string& arg : cc1_args) compiler += "\n" + arg;
+  preambles_ = std::make_unique<Preambles>(std::move(compiler));
 }
 
 ClangFrontend::~ClangFrontend() = default;
@@ -256,8 +437,6 @@ ClangFrontend::~ClangFrontend() = default;
 std::string ClangFrontend::version() { return clang::getClangFullVersion(); }
 
 std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context) const {
-  std::string text;
-  llvm::raw_string_ostream os(text);
   auto invocation = std::make_shared<clang::CompilerInvocation>(*invocation_);
   std::string key;
   for (const auto& [name, value] : spec.defines) {
@@ -273,27 +452,43 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
       clang::ComputePreambleBounds(invocation->getLangOpts(), source->getMemBufferRef(), /*MaxLines=*/0);
   invocation->getFrontendOpts().Inputs.emplace_back(file_name, clang::InputKind(clang::Language::C));
   invocation->getPreprocessorOpts().RetainRemappedFileBuffers = true;
-  std::shared_ptr<const clang::PrecompiledPreamble> preamble;
-  if (bounds.Size > 0)
-    preamble = preambles_->find(*invocation, *source, bounds, key + spec.source.substr(0, bounds.Size));
+  key += spec.source.substr(0, bounds.Size);
+  const std::shared_ptr<const ReadyPreamble> preamble =
+      bounds.Size > 0 ? preambles_->find(*invocation, *source, bounds, key, !spec.defines.empty(), spec.display_name())
+                      : nullptr;
 
-  clang::TextDiagnosticPrinter printer(os, &invocation->getDiagnosticOpts());
-  clang::CompilerInstance instance;
-  instance.setInvocation(std::move(invocation));
-  instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
-  // "1 error generated." goes to the verbose stream, stderr unless redirected.
-  instance.setVerboseOutputStream(os);
-  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> files =
-      clang::createVFSFromCompilerInvocation(instance.getInvocation(), instance.getDiagnostics());
-  // The preamble maps the source in under its name, beside its own bytes.
-  if (preamble) preamble->AddImplicitPreamble(instance.getInvocation(), files, source.get());
-  else instance.getPreprocessorOpts().addRemappedFile(file_name, source.get());
-  instance.createFileManager(llvm::makeIntrusiveRefCnt<RegularFilesOnly>(std::move(files)));
-  EmitIrAction action(context);
-  const bool ok = instance.ExecuteAction(action);
-  os.flush();
-  std::unique_ptr<llvm::Module> module = ok ? action.take_module() : nullptr;
-  if (!ok || !module || instance.getDiagnostics().hasErrorOccurred())
+  std::string text;
+  const auto compile = [&](const ReadyPreamble* with) -> std::unique_ptr<llvm::Module> {
+    text.clear();
+    llvm::raw_string_ostream os(text);
+    clang::TextDiagnosticPrinter printer(os, &invocation->getDiagnosticOpts());
+    clang::CompilerInstance instance;
+    instance.setInvocation(std::make_shared<clang::CompilerInvocation>(*invocation));
+    instance.createDiagnostics(&printer, /*ShouldOwnClient=*/false);
+    // "1 error generated." goes to the verbose stream, stderr unless redirected.
+    instance.setVerboseOutputStream(os);
+    llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> files =
+        clang::createVFSFromCompilerInvocation(instance.getInvocation(), instance.getDiagnostics());
+    // The preamble maps the source in under its name, beside its own bytes.
+    if (with != nullptr) with->apply(instance.getInvocation(), files, source.get(), bounds);
+    else instance.getPreprocessorOpts().addRemappedFile(file_name, source.get());
+    instance.createFileManager(llvm::makeIntrusiveRefCnt<RegularFilesOnly>(std::move(files)));
+    EmitIrAction action(context);
+    const bool ok = instance.ExecuteAction(action);
+    os.flush();
+    std::unique_ptr<llvm::Module> module = ok ? action.take_module() : nullptr;
+    if (!ok || instance.getDiagnostics().hasErrorOccurred()) module.reset();
+    return module;
+  };
+  std::unique_ptr<llvm::Module> module = compile(preamble.get());
+  // A preamble that a compile failed with is tried once without: when that
+  // succeeds the preamble was at fault (one an earlier process left), not
+  // the source, and it is not used again.
+  if (!module && preamble) {
+    module = compile(nullptr);
+    if (module) preambles_->forget(key, spec.display_name());
+  }
+  if (!module)
     throw make_error(ErrorKind::Compile, "clang (in-process) failed to compile \"{}\" (c):\n{}", spec.display_name(),
                      text);
   return module;

@@ -7,9 +7,9 @@
 #ifndef SVOD_TOOLS_SVOD_ENTRY_H_
 #define SVOD_TOOLS_SVOD_ENTRY_H_
 
-// The library's file name, looked up on the launcher's RUNPATH (the build
-// tree's runtime folder, $ORIGIN/../lib when installed, $ORIGIN in the Python
-// package), then the system's folders (the Debian package).
+// The library's file name, looked up in the folders of the launcher's RUNPATH
+// (the build tree's runtime folder, $ORIGIN/../lib when installed, $ORIGIN in
+// the Python package), then the system's (the Debian package).
 #define SVOD_COMMAND_LIBRARY "libsvod_command.so"
 #define SVOD_COMMAND_ENTRY "svod_command_main"
 

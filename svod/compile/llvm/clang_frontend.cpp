@@ -328,21 +328,29 @@ class ClangFrontend::Preambles {
     return Hasher().str("svod.clang-preamble.1").str(compiler_).str(key).finish();
   }
 
-  // The headers a precompiled preamble was made from, as clang read them.
+  // The headers a precompiled preamble was made from, as clang read them:
+  // every file but the source itself (`main`, a buffer under its name). (Not
+  // through SourceManager::getFileEntryRefForID: its inline code would bring
+  // into this file LLVM's bump allocator, which poisons memory for
+  // AddressSanitizer where the uninstrumented LLVM archives do not unpoison.)
   class HeaderRecorder final : public clang::PreambleCallbacks {
    public:
+    explicit HeaderRecorder(std::string main) : main_(std::move(main)) {}
+
     std::vector<PreambleHeader> headers;
 
     void AfterExecute(clang::CompilerInstance& instance) override {
       const clang::SourceManager& sources = instance.getSourceManager();
-      const clang::OptionalFileEntryRef main = sources.getFileEntryRefForID(sources.getMainFileID());
       for (auto it = sources.fileinfo_begin(); it != sources.fileinfo_end(); ++it) {
         const clang::FileEntryRef file = it->first;
-        if (main && file == *main) continue;
+        if (file.getName() == main_) continue;
         headers.push_back({file.getName().str(), static_cast<int64_t>(file.getSize()),
                            static_cast<int64_t>(file.getModificationTime())});
       }
     }
+
+   private:
+    const std::string main_;
   };
 
   static std::shared_ptr<const ReadyPreamble> precompile(const clang::CompilerInvocation& invocation,
@@ -355,7 +363,7 @@ class ClangFrontend::Preambles {
     auto diags = llvm::makeIntrusiveRefCnt<clang::DiagnosticsEngine>(
         llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), options, new clang::TextDiagnosticPrinter(os, options.get()),
         /*ShouldOwnClient=*/true);
-    HeaderRecorder recorder;
+    HeaderRecorder recorder(invocation.getFrontendOpts().Inputs[0].getFile().str());
     llvm::ErrorOr<clang::PrecompiledPreamble> built = clang::PrecompiledPreamble::Build(
         invocation, &source, bounds, *diags,
         llvm::makeIntrusiveRefCnt<RegularFilesOnly>(llvm::vfs::getRealFileSystem()),

@@ -83,7 +83,7 @@ case "$target" in
   npy) sources=(svod/base/npy.cpp svod/base/file_read.cpp svod/base/file_write.cpp); seed=seed_npy ;;
   expr) sources=(svod/program/expr.cpp); seed=: ;;
   object_cache) sources=(svod/cache/object_cache.cpp svod/cache/cache_key.cpp svod/compile/compiler.cpp
-                         svod/compile/compile_policy.cpp svod/base/hash.cpp svod/base/env.cpp svod/base/log.cpp
+                         svod/compile/artifact_store.cpp svod/compile/compile_policy.cpp svod/base/hash.cpp svod/base/env.cpp svod/base/log.cpp
                          svod/base/cpu_features.cpp svod/base/file_read.cpp svod/base/file_write.cpp)
                 seed=: ;;
   elf_loader) sources=($(cd "$root" && echo svod/loader/*.cpp) svod/base/file_read.cpp); seed=seed_objects

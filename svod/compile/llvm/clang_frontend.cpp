@@ -182,18 +182,24 @@ class ReadyPreamble {
   // The object cache's form: the header count, each header (path length,
   // path, size, time), then the PCH.
   std::vector<std::byte> serialise() const {
-    std::string out;
-    const auto put = [&out](uint64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); };
-    put(headers_.size());
+    size_t total = sizeof(uint64_t) + pch_.size();
+    for (const PreambleHeader& header : headers_) total += 3 * sizeof(uint64_t) + header.path.size();
+    std::vector<std::byte> out(total);
+    size_t at = 0;
+    const auto put = [&out, &at](const void* data, size_t n) {
+      if (n > 0) std::memcpy(out.data() + at, data, n);
+      at += n;
+    };
+    const auto put_u64 = [&put](uint64_t value) { put(&value, sizeof value); };
+    put_u64(headers_.size());
     for (const PreambleHeader& header : headers_) {
-      put(header.path.size());
-      out += header.path;
-      put(static_cast<uint64_t>(header.size));
-      put(static_cast<uint64_t>(header.mtime));
+      put_u64(header.path.size());
+      put(header.path.data(), header.path.size());
+      put_u64(static_cast<uint64_t>(header.size));
+      put_u64(static_cast<uint64_t>(header.mtime));
     }
-    out += pch_;
-    const auto* bytes = reinterpret_cast<const std::byte*>(out.data());
-    return {bytes, bytes + out.size()};
+    put(pch_.data(), pch_.size());
+    return out;
   }
 
   // Null for bytes that are not serialise()'s.
@@ -261,8 +267,9 @@ class ClangFrontend::Preambles {
       seen = ++entry.seen;
     }
     std::shared_ptr<const ReadyPreamble> ready;
+    const Hash128 stored_key = cache_key(key);
     if (seen == 1 && cache) {
-      if (std::optional<Artifact> stored = cache->get(cache_key(key)); stored && stored->kind == ArtifactKind::Preamble) {
+      if (std::optional<Artifact> stored = cache->get(stored_key); stored && stored->kind == ArtifactKind::Preamble) {
         ready = ReadyPreamble::deserialise(stored->bytes);
         if (ready && ready->headers_unchanged()) {
           log_debug("preamble of {}: read from the object cache", name);
@@ -270,7 +277,7 @@ class ClangFrontend::Preambles {
           log_debug("preamble of {}: {} in the object cache, removed", name,
                     ready ? "made from headers that changed since" : "unreadable");
           ready.reset();
-          cache->remove(cache_key(key));
+          cache->remove(stored_key);
         }
       }
     }
@@ -280,7 +287,7 @@ class ClangFrontend::Preambles {
     if (build) {
       ready = precompile(invocation, source, bounds);
       if (ready && cache)
-        cache->put(cache_key(key), Artifact{.kind = ArtifactKind::Preamble, .bytes = ready->serialise(), .phases = {}});
+        cache->put(stored_key, Artifact{.kind = ArtifactKind::Preamble, .bytes = ready->serialise(), .phases = {}});
       log_debug("preamble of {}: {}", name,
                 !ready ? "cannot be precompiled" : cache ? "precompiled, kept in the object cache" : "precompiled");
     }

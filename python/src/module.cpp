@@ -9,7 +9,7 @@
 #include <cxxabi.h>
 #endif
 
-#include "svod/base/checked_mode.h"
+#include "svod/guard/checked_mode.h"
 #include "svod/registry/registry.h"
 
 namespace svod::python {
@@ -207,7 +207,7 @@ PYBIND11_MODULE(_svod, m) {
     }
   });
   m.def("_set_error_classes", &set_error_classes);
-  // Checked mode (svod/base/checked_mode.h), behind svod.checked().
+  // Checked mode (svod/guard/checked_mode.h), behind svod.checked().
   m.def("_check_mode", [] { return svod::to_string(svod::check_mode()); });
   m.def("_set_check_mode", [](py::handle what) {
     svod::set_check_mode(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "svod/base/checked_mode.h"
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/device/device.h"
+#include "svod/guard/checked_mode.h"
 
 namespace svod {
 namespace {

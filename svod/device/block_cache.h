@@ -6,7 +6,7 @@
 // its last reference goes, and a later allocate_cached of the same byte size
 // takes it again without asking the device (no mmap, no page faults, no
 // driver call). Reused memory is not cleared (in checked mode host blocks
-// are poisoned: svod/base/checked_mode.h). The cache holds at most
+// are poisoned: svod/guard/checked_mode.h). The cache holds at most
 // SVOD_BLOCK_CACHE_MB MiB (default 1024; 0 turns it off), giving back the
 // oldest blocks first; an allocation that fails frees the cache and tries once
 // more. free_cached_blocks() empties every device's cache. A device has two:

@@ -12,11 +12,11 @@
 #include <string>
 #include <string_view>
 
-#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
-#include "svod/base/guarded_memory.h"
 #include "svod/base/host_memory.h"
 #include "svod/device/device.h"
+#include "svod/guard/checked_mode.h"
+#include "svod/guard/guarded_memory.h"
 
 namespace svod {
 namespace {

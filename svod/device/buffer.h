@@ -32,7 +32,7 @@ class Storage {
   // Memory svod may read but never write (a read-only array it wraps):
   // launches, plans and copies that would write it are Validation errors.
   bool read_only() const noexcept { return read_only_; }
-  // Host memory between guard pages (checked mode, svod/base/guarded_memory.h).
+  // Host memory between guard pages (checked mode, svod/guard/guarded_memory.h).
   bool guarded() const noexcept { return guarded_; }
 
  protected:
@@ -50,7 +50,7 @@ class Storage {
 };
 
 // Host memory: 64-byte aligned, zero-filled. In checked mode (memory) every
-// allocation is guarded memory instead (svod/base/guarded_memory.h: 16-byte
+// allocation is guarded memory instead (svod/guard/guarded_memory.h: 16-byte
 // aligned, guard pages on both sides). Otherwise allocations from
 // kMapThreshold bytes up are anonymous mappings, which the kernel zeroes a
 // page at a time on first touch: a large buffer of which a kernel uses a

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "svod/base/error.h"
-#include "svod/base/op_deadline.h"
+#include "svod/guard/op_deadline.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/plan_state.h"
 

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
-#include "svod/base/guarded_memory.h"
-#include "svod/base/op_deadline.h"
-#include "svod/base/running_op.h"
+#include "svod/guard/checked_mode.h"
+#include "svod/guard/guarded_memory.h"
+#include "svod/guard/op_deadline.h"
+#include "svod/guard/running_op.h"
 #include "svod/plan/plan_state.h"
 
 namespace svod {

@@ -155,7 +155,7 @@ struct PlanState {
   // plan without collectives.
   std::unique_ptr<WorkerThread> comm_thread;
 
-  // SVOD_OP_TIMEOUT (svod/base/op_deadline.h), read at build; 0: no deadline.
+  // SVOD_OP_TIMEOUT (svod/guard/op_deadline.h), read at build; 0: no deadline.
   double op_timeout = 0;
 
   // ---- run state ----

@@ -19,12 +19,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // Lowest first. A module may include modules of its own layer and of the
-// layers before it. The device core (svod/device/) compiles through the
+// layers before it. Containment (svod/guard/) sits just above base so that
+// every layer that runs kernels or plans can reach it. The device core (svod/device/) compiles through the
 // object cache below it; each backend (svod/backends/NAME/) implements the
 // core's contract, and the registry above them is the one place that names
 // them.
 const std::vector<std::vector<std::string_view>> kLayers = {
     {"base"},
+    {"guard"},
     {"program"},
     {"loader"},
     {"compile"},
@@ -164,6 +166,7 @@ TEST(Layering, ModulesAreNamedByTheirFolders) {
   EXPECT_EQ(module_of("svod/base/error.h"), "base");
   EXPECT_EQ(module_of("svod/compile/llvm/llvm_compiler.cpp"), "compile");
   EXPECT_EQ(module_of("svod/device/buffer.h"), "device");
+  EXPECT_EQ(module_of("svod/guard/checked_mode.h"), "guard");
   EXPECT_EQ(module_of("svod/registry/registry.cpp"), "registry");
   EXPECT_EQ(module_of("svod/backends/cuda/cuda_device.h"), "backends/cuda");
   EXPECT_EQ(module_of("tools/svod/main.cpp"), "tools");

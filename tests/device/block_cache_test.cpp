@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "svod/backends/cpu/cpu_device.h"
-#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
+#include "svod/guard/checked_mode.h"
 
 namespace svod {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "svod/backends/cpu/cpu_device.h"
-#include "svod/base/checked_mode.h"
+#include "svod/guard/checked_mode.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/support/test_support.h"
 

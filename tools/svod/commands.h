@@ -31,7 +31,7 @@ struct RunOptions {
   // Seconds the whole run may take (0: no limit); past it the running ops
   // are named and the process exits with 124.
   double timeout_s = 0;
-  // Checked mode (svod/base/checked_mode.h): "memory", "nan", "all"; empty: SVOD_CHECK.
+  // Checked mode (svod/guard/checked_mode.h): "memory", "nan", "all"; empty: SVOD_CHECK.
   std::string check;
   // Run the plan in a child process and report how it ended (exit 128 + N
   // for signal N, 70 for a kernel that ended the process).

@@ -38,11 +38,11 @@
 #include <optional>
 #include <thread>
 
-#include "svod/base/checked_mode.h"
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
-#include "svod/base/running_op.h"
 #include "svod/comm/communicator.h"
+#include "svod/guard/checked_mode.h"
+#include "svod/guard/running_op.h"
 #include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "svod/backends/cpu/cpu_device.h"
-#include "svod/base/guarded_memory.h"
+#include "svod/guard/guarded_memory.h"
 
 namespace svod {
 

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "svod/base/running_op.h"
+#include "svod/guard/running_op.h"
 
 namespace svod {
 

@@ -1,4 +1,4 @@
-#include "svod/base/guarded_memory.h"
+#include "svod/guard/guarded_memory.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

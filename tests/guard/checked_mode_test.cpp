@@ -1,6 +1,6 @@
 // Checked mode's parts (issue 24): SVOD_CHECK's values, the poison patterns,
 // the non-finite scan, and guarded memory's guards, gaps and table.
-#include "svod/base/checked_mode.h"
+#include "svod/guard/checked_mode.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "svod/base/error.h"
-#include "svod/base/guarded_memory.h"
+#include "svod/guard/guarded_memory.h"
 
 namespace svod {
 namespace {

@@ -1,4 +1,4 @@
-#include "svod/base/checked_mode.h"
+#include "svod/guard/checked_mode.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "svod/base/op_deadline.h"
+#include "svod/guard/op_deadline.h"
 
 #include <unistd.h>
 

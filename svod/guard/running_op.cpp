@@ -1,4 +1,4 @@
-#include "svod/base/running_op.h"
+#include "svod/guard/running_op.h"
 
 namespace svod {
 

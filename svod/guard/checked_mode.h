@@ -4,7 +4,7 @@
 // starts a run; launches do not look at it).
 //
 //   memory  every host buffer made while it is on gets inaccessible guard
-//           pages on both sides (svod/base/guarded_memory.h), so a kernel's
+//           pages on both sides (svod/guard/guarded_memory.h), so a kernel's
 //           first access past either end faults and the fault report names
 //           the buffer and element; reused blocks (Device::allocate_cached)
 //           are poisoned, so reads of never-written memory show.

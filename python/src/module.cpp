@@ -9,6 +9,10 @@
 #include <cxxabi.h>
 #endif
 
+#include <optional>
+#include <string>
+#include <type_traits>
+
 #include "svod/guard/checked_mode.h"
 #include "svod/registry/registry.h"
 
@@ -19,7 +23,7 @@ namespace {
 // The svod.Error classes, set once by svod/__init__.py. Leaked on purpose: the
 // translator may run while the interpreter tears the module down.
 PyObject* error_base = nullptr;
-PyObject* error_by_kind[static_cast<int>(ErrorKind::Internal) + 1] = {};
+PyObject* error_by_kind[static_cast<int>(kLastErrorKind) + 1] = {};
 PyObject* argument_type_error = nullptr;  // svod.ArgumentTypeError
 
 PyObject* error_class(ErrorKind kind) {
@@ -56,6 +60,51 @@ void raise_error(ErrorKind kind, const char* message) {
   Py_DECREF(exc);
 }
 
+// Sets `name` on `exc` to `value` (a new reference; null: left unset).
+void set_attribute(PyObject* exc, const char* name, PyObject* value) {
+  if (value == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject_SetAttrString(exc, name, value);
+  Py_DECREF(value);
+}
+
+PyObject* text(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+}
+
+template <typename T>
+PyObject* number_or_none(const std::optional<T>& v) {
+  if (!v) Py_RETURN_NONE;
+  if constexpr (std::is_signed_v<T>) return PyLong_FromLongLong(static_cast<long long>(*v));
+  else return PyLong_FromUnsignedLongLong(static_cast<unsigned long long>(*v));
+}
+
+// svod.KernelFault with the fault's info as attributes.
+void raise_kernel_fault(const KernelFault& e) {
+  PyObject* exc = new_error(e.kind(), e.what());
+  if (exc == nullptr) return;
+  const KernelFaultInfo& f = e.info();
+  set_attribute(exc, "signal", PyLong_FromLong(f.signal));
+  set_attribute(exc, "signal_name", text(f.signal_name));
+  set_attribute(exc, "address", number_or_none(f.address));
+  set_attribute(exc, "access", text(f.access));
+  set_attribute(exc, "cause", text(f.cause));
+  set_attribute(exc, "program", text(f.program));
+  set_attribute(exc, "entry", text(f.entry));
+  set_attribute(exc, "slice", number_or_none(f.slice >= 0 ? std::optional<int64_t>(f.slice) : std::nullopt));
+  set_attribute(exc, "op", number_or_none(f.op));
+  set_attribute(exc, "op_label", text(f.op_label));
+  set_attribute(exc, "rank", number_or_none(f.rank));
+  set_attribute(exc, "buffer", number_or_none(f.buffer));
+  set_attribute(exc, "buffer_name", text(f.buffer_name));
+  set_attribute(exc, "element", number_or_none(f.element));
+  set_attribute(exc, "in_called_function", PyBool_FromLong(f.in_called_function));
+  PyErr_SetObject(error_class(e.kind()), exc);
+  Py_DECREF(exc);
+}
+
 // An argument of the wrong type: svod.ArgumentTypeError (a
 // svod.ValidationError) once svod/__init__.py registered it.
 void raise_type_error(const char* message) {
@@ -79,6 +128,8 @@ void set_python_error() {
 #endif
   } catch (const ArgumentTypeError& e) {
     raise_type_error(e.what());
+  } catch (const KernelFault& e) {
+    raise_kernel_fault(e);
   } catch (const Error& e) {
     raise_error(e.kind(), e.what());
   } catch (py::error_already_set& e) {
@@ -108,7 +159,7 @@ void set_error_classes(py::object base, py::dict by_kind, py::object type_error_
   argument_type_error = type_error_class.release().ptr();
   for (auto [key, cls] : by_kind) {
     const std::string name = py::cast<std::string>(key);
-    for (int k = 0; k <= static_cast<int>(ErrorKind::Internal); ++k) {
+    for (int k = 0; k <= static_cast<int>(kLastErrorKind); ++k) {
       if (to_string(static_cast<ErrorKind>(k)) == name) error_by_kind[k] = py::reinterpret_borrow<py::object>(cls).release().ptr();
     }
   }

@@ -82,6 +82,33 @@ class InternalError(Error):
     """A broken invariant inside svod (a bug)."""
 
 
+class KernelFault(Error):
+    """A CPU kernel faulted (SIGSEGV, SIGBUS, SIGFPE or SIGILL in its own code) and was stopped there:
+    the launch, or the plan op and so the plan, failed; the process goes on. The message is the fault
+    report; the same as attributes: `signal` (its number) and `signal_name`, `address` (None when the
+    processor does not report it), `access` ("read", "write" or ""), `cause` ("null pointer", "stack
+    overflow", "out of bounds", ...), `program` and `entry`, `slice` (the core_id slice, None for a
+    launch of one), `op` and `op_label` (the plan op, None outside plans), `rank` (None without
+    peers), `buffer`, `buffer_name` and `element` (the argument the address falls in or after, None
+    when none), `in_called_function` (the fault was in a function the kernel called, e.g. memcpy)."""
+
+    signal = 0
+    signal_name = ""
+    address = None
+    access = ""
+    cause = ""
+    program = ""
+    entry = ""
+    slice = None
+    op = None
+    op_label = ""
+    rank = None
+    buffer = None
+    buffer_name = ""
+    element = None
+    in_called_function = False
+
+
 _ERRORS = {
     "validation": ValidationError,
     "compile": CompileError,
@@ -94,6 +121,7 @@ _ERRORS = {
     "timeout": TimeoutError,
     "io": IoError,
     "internal": InternalError,
+    "kernel fault": KernelFault,
 }
 for _kind, _cls in _ERRORS.items():
     _cls.kind = _kind
@@ -103,7 +131,7 @@ _svod._set_error_classes(Error, _ERRORS, ArgumentTypeError)
 @contextlib.contextmanager
 def checked(what="memory"):
     """Checked mode inside the block (as SVOD_CHECK): "memory" puts guard pages around every host buffer
-    allocated in it, so a kernel's first access past either end ends the process with a report naming the
+    allocated in it, so a kernel's first access past either end raises svod.KernelFault naming the
     buffer and element, and poisons reused blocks; "nan" runs plans op by op and fails the first op whose
     outputs hold a NaN or Inf; "all" does both. The mode before is restored on exit."""
     before = _svod._check_mode()

@@ -26,6 +26,22 @@ class PlanPoisonedError(Error): ...
 class TimeoutError(Error): ...
 class IoError(Error): ...
 class InternalError(Error): ...
+class KernelFault(Error):
+    signal: int
+    signal_name: str
+    address: int | None
+    access: str
+    cause: str
+    program: str
+    entry: str
+    slice: int | None
+    op: int | None
+    op_label: str
+    rank: int | None
+    buffer: int | None
+    buffer_name: str
+    element: int | None
+    in_called_function: bool
 
 DTypeLike = str | np.dtype | type
 

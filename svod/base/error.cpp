@@ -15,6 +15,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::Timeout: return "timeout";
     case ErrorKind::Io: return "io";
     case ErrorKind::Internal: return "internal";
+    case ErrorKind::KernelFault: return "kernel fault";
   }
   return "unknown";
 }

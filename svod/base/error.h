@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,7 +27,12 @@ enum class ErrorKind {
   Timeout,            // a process or operation ran past its time limit
   Io,                 // files, pipes, processes
   Internal,           // a broken invariant inside svod (a bug)
+  KernelFault,        // a CPU kernel faulted (a signal) and was stopped: KernelFault
 };
+
+// The last kind, for loops over every kind (new kinds are appended: the C
+// API's status values follow this order).
+inline constexpr ErrorKind kLastErrorKind = ErrorKind::KernelFault;
 
 std::string_view to_string(ErrorKind kind) noexcept;
 
@@ -36,6 +43,38 @@ class Error : public std::runtime_error {
 
  private:
   ErrorKind kind_;
+};
+
+// What the fault handler saw when it stopped a kernel
+// (svod/backends/cpu/kernel_fault.h), as data for callers that react to it.
+struct KernelFaultInfo {
+  int signal = 0;                      // SIGSEGV, SIGBUS, SIGFPE or SIGILL
+  std::string signal_name;             // "SIGSEGV"
+  std::optional<uint64_t> address;     // the faulting address, when the processor reports one
+  std::string access;                  // "read", "write", or "" when unknown
+  std::string cause;                   // "null pointer", "stack overflow", "out of bounds", "guard page", ...
+  std::string program;                 // the program's display name
+  std::string entry;                   // its entry symbol
+  int64_t slice = -1;                  // the core_id slice, -1 for a launch of one
+  std::optional<size_t> op;            // the plan op, when a plan launched it
+  std::string op_label;                // its id or label ("" when none)
+  std::optional<int> rank;             // the rank, when the plan has peers
+  std::optional<size_t> buffer;        // the buffer argument the address falls in or near
+  std::string buffer_name;
+  std::optional<int64_t> element;      // the element of that buffer (negative: before its start)
+  bool in_called_function = false;     // the fault was in a function the kernel called (memcpy, ...)
+};
+
+// A kernel that faulted and was stopped at the fault; the launch failed, the
+// process goes on. what() is the report; info() the same as data.
+class KernelFault : public Error {
+ public:
+  KernelFault(KernelFaultInfo info, const std::string& message)
+      : Error(ErrorKind::KernelFault, message), info_(std::move(info)) {}
+  const KernelFaultInfo& info() const noexcept { return info_; }
+
+ private:
+  KernelFaultInfo info_;
 };
 
 // Builds an Error with a fmt-style message: throw make_error(ErrorKind::Load, "...", x).

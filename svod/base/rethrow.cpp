@@ -9,6 +9,8 @@ namespace svod {
 void rethrow_with_context(std::exception_ptr error, std::string_view where) {
   try {
     std::rethrow_exception(error);
+  } catch (const KernelFault& e) {
+    throw KernelFault(e.info(), fmt::format("{}: {}", where, e.what()));
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("{}: {}", where, e.what()));
   } catch (const std::exception& e) {

@@ -8,7 +8,7 @@
 namespace svod {
 
 // Throws `error` again as an Error of the same kind (Execution for exceptions
-// that are not svod::Error) whose message is "`where`: original message".
+// that are not svod::Error; a KernelFault keeps its info) whose message is "`where`: original message".
 [[noreturn]] void rethrow_with_context(std::exception_ptr error, std::string_view where);
 
 }  // namespace svod

@@ -37,6 +37,7 @@ svod_error_kind to_c(ErrorKind kind) noexcept {
     case ErrorKind::Timeout: return SVOD_ERROR_TIMEOUT;
     case ErrorKind::Io: return SVOD_ERROR_IO;
     case ErrorKind::Internal: return SVOD_ERROR_INTERNAL;
+    case ErrorKind::KernelFault: return SVOD_ERROR_KERNEL_FAULT;
   }
   return SVOD_ERROR_INTERNAL;
 }
@@ -232,6 +233,7 @@ const char* svod_error_kind_name(svod_error_kind kind) {
     case SVOD_ERROR_TIMEOUT: return "timeout";
     case SVOD_ERROR_IO: return "io";
     case SVOD_ERROR_INTERNAL: return "internal";
+    case SVOD_ERROR_KERNEL_FAULT: return "kernel fault";
   }
   return "unknown";
 }

@@ -82,6 +82,27 @@ void* SharedLibrary::symbol(std::string_view name) const {
                    "shared library {} defines no symbol \"{}\" (it must exist with default visibility)", name_, name);
 }
 
+std::vector<std::span<const std::byte>> SharedLibrary::code_segments() const {
+  struct Search {
+    const link_map* library = nullptr;
+    std::vector<std::span<const std::byte>> found;
+  } search;
+  if (dlinfo(handle_, RTLD_DI_LINKMAP, &search.library) != 0 || search.library == nullptr) return {};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto& s = *static_cast<Search*>(data);
+        if (info->dlpi_addr != s.library->l_addr || std::strcmp(info->dlpi_name, s.library->l_name) != 0) return 0;
+        for (size_t i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+          if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_X)) continue;
+          s.found.emplace_back(reinterpret_cast<const std::byte*>(info->dlpi_addr + segment.p_vaddr), segment.p_memsz);
+        }
+        return 1;
+      },
+      &search);
+  return search.found;
+}
+
 SharedLibrary::~SharedLibrary() { dlclose(handle_); }
 
 namespace detail {

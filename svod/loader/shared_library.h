@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace svod {
 
@@ -36,6 +37,8 @@ class SharedLibrary {
   void* symbol(std::string_view name) const;
   // The path it was opened from.
   const std::string& name() const noexcept { return name_; }
+  // The library's executable segments as mapped (from dl_iterate_phdr).
+  std::vector<std::span<const std::byte>> code_segments() const;
 
   SharedLibrary(const SharedLibrary&) = delete;
   SharedLibrary& operator=(const SharedLibrary&) = delete;

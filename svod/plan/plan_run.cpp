@@ -254,15 +254,30 @@ void PlanState::check_not_poisoned() const {
 
 // Rethrows the exception in flight with op i named, and poisons the plan.
 void PlanState::poison_with(size_t i, std::string_view what) {
-  try {
-    rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
-  } catch (const Error& e) {
+  const bool peers = comm && comm->size() > 1;
+  auto poison = [&](const Error& e) {
     // The other ranks would wait for this one in their next collective. A
     // one-rank communicator has no one waiting and stays usable (the world
     // communicator outside a launcher lives as long as the process).
-    if (comm && comm->size() > 1) comm->abort(e.what());
+    if (peers) comm->abort(e.what());
     poison_reason = e.what();
     poisoned.store(true);
+  };
+  try {
+    rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
+  } catch (const KernelFault& e) {
+    if (!peers) {
+      poison(e);
+      throw;
+    }
+    // A fault names the rank it happened on.
+    KernelFaultInfo info = e.info();
+    info.rank = comm->rank();
+    KernelFault ranked(std::move(info), fmt::format("rank {}: {}", comm->rank(), e.what()));
+    poison(ranked);
+    throw ranked;
+  } catch (const Error& e) {
+    poison(e);
     throw;
   }
 }

@@ -43,7 +43,7 @@ class TempDir {
 };
 
 std::optional<ErrorKind> parse_error_kind(std::string_view text) {
-  for (int k = 0; k <= static_cast<int>(ErrorKind::Internal); ++k) {
+  for (int k = 0; k <= static_cast<int>(kLastErrorKind); ++k) {
     if (to_string(static_cast<ErrorKind>(k)) == text) return static_cast<ErrorKind>(k);
   }
   return std::nullopt;

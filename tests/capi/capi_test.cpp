@@ -49,11 +49,12 @@ TEST(CApi, ErrorKindsMirrorErrorKind) {
   svod_status_free(nullptr);
   EXPECT_STREQ(svod_error_kind_name(SVOD_OK), "ok");
   // SVOD_ERROR_* values follow svod::ErrorKind's order, one past it.
-  for (int k = 0; k <= static_cast<int>(svod::ErrorKind::Internal); ++k) {
+  for (int k = 0; k <= static_cast<int>(svod::kLastErrorKind); ++k) {
     EXPECT_EQ(svod_error_kind_name(static_cast<svod_error_kind>(k + 1)),
               svod::to_string(static_cast<svod::ErrorKind>(k)));
   }
   EXPECT_EQ(SVOD_ERROR_INTERNAL, static_cast<int>(svod::ErrorKind::Internal) + 1);
+  EXPECT_EQ(SVOD_ERROR_KERNEL_FAULT, static_cast<int>(svod::kLastErrorKind) + 1);
 }
 
 TEST(CApi, Devices) {
@@ -219,6 +220,31 @@ TEST(CApi, LaunchChecksBufferDtypesAgainstTheSpec) {
   svod_buffer* right[] = {y.handle, x.handle};
   EXPECT_OK(svod_program_launch(program.handle, right, 2, scalars, 2));
 }
+
+#if defined(__x86_64__)
+// A kernel that faults fails its launch with SVOD_ERROR_KERNEL_FAULT (issue
+// 35); the host goes on and launches again.
+TEST(CApi, AFaultingKernelIsAKernelFaultStatus) {
+  Device cpu;
+  Program bad, scale;
+  ASSERT_OK(svod_program_compile(cpu.handle, R"({"language": "c", "entry": "bad",
+      "source": "void bad(float* y) { *(volatile float*)0 = y[0]; }",
+      "buffers": [{"name": "y", "access": "write", "dtype": "f32"}]})",
+                                 &bad.handle));
+  ASSERT_OK(svod_program_compile(cpu.handle, kScaleSpec, &scale.handle));
+  Buffer x, y;
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 16, &x.handle));
+  ASSERT_OK(svod_buffer_allocate(cpu.handle, "f32", 16, &y.handle));
+  svod_buffer* one[] = {y.handle};
+  for (int i = 0; i < 3; ++i)
+    expect_error(svod_program_launch(bad.handle, one, 1, nullptr, 0), SVOD_ERROR_KERNEL_FAULT,
+                 "kernel fault: SIGSEGV (invalid memory access) at address 0x0");
+  EXPECT_STREQ(svod_error_kind_name(SVOD_ERROR_KERNEL_FAULT), "kernel fault");
+  svod_buffer* both[] = {y.handle, x.handle};
+  const int64_t scalars[] = {16, 2};
+  EXPECT_OK(svod_program_launch(scale.handle, both, 2, scalars, 2));
+}
+#endif
 
 // n elements written, declared with min_count: launches whose buffers hold
 // fewer, or whose count is more bytes than 64 bits hold, never run.

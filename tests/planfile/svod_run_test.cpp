@@ -1,6 +1,7 @@
 // `svod run` as a user runs it: the real binary on real plan files, checking
-// exit statuses (0 ok, 1 expectation failed, 2 cannot run, 124 timed out,
-// 70 a kernel called exit(), 128 + N a kernel's signal N), the one-line
+// exit statuses (0 ok, 1 expectation failed, 2 cannot run, 3 a kernel
+// faulted and was stopped, 124 timed out, 70 a kernel called exit(), 128 + N
+// a signal that could not be stopped), the one-line
 // error on stderr, written outputs and traces, and the shipped examples.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -222,16 +223,19 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_EQ(r.status, 70) << r.out << r.err;
   EXPECT_NE(r.err.find("svod: program \"k\" called exit() while running on CPU, plan op 0 (first)"), std::string::npos)
       << r.err;
+  // A fault is stopped: the run fails with status 3 and one error line naming it.
   r = svod_run(dir, {plan_with("faults", "*(volatile float*)0 = 1.0f;")});
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  EXPECT_NE(r.status, 0) << r.out << r.err;  // the sanitizer's own handler ends the process its way
+  EXPECT_NE(r.status, 0) << r.out << r.err;  // a sanitizer's own handler may end the process its way
 #else
-  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;  // as the shell reports a process that SIGSEGV ended
-#endif
-  EXPECT_NE(r.err.find("svod: kernel fault: SIGSEGV (invalid memory access) at address 0x0\n"
-                       "  in program \"k\" (entry k) on CPU, plan op 0 (first)"),
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_NE(r.first_err_line().find("svod run: error (kernel fault): ") , std::string::npos) << r.err;
+  EXPECT_NE(r.first_err_line().find("op 0 (\"first\") (kernel \"k\") failed: kernel fault: SIGSEGV (invalid memory "
+                                    "access) at address 0x0"),
             std::string::npos)
       << r.err;
+#endif
+  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, plan op 0 (first)"), std::string::npos) << r.err;
   // A run that finishes in time is not affected by --timeout.
   r = svod_run(dir, {"--timeout", "60", SVOD_SOURCE_DIR "/examples/mlp/plan.json"});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -270,10 +274,10 @@ TEST(SvodRun, CheckedModeNamesTheOverrunAndTheFirstNan) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   EXPECT_NE(r.status, 0) << r.out << r.err;
 #else
-  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
 #endif
-  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, plan op 1 (second)\n"
-                       "  checked mode: wrote 0 bytes past the end of buffer 0 (\"o\", f32[4]) at element 4\n"),
+  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, plan op 1 (second)\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("checked mode: wrote 0 bytes past the end of buffer 0 (\"o\", f32[4]) at element 4\n"),
             std::string::npos)
       << r.err;
 
@@ -322,14 +326,20 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
             std::string::npos)
       << r.err;
 
+  // A fault the child stopped is its own failure (status 3); abort() is not stopped and
+  // ends the child with the signal.
   r = svod_run(dir, {plan_with("faults", "*(volatile float*)0 = 1.0f;"), "--isolate"});
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;
-  EXPECT_NE(r.err.find("the isolated run was ended by SIGSEGV (Segmentation fault) in ops[1] (second)"),
-            std::string::npos)
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+#endif
+  EXPECT_NE(r.err.find("kernel fault: SIGSEGV"), std::string::npos) << r.err;
+  r = svod_run(dir, {two_kernel_plan(dir, "aborts", "o[0] = 1;", "write", "void abort(void);", "abort();"), "--isolate"});
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  EXPECT_EQ(r.status, 128 + SIGABRT) << r.out << r.err;
+  EXPECT_NE(r.err.find("the isolated run was ended by SIGABRT (Aborted) in ops[1] (second)"), std::string::npos)
       << r.err;
 #endif
-  EXPECT_NE(r.err.find("svod: kernel fault: SIGSEGV"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("svod: kernel fault: SIGABRT"), std::string::npos) << r.err;
 
   // A run that finishes reports as without --isolate.
   r = svod_run(dir, {plan_with("fine", "o[1] = 2;"), "--isolate"});

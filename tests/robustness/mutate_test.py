@@ -1688,6 +1688,7 @@ SANITIZERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:
               "ERROR: MemorySanitizer")
 TIMEOUT_LINE = re.compile(r"svod run: .*: timed out after \S+ s \(--timeout\) (?P<where>.*)$", re.M)
 KERNEL_EXIT_STATUS = 70
+KERNEL_FAULT_STATUS = 3
 # Lines that are not svod's but end up on its stderr.
 KNOWN_NOISE = ("TBB Warning:",)
 # What a driver prints itself and svod cannot keep off the process's stderr:
@@ -1828,6 +1829,10 @@ def classify_run(mutant, result, base_sums):
             return "FAIL-wrong", "ran (status 1: " + next(line for line in lines if MISMATCH_LINE.match(line)) + \
                 ") what must be refused"
         return "mismatch", next(line for line in lines if MISMATCH_LINE.match(line))
+    if status == KERNEL_FAULT_STATUS:
+        if not any(ERROR_LINE.match(line).group(3) == "kernel fault" for line in error_lines):
+            return "FAIL-noise", "status 3 without a kernel fault error line"
+        return "kernel", "a kernel faulted and was stopped: " + error_lines[0][:200]
     if status == 2:
         if not error_lines:
             return "FAIL-noise", "status 2 without an error line"

@@ -32,16 +32,18 @@ std::string failure_text(std::string_view command, const Error& e) {
   return text;
 }
 
+int failure_status(const Error& e) { return e.kind() == ErrorKind::KernelFault ? kKernelFaultStatus : 2; }
+
 int fail(std::string_view command, const Error& e) {
   std::fputs(failure_text(command, e).c_str(), stderr);
-  return 2;
+  return failure_status(e);
 }
 
 int rank_failed(std::string_view command, const Error& e, const std::shared_ptr<Communicator>& comm, bool others_wait,
                 RankOutput& output) {
   if (comm && others_wait) comm->abort(e.what());
   output.err += failure_text(command, e);
-  return 2;
+  return failure_status(e);
 }
 
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) {
@@ -204,7 +206,7 @@ int run_on_ranks(std::string_view command, const std::string& plan, const RanksO
     run_local_ranks(options.ranks, [&](Communicator& comm) {
       const auto r = static_cast<size_t>(comm.rank());
       statuses[r] = body(borrowed(comm), outputs[r]);
-      stuck_watch.finished(comm.rank(), statuses[r] == 2);
+      stuck_watch.finished(comm.rank(), statuses[r] >= 2);
     });
   } catch (const Error& e) {
     // A rank that could not start (or threw past `body`): what the others
@@ -213,7 +215,8 @@ int run_on_ranks(std::string_view command, const std::string& plan, const RanksO
     return fail(command, e);
   }
   for (size_t r = 0; r < ranks; ++r) emit_rank(r);
-  // The worst status wins: 2 (a rank could not run) over 1 (an expectation failed).
+  // The worst status wins: 3 (a kernel faulted) over 2 (a rank could not run) over 1 (an
+  // expectation failed).
   return *std::max_element(statuses.begin(), statuses.end());
 }
 

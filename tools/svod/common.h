@@ -17,7 +17,13 @@
 
 namespace svod::cli {
 
-// Prints failure_text() on stderr; returns exit status 2.
+// The exit status of a command that failed with `e`: kKernelFaultStatus when
+// a kernel faulted and was stopped (the run failed, svod itself is whole),
+// 2 for every other failure.
+inline constexpr int kKernelFaultStatus = 3;
+int failure_status(const Error& e);
+
+// Prints failure_text() on stderr; returns failure_status(e).
 int fail(std::string_view command, const Error& e);
 // "svod COMMAND: error (KIND): first line", then any further lines of the
 // message (compiler diagnostics) indented, each ending in a newline.
@@ -49,7 +55,7 @@ struct RankOutput {
 // when `prefix_out`), its errors always (prefixed when `prefix_err`).
 void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err);
 
-// A rank body's way out on an error (exit status 2): aborts `comm` while the
+// A rank body's way out on an error (failure_status(e)): aborts `comm` while the
 // other ranks still depend on this one (`others_wait`: loading, running
 // collectives), so that they stop waiting for it, and keeps the message in
 // `output`.

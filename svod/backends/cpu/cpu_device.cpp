@@ -29,8 +29,26 @@ std::atomic<bool> slow_launches{launch_debug_level >= 2};
 
 }  // namespace
 
-CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry)
-    : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry) {
+namespace {
+
+std::vector<std::span<const std::byte>> code_regions(const LoadedImage& image) {
+  std::vector<std::span<const std::byte>> code;
+  for (const MappedRegion& r : image.regions())
+    if (r.access == RegionAccess::ReadExecute) code.emplace_back(r.address, r.size);
+  return code;
+}
+
+}  // namespace
+
+CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const LoadedImage> image, void* entry)
+    : CpuProgram(device, std::move(spec), image, entry, code_regions(*image)) {}
+
+CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const SharedLibrary> library, void* entry)
+    : CpuProgram(device, std::move(spec), library, entry, library->code_segments()) {}
+
+CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry,
+                       std::vector<std::span<const std::byte>> code)
+    : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry), code_(std::move(code)) {
   if (abi_arg_count() > kMaxKernelArgs)
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
@@ -80,9 +98,8 @@ namespace {
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
   if (slices <= 1) {
-    const KernelFrame frame{&program, args, -1, running_op};
-    const KernelFrameScope running(frame);
-    call_kernel(program.entry(), args, n);
+    KernelFrame frame(&program, args, -1, running_op);
+    run_kernel(frame, program.entry(), n);
     return;
   }
   const auto core = program.layout().core_id();
@@ -94,9 +111,8 @@ void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices)
     uint64_t local[kMaxKernelArgs];
     std::memcpy(local, args, n * sizeof(uint64_t));
     local[core_slot] = slice;
-    const KernelFrame frame{&program, local, static_cast<int64_t>(slice), op};
-    const KernelFrameScope running(frame);
-    call_kernel(program.entry(), local, n);
+    KernelFrame frame(&program, local, static_cast<int64_t>(slice), op);
+    run_kernel(frame, program.entry(), n);
   });
 }
 

@@ -4,10 +4,12 @@
 // the thread pool.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "svod/compile/compiler.h"
 #include "svod/compile/cpu_backend.h"
@@ -18,14 +20,17 @@
 namespace svod {
 
 class CpuDevice;
+class LoadedImage;
+class SharedLibrary;
 
 class CpuProgram final : public Program {
  public:
-  // `entry` lies in code that `owner` keeps mapped (a LoadedImage or a
-  // SharedLibrary); the program holds it for as long as it lives.
-  // `device` is the device the program belongs to: the CPU device, or any
-  // device whose kernels run on the host with the CPU ABI.
-  CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry);
+  // `entry` lies in the code of `image` (or `library`), which the program
+  // keeps mapped for as long as it lives. `device` is the device the program
+  // belongs to: the CPU device, or any device whose kernels run on the host
+  // with the CPU ABI.
+  CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const LoadedImage> image, void* entry);
+  CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const SharedLibrary> library, void* entry);
 
   Device& device() const noexcept override;
   void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
@@ -42,10 +47,22 @@ class CpuProgram final : public Program {
   // run_bound without the virtual call, for callers that know the type.
   void run(const uint64_t* args, int64_t slices) const { CpuProgram::run_bound(args, slices); }
 
+  // Whether `address` is in the program's own machine code. Read by the fault
+  // handler: no allocation, no lock, nothing that changes after construction.
+  bool owns_code(uintptr_t address) const noexcept {
+    for (const auto& r : code_)
+      if (address - reinterpret_cast<uintptr_t>(r.data()) < r.size()) return true;
+    return false;
+  }
+
  private:
+  CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry,
+             std::vector<std::span<const std::byte>> code);
+
   Device* device_;
   std::shared_ptr<const void> owner_;
   void* entry_;
+  std::vector<std::span<const std::byte>> code_;
 };
 
 class CpuDevice final : public Device {

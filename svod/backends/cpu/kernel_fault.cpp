@@ -10,14 +10,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/error.h"
 #include "svod/guard/guarded_memory.h"
 
 namespace svod {
 
-SVOD_HOT_THREAD_LOCAL const KernelFrame* running_kernel = nullptr;
+SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel = nullptr;
 
 namespace detail {
 SVOD_HOT_THREAD_LOCAL bool fault_stack_ready = false;
@@ -58,6 +60,7 @@ class Report {
     for (; shift >= 0; shift -= 4) *this << std::string_view(&kDigits[(v >> shift) & 15], 1);
     return *this;
   }
+  std::string str() const { return std::string(text_, used_); }
   void write() const {
     size_t done = 0;
     while (done < used_) {
@@ -80,6 +83,17 @@ void name_op(Report& r, const RunningOp* op) {
   if (const std::string& label = op->label(op->plan, op->index); !label.empty()) r << " (" << label << ")";
 }
 
+std::string_view signal_name(int signal) {
+  switch (signal) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    default: return "a fatal signal";
+  }
+}
+
 std::string_view describe(int signal) {
   switch (signal) {
     case SIGSEGV: return "SIGSEGV (invalid memory access)";
@@ -89,6 +103,86 @@ std::string_view describe(int signal) {
     case SIGABRT: return "SIGABRT (the kernel called abort())";
     default: return "a fatal signal";
   }
+}
+
+// A general-protection fault (x86-64: a non-canonical address, such as a
+// garbage pointer or a wildly overflowed index, or a misaligned SSE access)
+// comes with no address.
+bool address_known(const TrappedFault& f) {
+  return (f.signal == SIGSEGV || f.signal == SIGBUS) && f.code != SI_KERNEL;
+}
+
+const char* access_name(int access) { return access == 2 ? "wrote" : access == 1 ? "read" : "accessed"; }
+
+// Where a faulting address lies relative to the kernel's arguments, as data:
+// rendered into the report and into KernelFaultInfo alike.
+struct Place {
+  enum Kind { Null, Stack, Guarded, Past, BeforeAll } kind = BeforeAll;
+  int buffer = -1;       // the argument it falls in or after (-1: none)
+  uint64_t offset = 0;   // Past: bytes past the argument's start; Guarded: bytes past the end or before the start
+  bool element_known = false;
+  int64_t element = 0;   // negative: before the start
+  GuardHit hit{};        // Guarded: the allocation
+  uint64_t extent = 0;   // Guarded: bytes from the argument's start to the allocation's end
+};
+
+// The buffer argument that starts in [data, data + bytes] (the guarded
+// allocation hit), preferring one that starts at `data`; -1 for none.
+int argument_in(const KernelFrame& k, uint64_t data, uint64_t bytes) {
+  int found = -1;
+  for (size_t i = 0; i < k.program->spec().buffers.size(); ++i) {
+    if (k.args[i] < data || k.args[i] > data + bytes) continue;
+    if (found < 0 || k.args[i] == data) found = static_cast<int>(i);
+  }
+  return found;
+}
+
+// Stack overflows fault just below the stack pointer (a push, a probe of a
+// new frame); the kernel's buffers are never there.
+constexpr uint64_t kStackReach = 64 * 1024;
+bool below_stack_pointer(uint64_t address, uint64_t sp) {
+  return sp != 0 && address < sp + 256 && address + kStackReach > sp;
+}
+
+Place locate(const KernelFrame& k, uint64_t address, uint64_t sp) {
+  const ProgramSpec& spec = k.program->spec();
+  Place p;
+  if (address < 4096) {
+    p.kind = Place::Null;
+    return p;
+  }
+  if (below_stack_pointer(address, sp)) {
+    p.kind = Place::Stack;
+    return p;
+  }
+  if (find_guard(address, p.hit)) {
+    // Checked mode: in the guard page (or gap) of a guarded allocation.
+    p.kind = Place::Guarded;
+    p.buffer = argument_in(k, p.hit.data, p.hit.bytes);
+    const uint64_t start = p.buffer >= 0 ? k.args[p.buffer] : p.hit.data;
+    const uint64_t end = p.hit.data + p.hit.bytes;
+    p.extent = end - start;
+    p.offset = p.hit.after ? address - end : start - address;
+    if (p.buffer >= 0 && spec.buffers[static_cast<size_t>(p.buffer)].dtype) {
+      const uint64_t size = size_of(*spec.buffers[static_cast<size_t>(p.buffer)].dtype);
+      p.element_known = true;
+      p.element = p.hit.after ? static_cast<int64_t>((address - start) / size)
+                              : -static_cast<int64_t>((start - address + size - 1) / size);
+    }
+    return p;
+  }
+  size_t nearest = spec.buffers.size();
+  for (size_t i = 0; i < spec.buffers.size(); ++i)
+    if (k.args[i] <= address && (nearest == spec.buffers.size() || k.args[i] > k.args[nearest])) nearest = i;
+  if (nearest == spec.buffers.size()) return p;  // BeforeAll
+  p.kind = Place::Past;
+  p.buffer = static_cast<int>(nearest);
+  p.offset = address - k.args[nearest];
+  if (const auto& dtype = spec.buffers[nearest].dtype) {
+    p.element_known = true;
+    p.element = static_cast<int64_t>(p.offset / size_of(*dtype));
+  }
+  return p;
 }
 
 // "f32[1024]": the parameter's dtype and how many elements `bytes` hold;
@@ -102,104 +196,65 @@ void describe_size(Report& r, const BufferParam& b, uint64_t bytes) {
   r.number(bytes / size_of(*b.dtype)) << "]";
 }
 
-// The buffer argument that starts in [data, data + bytes] (the guarded
-// allocation hit), preferring one that starts at `data`; -1 for none.
-int argument_in(const KernelFrame& k, uint64_t data, uint64_t bytes) {
-  int found = -1;
-  for (size_t i = 0; i < k.program->spec().buffers.size(); ++i) {
-    if (k.args[i] < data || k.args[i] > data + bytes) continue;
-    if (found < 0 || k.args[i] == data) found = static_cast<int>(i);
-  }
-  return found;
-}
-
-// Checked mode: the address is in the guard page (or gap) of a guarded
-// allocation; says how far past its end or before its start, in the
-// elements of the argument that points into it.
-void locate_guarded(Report& r, const KernelFrame& k, uint64_t address, const GuardHit& hit, const char* access) {
+void render_place(Report& r, const KernelFrame& k, const Place& p, const char* access) {
   const ProgramSpec& spec = k.program->spec();
-  const int arg = argument_in(k, hit.data, hit.bytes);
-  const uint64_t start = arg >= 0 ? k.args[arg] : hit.data;
-  const uint64_t end = hit.data + hit.bytes;
-  r << "  checked mode: " << access << " ";
-  if (hit.after) r.number(address - end) << " bytes past the end of ";
-  else r.number(start - address) << " bytes before the start of ";
-  if (arg < 0) {
-    r << "a buffer of ";
-    r.number(hit.bytes) << " bytes at ";
-    r.hex(hit.data) << " (not one of this kernel's arguments)\n";
-    return;
+  switch (p.kind) {
+    case Place::Null: r << "  the address is in the first page: a NULL pointer dereference\n"; return;
+    case Place::Stack:
+      r << "  the address is just below the stack pointer: a stack overflow (a deep recursion or a large local "
+           "array)\n";
+      return;
+    case Place::BeforeAll: r << "  the address lies before every buffer argument\n"; return;
+    case Place::Guarded: {
+      r << "  checked mode: " << access << " ";
+      r.number(p.offset) << (p.hit.after ? " bytes past the end of " : " bytes before the start of ");
+      if (p.buffer < 0) {
+        r << "a buffer of ";
+        r.number(p.hit.bytes) << " bytes at ";
+        r.hex(p.hit.data) << " (not one of this kernel's arguments)\n";
+        return;
+      }
+      const BufferParam& b = spec.buffers[static_cast<size_t>(p.buffer)];
+      r << "buffer ";
+      r.number(static_cast<uint64_t>(p.buffer)) << " (\"" << b.name << "\", ";
+      describe_size(r, b, p.extent);
+      r << ")";
+      if (p.element_known) {
+        r << " at element ";
+        if (p.element < 0) r << "-";
+        r.number(static_cast<uint64_t>(p.element < 0 ? -p.element : p.element));
+      }
+      r << "\n";
+      return;
+    }
+    case Place::Past: {
+      const BufferParam& b = spec.buffers[static_cast<size_t>(p.buffer)];
+      r << "  the address is ";
+      r.number(p.offset) << " bytes";
+      if (p.element_known) {
+        r << " (" << to_string(*b.dtype) << " element ";
+        r.number(static_cast<uint64_t>(p.element)) << ")";
+      }
+      r << " past the start of buffer ";
+      r.number(static_cast<uint64_t>(p.buffer)) << " (\"" << b.name << "\") at ";
+      r.hex(k.args[p.buffer]) << "; a kernel that goes past its buffer's end lands here (SVOD_CHECK=memory stops "
+                                 "it at the first byte past the end)\n";
+      return;
+    }
   }
-  const BufferParam& b = spec.buffers[static_cast<size_t>(arg)];
-  r << "buffer ";
-  r.number(static_cast<uint64_t>(arg)) << " (\"" << b.name << "\", ";
-  describe_size(r, b, end - start);
-  r << ")";
-  if (b.dtype) {
-    const uint64_t size = size_of(*b.dtype);
-    r << " at element ";
-    if (hit.after) r.number((address - start) / size);
-    else (r << "-").number((start - address + size - 1) / size);
-  }
-  r << "\n";
 }
 
-// Where `address` lies relative to the kernel's buffer arguments.
-void locate(Report& r, const KernelFrame& k, uint64_t address, const char* access) {
-  const ProgramSpec& spec = k.program->spec();
-  if (address < 4096) {
-    r << "  the address is in the first page: a NULL pointer dereference\n";
-    return;
-  }
-  if (GuardHit hit; find_guard(address, hit)) {
-    locate_guarded(r, k, address, hit, access);
-    return;
-  }
-  size_t nearest = spec.buffers.size();
-  for (size_t i = 0; i < spec.buffers.size(); ++i)
-    if (k.args[i] <= address && (nearest == spec.buffers.size() || k.args[i] > k.args[nearest])) nearest = i;
-  if (nearest == spec.buffers.size()) {
-    r << "  the address lies before every buffer argument\n";
-    return;
-  }
-  const BufferParam& b = spec.buffers[nearest];
-  const uint64_t offset = address - k.args[nearest];
-  r << "  the address is ";
-  r.number(offset) << " bytes";
-  if (b.dtype) {
-    r << " (" << to_string(*b.dtype) << " element ";
-    r.number(offset / size_of(*b.dtype)) << ")";
-  }
-  r << " past the start of buffer ";
-  r.number(nearest) << " (\"" << b.name << "\") at ";
-  r.hex(k.args[nearest]) << "; a kernel that goes past its buffer's end lands here (SVOD_CHECK=memory stops "
-                             "it at the first byte past the end)\n";
-}
-
-// "wrote" or "read" for a memory fault, from the page-fault error code the
-// kernel passes on x86-64; "accessed" elsewhere.
-const char* access_kind(const void* context) {
-#if defined(__x86_64__)
-  const auto* uc = static_cast<const ucontext_t*>(context);
-  return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "wrote" : "read";
-#else
-  (void)context;
-  return "accessed";
-#endif
-}
-
-void report(int signal, const siginfo_t* info, const void* context, const KernelFrame& k) {
-  Report r;
-  r << "\nsvod: kernel fault: " << describe(signal);
-  // A general-protection fault (x86-64: a non-canonical address, such as a
-  // garbage pointer or a wildly overflowed index) comes with no address.
-  const bool unknown_address = signal == SIGSEGV && info->si_code == SI_KERNEL;
-  const bool memory = (signal == SIGSEGV || signal == SIGBUS) && !unknown_address;
-  if (memory) {
+// "kernel fault: SIGSEGV (invalid memory access) at address 0x10 in program
+// "f" (entry f) on CPU, core_id slice 1, plan op 0 (x)\n" and where the
+// address lies.
+void describe_fault(Report& r, const KernelFrame& k, const TrappedFault& f) {
+  r << "kernel fault: " << describe(f.signal);
+  if (address_known(f)) {
     r << " at address ";
-    r.hex(reinterpret_cast<uint64_t>(info->si_addr));
+    r.hex(f.address);
+  } else if (f.signal == SIGSEGV) {
+    r << " at an address the processor does not report (a non-canonical pointer or a misaligned vector access?)";
   }
-  if (unknown_address) r << " at an address the processor does not report (a non-canonical pointer?)";
   r << "\n  in program \"" << k.program->spec().display_name() << "\" (entry " << k.program->spec().entry
     << ") on CPU";
   if (k.slice >= 0) {
@@ -207,20 +262,85 @@ void report(int signal, const siginfo_t* info, const void* context, const Kernel
     r.number(static_cast<uint64_t>(k.slice));
   }
   name_op(r, k.op);
+  if (f.in_callee) r << ", in a function it called (at ";
+  if (f.in_callee) r.hex(f.pc) << ")";
   r << "\n";
-  if (memory) locate(r, k, reinterpret_cast<uint64_t>(info->si_addr), access_kind(context));
-  r << "svod: after a fault in a kernel the process cannot safely go on; it ends with the signal\n";
+  if (address_known(f)) render_place(r, k, locate(k, f.address, f.sp), access_name(f.access));
+}
+
+// The fault as the handler sees it.
+TrappedFault fault_of(int signal, const siginfo_t* info, const void* context) {
+  TrappedFault f{signal, info->si_code, reinterpret_cast<uint64_t>(info->si_addr), 0, 0, 0, false};
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  f.pc = static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  f.sp = static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RSP]);
+  // The page-fault error code: bit 1 is set for a write.
+  if (signal == SIGSEGV) f.access = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 2 : 1;
+#else
+  (void)context;
+#endif
+  return f;
+}
+
+void report(const KernelFrame& k, const TrappedFault& f) {
+  Report r;
+  r << "\nsvod: ";
+  describe_fault(r, k, f);
+#if defined(__x86_64__)
+  r << "svod: the fault is not in the kernel's own code (or the signal was sent), so it cannot be stopped there and "
+       "the process cannot safely go on; it ends with the signal\n";
+#else
+  r << "svod: kernels are stopped at a fault on x86-64 only; after a fault here the process cannot safely go on; it "
+       "ends with the signal\n";
+#endif
   r.write();
 }
 
-// Reports a fault in a kernel, then puts back the handler that was there
-// before svod's and lets the signal happen again under it: a fault
-// re-executes the faulting instruction on return, a sent or raised signal is
-// raised again (it stays blocked until this handler returns). Once a
-// kernel's fault was handed on, anything that comes back here ends the
-// process with the default action: a handler that re-raises (LLVM's crash
-// recovery does, outside a compile) would otherwise pass the signal to and
-// fro for ever.
+#if defined(__x86_64__)
+extern "C" void svod_trap_resume();
+
+// Stops the kernel at a fault its own code (or a leaf function it called)
+// caused: records it in the frame and makes the handler return into
+// svod_trap_resume on the launch boundary's stack, which returns 1 from
+// svod_trap_call. Faults anywhere else are not trapped.
+bool trap(KernelFrame& k, const TrappedFault& f, void* context) {
+  if (f.signal == SIGABRT || f.code <= 0) return false;  // sent or raised, not caused by an instruction
+  bool in_callee = false;
+  if (!k.program->owns_code(f.pc)) {
+    // A leaf function (memcpy, memset) has pushed nothing yet: the kernel's
+    // return address is at the stack pointer. The stack is read only when the
+    // fault is not an overflow of it.
+    if (f.sp % 8 != 0 || (address_known(f) && below_stack_pointer(f.address, f.sp))) return false;
+    if (!k.program->owns_code(*reinterpret_cast<const uintptr_t*>(f.sp))) return false;
+    in_callee = true;
+  }
+  k.fault = f;
+  k.fault.in_callee = in_callee;
+  auto* uc = static_cast<ucontext_t*>(context);
+  greg_t* regs = uc->uc_mcontext.gregs;
+  regs[REG_RIP] = reinterpret_cast<greg_t>(&svod_trap_resume);
+  regs[REG_RSP] = static_cast<greg_t>(k.resume_sp);
+  regs[REG_EFL] &= ~greg_t{0x400};  // the direction flag: clear at every call boundary
+  if (uc->uc_mcontext.fpregs != nullptr) {
+    // The x87 stack is empty at a call boundary, whatever the kernel left on it.
+    uc->uc_mcontext.fpregs->ftw = 0;
+    uc->uc_mcontext.fpregs->swd &= ~0x3800;
+  }
+  return true;
+}
+#else
+bool trap(KernelFrame&, const TrappedFault&, void*) { return false; }
+#endif
+
+// Traps a fault of a running kernel's own code (see trap). Otherwise reports
+// it, then puts back the handler that was there before svod's and lets the
+// signal happen again under it: a fault re-executes the faulting instruction
+// on return, a sent or raised signal is raised again (it stays blocked until
+// this handler returns). Once a kernel's fault was handed on, anything that
+// comes back here ends the process with the default action: a handler that
+// re-raises (LLVM's crash recovery does, outside a compile) would otherwise
+// pass the signal to and fro for ever.
 void on_fault(int signal, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   if (handed_on.load()) {
@@ -228,8 +348,13 @@ void on_fault(int signal, siginfo_t* info, void* context) {
     fallback.sa_handler = SIG_DFL;
     sigaction(signal, &fallback, nullptr);
   } else {
-    if (const KernelFrame* k = running_kernel; k != nullptr) {
-      report(signal, info, context, *k);
+    if (KernelFrame* k = running_kernel; k != nullptr) {
+      const TrappedFault f = fault_of(signal, info, context);
+      if (trap(*k, f, context)) {
+        errno = saved_errno;
+        return;
+      }
+      report(*k, f);
       handed_on.store(true);
     }
     sigaction(signal, &previous_action[signal], nullptr);
@@ -273,6 +398,117 @@ thread_local FaultStack fault_stack;
 }  // namespace
 
 namespace detail {
+
+// svod_trap_call(caller, entry, args, resume_sp): saves the callee-saved
+// registers, stores the stack pointer in *resume_sp, calls caller(entry,
+// args) and returns 0. svod_trap_resume is where the fault handler resumes a
+// trapped thread, with that stack pointer: it returns 1 from svod_trap_call
+// with the registers it saved.
+#if defined(__x86_64__)
+__asm__(R"(
+  .pushsection .text
+  .globl svod_trap_call
+  .type svod_trap_call, @function
+  .globl svod_trap_resume
+  .type svod_trap_resume, @function
+  .p2align 4
+svod_trap_call:
+  .cfi_startproc
+  pushq %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  pushq %rbx
+  .cfi_def_cfa_offset 24
+  .cfi_offset %rbx, -24
+  pushq %r12
+  .cfi_def_cfa_offset 32
+  .cfi_offset %r12, -32
+  pushq %r13
+  .cfi_def_cfa_offset 40
+  .cfi_offset %r13, -40
+  pushq %r14
+  .cfi_def_cfa_offset 48
+  .cfi_offset %r14, -48
+  pushq %r15
+  .cfi_def_cfa_offset 56
+  .cfi_offset %r15, -56
+  subq $8, %rsp
+  .cfi_def_cfa_offset 64
+  movq %rsp, (%rcx)
+  movq %rdi, %rax
+  movq %rsi, %rdi
+  movq %rdx, %rsi
+  callq *%rax
+  xorl %eax, %eax
+.Lsvod_trap_return:
+  .cfi_remember_state
+  addq $8, %rsp
+  .cfi_def_cfa_offset 56
+  popq %r15
+  .cfi_def_cfa_offset 48
+  popq %r14
+  .cfi_def_cfa_offset 40
+  popq %r13
+  .cfi_def_cfa_offset 32
+  popq %r12
+  .cfi_def_cfa_offset 24
+  popq %rbx
+  .cfi_def_cfa_offset 16
+  popq %rbp
+  .cfi_def_cfa_offset 8
+  retq
+  .cfi_restore_state
+svod_trap_resume:
+  movl $1, %eax
+  jmp .Lsvod_trap_return
+  .cfi_endproc
+  .size svod_trap_call, .-svod_trap_call
+  .popsection
+)");
+#else
+extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* args, uintptr_t*) {
+  caller(entry, args);
+  return 0;
+}
+#endif
+
+void throw_kernel_fault(const KernelFrame& k) {
+  const TrappedFault& f = k.fault;
+  const ProgramSpec& spec = k.program->spec();
+  KernelFaultInfo info;
+  info.signal = f.signal;
+  info.signal_name = signal_name(f.signal);
+  info.access = f.access == 2 ? "write" : f.access == 1 ? "read" : "";
+  info.program = spec.display_name();
+  info.entry = spec.entry;
+  info.slice = k.slice;
+  if (k.op != nullptr) {
+    info.op = k.op->index;
+    info.op_label = k.op->label(k.op->plan, k.op->index);
+  }
+  info.in_called_function = f.in_callee;
+  if (address_known(f)) {
+    info.address = f.address;
+    const Place p = locate(k, f.address, f.sp);
+    static constexpr std::string_view kCauses[] = {"null pointer", "stack overflow", "out of bounds (checked mode)",
+                                                   "out of bounds", "wild address"};
+    info.cause = kCauses[p.kind];
+    if (p.buffer >= 0) {
+      info.buffer = static_cast<size_t>(p.buffer);
+      info.buffer_name = spec.buffers[info.buffer.value()].name;
+      if (p.element_known) info.element = p.element;
+    }
+  } else {
+    info.cause = f.signal == SIGFPE   ? "arithmetic fault"
+                 : f.signal == SIGILL ? "illegal instruction"
+                 : f.signal == SIGBUS ? "bus error"
+                                      : "general protection (a non-canonical pointer or a misaligned vector access)";
+  }
+  Report r;
+  describe_fault(r, k, f);
+  r << "  the kernel was stopped at the fault and the launch failed; what it wrote before stays written";
+  throw KernelFault(std::move(info), r.str());
+}
 
 void prepare_fault_stack() noexcept {
   fault_stack_ready = true;

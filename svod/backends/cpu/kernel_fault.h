@@ -1,33 +1,64 @@
-// Fault attribution for CPU kernels. While a kernel runs on a thread, a
-// KernelFrame on that thread names it; a fault signal there (SIGSEGV, SIGBUS,
-// SIGILL, SIGFPE, SIGABRT) prints one report to stderr — the program, the
-// core_id slice, the plan op (running_op.h), the signal and faulting
-// address, and which buffer argument the address falls in or after — and
-// then goes on as the signal would have without svod: the handler that was
-// installed before (Python's faulthandler, LLVM's crash recovery, a
+// Fault containment for CPU kernels. While a kernel runs on a thread, a
+// KernelFrame on that thread names it. A fault there — SIGSEGV, SIGBUS,
+// SIGFPE or SIGILL caused by an instruction of the program's own code (what
+// svod's loader mapped, or the shared library's executable segments), or by a
+// leaf function it called such as memcpy — is a trap: the handler records it
+// in the frame and resumes the thread at the launch boundary (the trampoline
+// that called the kernel), and the launch throws KernelFault with the
+// program, the core_id slice, the plan op (running_op.h), the signal and
+// address, and the buffer argument and element the address falls in or near.
+// The process goes on: generated kernels take no locks and allocate nothing,
+// so abandoning one mid-way leaves only its half-written outputs (a
+// shared_library kernel that calls malloc or takes a lock is not safe to
+// abandon, see docs/SECURITY.md).
+//
+// Any other fault while a kernel runs (svod's own code, a deeper libc frame,
+// abort(), a signal sent by another process) prints the same report to
+// stderr and then goes on as the signal would have without svod: the handler
+// that was installed before (Python's faulthandler, LLVM's crash recovery, a
 // sanitizer's), else the default action, which ends the process (exit status
-// 128 + the signal number). After a wild access the process cannot safely go
-// on, so nothing tries to. Faults outside kernels go straight to the
+// 128 + the signal number). Faults outside kernels go straight to the
 // previous handler. Kernels run on an alternate signal stack too, so a stack
-// overflow is reported like any other fault.
+// overflow is trapped like any other fault. Traps need the x86-64
+// trampoline; elsewhere every fault is reported and ends the process.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "svod/guard/running_op.h"
+#include "svod/program/cpu_abi.h"
 
 namespace svod {
 
 class CpuProgram;
 
+// What the handler saw when it trapped a fault.
+struct TrappedFault {
+  int signal;
+  int code;          // si_code
+  uint64_t address;  // si_addr
+  uint64_t pc;       // the faulting instruction
+  uint64_t sp;       // the stack pointer at the fault
+  int access;        // 0: unknown, 1: read, 2: write (x86-64 page faults)
+  bool in_callee;    // the pc is in a function the kernel called, not in its own code
+};
+
 struct KernelFrame {
+  // Leaves resume_sp and fault unset: the trampoline and the handler write
+  // them before anything reads them (no stores on the launch path).
+  KernelFrame(const CpuProgram* p, const uint64_t* a, int64_t s, const RunningOp* o) noexcept
+      : program(p), args(a), slice(s), op(o) {}
+
   const CpuProgram* program;
   const uint64_t* args;  // the ABI words: buffer addresses, then scalars
   int64_t slice;         // the core_id slice, or -1 for a launch of one
   const RunningOp* op;   // the plan op, when a plan launched it
+  uintptr_t resume_sp;   // the trampoline's stack at the launch boundary
+  TrappedFault fault;    // set when the handler trapped a fault
 };
 
-extern SVOD_HOT_THREAD_LOCAL const KernelFrame* running_kernel;
+extern SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel;
 
 namespace detail {
 extern SVOD_HOT_THREAD_LOCAL bool fault_stack_ready;
@@ -38,7 +69,7 @@ void prepare_fault_stack() noexcept;  // this thread's alternate signal stack
 // flag check when no fault happens.
 class KernelFrameScope {
  public:
-  explicit KernelFrameScope(const KernelFrame& frame) noexcept : previous_(running_kernel) {
+  explicit KernelFrameScope(KernelFrame& frame) noexcept : previous_(running_kernel) {
     if (!detail::fault_stack_ready) [[unlikely]]
       detail::prepare_fault_stack();
     running_kernel = &frame;
@@ -48,8 +79,25 @@ class KernelFrameScope {
   KernelFrameScope& operator=(const KernelFrameScope&) = delete;
 
  private:
-  const KernelFrame* previous_;
+  KernelFrame* previous_;
 };
+
+namespace detail {
+// Calls caller(entry, args) and returns 0; returns 1 when the handler
+// trapped a fault in it (frame.fault says which). resume_sp receives the
+// stack pointer the handler resumes at. Written in assembly (kernel_fault.cpp).
+extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* args, uintptr_t* resume_sp);
+// Throws the KernelFault for a trapped frame (out of line and cold).
+[[noreturn]] void throw_kernel_fault(const KernelFrame& frame);
+}  // namespace detail
+
+// Runs the kernel of `frame` with its n ABI words: returns when it returned,
+// throws KernelFault when it faulted and was trapped.
+inline void run_kernel(KernelFrame& frame, void* entry, size_t n) {
+  const KernelFrameScope running(frame);
+  if (detail::svod_trap_call(detail::kKernelCallers[n], entry, frame.args, &frame.resume_sp) != 0) [[unlikely]]
+    detail::throw_kernel_fault(frame);
+}
 
 // Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
 // or again when another handler (LLVM's crash recovery, enabled by the first

@@ -11,6 +11,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/dlopen_compiler.h"
 #include "svod/compile/llvm_plugin.h"
+#include "svod/guard/fault_handlers.h"
 
 namespace svod {
 namespace {
@@ -51,7 +52,18 @@ class DeferredCompiler final : public Compiler {
 class LlvmPluginCompiler final : public Compiler {
  public:
   const CompilerIdentity& identity() const override { return plugin().identity(); }
-  Artifact compile(const ProgramSpec& spec) const override { return plugin().compile(spec); }
+  Artifact compile(const ProgramSpec& spec) const override {
+    // The plugin's first compile installs LLVM's fault handlers (its crash
+    // recovery) over the kernel fault handler; whether it succeeds or fails,
+    // launches put the kernel fault handler back on top after it.
+    struct NoteFirst {
+      ~NoteFirst() {
+        static std::once_flag once;
+        std::call_once(once, note_fault_handlers_changed);
+      }
+    } note;
+    return plugin().compile(spec);
+  }
 
   // The plugin file (path, device, inode, size, modification time) and the
   // host CPU: the LLVM compiler targets the host, and takes no other input.

@@ -123,6 +123,10 @@ class Worker {
       Json result;
       try {
         result = evaluate(program, points_[k], k == 0 && write_reference_);
+      } catch (const KernelFault& e) {
+        // Stopped at the fault: the worker goes on with the next candidate.
+        disarm_timer();
+        result = {{"status", "crashed"}, {"message", e.what()}};
       } catch (const Error& e) {
         disarm_timer();
         result = {{"status", "error"}, {"message", fmt::format("{} error: {}", to_string(e.kind()), e.what())}};

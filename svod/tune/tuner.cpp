@@ -185,6 +185,8 @@ class WorkerEvaluator final : public TuneEvaluator {
       c.status = TuneStatus::Wrong;
     } else if (status == "compile_error") {
       c.status = TuneStatus::CompileError;
+    } else if (status == "crashed") {
+      c.status = TuneStatus::Crashed;
     } else {
       c.status = TuneStatus::Error;
     }

@@ -353,6 +353,30 @@ TEST_F(KernelTrap, CheckedModeStopsTheFirstAccessPastEitherEndNamingTheElement) 
   launch("void k(float* o) { for (int i = 0; i <= 1024; i++) o[i] = i; }", 1, 1024);
 }
 
+// A handler installed over svod's after a program was loaded (LLVM's crash
+// recovery does at its first compile) would see a kernel's fault first;
+// note_fault_handlers_changed() makes the next launch put svod's back on top.
+TEST_F(KernelTrap, AHandlerInstalledLaterIsPutBelowSvodsWhenNoted) {
+  auto body = [](bool noted) {
+    auto cpu = cpu_device();
+    auto bad = cpu->compile(c_kernel("bad", "void bad(float* o) { *(volatile float*)0 = o[0]; }",
+                                     {{"o", Access::ReadWrite, DType::F32}}));
+    Buffer o[] = {cpu->allocate(DType::F32, 4)};
+    expect_a_good_launch();  // this thread is prepared
+    struct sigaction foreign {};
+    foreign.sa_handler = [](int) { _exit(42); };
+    sigaction(SIGSEGV, &foreign, nullptr);
+    if (noted) note_fault_handlers_changed();
+    try {
+      bad->launch(o, {});
+    } catch (const svod::KernelFault&) {
+      _exit(7);
+    }
+  };
+  EXPECT_EXIT(body(true), ::testing::ExitedWithCode(7), "");
+  EXPECT_EXIT(body(false), ::testing::ExitedWithCode(42), "");
+}
+
 TEST_F(KernelTrap, FaultsOutsideKernelsAreLeftToTheHandlerBefore) {
   // (A sanitizer's handler, when there is one, ends the process its own way.)
   EXPECT_DEATH(

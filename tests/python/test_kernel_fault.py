@@ -3,7 +3,10 @@ process goes on (issue 35): NULL and far writes, integer division by zero, a tra
 load and a stack overflow, on the calling thread and on every pool thread at once, alone and in plans,
 a thousand times over, with good launches between them that still compute the right thing."""
 import json
+import os
 import platform
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -134,3 +137,32 @@ def test_a_faulting_plan_op_is_named_and_poisons_its_plan_and_the_program_runs_a
     good = svod.load_plan(plan_path)
     good.execute()
     assert not good.poisoned
+
+
+BATCH_SCRIPT = """
+import numpy as np, svod
+cpu = svod.device("CPU")
+source = "void k(float* o) {\\n#if MODE == 1\\n *(volatile int*)0 = 1;\\n#elif MODE == 2\\n#error no\\n#else\\n o[0] = MODE;\\n#endif\\n}"
+def spec(m):
+    return dict(source=source, entry="k", name=f"k{m}", defines={"MODE": m},
+                buffers=[{"name": "o", "access": "write", "dtype": "f32"}])
+bad = cpu.compile(**spec(1))
+programs = cpu.compile_many([spec(m) for m in (3, 4, 5, 6, 2)], errors="return")
+assert isinstance(programs[-1], svod.CompileError)
+try:
+    bad(np.zeros(4, np.float32))
+except svod.KernelFault as e:
+    print("stopped:", str(e).splitlines()[0])
+"""
+
+
+def test_a_fault_after_a_batch_with_a_compile_error_is_still_stopped(tmp_path):
+    # The in-process compiler installs its own fault handlers at its first compile. Run twice with
+    # one object cache: the second time the good kernels are loaded from it first, and the first
+    # compile of the process is the one that fails; the CPU device's handler must still see the
+    # kernel's fault first.
+    env = dict(os.environ, SVOD_CACHE_DIR=str(tmp_path / "cache"))
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", BATCH_SCRIPT], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and "stopped: kernel fault: SIGSEGV" in r.stdout, r.stderr

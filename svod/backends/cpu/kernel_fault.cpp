@@ -22,7 +22,7 @@ namespace svod {
 SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel = nullptr;
 
 namespace detail {
-SVOD_HOT_THREAD_LOCAL bool fault_stack_ready = false;
+SVOD_HOT_THREAD_LOCAL uint32_t fault_handlers_seen = 0;
 }  // namespace detail
 
 namespace {
@@ -395,6 +395,21 @@ struct FaultStack {
 };
 thread_local FaultStack fault_stack;
 
+void prepare_fault_stack() noexcept {
+  stack_t current{};
+  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;  // the thread has one
+  void* memory = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) return;  // faults are still reported, stack overflows not
+  stack_t stack{};
+  stack.ss_sp = memory;
+  stack.ss_size = kStackBytes;
+  if (sigaltstack(&stack, nullptr) != 0) {
+    munmap(memory, kStackBytes);
+    return;
+  }
+  fault_stack.memory = memory;
+}
+
 }  // namespace
 
 namespace detail {
@@ -510,20 +525,15 @@ void throw_kernel_fault(const KernelFrame& k) {
   throw KernelFault(std::move(info), r.str());
 }
 
-void prepare_fault_stack() noexcept {
-  fault_stack_ready = true;
-  stack_t current{};
-  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;  // the thread has one
-  void* memory = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) return;  // faults are still reported, stack overflows not
-  stack_t stack{};
-  stack.ss_sp = memory;
-  stack.ss_size = kStackBytes;
-  if (sigaltstack(&stack, nullptr) != 0) {
-    munmap(memory, kStackBytes);
-    return;
+void prepare_thread_for_kernels() noexcept {
+  const uint32_t epoch = fault_handlers_epoch();
+  if (fault_handlers_seen == 0) prepare_fault_stack();
+  try {
+    ensure_fault_reporting();
+  } catch (const std::exception&) {
+    // (A mutex that cannot be locked: faults are then left to the handler on top.)
   }
-  fault_stack.memory = memory;
+  fault_handlers_seen = epoch;
 }
 
 }  // namespace detail

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "svod/guard/fault_handlers.h"
 #include "svod/guard/running_op.h"
 #include "svod/program/cpu_abi.h"
 
@@ -61,17 +62,19 @@ struct KernelFrame {
 extern SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel;
 
 namespace detail {
-extern SVOD_HOT_THREAD_LOCAL bool fault_stack_ready;
-void prepare_fault_stack() noexcept;  // this thread's alternate signal stack
+// The fault_handlers_epoch() this thread was last prepared for (0: never).
+extern SVOD_HOT_THREAD_LOCAL uint32_t fault_handlers_seen;
+// This thread's alternate signal stack, and svod's fault handler on top.
+void prepare_thread_for_kernels() noexcept;
 }  // namespace detail
 
-// Sets the running kernel for its lifetime: two thread-local stores and a
-// flag check when no fault happens.
+// Sets the running kernel for its lifetime: two thread-local stores and an
+// epoch check when no fault happens.
 class KernelFrameScope {
  public:
   explicit KernelFrameScope(KernelFrame& frame) noexcept : previous_(running_kernel) {
-    if (!detail::fault_stack_ready) [[unlikely]]
-      detail::prepare_fault_stack();
+    if (detail::fault_handlers_seen != fault_handlers_epoch()) [[unlikely]]
+      detail::prepare_thread_for_kernels();
     running_kernel = &frame;
   }
   ~KernelFrameScope() { running_kernel = previous_; }

@@ -21,6 +21,7 @@
 
 #include "bindings.h"
 #include "svod/device/compile_many.h"
+#include "svod/guard/checked_mode.h"
 #include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/program/cpu_abi.h"
@@ -306,12 +307,18 @@ void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   run_unlocked(p, [&] { program.run_bound(args, slices); });
 }
 
-// Any other device: svod::Buffers through Program::launch, which checks
-// devices, dtypes and sizes.
+// Any other device, and the CPU in checked mode (memory), whose launch()
+// stages numpy arrays and the other unguarded arguments through guarded
+// memory: svod::Buffers through Program::launch, which checks devices,
+// dtypes and sizes.
 void call_device(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   std::vector<Buffer> buffers;
   buffers.reserve(p.buffer_count);
   for (size_t i = 0; i < p.buffer_count; ++i) {
+    if (PyArray_Check(slots[i]) && p.host) {
+      buffers.push_back(wrap_array(reinterpret_cast<PyArrayObject*>(slots[i]), where(p, i), p.written[i]));
+      continue;
+    }
     if (PyArray_Check(slots[i]))
       throw make_error(ErrorKind::Validation,
                        "{}: a numpy array cannot be passed to a program on {}; allocate a buffer there "
@@ -345,8 +352,10 @@ PyObject* call_program(PyObject* self, PyObject* const* args, size_t nargsf, PyO
                    sizes.local);
       Py_RETURN_NONE;
     }
-    if (p.host) call_host(p, slots, sizes);
-    else call_device(p, slots, sizes);
+    if (p.host && !memory_checked()) [[likely]]
+      call_host(p, slots, sizes);
+    else
+      call_device(p, slots, sizes);
     Py_RETURN_NONE;
 #ifdef __GLIBCXX__
   } catch (abi::__forced_unwind&) {

@@ -8,11 +8,15 @@
 #include "svod/base/error.h"
 
 namespace svod {
+
+namespace detail {
+// The mode, once read: -1 until SVOD_CHECK is parsed or the mode set.
+std::atomic<int> check_mode_bits{-1};
+}  // namespace detail
+
 namespace {
 
-// The mode, once read: kUnread until SVOD_CHECK is parsed or the mode set.
 constexpr int kUnread = -1, kMemory = 1, kNan = 2;
-std::atomic<int> mode_bits{kUnread};
 
 int bits(CheckMode mode) { return (mode.memory ? kMemory : 0) | (mode.nan ? kNan : 0); }
 
@@ -45,17 +49,17 @@ std::string to_string(CheckMode mode) {
 }
 
 CheckMode check_mode() {
-  int b = mode_bits.load(std::memory_order_relaxed);
+  int b = detail::check_mode_bits.load(std::memory_order_relaxed);
   if (b == kUnread) [[unlikely]] {
     const char* text = std::getenv("SVOD_CHECK");
     const int parsed = bits(parse_check_mode(text == nullptr ? "" : text, "SVOD_CHECK"));
-    mode_bits.compare_exchange_strong(b, parsed, std::memory_order_relaxed);  // unless set meanwhile
-    b = mode_bits.load(std::memory_order_relaxed);
+    detail::check_mode_bits.compare_exchange_strong(b, parsed, std::memory_order_relaxed);  // unless set meanwhile
+    b = detail::check_mode_bits.load(std::memory_order_relaxed);
   }
   return {(b & kMemory) != 0, (b & kNan) != 0};
 }
 
-void set_check_mode(CheckMode mode) noexcept { mode_bits.store(bits(mode), std::memory_order_relaxed); }
+void set_check_mode(CheckMode mode) noexcept { detail::check_mode_bits.store(bits(mode), std::memory_order_relaxed); }
 
 namespace {
 template <typename T>

@@ -1,13 +1,16 @@
 // Checked mode: what svod checks beyond its usual validation while a kernel
 // under development is being debugged. Off by default and free when off
-// (each check is one load of a global where memory is allocated or a plan
-// starts a run; launches do not look at it).
+// (each check is one load of a global where memory is allocated, a plan
+// starts a run or a CPU launch is checked).
 //
 //   memory  every host buffer made while it is on gets inaccessible guard
 //           pages on both sides (svod/guard/guarded_memory.h), so a kernel's
-//           first access past either end faults and the fault report names
-//           the buffer and element; reused blocks (Device::allocate_cached)
-//           are poisoned, so reads of never-written memory show.
+//           first access past either end faults and the fault names the
+//           buffer and element; CPU launches run every other argument on a
+//           guarded copy and check the canaries after (CpuProgram's
+//           launch_staged; plans run op by op through it); reused blocks
+//           (Device::allocate_cached) are poisoned, so reads of never-written
+//           memory show.
 //   nan     a plan runs its ops one at a time in dependency order and, after
 //           each, looks for NaN or Inf in the float buffers it writes; the
 //           first op whose outputs hold one fails, naming the op, buffer and
@@ -18,6 +21,7 @@
 // Python's svod.checked() set it too.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -46,6 +50,17 @@ std::string to_string(CheckMode mode);
 CheckMode check_mode();
 // Applies to buffers allocated and plan runs started from now on.
 void set_check_mode(CheckMode mode) noexcept;
+
+namespace detail {
+extern std::atomic<int> check_mode_bits;  // -1 until SVOD_CHECK was read; else bit 0 memory, bit 1 nan
+}  // namespace detail
+
+// check_mode().memory in one load, for launches; false until the first
+// check_mode() call read SVOD_CHECK (every CpuProgram's construction makes one).
+inline bool memory_checked() noexcept {
+  const int bits = detail::check_mode_bits.load(std::memory_order_relaxed);
+  return bits > 0 && (bits & 1) != 0;
+}
 
 // What checked mode writes into memory nobody has written yet: a signalling
 // NaN of each float type, 0xFF bytes for u8 (untyped storage, so that any

@@ -105,15 +105,19 @@ void free_guarded(void* data, size_t bytes) noexcept {
   ::munmap(mapping_of(data, bytes), layout(bytes).mapping());
 }
 
-bool gaps_intact(const void* data, size_t bytes) noexcept {
+std::optional<int64_t> first_gap_change(const void* data, size_t bytes) noexcept {
   const Layout l = layout(bytes);
   const auto* p = static_cast<const unsigned char*>(data);
   const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, bytes)) + page_size();
-  auto canary = [](const unsigned char* from, const unsigned char* to) {
-    return std::all_of(from, to, [](unsigned char c) { return c == kCanary; });
-  };
-  return canary(first, p) && canary(p + bytes, p + l.span);
+  // Nearest the data first: from the byte just before it down, then from the one just after it up.
+  for (const unsigned char* c = p; c-- > first;)
+    if (*c != kCanary) return c - p;
+  for (const unsigned char* c = p + bytes; c < p + l.span; ++c)
+    if (*c != kCanary) return c - p;
+  return std::nullopt;
 }
+
+bool gaps_intact(const void* data, size_t bytes) noexcept { return !first_gap_change(data, bytes); }
 
 bool find_guard(uint64_t address, GuardHit& hit) noexcept {
   const uint64_t page = page_size();

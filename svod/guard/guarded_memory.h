@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace svod {
 
@@ -22,6 +23,9 @@ void free_guarded(void* data, size_t bytes) noexcept;
 
 // False when something wrote into the gaps around the data.
 bool gaps_intact(const void* data, size_t bytes) noexcept;
+// Where the first changed gap byte lies relative to the data's first byte
+// (negative: before it; `bytes` or more: after its end); nullopt when intact.
+std::optional<int64_t> first_gap_change(const void* data, size_t bytes) noexcept;
 
 // The live guarded allocation whose guard pages (or gaps) hold `address`:
 // async-signal-safe, for the fault handler.

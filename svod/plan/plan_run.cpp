@@ -115,10 +115,18 @@ void PlanState::run_host_work(size_t i) {
 void PlanState::do_host_work(size_t i) {
   OpRun& r = runs[i];
   if (auto* k = std::get_if<KernelRun>(&r)) {
-    if (k->bound)
+    if (k->bound && !launch_checked) {
       k->program->run_bound(k->args.data(), k->dims.global[0]);
-    else
+    } else if (k->bound) {
+      // Checked mode (memory): through launch(), which stages every argument
+      // that has no guard pages of its own.
+      std::vector<Buffer> arguments;
+      arguments.reserve(k->slots.size());
+      for (size_t slot : k->slots) arguments.push_back(buffers[slot]);
+      k->program->launch(arguments, k->caller_scalars(), &k->dims);
+    } else {
       k->program->launch(k->launch_buffers, k->caller_scalars(), &k->dims);
+    }
   } else if (auto* c = std::get_if<CopyRun>(&r)) {
     const Buffer& dst = buffers[c->dst];
     const Buffer& src = buffers[c->src];
@@ -282,7 +290,7 @@ void PlanState::poison_with(size_t i, std::string_view what) {
   }
 }
 
-void PlanState::check_outputs(size_t i) const {
+void PlanState::check_outputs(size_t i, bool scan_nan) const {
   for (const auto& [slot, a] : access[i]) {
     if (!writes(a)) continue;
     const Buffer& b = buffers[slot];
@@ -290,7 +298,7 @@ void PlanState::check_outputs(size_t i) const {
       throw make_error(ErrorKind::Execution,
                        "wrote just outside {} ({}[{}]): the canary in the bytes around it changed (checked mode)",
                        slot_name(slot), to_string(b.dtype()), b.count());
-    if (!is_float(b.dtype())) continue;
+    if (!scan_nan || !is_float(b.dtype())) continue;
     Buffer host = b;
     if (!b.is_host()) {  // device memory: checked in a host copy
       host = b.device().allocate_host(b.dtype(), b.count());
@@ -306,18 +314,25 @@ void PlanState::check_outputs(size_t i) const {
   }
 }
 
-// Checked mode (nan) runs the ops one at a time in dependency order, so the
-// first op to make a NaN or Inf is the one named; then the plan is poisoned
-// like after any failed op (the ops after it did not run).
-void PlanState::run_checked(const ExecuteOptions& options) {
+// Checked mode runs the ops one at a time in dependency order, so the first
+// op to fail a check is the one named: with memory, CPU kernels go through
+// launch() (every argument guarded, the canaries checked after each); with
+// nan, each op's float outputs are scanned. Then the plan is poisoned like
+// after any failed op (the ops after it did not run).
+void PlanState::run_checked(const ExecuteOptions& options, CheckMode mode) {
   ExecuteOptions one_at_a_time = options;
   one_at_a_time.sequential = true;
+  launch_checked = mode.memory;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{launch_checked};
   for (size_t i : runner.dag().order()) {
     try {
       run_op(i, one_at_a_time);
       if (events[i]) events[i]->wait();
       events[i] = nullptr;
-      check_outputs(i);
+      check_outputs(i, mode.nan);
     } catch (...) {
       events[i] = nullptr;
       poison_with(i, "failed");
@@ -331,8 +346,8 @@ void PlanState::run(const ExecuteOptions& options) {
     prepare(var_values);
     dirty = false;
   }
-  if (check_mode().nan) [[unlikely]] {
-    run_checked(options);
+  if (const CheckMode mode = check_mode(); mode.any()) [[unlikely]] {
+    run_checked(options, mode);
     return;
   }
   if (graph_device && !options.sequential && !options.observer && run_as_graph()) return;

@@ -25,6 +25,7 @@
 
 #include "svod/base/rethrow.h"
 #include "svod/base/worker_thread.h"
+#include "svod/guard/checked_mode.h"
 #include "svod/plan/dag.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/execution_plan.h"
@@ -162,6 +163,7 @@ struct PlanState {
   std::vector<EventPtr> events;  // per op, the last run's submission (null when done on the host)
   mutable std::mutex mutex;
   bool dirty = true;  // kernels must be re-evaluated before the next run
+  bool launch_checked = false;  // run_checked with memory: bound kernels go through launch()
   std::atomic<bool> poisoned{false};
   std::string poison_reason;
 
@@ -204,11 +206,11 @@ struct PlanState {
   bool run_as_graph();
   void wait_for_devices(std::optional<DagFailure>& failure);
   void run(const ExecuteOptions& options);
-  // Checked mode (nan): the ops one at a time, each one's outputs checked.
-  void run_checked(const ExecuteOptions& options);
-  // Error(Execution) naming the first non-finite value op i wrote, or the
-  // gap around a guarded buffer it wrote into.
-  void check_outputs(size_t i) const;
+  // Checked mode: the ops one at a time, each one's outputs checked.
+  void run_checked(const ExecuteOptions& options, CheckMode mode);
+  // Error(Execution) naming the gap around a guarded buffer op i wrote into,
+  // or (scan_nan) the first non-finite value it wrote.
+  void check_outputs(size_t i, bool scan_nan) const;
   std::chrono::nanoseconds time_op(size_t i);
   void check_not_poisoned() const;
   [[noreturn]] void poison_with(size_t i, std::string_view what);

@@ -12,6 +12,8 @@
 #include "svod/base/log.h"
 #include "svod/base/subprocess.h"
 #include "svod/base/thread_pool.h"
+#include "svod/guard/checked_mode.h"
+#include "svod/guard/guarded_memory.h"
 #include "svod/guard/op_deadline.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/loader/shared_library.h"
@@ -54,6 +56,7 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const v
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
   ensure_fault_reporting();
   if (op_timeout_seconds() > 0) slow_launches.store(true, std::memory_order_relaxed);
+  (void)check_mode();  // reads SVOD_CHECK, so that memory_checked() sees it
 }
 
 Device& CpuProgram::device() const noexcept { return *device_; }
@@ -89,7 +92,91 @@ void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t
     slices = layout().global_size(0, abi_scalars);
     layout().check_slices(slices);
   }
+  if (memory_checked()) [[unlikely]] {
+    launch_staged(buffers, args, slices);
+    return;
+  }
   run(args, slices);
+}
+
+namespace {
+
+// "f32[1024]" for a buffer argument.
+std::string describe_buffer(const Buffer& b) { return fmt::format("{}[{}]", to_string(b.dtype()), b.count()); }
+
+// Where `offset` (bytes from a buffer's first byte, negative before it) lies:
+// "element 1024", "element -1" of an element of `size` bytes.
+int64_t element_at(int64_t offset, size_t size) {
+  const auto s = static_cast<int64_t>(size);
+  return offset >= 0 ? offset / s : -((-offset + s - 1) / s);
+}
+
+// A guarded copy of one buffer argument for one launch.
+struct StagedArgument {
+  void* copy = nullptr;
+  size_t bytes = 0;
+  ~StagedArgument() {
+    if (copy != nullptr) free_guarded(copy, bytes);
+  }
+};
+
+// Whether [a, a + an) and [b, b + bn) share a byte.
+bool overlap(uint64_t a, size_t an, uint64_t b, size_t bn) { return a < b + bn && b < a + an; }
+
+}  // namespace
+
+void CpuProgram::launch_staged(std::span<const Buffer> buffers, uint64_t* args, int64_t slices) const {
+  const size_t n = buffers.size();
+  std::vector<StagedArgument> staged(n);
+  std::vector<size_t> same_as(n);  // the argument whose copy argument i uses (itself when it has its own)
+  for (size_t i = 0; i < n; ++i) {
+    same_as[i] = i;
+    const Buffer& b = buffers[i];
+    const bool whole_guarded = b.storage().guarded() && b.byte_offset() == 0 && b.bytes() == b.storage().bytes();
+    if (whole_guarded || b.bytes() == 0) continue;  // its own guards
+    // Arguments over the same bytes share one copy (an in-place kernel); one
+    // that partly overlaps another runs on the memory itself (not checked).
+    bool shared = false, partial = false;
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i || !overlap(reinterpret_cast<uint64_t>(buffers[j].data()), buffers[j].bytes(),
+                             reinterpret_cast<uint64_t>(b.data()), b.bytes()))
+        continue;
+      if (buffers[j].data() == b.data() && buffers[j].bytes() == b.bytes()) {
+        if (j < i) {
+          same_as[i] = same_as[j];
+          shared = true;
+        }
+      } else {
+        partial = true;
+      }
+    }
+    if (partial) continue;
+    if (shared) {
+      args[i] = args[same_as[i]];
+      continue;
+    }
+    staged[i].copy = allocate_guarded(b.bytes());
+    staged[i].bytes = b.bytes();
+    std::memcpy(staged[i].copy, b.data(), b.bytes());
+    args[i] = reinterpret_cast<uint64_t>(staged[i].copy);
+  }
+  run(args, slices);  // a fault leaves every staged argument's memory as it was
+  for (size_t i = 0; i < n; ++i) {
+    const Buffer& b = buffers[i];
+    const StagedArgument& own = staged[same_as[i]];
+    const void* data = own.copy != nullptr ? own.copy : b.storage().guarded() ? b.data() : nullptr;
+    if (data == nullptr || same_as[i] != i) continue;
+    if (const auto at = first_gap_change(data, b.bytes()))
+      throw make_error(ErrorKind::Execution,
+                       "program \"{}\": checked mode: the kernel wrote just outside buffer {} (\"{}\", {}), at element {} "
+                       "(byte offset {}): the canary there changed; the launch failed{}",
+                       spec().display_name(), i, spec().buffers[i].name, describe_buffer(b),
+                       element_at(*at, size_of(b.dtype())), *at,
+                       own.copy != nullptr ? " and the buffer was left as it was" : "");
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (staged[i].copy != nullptr && writes(spec().buffers[i].access))
+      std::memcpy(buffers[i].data(), staged[i].copy, buffers[i].bytes());
 }
 
 namespace {

@@ -58,6 +58,14 @@ class CpuProgram final : public Program {
  private:
   CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry,
              std::vector<std::span<const std::byte>> code);
+  // Checked mode (memory): every buffer argument that is not a whole guarded
+  // buffer (numpy arrays, DLPack tensors, wrapped memory, views, buffers made
+  // before checked mode) runs on a guarded copy for this launch, copied back
+  // when the kernel writes it and the launch succeeded; then the canary
+  // around every guarded argument is checked, so a write just outside any
+  // argument fails the launch naming the buffer and element.
+  [[gnu::noinline, gnu::cold]] void launch_staged(std::span<const Buffer> buffers, uint64_t* args,
+                                                  int64_t slices) const;
 
   Device* device_;
   std::shared_ptr<const void> owner_;

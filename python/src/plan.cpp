@@ -4,6 +4,7 @@
 // released while a plan runs.
 #include <pybind11/stl/filesystem.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <span>
@@ -472,8 +473,21 @@ size_t PyPlanBuilder::add_view(size_t base, size_t byte_offset, size_t bytes, DT
   return slot;
 }
 
+// Checked as it is declared, so that a capture keeps its recorded calls and
+// says at once which declaration is wrong (rather than at the build).
 void PyPlanBuilder::add_variable(const std::string& name, int64_t value, int64_t min, int64_t max) {
-  builder.add_variable(Variable{name, min, max}, value);
+  if (name.empty()) throw make_error(ErrorKind::Validation, "a plan variable needs a name");
+  if (name == kRankVariable || name == kWorldSizeVariable)
+    throw make_error(ErrorKind::Validation,
+                     "plan variable \"{}\" is reserved: plans with a communicator set rank and world_size themselves",
+                     name);
+  if (std::find(variables.begin(), variables.end(), name) != variables.end())
+    throw make_error(ErrorKind::Validation, "plan variable \"{}\" is declared twice", name);
+  const Variable variable{name, min, max};
+  if (min > max)
+    throw make_error(ErrorKind::Validation, "plan variable \"{}\" has empty bounds [{}, {}]", name, min, max);
+  variable.check(value);
+  builder.add_variable(variable, value);
   variables.push_back(name);
 }
 

@@ -133,6 +133,12 @@ Buffer Buffer::view_bytes(size_t byte_offset, size_t bytes, DType dtype) const {
   if (byte_offset > bytes_ || bytes > bytes_ - byte_offset)
     throw make_error(ErrorKind::Validation, "view of bytes [{}, {}+{}) leaves its base of {} bytes", byte_offset,
                      byte_offset, bytes, bytes_);
+  // A view whose first byte is not aligned to its element size would hand
+  // kernels a misaligned pointer.
+  if ((first_byte() + byte_offset) % size_of(dtype) != 0)
+    throw make_error(ErrorKind::Validation,
+                     "a {} view at byte {} of its base is misaligned: {} elements must start at a multiple of {} bytes",
+                     to_string(dtype), byte_offset, to_string(dtype), size_of(dtype));
   return Buffer(storage_, dtype, offset_ + byte_offset, bytes);
 }
 

@@ -103,6 +103,8 @@ class Buffer {
   // dtype (or `dtype`, whose size must divide the range). Throws Validation
   // when the range leaves this buffer.
   Buffer view(size_t offset, size_t count) const;
+  // `bytes` from `byte_offset` as elements of `dtype`; the first byte must be
+  // aligned to the element size (Error(Validation) otherwise).
   Buffer view_bytes(size_t byte_offset, size_t bytes, DType dtype) const;
 
   // True when both are ranges of one storage that share at least one byte.

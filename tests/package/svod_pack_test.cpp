@@ -119,6 +119,36 @@ TEST(SvodPack, DamagedPackagesAndBadPlansExitTwo) {
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.svodpkg"));
 }
 
+// -o naming an input (the plan, the signing key; or a link to one) is refused
+// before anything is written: it used to overwrite it (issue 35).
+TEST(SvodPack, ThePackageIsNeverWrittenOverItsInputs) {
+  TempDir dir;
+  const std::string plan = (dir / "plan.json").string();
+  std::filesystem::copy_file(kMlp, plan);
+  const std::string key = (dir / "a").string();
+  ASSERT_TRUE(svod({}, {"pack", "--keygen", key}).ok());
+  std::filesystem::create_symlink(key + ".key", dir / "link.key");
+  auto contents = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string plan_before = contents(plan), key_before = contents(key + ".key");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"pack", plan, "-o", plan}, "that is the plan being packed"},
+      {{"pack", plan, "-o", (dir / "." / "plan.json").string()}, "that is the plan being packed"},
+      {{"pack", plan, "-o", key + ".key", "--sign", key + ".key"}, "that is the secret key given to --sign"},
+      {{"pack", plan, "-o", (dir / "link.key").string(), "--sign", key + ".key"},
+       "that is the secret key given to --sign"},
+  };
+  for (const auto& [args, why] : cases) {
+    const ProcessResult r = svod({}, args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(contents(plan), plan_before);
+  EXPECT_EQ(contents(key + ".key"), key_before);
+}
+
 TEST(SvodPack, ForeignCpuPackageIsRecompiledWithANote) {
   std::string lacking;
   for (const auto& f : known_cpu_features())

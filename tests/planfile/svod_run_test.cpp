@@ -241,6 +241,21 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 
+// --timeout takes what a deadline can wait for: 1e10 s used to overflow the
+// clock and time out at once, nan was taken (issue 35).
+TEST(SvodRun, TimeoutsThatNoClockCanWaitForAreRefused) {
+  TempDir dir;
+  const std::string plan = SVOD_SOURCE_DIR "/examples/mlp/plan.json";
+  for (const char* bad : {"1e10", "nan", "inf", "0", "-1", "soon"}) {
+    const RunResult r = svod_run(dir, {"--timeout", bad, plan});
+    EXPECT_GE(r.status, 100) << bad << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("expected a positive number of seconds, at most 1e9; got " + std::string(bad)),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(svod_run(dir, {"--timeout", "1e9", plan}).status, 0);
+}
+
 // A plan of two kernels on one f32[4] "o": op "first" runs `ok` (body
 // `ok_body`), then op "second" runs `k` (`k_access`; its source is
 // `k_source`, declarations and all, around the body `k_body`). Written as

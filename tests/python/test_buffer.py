@@ -184,3 +184,15 @@ def test_asbuffer(add):
 def test_repr(cpu):
     assert repr(cpu.allocate("f32", 3)) == "svod.Buffer(dtype=f32, shape=(3,), device=CPU)"
     assert repr(cpu) == "svod.Device(CPU)"
+
+
+def test_a_view_must_start_on_an_element_boundary(cpu):
+    # Buffer.view(1, 4) of an f32 buffer used to give kernels a misaligned float* (issue 35).
+    b = cpu.allocate("f32", 16)
+    with pytest.raises(svod.ValidationError, match=r"a f32 view at byte 1 of its base is misaligned: f32 elements "
+                                                   r"must start at a multiple of 4 bytes"):
+        b.view(1, 4)
+    with pytest.raises(svod.ValidationError, match="misaligned"):
+        b.view(4, 2, "f64")
+    assert b.view(4, 4).to_numpy().shape == (4,)
+    assert b.view(1, 3, "u8").to_numpy().shape == (3,)

@@ -179,6 +179,25 @@ def test_capture_records_calls_and_copies_into_a_plan_that_rebinds_and_takes_var
         plan.execute(vars={"n": 65})
 
 
+def test_capture_variables_are_checked_where_they_are_declared(cpu, scale):
+    # rank and world_size were accepted, and a bad declaration surfaced only at __exit__, losing the
+    # whole capture (issue 35): now the call that declares it raises, and the capture goes on.
+    x, y = cpu.allocate("f32", 16), cpu.allocate("f32", 16)
+    with cpu.capture() as g:
+        for name in ("rank", "world_size"):
+            with pytest.raises(svod.ValidationError, match=f'plan variable "{name}" is reserved'):
+                g.variable(name, 0)
+        n = g.variable("n", 16, min=1, max=16)
+        with pytest.raises(svod.ValidationError, match='"n" is declared twice'):
+            g.variable("n", 4)
+        with pytest.raises(svod.ValidationError, match="empty bounds"):
+            g.variable("m", 1, min=2, max=1)
+        with pytest.raises(svod.ValidationError, match="17"):
+            g.variable("k", 17, min=1, max=16)
+        scale(y, x, n, 2)
+    assert g.plan.op_count == 1 and g.plan.variables == {"n": 16}
+
+
 def test_a_captured_plan_refuses_a_wrong_replacement(cpu, scale):
     x, y = cpu.allocate("f32", 16), cpu.allocate("f32", 16)
     with cpu.capture() as g:

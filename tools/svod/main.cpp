@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
@@ -11,6 +13,24 @@
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/entry.h"
+
+namespace {
+
+// A number of seconds a deadline can wait for: positive, finite and at most
+// 1e9 (about 31 years; more would overflow the clock's nanoseconds), as
+// SVOD_OP_TIMEOUT.
+CLI::Validator seconds_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double seconds = 0;
+        if (!CLI::detail::lexical_cast(text, seconds) || !std::isfinite(seconds) || seconds <= 0 || seconds > 1e9)
+          return "expected a positive number of seconds, at most 1e9; got " + text;
+        return {};
+      },
+      "SECONDS");
+}
+
+}  // namespace
 
 int svod_command_main(int argc, char** argv) {
   // Every command is done with the thread pool when it returns here (a
@@ -68,7 +88,7 @@ int svod_command_main(int argc, char** argv) {
   run->add_option("--timeout", run_options.timeout_s,
                   "seconds the whole run may take; past them the ops still running are named and svod exits with "
                   "status 124 (a kernel that never returns cannot be stopped otherwise)")
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_validator());
   run->add_option("--check", run_options.check,
                   "checked mode (as SVOD_CHECK): memory (the default when no value is given: guard pages around "
                   "every buffer, so a kernel's first access past either end faults naming the buffer and element), "

@@ -14,7 +14,9 @@
 // package, and the others only take part in the load.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
+#include <system_error>
 
 #include "svod/comm/communicator.h"
 #include "svod/package/package.h"
@@ -91,6 +93,13 @@ int pack_rank(const PackOptions& options, const std::shared_ptr<Communicator>& c
   return 0;
 }
 
+// Whether `a` and `b` name one file (the same path, or links to it).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  if (std::filesystem::equivalent(a, b, error)) return true;
+  return std::filesystem::weakly_canonical(a, error) == std::filesystem::weakly_canonical(b, error) && !error;
+}
+
 }  // namespace
 
 int pack(const PackOptions& options) {
@@ -107,6 +116,13 @@ int pack(const PackOptions& options) {
     }
     if (options.plan.empty() || options.out.empty())
       throw make_error(ErrorKind::Validation, "give a plan file and -o MODEL.svodpkg (or --keygen NAME)");
+    // The package is written over what -o names: never over an input.
+    if (same_file(options.out, options.plan))
+      throw make_error(ErrorKind::Validation, "-o {}: that is the plan being packed; write the package elsewhere",
+                       options.out);
+    if (!options.sign.empty() && same_file(options.out, options.sign))
+      throw make_error(ErrorKind::Validation,
+                       "-o {}: that is the secret key given to --sign; write the package elsewhere", options.out);
     select_cpu_backend(options.backend);
   } catch (const Error& e) {
     return fail("pack", e);

@@ -316,6 +316,9 @@ TEST_F(KernelTrap, AKernelThatCallsExitIsNamedAndNeverEndsTheProcessWithZero) {
               "svod: program \"k\" called exit\\(\\) while running on CPU; the process ends with status 70");
   EXPECT_EXIT(launch("void exit(int); void k(float* o) { exit(0); }"), ::testing::ExitedWithCode(kKernelExitStatus),
               "called exit");
+  // quick_exit(0) ran no atexit handler, so it ended the process with 0 (issue 35).
+  EXPECT_EXIT(launch("void quick_exit(int); void k(float* o) { quick_exit(0); }"),
+              ::testing::ExitedWithCode(kKernelExitStatus), "called exit");
 }
 
 // Checked mode (memory): the first element past either end faults, and the

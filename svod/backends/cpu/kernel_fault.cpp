@@ -363,7 +363,7 @@ void on_fault(int signal, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
-// exit() called by a kernel: the process would run its exit handlers and
+// exit() (or quick_exit()) called by a kernel: the process would run its exit handlers and
 // static destructors on the kernel's thread, and the thread pool's would wait
 // for that very thread. Registered once, after the runtime's statics, so it
 // runs before them: a kernel that exits is named and the process ends at
@@ -540,7 +540,9 @@ void prepare_thread_for_kernels() noexcept {
 
 void ensure_fault_reporting() {
   std::lock_guard lock(install_mutex);
-  static const bool exit_hook = std::atexit(on_exit) == 0;
+  // exit() and quick_exit() both; _exit() and exit_group() end the process
+  // without running anything (svod run --isolate names them).
+  static const bool exit_hook = std::atexit(on_exit) == 0 && std::at_quick_exit(on_exit) == 0;
   (void)exit_hook;
   for (int signal : kSignals) {
     struct sigaction current {};

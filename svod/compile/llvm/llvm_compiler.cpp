@@ -19,7 +19,6 @@
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CrashRecoveryContext.h>
-#include <llvm/Support/Signals.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -273,15 +272,7 @@ class LlvmCompiler final : public Compiler {
     if (spec.language != Language::C && spec.language != Language::LlvmIr)
       throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm backend compiles C and LLVM IR, not {}",
                        spec.display_name(), to_string(spec.language));
-    std::call_once(crash_recovery_once, [] {
-      llvm::CrashRecoveryContext::Enable();
-      // LLVM installs its own fault handlers once, the first time a compile
-      // asks it to remove a file on a signal (clang does on some paths).
-      // Installed now, before any kernel of this compile is loaded, they end
-      // up below the CPU device's handler, which must see a kernel's fault
-      // first to stop it (backends/cpu/kernel_fault.h).
-      llvm::sys::AddSignalHandler([](void*) {}, nullptr);
-    });
+    std::call_once(crash_recovery_once, [] { llvm::CrashRecoveryContext::Enable(); });
     Artifact artifact;
     std::exception_ptr failure;  // exceptions must not unwind through LLVM's frames
     llvm::CrashRecoveryContext recovery;

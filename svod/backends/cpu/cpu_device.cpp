@@ -174,13 +174,14 @@ void CpuProgram::launch_staged(std::span<const Buffer> buffers, uint64_t* args, 
                        element_at(*at, size_of(b.dtype())), *at,
                        own.copy != nullptr ? " and the buffer was left as it was" : "");
   }
+  // A copy goes back when any argument over it is written.
+  std::vector<char> written(n, 0);
+  for (size_t i = 0; i < n; ++i) written[same_as[i]] |= writes(spec().buffers[i].access);
   for (size_t i = 0; i < n; ++i)
-    if (staged[i].copy != nullptr && writes(spec().buffers[i].access))
-      std::memcpy(buffers[i].data(), staged[i].copy, buffers[i].bytes());
+    if (staged[i].copy != nullptr && written[i]) std::memcpy(buffers[i].data(), staged[i].copy, buffers[i].bytes());
 }
 
 namespace {
-
 
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();

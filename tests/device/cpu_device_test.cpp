@@ -3,12 +3,14 @@
 // tests/backends/backend_kernels_test.cpp.
 #include "svod/backends/cpu/cpu_device.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "svod/base/error.h"
@@ -31,6 +33,33 @@ class CpuDeviceTest : public ::testing::Test {
     return b;
   }
 };
+
+// The CPU ABI through the trap trampoline: 64 words (the most), all past the
+// sixth on the stack, each arriving whole and in its place.
+TEST_F(CpuDeviceTest, SixtyFourArgumentsArriveInOrder) {
+  std::string params = "long* restrict o, long* restrict last";
+  std::string sum = "0";
+  std::vector<ScalarParam> scalars;
+  for (int i = 0; i < 62; ++i) {
+    params += fmt::format(", long s{}", i);
+    sum += fmt::format(" + s{} * {}", i, i + 1);
+    scalars.push_back({fmt::format("s{}", i), ScalarType::I64, std::nullopt, std::nullopt});
+  }
+  const std::string source = "void k(" + params + ") { last[0] = s61; o[0] = " + sum + "; }";
+  auto p = cpu->compile(
+      c_kernel("k", source, {{"o", Access::Write, DType::I64}, {"last", Access::Write, DType::I64}}, scalars));
+  Buffer o = cpu->allocate(DType::I64, 1), last = cpu->allocate(DType::I64, 1);
+  Buffer buffers[] = {o, last};
+  std::vector<int64_t> values;
+  int64_t expected = 0;
+  for (int i = 0; i < 62; ++i) {
+    values.push_back((int64_t{1} << 40) + i * 7919);
+    expected += values.back() * (i + 1);
+  }
+  p->launch(buffers, values);
+  EXPECT_EQ(o.span<int64_t>()[0], expected);
+  EXPECT_EQ(last.span<int64_t>()[0], values[61]);
+}
 
 TEST_F(CpuDeviceTest, CoreIdCountFromAnExpressionAndNestedInParallelWork) {
   ProgramSpec spec = c_kernel("fill", "void fill(int* restrict o, int n, int core_id) { o[core_id] = n - core_id; }",

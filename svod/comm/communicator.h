@@ -205,6 +205,12 @@ class Communicator {
   // after.
   void abort(std::string_view reason);
 
+  // Says whether this rank's work is done (run_local_ranks sets it when a
+  // rank's body returns, and clears it for every rank before a run): a local
+  // group's calls that wait for a finished rank fail at once instead of at
+  // the timeout. A no-op for mpi, whose ranks are processes.
+  void set_finished(bool finished) noexcept { run_set_finished(finished); }
+
  protected:
   Communicator(int rank, int size, CommOptions options);
 
@@ -229,6 +235,7 @@ class Communicator {
   virtual void run_send(const detail::CallDesc& desc, const void* data, int dest) = 0;
   virtual void run_recv(const detail::CallDesc& desc, void* data, int source) = 0;
   virtual void run_abort(const std::string& reason) = 0;
+  virtual void run_set_finished(bool /*finished*/) noexcept {}
 
  private:
   enum class Staging { In, Out, InOut };

@@ -40,7 +40,11 @@ struct Mailbox {
 class LocalGroup {
  public:
   LocalGroup(int size, CommOptions options)
-      : size_(size), options_(options), present_(size, false), slots_{std::vector<Slot>(size), std::vector<Slot>(size)} {}
+      : size_(size),
+        options_(options),
+        present_(size, false),
+        departed_(size, false),
+        slots_{std::vector<Slot>(size), std::vector<Slot>(size)} {}
 
   int size() const noexcept { return size_; }
   std::chrono::milliseconds timeout() const noexcept { return options_.timeout; }
@@ -67,6 +71,7 @@ class LocalGroup {
         changed_.notify_all();
         return;
       }
+      throw_if_departed(rank, desc);
     }
     // A short spin first: a collective's ranks usually arrive within
     // microseconds of each other, far less than a sleep and wake-up costs.
@@ -78,10 +83,11 @@ class LocalGroup {
     std::unique_lock lock(mutex_);
     const auto deadline = Clock::now() + options_.timeout;
     const bool met = changed_.wait_until(lock, deadline, [&] {
-      return generation_.load(std::memory_order_acquire) != generation || failed_.has_value();
+      return generation_.load(std::memory_order_acquire) != generation || failed_.has_value() || missing_departed();
     });
     if (generation_.load(std::memory_order_acquire) != generation) return;
     if (met) throw_if_failed(rank, desc);
+    if (met) throw_if_departed(rank, desc);
     std::vector<int> missing;
     for (int k = 0; k < size_; ++k)
       if (!present_[k]) missing.push_back(k);
@@ -91,6 +97,13 @@ class LocalGroup {
     failed_ = Failure{-1, message};
     changed_.notify_all();
     throw Error(ErrorKind::Timeout, message);
+  }
+
+  // Whether rank `rank`'s work is done: calls still waiting for it cannot finish.
+  void set_departed(int rank, bool departed) noexcept {
+    std::lock_guard lock(mutex_);
+    departed_[rank] = departed;
+    changed_.notify_all();
   }
 
   void fail(int rank, const std::string& reason) {
@@ -133,25 +146,53 @@ class LocalGroup {
 
  private:
   struct Failure {
-    int rank;  // -1: a timeout, already described
+    int rank;  // -1: a timeout (or a rank that finished), already described
     std::string reason;
+    ErrorKind kind = ErrorKind::Timeout;  // when rank is -1
   };
 
   void throw_if_failed(int rank, const CallDesc& desc) const {
     if (!failed_) return;
-    if (failed_->rank < 0) throw Error(ErrorKind::Timeout, failed_->reason);
+    if (failed_->rank < 0) throw Error(failed_->kind, failed_->reason);
     throw make_error(ErrorKind::Execution, "local rank {}: {} failed because rank {} failed: {}", rank,
                      detail::describe(desc), failed_->rank, failed_->reason);
   }
 
-  // Waits on the group for `ready`, failing on another rank's failure or
-  // after the timeout (which names `peer`).
+  bool missing_departed() const {
+    for (int k = 0; k < size_; ++k)
+      if (departed_[k] && !present_[k]) return true;
+    return false;
+  }
+
+  // A rendezvous that a rank whose work is done never joined: fails the
+  // group at once, naming it (as a timeout would, without the wait).
+  void throw_if_departed(int rank, const CallDesc& desc) {
+    std::vector<int> gone;
+    for (int k = 0; k < size_; ++k)
+      if (departed_[k] && !present_[k]) gone.push_back(k);
+    if (gone.empty()) return;
+    fail_finished(rank, desc, detail::rank_list(std::move(gone)));
+  }
+
+  [[noreturn]] void fail_finished(int rank, const CallDesc& desc, const std::string& ranks) {
+    const std::string message = fmt::format("local rank {}: {} cannot finish: rank(s) {} finished their work without "
+                                            "joining it",
+                                            rank, detail::describe(desc), ranks);
+    failed_ = Failure{-1, message, ErrorKind::Execution};
+    changed_.notify_all();
+    throw Error(ErrorKind::Execution, message);
+  }
+
+  // Waits on the group for `ready`, failing on another rank's failure, when
+  // `peer` finished its work, or after the timeout (which names `peer`).
   template <typename Ready>
   void wait(std::unique_lock<std::mutex>& lock, int rank, const CallDesc& desc, int peer, Ready ready) {
     const auto deadline = Clock::now() + options_.timeout;
-    const bool met = changed_.wait_until(lock, deadline, [&] { return ready() || failed_.has_value(); });
+    const bool met =
+        changed_.wait_until(lock, deadline, [&] { return ready() || failed_.has_value() || departed_[peer]; });
     throw_if_failed(rank, desc);
-    if (met) return;
+    if (ready()) return;
+    if (met) fail_finished(rank, desc, std::to_string(peer));
     const std::string message = fmt::format("local rank {}: {} timed out after {} ms waiting for rank {}", rank,
                                             detail::describe(desc), options_.timeout.count(), peer);
     failed_ = Failure{-1, message};
@@ -166,6 +207,7 @@ class LocalGroup {
   std::atomic<uint64_t> generation_{0};
   int arrived_ = 0;
   std::vector<bool> present_;  // which ranks reached the current rendezvous
+  std::vector<bool> departed_;  // which ranks' run_local_ranks body returned
   std::optional<Failure> failed_;
   std::vector<Slot> slots_[2];
   std::map<std::pair<int, int>, Mailbox> mailboxes_;  // (from, to)
@@ -226,6 +268,7 @@ class LocalCommunicator final : public Communicator {
   void run_send(const CallDesc& desc, const void* data, int dest) override { group_->send(rank(), dest, desc, data); }
   void run_recv(const CallDesc& desc, void* data, int source) override { group_->recv(rank(), source, desc, data); }
   void run_abort(const std::string& reason) override { group_->fail(rank(), reason); }
+  void run_set_finished(bool finished) noexcept override { group_->set_departed(rank(), finished); }
 
  private:
   const Slot& peer(const CallDesc& desc, int k) const { return group_->slot(desc.seq, k); }
@@ -268,11 +311,13 @@ void run_local_ranks(int ranks, const std::function<void(Communicator&)>& body, 
 void run_local_ranks(std::span<Communicator* const> comms, const std::function<void(Communicator&)>& body) {
   if (comms.empty()) throw Error(ErrorKind::Validation, "run_local_ranks: no communicators to run on");
   const int ranks = static_cast<int>(comms.size());
+  for (Communicator* comm : comms) comm->set_finished(false);  // a kept group's last run is over
   std::mutex mutex;
   std::exception_ptr first;
   auto run = [&](Communicator& comm) {
     try {
       body(comm);
+      comm.set_finished(true);
     } catch (const std::exception& error) {
       {
         std::lock_guard lock(mutex);

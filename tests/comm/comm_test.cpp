@@ -239,6 +239,46 @@ TEST(LocalCommunicator, MissingRankTimesOutNamingIt) {
   EXPECT_NE(std::string(again.what()).find("unusable after an earlier failure"), std::string::npos) << again.what();
 }
 
+// run_local_ranks: a rank whose body returned cannot join a call any more;
+// the ranks waiting for it fail at once naming it, in collectives and in a
+// receive from it (issue 35). A rank that calls in again is back.
+TEST(LocalCommunicator, ARankThatFinishedFailsTheCallsWaitingForItAtOnce) {
+  for (const bool p2p : {false, true}) {
+    std::string message;
+    ErrorKind kind = ErrorKind::Validation;
+    const auto start = std::chrono::steady_clock::now();
+    run_local_ranks(
+        3,
+        [&](Communicator& comm) {
+          if (comm.rank() == 2) return;
+          Buffer b = open_device("CPU")->allocate(DType::F32, 4);
+          try {
+            if (!p2p) comm.all_reduce(b, ReduceOp::Sum);
+            else if (comm.rank() == 0) comm.recv(b, 2);
+            else return;
+          } catch (const Error& e) {
+            if (comm.rank() == 0) {
+              kind = e.kind();
+              message = e.what();
+            }
+          }
+        },
+        with_timeout(60s));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+    EXPECT_EQ(kind, ErrorKind::Execution) << message;
+    EXPECT_NE(message.find("rank(s) 2 finished their work without joining it"), std::string::npos) << message;
+  }
+  // A group the caller keeps: the ranks that finished are back in its next run.
+  auto comms = create_local_communicators(2, with_timeout(60s));
+  std::vector<Communicator*> group = {comms[0].get(), comms[1].get()};
+  for (int run = 0; run < 2; ++run) {
+    run_local_ranks(group, [&](Communicator& comm) {
+      Buffer b = open_device("CPU")->allocate(DType::F32, 4);
+      comm.all_reduce(b, ReduceOp::Sum);
+    });
+  }
+}
+
 TEST(LocalCommunicator, TimeoutsNameEachMissingRankOnce) {
   EXPECT_EQ(detail::rank_list({3, 1, 1, 2, 3}), "1, 2, 3");
   EXPECT_EQ(detail::rank_list({1, 1}), "1");  // an MPI peer's unfinished receive and send

@@ -32,21 +32,25 @@ PyObject* error_class(ErrorKind kind) {
   return cls;
 }
 
+// `s` as a new str (invalid UTF-8 replaced), or null with the Python error set.
+PyObject* text(std::string_view s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+}
+
 // A new svod.Error of `kind` (with .kind, and .log for compile errors), or
 // null with the Python error set.
 PyObject* new_error(ErrorKind kind, const char* message) {
-  PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)), "replace");
-  PyObject* exc = text ? PyObject_CallOneArg(error_class(kind), text) : nullptr;
-  Py_XDECREF(text);
+  PyObject* message_text = text(message);
+  PyObject* exc = message_text ? PyObject_CallOneArg(error_class(kind), message_text) : nullptr;
+  Py_XDECREF(message_text);
   if (exc == nullptr) return nullptr;
-  PyObject* kind_text = PyUnicode_FromStringAndSize(to_string(kind).data(), static_cast<Py_ssize_t>(to_string(kind).size()));
+  PyObject* kind_text = text(to_string(kind));
   if (kind_text) PyObject_SetAttrString(exc, "kind", kind_text);
   Py_XDECREF(kind_text);
   if (kind == ErrorKind::Compile) {
     // Compiler diagnostics follow the message's first line.
     const char* newline = std::strchr(message, '\n');
-    PyObject* log = PyUnicode_DecodeUTF8(newline ? newline + 1 : message,
-                                         static_cast<Py_ssize_t>(std::strlen(newline ? newline + 1 : message)), "replace");
+    PyObject* log = text(newline ? newline + 1 : message);
     if (log) PyObject_SetAttrString(exc, "log", log);
     Py_XDECREF(log);
   }
@@ -68,10 +72,6 @@ void set_attribute(PyObject* exc, const char* name, PyObject* value) {
   }
   PyObject_SetAttrString(exc, name, value);
   Py_DECREF(value);
-}
-
-PyObject* text(const std::string& s) {
-  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }
 
 template <typename T>
@@ -109,9 +109,9 @@ void raise_kernel_fault(const KernelFault& e) {
 // svod.ValidationError) once svod/__init__.py registered it.
 void raise_type_error(const char* message) {
   if (argument_type_error == nullptr) return raise_error(ErrorKind::Validation, message);
-  PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)), "replace");
-  PyObject* exc = text ? PyObject_CallOneArg(argument_type_error, text) : nullptr;
-  Py_XDECREF(text);
+  PyObject* message_text = text(message);
+  PyObject* exc = message_text ? PyObject_CallOneArg(argument_type_error, message_text) : nullptr;
+  Py_XDECREF(message_text);
   if (exc == nullptr) return;
   PyErr_SetObject(argument_type_error, exc);
   Py_DECREF(exc);

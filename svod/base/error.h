@@ -52,7 +52,7 @@ struct KernelFaultInfo {
   std::string signal_name;             // "SIGSEGV"
   std::optional<uint64_t> address;     // the faulting address, when the processor reports one
   std::string access;                  // "read", "write", or "" when unknown
-  std::string cause;                   // "null pointer", "stack overflow", "out of bounds", "guard page", ...
+  std::string cause;                   // "null pointer", "stack overflow", "out of bounds", "arithmetic fault", ...
   std::string program;                 // the program's display name
   std::string entry;                   // its entry symbol
   int64_t slice = -1;                  // the core_id slice, -1 for a launch of one

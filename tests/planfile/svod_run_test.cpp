@@ -229,7 +229,7 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_NE(r.status, 0) << r.out << r.err;  // a sanitizer's own handler may end the process its way
 #else
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_NE(r.first_err_line().find("svod run: error (kernel fault): ") , std::string::npos) << r.err;
+  EXPECT_NE(r.first_err_line().find("svod run: error (kernel fault): "), std::string::npos) << r.err;
   EXPECT_NE(r.first_err_line().find("op 0 (\"first\") (kernel \"k\") failed: kernel fault: SIGSEGV (invalid memory "
                                     "access) at address 0x0"),
             std::string::npos)

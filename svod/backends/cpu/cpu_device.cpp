@@ -104,13 +104,6 @@ namespace {
 // "f32[1024]" for a buffer argument.
 std::string describe_buffer(const Buffer& b) { return fmt::format("{}[{}]", to_string(b.dtype()), b.count()); }
 
-// Where `offset` (bytes from a buffer's first byte, negative before it) lies:
-// "element 1024", "element -1" of an element of `size` bytes.
-int64_t element_at(int64_t offset, size_t size) {
-  const auto s = static_cast<int64_t>(size);
-  return offset >= 0 ? offset / s : -((-offset + s - 1) / s);
-}
-
 // A guarded copy of one buffer argument for one launch.
 struct StagedArgument {
   void* copy = nullptr;

@@ -166,8 +166,7 @@ Place locate(const KernelFrame& k, uint64_t address, uint64_t sp) {
     if (p.buffer >= 0 && spec.buffers[static_cast<size_t>(p.buffer)].dtype) {
       const uint64_t size = size_of(*spec.buffers[static_cast<size_t>(p.buffer)].dtype);
       p.element_known = true;
-      p.element = p.hit.after ? static_cast<int64_t>((address - start) / size)
-                              : -static_cast<int64_t>((start - address + size - 1) / size);
+      p.element = element_at(static_cast<int64_t>(address - start), size);
     }
     return p;
   }
@@ -183,6 +182,18 @@ Place locate(const KernelFrame& k, uint64_t address, uint64_t sp) {
     p.element = static_cast<int64_t>(p.offset / size_of(*dtype));
   }
   return p;
+}
+
+// KernelFaultInfo::cause for a memory fault at `place`.
+std::string_view cause_of(Place::Kind place) {
+  switch (place) {
+    case Place::Null: return "null pointer";
+    case Place::Stack: return "stack overflow";
+    case Place::Guarded: return "out of bounds (checked mode)";
+    case Place::Past: return "out of bounds";
+    case Place::BeforeAll: return "wild address";
+  }
+  return "wild address";
 }
 
 // "f32[1024]": the parameter's dtype and how many elements `bytes` hold;
@@ -262,8 +273,10 @@ void describe_fault(Report& r, const KernelFrame& k, const TrappedFault& f) {
     r.number(static_cast<uint64_t>(k.slice));
   }
   name_op(r, k.op);
-  if (f.in_callee) r << ", in a function it called (at ";
-  if (f.in_callee) r.hex(f.pc) << ")";
+  if (f.in_callee) {
+    r << ", in a function it called (at ";
+    r.hex(f.pc) << ")";
+  }
   r << "\n";
   if (address_known(f)) render_place(r, k, locate(k, f.address, f.sp), access_name(f.access));
 }
@@ -505,9 +518,7 @@ void throw_kernel_fault(const KernelFrame& k) {
   if (address_known(f)) {
     info.address = f.address;
     const Place p = locate(k, f.address, f.sp);
-    static constexpr std::string_view kCauses[] = {"null pointer", "stack overflow", "out of bounds (checked mode)",
-                                                   "out of bounds", "wild address"};
-    info.cause = kCauses[p.kind];
+    info.cause = cause_of(p.kind);
     if (p.buffer >= 0) {
       info.buffer = static_cast<size_t>(p.buffer);
       info.buffer_name = spec.buffers[info.buffer.value()].name;

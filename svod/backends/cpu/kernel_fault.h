@@ -61,6 +61,13 @@ struct KernelFrame {
 
 extern SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel;
 
+// The element of `size` bytes that holds the byte at `offset` from a buffer's
+// start; negative before it (-1 for the element just before).
+inline int64_t element_at(int64_t offset, size_t size) {
+  const auto s = static_cast<int64_t>(size);
+  return offset >= 0 ? offset / s : -((-offset + s - 1) / s);
+}
+
 namespace detail {
 // The fault_handlers_epoch() this thread was last prepared for (0: never).
 extern SVOD_HOT_THREAD_LOCAL uint32_t fault_handlers_seen;

@@ -1,6 +1,7 @@
 #include "svod/base/file_write.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 
 namespace svod {
 
@@ -29,13 +31,40 @@ bool write_all(int fd, std::span<const std::byte> bytes) {
   return true;
 }
 
+// Writes `parts` into the character device or pipe at `path` as it is (a
+// rename would replace the node itself: /dev/null with a regular file).
+void write_through(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
+  bool ok = true;
+  for (const auto& part : parts) ok = ok && write_all(fd, part);
+  const int saved = errno;
+  ::close(fd);
+  if (!ok) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(saved));
+}
+
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
+  // What is there already decides how: a character device or a pipe is
+  // written through, a symbolic link keeps pointing at the file that replaces
+  // its target, anything else but a regular file is refused.
+  std::filesystem::path target = path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return write_through(path, parts);
+    if (!S_ISREG(st.st_mode))
+      throw make_error(ErrorKind::Io, "cannot write {}: it is {} (svod writes regular files, character devices and pipes)",
+                       path.string(), file_type_name(st.st_mode));
+    std::error_code error;
+    if (std::filesystem::is_symlink(path, error)) target = std::filesystem::canonical(path, error);
+    if (error) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), error.message());
+  }
+
   // The pid and a counter make the temporary name unique among processes and
   // threads; it lies beside the destination so that rename() is atomic.
   static std::atomic<uint64_t> counter{0};
-  std::filesystem::path temp = path;
+  std::filesystem::path temp = target;
   temp += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
 
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -47,7 +76,7 @@ void write_file_atomically(const std::filesystem::path& path, std::initializer_l
     ok = false;
     saved = errno;
   }
-  if (ok && std::rename(temp.c_str(), path.c_str()) != 0) {
+  if (ok && std::rename(temp.c_str(), target.c_str()) != 0) {
     ok = false;
     saved = errno;
   }

@@ -5,7 +5,11 @@
 // written to a temporary name in the destination folder and renamed over the
 // destination only when complete, so a failure or a crash leaves either the
 // old file or none, never a truncated one. Concurrent writers of one path each
-// use their own temporary name; the last rename wins.
+// use their own temporary name; the last rename wins. A path that names a
+// character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written
+// through instead, one through a symbolic link replaces the file the link
+// names, and any other non-regular file (a directory, a block device, a
+// socket) is refused: the node itself is never replaced.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 #include "svod/base/file_write.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
 
 #include <algorithm>
 #include <fstream>
@@ -46,13 +48,49 @@ TEST(FileWrite, FailuresNameThePathAndLeaveNothingBehind) {
   EXPECT_EQ(test::kind_of([&] { write_file_atomically(dir / "missing" / "f", "x"); }, &message), ErrorKind::Io);
   EXPECT_NE(message.find((dir / "missing" / "f").string()), std::string::npos) << message;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
 
-  // The rename fails when the destination is a non-empty folder: the old
-  // contents stay and the temporary file is gone.
-  std::filesystem::create_directories(dir / "taken" / "inner");
-  EXPECT_EQ(test::kind_of([&] { write_file_atomically(dir / "taken", "x"); }, &message), ErrorKind::Io);
-  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"taken"});
-  EXPECT_TRUE(std::filesystem::is_directory(dir / "taken" / "inner"));
+bool is_character_device(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+TEST(FileWrite, DevicesAndPipesAreWrittenThroughNeverReplaced) {
+  // As root a rename over /dev/null would replace the system's /dev/null.
+  ASSERT_TRUE(is_character_device("/dev/null"));
+  write_file_atomically("/dev/null", "profile");
+  EXPECT_TRUE(is_character_device("/dev/null"));
+
+  TempDir dir;
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = read(fifo); });
+  write_file_atomically(fifo, "through the pipe");
+  reader.join();
+  EXPECT_EQ(received, "through the pipe");
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"fifo"});
+}
+
+TEST(FileWrite, ALinkKeepsNamingTheFileThatReplacesItsTarget) {
+  TempDir dir;
+  write_file_atomically(dir / "real", "old");
+  std::filesystem::create_symlink(dir / "real", dir / "link");
+  write_file_atomically(dir / "link", "new");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link"));
+  EXPECT_EQ(read(dir / "real"), "new");
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"link", "real"}));
+}
+
+TEST(FileWrite, OtherKindsOfFileAreRefusedByName) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "folder" / "inner");
+  std::string message;
+  EXPECT_EQ(test::kind_of([&] { write_file_atomically(dir / "folder", "x"); }, &message), ErrorKind::Io);
+  EXPECT_NE(message.find("it is a directory"), std::string::npos) << message;
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"folder"});
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "folder" / "inner"));
 }
 
 TEST(FileWrite, ConcurrentWritersOfOnePathLeaveOneWholeFile) {

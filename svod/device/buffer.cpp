@@ -143,8 +143,13 @@ Buffer Buffer::view_bytes(size_t byte_offset, size_t bytes, DType dtype) const {
 }
 
 bool Buffer::overlaps(const Buffer& other) const noexcept {
-  if (!storage_ || storage_ != other.storage_) return false;
-  return offset_ < other.offset_ + other.bytes_ && other.offset_ < offset_ + bytes_;
+  if (!storage_ || !other.storage_) return false;
+  if (storage_ == other.storage_) return offset_ < other.offset_ + other.bytes_ && other.offset_ < offset_ + bytes_;
+  // Two storages over one host memory: two wraps of one numpy array, or of an
+  // array and a view of it.
+  if (!is_host() || !other.is_host()) return false;
+  const uint64_t begin = first_byte(), other_begin = other.first_byte();
+  return begin < other_begin + other.bytes_ && other_begin < begin + bytes_;
 }
 
 }  // namespace svod

@@ -107,7 +107,10 @@ class Buffer {
   // aligned to the element size (Error(Validation) otherwise).
   Buffer view_bytes(size_t byte_offset, size_t bytes, DType dtype) const;
 
-  // True when both are ranges of one storage that share at least one byte.
+  // True when the two share at least one byte: overlapping ranges of one
+  // storage, or host memory at overlapping addresses whatever its storages
+  // (wrapped arrays, package data). Device memory of different storages
+  // never overlaps.
   bool overlaps(const Buffer& other) const noexcept;
 
  private:

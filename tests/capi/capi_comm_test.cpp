@@ -173,6 +173,16 @@ TEST(CApiComm, MismatchesAndBadArgumentsFailEveryRankAtOnce) {
                  "svod_comm_all_gather: all_gather: the whole buffer must hold 2 ranks x 4 elements = 8, not 4");
     expect_error(svod_comm_reduce_scatter(c, b2.handle, bi.handle, SVOD_REDUCE_SUM), SVOD_ERROR_VALIDATION,
                  "reduce_scatter: the buffers' dtypes differ (i32 and f32)");
+    // Two wraps of one array overlap although they are different buffers.
+    std::vector<float> eight(8, 1.0f);
+    Buffer whole, part;
+    wrap(whole, eight, "f32");
+    ASSERT_OK(svod_buffer_wrap_host(eight.data() + 2, "f32", 4, &part.handle));
+    expect_error(svod_comm_all_gather(c, part.handle, whole.handle), SVOD_ERROR_VALIDATION,
+                 "svod_comm_all_gather: all_gather: the source and destination overlap");
+    expect_error(svod_comm_reduce_scatter(c, whole.handle, part.handle, SVOD_REDUCE_SUM), SVOD_ERROR_VALIDATION,
+                 "svod_comm_reduce_scatter: reduce_scatter: the source and destination overlap");
+    EXPECT_EQ(eight, std::vector<float>(8, 1.0f)) << "nothing moved";
 
     // Arguments one rank alone gets wrong: that rank says what is wrong, the
     // other names the rank.

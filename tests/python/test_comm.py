@@ -171,6 +171,12 @@ def test_bad_arguments():
             c.all_reduce(read_only)
         with pytest.raises(svod.ValidationError, match="all_reduce: x"):
             c.all_reduce(np.zeros((4, 4), np.float32)[:, 0])  # not contiguous
+        # Views of one array are separate wraps of the same memory.
+        whole = np.zeros(2 * c.world_size, np.float32)
+        with pytest.raises(svod.ValidationError, match="all_gather: the source and destination overlap"):
+            c.all_gather(whole[:2], out=whole)
+        with pytest.raises(svod.ValidationError, match="reduce_scatter: the source and destination overlap"):
+            c.reduce_scatter(whole, out=whole[2:])
         return True
 
     # Each rank's own argument errors: no collective ran, so the ranks stay in step.
@@ -313,3 +319,18 @@ def test_a_failed_plan_leaves_the_one_rank_world_usable(tmp_path):
     with svod.checked("nan"), pytest.raises(svod.ExecutionError, match="NaN"):
         plan.run(vars={"N": 1})  # fails in its first op
     np.testing.assert_array_equal(world.all_reduce(np.ones(2, np.float32)), [1, 1])
+
+
+def test_run_local_in_a_daemon_thread_lets_the_interpreter_exit():
+    # The main thread leaves while both ranks loop in collectives: CPython ends them as it finalizes,
+    # which used to abort the interpreter ("PyGILState_Release: thread state must be current", issue 40).
+    code = ("import threading, time, numpy as np, svod.comm\n"
+            "def rank(c):\n"
+            "    x = np.ones(1000, np.float32)\n"
+            "    while True:\n"
+            "        c.all_reduce(x)\n"
+            "threading.Thread(target=lambda: svod.comm.run_local(2, rank), daemon=True).start()\n"
+            "time.sleep(0.3)\n")
+    for _ in range(8):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr

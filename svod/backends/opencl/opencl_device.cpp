@@ -36,8 +36,24 @@ T device_value(cl_device_id device, cl_device_info what) {
   return value;
 }
 
+OpenClDeviceDetails describe(const Located& at) {
+  OpenClDeviceDetails d;
+  d.platform = cl_platform_string(at.platform, CL_PLATFORM_NAME);
+  d.name = cl_device_string(at.device, CL_DEVICE_NAME);
+  d.version = cl_device_string(at.device, CL_DEVICE_VERSION);
+  const auto type = device_value<cl_device_type>(at.device, CL_DEVICE_TYPE);
+  d.type = (type & CL_DEVICE_TYPE_GPU) ? "GPU" : (type & CL_DEVICE_TYPE_CPU) ? "CPU"
+           : (type & CL_DEVICE_TYPE_ACCELERATOR)  ? "accelerator"
+                                                  : "other";
+  d.compute_units = device_value<cl_uint>(at.device, CL_DEVICE_MAX_COMPUTE_UNITS);
+  d.max_work_group_size = device_value<size_t>(at.device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+  d.base_alignment = std::max<size_t>(1, device_value<cl_uint>(at.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+  d.global_memory = device_value<cl_ulong>(at.device, CL_DEVICE_GLOBAL_MEM_SIZE);
+  return d;
+}
+
 // Every device of every platform, in the loader's order.
-std::vector<Located> locate_devices() {
+std::vector<Located> query_devices() {
   const auto& cl = opencl_api();
   cl_uint count = 0;
   const cl_int status = cl.clGetPlatformIDs(0, nullptr, &count);
@@ -58,20 +74,22 @@ std::vector<Located> locate_devices() {
   return out;
 }
 
-OpenClDeviceDetails describe(const Located& at) {
-  OpenClDeviceDetails d;
-  d.platform = cl_platform_string(at.platform, CL_PLATFORM_NAME);
-  d.name = cl_device_string(at.device, CL_DEVICE_NAME);
-  d.version = cl_device_string(at.device, CL_DEVICE_VERSION);
-  const auto type = device_value<cl_device_type>(at.device, CL_DEVICE_TYPE);
-  d.type = (type & CL_DEVICE_TYPE_GPU) ? "GPU" : (type & CL_DEVICE_TYPE_CPU) ? "CPU"
-           : (type & CL_DEVICE_TYPE_ACCELERATOR)  ? "accelerator"
-                                                  : "other";
-  d.compute_units = device_value<cl_uint>(at.device, CL_DEVICE_MAX_COMPUTE_UNITS);
-  d.max_work_group_size = device_value<size_t>(at.device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
-  d.base_alignment = std::max<size_t>(1, device_value<cl_uint>(at.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
-  d.global_memory = device_value<cl_ulong>(at.device, CL_DEVICE_GLOBAL_MEM_SIZE);
-  return d;
+struct Found {
+  Located at;
+  OpenClDeviceDetails details;
+};
+
+// The devices and their details, found once for the process: ICD loaders and
+// drivers (PoCL) crash when two threads enumerate at once, and the platforms
+// do not change while it runs. A failure is not kept; the next call asks
+// again.
+const std::vector<Found>& found_devices() {
+  static const std::vector<Found> found = [] {
+    std::vector<Found> out;
+    for (const Located& at : query_devices()) out.push_back({at, describe(at)});
+    return out;
+  }();
+  return found;
 }
 
 std::string description(const OpenClDeviceDetails& d) {
@@ -209,12 +227,11 @@ OpenClEvent OpenClDeviceState::enqueue_copy(const Buffer& dst, const Buffer& src
 // ---- OpenClDevice --------------------------------------------------------------
 
 OpenClDevice::OpenClDevice(size_t index) : index_(index) {
-  const auto located = locate_devices();
-  if (index >= located.size())
-    throw make_error(ErrorKind::DeviceUnavailable, "CL:{}: this machine has {} OpenCL device(s)", index,
-                     located.size());
-  details_ = describe(located[index]);
-  state_ = std::make_unique<detail::OpenClDeviceState>(*this, located[index].platform, located[index].device);
+  const auto& found = found_devices();
+  if (index >= found.size())
+    throw make_error(ErrorKind::DeviceUnavailable, "CL:{}: this machine has {} OpenCL device(s)", index, found.size());
+  details_ = found[index].details;
+  state_ = std::make_unique<detail::OpenClDeviceState>(*this, found[index].at.platform, found[index].at.device);
 }
 
 OpenClDevice::~OpenClDevice() { free_cached(); }  // its storages free through the driver state
@@ -305,9 +322,9 @@ void OpenClDevice::synchronize() {
 }
 
 std::vector<DeviceInfo> enumerate_opencl_devices() {
-  const auto located = locate_devices();
+  const auto& found = found_devices();
   std::vector<DeviceInfo> out;
-  for (size_t i = 0; i < located.size(); ++i) out.push_back({fmt::format("CL:{}", i), description(describe(located[i]))});
+  for (size_t i = 0; i < found.size(); ++i) out.push_back({fmt::format("CL:{}", i), description(found[i].details)});
   return out;
 }
 

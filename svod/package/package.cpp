@@ -19,6 +19,7 @@
 #include "svod/base/log.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/device/host_device.h"
+#include "svod/guard/checked_mode.h"
 #include "svod/package/signature.h"
 
 namespace svod {
@@ -64,9 +65,9 @@ std::string self_contained_plan(const fs::path& path, const PlanFile& file) {
   return json.dump(1);
 }
 
-// Host memory inside a mapped package: the buffer's data where it lies. The
-// mapping is private and writable, so kernels that write the buffer change
-// their own copy of the page, never the file.
+// Host memory inside a loaded package's image (FileImage): the buffer's data
+// where it lies. The image is the process's own memory, so kernels that write
+// the buffer change it, never the file.
 class PackageStorage final : public Storage {
  public:
   PackageStorage(Device& device, std::span<const std::byte> bytes, std::shared_ptr<const void> owner)
@@ -76,26 +77,41 @@ class PackageStorage final : public Storage {
   std::shared_ptr<const void> owner_;
 };
 
-// A package file mapped copy-on-write.
-class FileMapping {
+// A package file's bytes in private anonymous memory: read once, then
+// verified and used from there, so that nothing done to the file later (a
+// rewrite after the signature was checked, a truncation that would turn a
+// mapping's pages into SIGBUS) reaches what was loaded.
+class FileImage {
  public:
-  explicit FileMapping(const fs::path& path) {
+  explicit FileImage(const fs::path& path) {
     // Only a regular file: a FIFO or a device is refused, never waited on.
     struct stat st {};
     const FileDescriptor fd = open_regular_file(path, "package", &st);
     size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.get(), 0);
-      if (p == MAP_FAILED)
-        throw make_error(ErrorKind::Io, "{}: cannot map {} bytes: {}", path.string(), size_, std::strerror(errno));
-      data_ = static_cast<std::byte*>(p);
+    if (size_ == 0) return;
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw make_error(ErrorKind::Io, "{}: cannot allocate {} bytes for the package: {}", path.string(), size_,
+                       std::strerror(errno));
+    data_ = static_cast<std::byte*>(p);
+    size_t got = 0;
+    while (got < size_) {
+      const ssize_t n = ::read(fd.get(), data_ + got, size_ - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int error = n < 0 ? errno : 0;
+        ::munmap(data_, size_);
+        throw make_error(ErrorKind::Io, "{}: {} while reading the package (byte {} of {})", path.string(),
+                         error ? std::strerror(error) : "the file became shorter", got, size_);
+      }
+      got += static_cast<size_t>(n);
     }
   }
-  ~FileMapping() {
+  ~FileImage() {
     if (data_) ::munmap(data_, size_);
   }
-  FileMapping(const FileMapping&) = delete;
-  FileMapping& operator=(const FileMapping&) = delete;
+  FileImage(const FileImage&) = delete;
+  FileImage& operator=(const FileImage&) = delete;
 
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
 
@@ -113,7 +129,7 @@ Artifact artifact_of(const PackageReader& reader, const std::string& program, Pa
   return artifact;
 }
 
-LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> mapping, const fs::path& folder,
+LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> image, const fs::path& folder,
                         const PackageLoadOptions& options) {
   // Before anything in the package is used: a wrong signature, and under
   // SVOD_TRUSTED_KEYS an untrusted signer or none, refuse it.
@@ -135,8 +151,10 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     if (data.size() != desc.bytes())
       throw make_error(ErrorKind::Load, "section \"{}\" holds {} bytes, the buffer has {}", init_section(desc.name),
                        data.size(), desc.bytes());
-    if (mapping && device.memory_is_host())
-      return Buffer(std::make_shared<PackageStorage>(device, data, mapping), desc.dtype);
+    // In checked mode the data goes into guarded memory like every other
+    // buffer's.
+    if (image && device.memory_is_host() && !memory_checked())
+      return Buffer(std::make_shared<PackageStorage>(device, data, image), desc.dtype);
     Buffer buffer = device.allocate(desc.dtype, desc.count);
     if (buffer.is_host()) {
       if (!data.empty()) std::memcpy(buffer.data(), data.data(), data.size());
@@ -262,11 +280,11 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
 void write_package(const fs::path& path, std::span<const std::byte> bytes) { write_file_atomically(path, {bytes}); }
 
 LoadedPackage load_package(const fs::path& path, const PackageLoadOptions& options) {
-  auto mapping = std::make_shared<const FileMapping>(path);
-  const PackageReader reader(mapping->bytes(), path.string());
+  auto image = std::make_shared<const FileImage>(path);
+  const PackageReader reader(image->bytes(), path.string());
   fs::path folder = path.parent_path();
   if (folder.empty()) folder = ".";
-  return load_from(reader, mapping, folder, options);
+  return load_from(reader, image, folder, options);
 }
 
 LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options) {

@@ -24,9 +24,13 @@
 //  - A signed package (signature.h, `svod pack --sign`) is checked before
 //    anything in it is used; SVOD_TRUSTED_KEYS makes a trusted signature a
 //    condition of loading (docs/SECURITY.md).
-//  - A package loaded from a path is mapped copy-on-write and CPU buffers
-//    with npy data use it where it lies (it is 64-byte aligned); from memory,
-//    the data is copied, so the caller's bytes are only read during the call.
+//  - A package loaded from a path is read once into private memory, and its
+//    signature and contents are checked and used there, never in the file
+//    again (a rewrite or truncation after loading changes nothing). CPU
+//    buffers with npy data use that memory where it lies (64-byte aligned),
+//    except in checked mode, which copies them into guarded memory; from
+//    memory, the data is copied, so the caller's bytes are only read during
+//    the call.
 #pragma once
 
 #include <cstddef>

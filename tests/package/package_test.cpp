@@ -16,6 +16,7 @@
 #include "svod/compile/compile_policy.h"
 #include "svod/registry/registry.h"
 #include "svod/base/cpu_features.h"
+#include "svod/guard/checked_mode.h"
 #include "svod/package/package.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
@@ -124,7 +125,7 @@ TEST(Package, RunsWithCompilingForbidden) {
   EXPECT_NE(std::string(e.what()).find("compiling is off"), std::string::npos) << e.what();
 }
 
-TEST(Package, FromAFileUsesTheDataInPlaceCopyOnWrite) {
+TEST(Package, FromAFileUsesTheDataWhereItLies) {
   TempDir dir;
   const auto path = dir / "mlp.svodpkg";
   write_package(path, pack_plan(kMlp));
@@ -137,14 +138,45 @@ TEST(Package, FromAFileUsesTheDataInPlaceCopyOnWrite) {
   LoadedPackage package = load_package(path);
   const Buffer& w1 = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("w1"));
   const Buffer& h1 = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("h1"));
-  EXPECT_NE(typeid(w1.storage()), typeid(h1.storage())) << "npy data should stay in the mapped file";
+  EXPECT_NE(typeid(w1.storage()), typeid(h1.storage())) << "npy data should stay in the package's image";
   EXPECT_EQ(reinterpret_cast<uintptr_t>(w1.data()) % 64, 0u);
-  // Writing a mapped buffer changes this process's copy, never the file.
+  // Writing a packaged buffer changes this process's copy, never the file.
   w1.span<float>()[0] = 12345.0f;
   EXPECT_EQ(on_disk(), before);
   LoadedPackage again = load_package(path);
   const auto expected = plan_outputs(kMlp);
   EXPECT_EQ(run_outputs(again.loaded), expected);
+}
+
+TEST(Package, AFileRewrittenOrCutAfterLoadingChangesNothing) {
+  // What was checked is what runs: the file is read once, never mapped.
+  TempDir dir;
+  const auto path = dir / "mlp.svodpkg";
+  write_package(path, pack_plan(kMlp));
+  const auto expected = plan_outputs(kMlp);
+  LoadedPackage package = load_package(path);
+  {
+    const auto size = std::filesystem::file_size(path);
+    std::fstream in_place(path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::string garbage(size, '\x7f');
+    in_place.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  std::filesystem::resize_file(path, 0);  // a mapping's pages would now be SIGBUS
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+}
+
+TEST(Package, CheckedModePutsPackagedDataInGuardedMemory) {
+  TempDir dir;
+  const auto path = dir / "mlp.svodpkg";
+  write_package(path, pack_plan(kMlp));
+  const auto expected = plan_outputs(kMlp);
+  set_check_mode({.memory = true});
+  LoadedPackage package = load_package(path);
+  set_check_mode({});
+  const Buffer& w1 = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("w1"));
+  EXPECT_TRUE(w1.storage().guarded());
+  EXPECT_EQ(run_outputs(package.loaded), expected);
 }
 
 TEST(Package, ViewsVariablesAndVarOverrides) {

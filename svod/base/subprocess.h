@@ -22,7 +22,9 @@ struct ProcessResult {
 
 // Runs argv[0] (looked up in PATH when it has no '/'), writes `input` to its
 // stdin, collects stdout and stderr, and kills it with SIGKILL once `timeout`
-// has passed. Throws Error(Io) when the process cannot be started.
+// has passed. Throws Error(Io) when the process cannot be started. The child
+// never outlives svod: it gets SIGKILL when the calling thread ends, and
+// with it when the process dies in any way (a crash, kill -9).
 // `on_stdout`, when set, also sees each piece of stdout as it arrives (for
 // children that report progress while they run); it must not throw.
 ProcessResult run_process(const std::vector<std::string>& argv, std::string_view input,

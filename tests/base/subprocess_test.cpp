@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <string>
 
 #include "svod/base/error.h"
+#include "tests/support/orphans.h"
 
 namespace svod {
 namespace {
@@ -47,6 +53,36 @@ TEST(Subprocess, MissingExecutableIsAnIoError) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);
     EXPECT_NE(std::string(e.what()).find("svod-no-such-tool"), std::string::npos);
   }
+}
+
+// A child must not outlive svod: a tuning service killed with -9 used to
+// leave its workers and clang processes running at 99% CPU (issue 40).
+TEST(Subprocess, AChildDiesWithTheProcessThatStartedIt) {
+  test::OrphanCatcher catcher;
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t starter = ::fork();
+  ASSERT_GE(starter, 0);
+  if (starter == 0) {
+    // Tells the test the child's pid, then waits for it as svod does.
+    run_process({"sh", "-c", "echo $$; exec sleep 60"}, "", 60s,
+                [&](std::string_view out) { (void)!::write(report[1], out.data(), out.size()); });
+    std::_Exit(0);
+  }
+  ::close(report[1]);
+  std::string line;
+  char c = 0;
+  while (::read(report[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(report[0]);
+  ASSERT_FALSE(line.empty()) << "the child never started";
+  const pid_t child = std::stoi(line);
+  ::kill(starter, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(starter, &status, 0), starter);
+
+  // The child comes back to this process (the subreaper), killed.
+  const auto left = catcher.wait_for_none(10s);
+  EXPECT_TRUE(left.empty()) << "the child " << child << " outlived the process that started it";
 }
 
 TEST(Subprocess, FindsExecutablesOnPath) {

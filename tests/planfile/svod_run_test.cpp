@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -15,10 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "svod/base/npy.h"
 #include "svod/capi/svod.h"
 #include "tests/planfile/temp_dir.h"
+#include "tests/support/orphans.h"
 #include "tests/support/watchdog.h"
 
 namespace svod {
@@ -376,6 +380,33 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("SVOD_OP_TIMEOUT=\"soon\": expected a positive number of seconds"), std::string::npos) << r.err;
   ASSERT_EQ(unsetenv("SVOD_OP_TIMEOUT"), 0);
+}
+
+// The isolated run dies with svod run: killed with -9, the parent used to
+// leave its child spinning in the kernel forever (issue 40).
+TEST(SvodRun, TheIsolatedRunDiesWithItsParent) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run --isolate killed", std::chrono::seconds(120));
+  const std::string spins = two_kernel_plan(dir, "spins", "o[0] = 1;", "write", "", "volatile int s = 1; while (s) {}");
+  test::OrphanCatcher catcher;
+  const pid_t svod = ::fork();
+  ASSERT_GE(svod, 0);
+  if (svod == 0) {
+    const int quiet = ::open("/dev/null", O_WRONLY);
+    ::dup2(quiet, STDOUT_FILENO);
+    ::dup2(quiet, STDERR_FILENO);
+    ::execl(SVOD_BINARY_DIR "/svod", "svod", "run", "--isolate", spins.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // Once the isolated run exists (and has had a moment to reach the kernel), kill its parent.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (test::children_of(svod).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(test::children_of(svod).empty()) << "svod run --isolate started no child";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(svod, SIGKILL);
+  const auto left = catcher.wait_for_none(std::chrono::seconds(10));
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) outlived svod run";
 }
 
 TEST(SvodRun, TheFeaturesExamplePasses) {

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -437,11 +438,15 @@ int run_isolated(RunOptions options) {
                                   std::strerror(errno)));
   auto* record = new (shared) IsolationRecord();
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0)
     return fail("run", make_error(ErrorKind::Execution, "--isolate: cannot start the process that runs the plan: {}",
                                   std::strerror(errno)));
   if (child == 0) {
+    // The run dies with this process, however it ends (kill -9 included).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) std::_Exit(1);
     isolation = record;
     options.isolate = false;
     const int status = run(options);

@@ -152,6 +152,12 @@ TEST_F(KernelTrap, TrapDivisionMisalignmentAndStackOverflowAreEachAKernelFault) 
   std::string message;
   EXPECT_EQ(trapped([] { launch("void k(float* o) { __builtin_trap(); }"); }, &message).signal, SIGILL);
   EXPECT_THAT(message, HasSubstr("SIGILL (illegal instruction"));
+  // A breakpoint (int3 on x86-64, brk on AArch64) used to end the process with no report.
+  const KernelFaultInfo breakpoint = trapped([] { launch("void k(float* o) { __builtin_debugtrap(); o[0] = 1; }"); },
+                                             &message);
+  EXPECT_EQ(breakpoint.signal, SIGTRAP);
+  EXPECT_EQ(breakpoint.cause, "breakpoint");
+  EXPECT_THAT(message, HasSubstr("SIGTRAP (breakpoint instruction"));
   // The divisor comes from memory, so the compiler cannot fold the division away.
   const KernelFaultInfo division = trapped([] { launch("void k(float* o) { o[0] = 7 / ((int*)o)[1]; }"); });
   EXPECT_EQ(division.signal, SIGFPE);

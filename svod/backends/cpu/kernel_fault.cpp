@@ -1,7 +1,6 @@
 #include "svod/backends/cpu/kernel_fault.h"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/base/error.h"
 #include "svod/guard/guarded_memory.h"
+#include "svod/guard/signal_stack.h"
 
 namespace svod {
 
@@ -27,8 +27,7 @@ SVOD_HOT_THREAD_LOCAL uint32_t fault_handlers_seen = 0;
 
 namespace {
 
-constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-constexpr size_t kStackBytes = 64 * 1024;
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
 
 std::mutex install_mutex;
 struct sigaction previous_action[NSIG];  // what each signal had before svod's handler
@@ -89,6 +88,7 @@ std::string_view signal_name(int signal) {
     case SIGBUS: return "SIGBUS";
     case SIGILL: return "SIGILL";
     case SIGFPE: return "SIGFPE";
+    case SIGTRAP: return "SIGTRAP";
     case SIGABRT: return "SIGABRT";
     default: return "a fatal signal";
   }
@@ -100,6 +100,7 @@ std::string_view describe(int signal) {
     case SIGBUS: return "SIGBUS (misaligned or unmapped memory)";
     case SIGILL: return "SIGILL (illegal instruction, e.g. __builtin_trap)";
     case SIGFPE: return "SIGFPE (arithmetic fault, e.g. integer division by zero)";
+    case SIGTRAP: return "SIGTRAP (breakpoint instruction, e.g. __builtin_debugtrap)";
     case SIGABRT: return "SIGABRT (the kernel called abort())";
     default: return "a fatal signal";
   }
@@ -370,7 +371,10 @@ void on_fault(int signal, siginfo_t* info, void* context) {
       report(*k, f);
       handed_on.store(true);
     }
+    // The handler below may recover (the compiler's crash recovery does):
+    // the next launch on each thread puts svod's back.
     sigaction(signal, &previous_action[signal], nullptr);
+    note_fault_handlers_changed();
   }
   if (info->si_code <= 0) raise(signal);
   errno = saved_errno;
@@ -394,34 +398,6 @@ void on_exit() {
 }
 
 bool ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_fault; }
-
-// Unmaps this thread's alternate stack when the thread ends.
-struct FaultStack {
-  void* memory = nullptr;
-  ~FaultStack() {
-    if (memory == nullptr) return;
-    stack_t off{};
-    off.ss_flags = SS_DISABLE;
-    sigaltstack(&off, nullptr);
-    munmap(memory, kStackBytes);
-  }
-};
-thread_local FaultStack fault_stack;
-
-void prepare_fault_stack() noexcept {
-  stack_t current{};
-  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;  // the thread has one
-  void* memory = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) return;  // faults are still reported, stack overflows not
-  stack_t stack{};
-  stack.ss_sp = memory;
-  stack.ss_size = kStackBytes;
-  if (sigaltstack(&stack, nullptr) != 0) {
-    munmap(memory, kStackBytes);
-    return;
-  }
-  fault_stack.memory = memory;
-}
 
 }  // namespace
 
@@ -525,8 +501,9 @@ void throw_kernel_fault(const KernelFrame& k) {
       if (p.element_known) info.element = p.element;
     }
   } else {
-    info.cause = f.signal == SIGFPE   ? "arithmetic fault"
-                 : f.signal == SIGILL ? "illegal instruction"
+    info.cause = f.signal == SIGFPE    ? "arithmetic fault"
+                 : f.signal == SIGILL  ? "illegal instruction"
+                 : f.signal == SIGTRAP ? "breakpoint"
                  : f.signal == SIGBUS ? "bus error"
                                       : "general protection (a non-canonical pointer or a misaligned vector access)";
   }
@@ -538,7 +515,7 @@ void throw_kernel_fault(const KernelFrame& k) {
 
 void prepare_thread_for_kernels() noexcept {
   const uint32_t epoch = fault_handlers_epoch();
-  if (fault_handlers_seen == 0) prepare_fault_stack();
+  if (fault_handlers_seen == 0) ensure_signal_stack();
   try {
     ensure_fault_reporting();
   } catch (const std::exception&) {

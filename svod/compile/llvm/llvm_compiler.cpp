@@ -4,6 +4,7 @@
 #include "svod/compile/llvm/llvm_compiler.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Analysis/TargetTransformInfo.h>
@@ -11,6 +12,7 @@
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -29,7 +31,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <csignal>
 #include <ctime>
+#include <functional>
+#include <new>
 #include <mutex>
 #include <type_traits>
 
@@ -37,6 +42,7 @@
 #include "svod/base/log.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm/plugin_api.h"
+#include "svod/guard/signal_stack.h"
 
 namespace svod::detail {
 namespace {
@@ -170,6 +176,43 @@ std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMC
   return module;
 }
 
+// The widest integer type a program may use. LLVM accepts up to i8388607,
+// and legalising one multiply that wide ran for six minutes before it ran
+// out of memory; generated kernels use i128 at most (bit-fields, _BitInt).
+constexpr unsigned kMaxIntegerBits = 4096;
+
+unsigned widest_integer(const llvm::Type* type) {
+  if (const auto* integer = llvm::dyn_cast<llvm::IntegerType>(type)) return integer->getBitWidth();
+  unsigned widest = 0;
+  for (const llvm::Type* contained : type->subtypes()) widest = std::max(widest, widest_integer(contained));
+  return widest;
+}
+
+// Refuses a module with an integer type wider than kMaxIntegerBits anywhere
+// (globals, signatures, instructions and their operands), before LLVM's
+// passes see it.
+void check_integer_widths(const llvm::Module& module, const std::string& who) {
+  auto check = [&](const llvm::Type* type, std::string_view where) {
+    const unsigned bits = widest_integer(type);
+    if (bits > kMaxIntegerBits)
+      throw make_error(ErrorKind::Compile,
+                       "program \"{}\": {} uses a {}-bit integer type; the in-process compiler takes integers of "
+                       "at most {} bits",
+                       who, where, bits, kMaxIntegerBits);
+  };
+  for (const llvm::GlobalVariable& global : module.globals()) check(global.getValueType(), "a global variable");
+  for (const llvm::Function& function : module) {
+    check(function.getFunctionType(), "a function's signature");
+    for (const llvm::BasicBlock& block : function)
+      for (const llvm::Instruction& instruction : block) {
+        check(instruction.getType(), "an instruction");
+        for (const llvm::Value* operand : instruction.operands()) check(operand->getType(), "an instruction");
+        if (const auto* alloca = llvm::dyn_cast<llvm::AllocaInst>(&instruction))
+          check(alloca->getAllocatedType(), "a local variable");
+      }
+  }
+}
+
 struct EmitPipeline::Parts {
   explicit Parts(const LlvmTarget& target)
       : triple(target.triple), machine(host_target_machine(target)), builder(machine.get(), tuning()), out(object) {
@@ -264,31 +307,45 @@ class LlvmCompiler final : public Compiler {
 
   const CompilerIdentity& identity() const override { return identity_; }
 
-  // A crash inside clang or LLVM (a signal on this thread while it compiles)
-  // becomes a CompileError naming the program, and the process goes on; what
-  // the crashed compile allocated is leaked.
+  // The compile runs on a thread of its own with a large stack (clang's
+  // parser and LLVM's passes recurse once per level of nesting: 2,000 unary
+  // minus signs overflowed a thread's usual 8 MiB) and an alternate signal
+  // stack. A crash inside clang or LLVM (a signal on that thread while it
+  // compiles, a stack overflow included) becomes a CompileError naming the
+  // program, and the process goes on; what the crashed compile allocated is
+  // leaked. Running out of memory is a CompileError too.
   Artifact compile(const ProgramSpec& spec) const override {
     spec.validate();
     if (spec.language != Language::C && spec.language != Language::LlvmIr)
       throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm backend compiles C and LLVM IR, not {}",
                        spec.display_name(), to_string(spec.language));
-    std::call_once(crash_recovery_once, [] { llvm::CrashRecoveryContext::Enable(); });
+    std::call_once(crash_recovery_once, enable_crash_recovery);
     Artifact artifact;
     std::exception_ptr failure;  // exceptions must not unwind through LLVM's frames
-    llvm::CrashRecoveryContext recovery;
-    const bool finished = recovery.RunSafely([&] {
-      try {
-        artifact = compile_unguarded(spec);
-      } catch (...) {
-        failure = std::current_exception();
-      }
+    bool finished = false;
+    int ret_code = 0;
+    on_compile_thread([&] {
+      llvm::CrashRecoveryContext recovery;
+      finished = recovery.RunSafely([&] {
+        try {
+          artifact = compile_unguarded(spec);
+        } catch (const std::bad_alloc&) {
+          failure = std::make_exception_ptr(make_error(
+              ErrorKind::Compile, "program \"{}\": the in-process compiler (LLVM {}) ran out of memory compiling it",
+              spec.display_name(), LLVM_VERSION_STRING));
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      });
+      ret_code = recovery.RetCode;
     });
     if (!finished) {
-      const int signal = recovery.RetCode > 128 ? recovery.RetCode - 128 : recovery.RetCode;
+      const int signal = ret_code > 128 ? ret_code - 128 : ret_code;
       throw make_error(ErrorKind::Compile,
                        "program \"{}\": the in-process compiler (LLVM {}) crashed with signal {} ({}) while compiling "
-                       "it; the process goes on. The clang process backend (SVOD_CPU_BACKEND=clang) may compile it.",
-                       spec.display_name(), LLVM_VERSION_STRING, signal, strsignal(signal));
+                       "it{}; the process goes on. The clang process backend (SVOD_CPU_BACKEND=clang) may compile it.",
+                       spec.display_name(), LLVM_VERSION_STRING, signal, strsignal(signal),
+                       signal == SIGSEGV ? " (a stack overflow when the source nests deeply)" : "");
     }
     if (failure) std::rethrow_exception(failure);
     return artifact;
@@ -305,6 +362,7 @@ class LlvmCompiler final : public Compiler {
       std::unique_ptr<llvm::Module> module =
           spec.language == Language::C ? frontend_.emit_ir(spec, context) : parse_llvm_ir(spec, context);
       artifact.phases.front_end_ms = thread_cpu_ms() - cpu_start;
+      check_integer_widths(*module, spec.display_name());
       // Set after the front end, which installs and removes its own handler.
       std::string backend_errors;
       context.setDiagnosticHandlerCallBack(collect_errors, &backend_errors);
@@ -321,6 +379,46 @@ class LlvmCompiler final : public Compiler {
     return artifact;
   }
 
+  // LLVM installs its crash handlers without SA_ONSTACK, so they could not
+  // run for a stack overflow; they get it here.
+  static void enable_crash_recovery() {
+    llvm::CrashRecoveryContext::Enable();
+    for (int signal : {SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP}) {
+      struct sigaction action {};
+      if (sigaction(signal, nullptr, &action) != 0 || action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN)
+        continue;
+      action.sa_flags |= SA_ONSTACK;
+      sigaction(signal, &action, nullptr);
+    }
+  }
+
+  // Runs `work` on a new thread with a kCompileStackBytes stack and an
+  // alternate signal stack, and waits for it. `work` must not throw. The
+  // stack is reserved address space: only the pages a compile touches are
+  // memory.
+  static void on_compile_thread(const std::function<void()>& work) {
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setstacksize(&attributes, kCompileStackBytes);
+    pthread_t thread;
+    const int rc = pthread_create(
+        &thread, &attributes,
+        [](void* arg) -> void* {
+          ensure_signal_stack();
+          (*static_cast<const std::function<void()>*>(arg))();
+          return nullptr;
+        },
+        const_cast<std::function<void()>*>(&work));
+    pthread_attr_destroy(&attributes);
+    if (rc != 0) {
+      ensure_signal_stack();  // no thread to be had: this one, with its own stack
+      work();
+      return;
+    }
+    pthread_join(thread, nullptr);
+  }
+
+  static constexpr size_t kCompileStackBytes = size_t{512} << 20;
   static inline std::once_flag crash_recovery_once;
   ClangFrontend frontend_;
   mutable EmitPipelinePool pipelines_;

@@ -160,7 +160,7 @@ ObjectCacheConfig ObjectCacheConfig::from_env() {
   const int64_t max = env_int("SVOD_CACHE_MAX_BYTES", static_cast<int64_t>(kDefaultMaxBytes));
   if (max < 0) throw make_error(ErrorKind::Validation, "SVOD_CACHE_MAX_BYTES={} must be 0 or more", max);
   config.max_bytes = static_cast<uint64_t>(max);
-  if (auto on = env_string("SVOD_CACHE"); on && *on == "0") return config;
+  if (env_switch("SVOD_CACHE") == false) return config;
   if (auto dir = env_string("SVOD_CACHE_DIR"))
     config.directory = *dir;
   else if (auto xdg = env_string("XDG_CACHE_HOME"))
@@ -387,14 +387,26 @@ ObjectCacheUsage ObjectCache::usage() const {
 
 uint64_t ObjectCache::clear() {
   if (!enabled()) return 0;
-  uint64_t removed = 0;
+  uint64_t removed = 0, failed = 0;
+  std::string first_failure;
   std::error_code ec;
   for (fs::directory_iterator it(config_.directory, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
+    if (!is_entry(p) && !is_temp(p) && !is_identity(p)) continue;
     std::error_code remove_ec;
-    if ((is_entry(p) || is_temp(p) || is_identity(p)) && fs::remove(p, remove_ec)) ++removed;
+    if (fs::remove(p, remove_ec)) {
+      ++removed;
+    } else if (remove_ec) {
+      if (failed++ == 0) first_failure = fmt::format("{}: {}", p.string(), remove_ec.message());
+    }
   }
   estimated_bytes_.store(-1, std::memory_order_relaxed);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw make_error(ErrorKind::Io, "cannot list the object cache {}: {} (removed {} file{})",
+                     config_.directory.string(), ec.message(), removed, removed == 1 ? "" : "s");
+  if (failed > 0)
+    throw make_error(ErrorKind::Io, "{} file{} of the object cache could not be removed (removed {}); the first: {}",
+                     failed, failed == 1 ? "" : "s", removed, first_failure);
   return removed;
 }
 

@@ -92,7 +92,9 @@ class ObjectCache final : public ArtifactStore {
   // Scans the directory now.
   ObjectCacheUsage usage() const;
   // Removes every entry, remembered identity and leftover temporary file;
-  // returns how many files went.
+  // returns how many files went. Error(Io) naming the first file that stayed
+  // (and how many went) when any could not be removed: a read-only cache is
+  // never reported as cleared.
   uint64_t clear();
   // Removes least recently used entries until the budget holds (with the
   // 90% margin). Runs on its own after writes; public for tools and tests.

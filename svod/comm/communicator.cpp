@@ -21,7 +21,12 @@ namespace svod {
 CommOptions default_comm_options() {
   CommOptions options;
   const int64_t seconds = env_int("SVOD_COMM_TIMEOUT", 60);
-  if (seconds <= 0) throw make_error(ErrorKind::Validation, "SVOD_COMM_TIMEOUT={} must be a positive number of seconds", seconds);
+  // At most about 31 years (as svod run --timeout): a deadline in
+  // nanoseconds from now must not overflow the clock.
+  constexpr int64_t kLongest = 1'000'000'000;
+  if (seconds <= 0 || seconds > kLongest)
+    throw make_error(ErrorKind::Validation, "SVOD_COMM_TIMEOUT={} must be a positive number of seconds, at most {}",
+                     seconds, kLongest);
   options.timeout = std::chrono::seconds(seconds);
   const int64_t part_bytes = env_int("SVOD_COMM_PART_BYTES", static_cast<int64_t>(options.part_bytes));
   if (part_bytes <= 0)

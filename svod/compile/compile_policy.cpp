@@ -14,10 +14,7 @@ std::atomic<int> allowed_state{-1};
 std::atomic<uint64_t> compiles{0};
 
 int from_env() {
-  const auto text = env_string("SVOD_COMPILE");
-  if (!text || *text == "1") return 1;
-  if (*text == "0") return 0;
-  throw make_error(ErrorKind::Validation, "SVOD_COMPILE=\"{}\": expected 0 (forbid compiling) or 1", *text);
+  return env_switch("SVOD_COMPILE").value_or(true) ? 1 : 0;
 }
 
 }  // namespace

@@ -201,6 +201,14 @@ SecretKey::SecretKey(SecretKey&& other) noexcept : expanded_(other.expanded_), p
 SecretKey::~SecretKey() { explicit_bzero(expanded_.data(), expanded_.size()); }
 
 PublicKey generate_key_pair(const fs::path& name) {
+  // NAME is a file name: "/", "keys/" or "." would make hidden files ".key"
+  // and ".pub" inside a folder.
+  const fs::path last = name.filename();
+  if (last.empty() || last == "." || last == "..")
+    throw make_error(ErrorKind::Validation,
+                     "key pair name \"{}\" names a folder; give a file name without its extension "
+                     "(keys/release makes keys/release.key and keys/release.pub)",
+                     name.string());
   const Sodium& api = sodium();
   fs::path secret_path = name, public_path = name;
   secret_path += ".key";

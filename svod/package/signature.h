@@ -64,7 +64,8 @@ class SecretKey {
 
 // A new random key pair written as `name`.key (mode 0600) and `name`.pub.
 // Neither file may exist yet (Error(Io) naming the one that does: keys are
-// never overwritten); Error(Io) when a file cannot be written.
+// never overwritten); Error(Io) when a file cannot be written;
+// Error(Validation) when `name` names a folder ("/", "keys/", ".").
 PublicKey generate_key_pair(const std::filesystem::path& name);
 // Key files. Error(Io) when the file cannot be read or is not a regular
 // file; Error(Validation) naming the file and the fault when it is not a key

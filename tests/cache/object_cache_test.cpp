@@ -100,6 +100,25 @@ TEST(ObjectCacheTest, StoresAndReturnsAnArtifact) {
   EXPECT_FALSE(cache.get(key));
 }
 
+// A cache whose files cannot be removed (read-only) used to be reported as
+// cleared: "removed 0 files", status 0 (issue 40). A folder with an entry's
+// name cannot be removed as a file, whoever runs it.
+TEST(ObjectCacheTest, ClearSaysWhatItCouldNotRemove) {
+  CacheTempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  cache.put(Hash128{1, 2}, bytes_artifact(100, 0x11));
+  const fs::path stuck = cache.entry_path(Hash128{3, 4});
+  fs::create_directories(stuck / "inside");
+  const Error e = test::expect_error([&] { cache.clear(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Io);
+  EXPECT_NE(std::string(e.what()).find("1 file of the object cache could not be removed (removed 1); the first: " +
+                                       stuck.string()),
+            std::string::npos)
+      << e.what();
+  fs::remove_all(stuck);
+  EXPECT_EQ(cache.clear(), 0u);
+}
+
 TEST(ObjectCacheTest, DamagedOrForeignEntriesAreMissesAndRemoved) {
   CacheTempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
@@ -298,9 +317,19 @@ TEST(ObjectCacheConfigTest, ReadsTheEnvironment) {
   }
   ScopedEnv explicit_dir("SVOD_CACHE_DIR", "/tmp/explicit");
   EXPECT_EQ(ObjectCacheConfig::from_env().directory, fs::path("/tmp/explicit"));
+  for (const char* no : {"0", "false", "No", "OFF"}) {  // all but "0" used to leave the cache on
+    ScopedEnv off("SVOD_CACHE", no);
+    EXPECT_TRUE(ObjectCacheConfig::from_env().directory.empty()) << no;
+  }
+  for (const char* yes : {"1", "true", "Yes", "on"}) {
+    ScopedEnv on("SVOD_CACHE", yes);
+    EXPECT_EQ(ObjectCacheConfig::from_env().directory, fs::path("/tmp/explicit")) << yes;
+  }
   {
-    ScopedEnv off("SVOD_CACHE", "0");
-    EXPECT_TRUE(ObjectCacheConfig::from_env().directory.empty());
+    ScopedEnv unclear("SVOD_CACHE", "disabled");
+    const Error e = test::expect_error([] { ObjectCacheConfig::from_env(); });
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_EQ(std::string(e.what()), "SVOD_CACHE=\"disabled\": expected 1 or 0 (or true/false, yes/no, on/off)");
   }
   {
     ScopedEnv small("SVOD_CACHE_MAX_BYTES", "4096");

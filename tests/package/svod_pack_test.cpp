@@ -57,9 +57,9 @@ TEST(SvodPack, PackageRunsWithCompilingOffAndThePlanDoesNot) {
   ASSERT_TRUE(bare.ok()) << bare.err;
   EXPECT_EQ(count(bare.out, "expect: ok"), 2u) << bare.out;
 
-  const ProcessResult malformed = svod({"SVOD_COMPILE=no"}, {"run", package});
+  const ProcessResult malformed = svod({"SVOD_COMPILE=maybe"}, {"run", package});
   EXPECT_EQ(malformed.exit_code, 2);
-  EXPECT_NE(malformed.err.find("error (validation): SVOD_COMPILE=\"no\""), std::string::npos) << malformed.err;
+  EXPECT_NE(malformed.err.find("error (validation): SVOD_COMPILE=\"maybe\""), std::string::npos) << malformed.err;
 
   const ProcessResult plan = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", kMlp});
   EXPECT_EQ(plan.exit_code, 2);
@@ -194,6 +194,15 @@ TEST(SvodPack, SignedPackagesAndTrustedKeys) {
   const ProcessResult again = svod({}, {"pack", "--keygen", alice});
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("never overwrites a key file"), std::string::npos) << again.err;
+  // A folder is no key name: "/" used to write /.key and /.pub.
+  for (const std::string& folder : {std::string("/"), dir.path().string() + "/", dir.path().string() + "/."}) {
+    const ProcessResult into_folder = svod({}, {"pack", "--keygen", folder});
+    EXPECT_EQ(into_folder.exit_code, 2) << folder;
+    EXPECT_NE(into_folder.err.find("names a folder; give a file name without its extension"), std::string::npos)
+        << into_folder.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/.key"));
+  EXPECT_FALSE(std::filesystem::exists(dir / ".key"));
 
   const std::string signed_package = (dir / "signed.svodpkg").string();
   const ProcessResult packed = svod({}, {"pack", kMlp, "-o", signed_package, "--sign", alice + ".key"});
@@ -263,6 +272,21 @@ TEST(SvodPack, PlansWithCollectivesPackOnTheirRanks) {
   const ProcessResult run = svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", package, "--ranks", "4"});
   ASSERT_TRUE(run.ok()) << run.err;
   EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
+
+  // A rank that fails to load leaves the old package as it was: rank 0,
+  // which loaded, used to replace it and then fail (issue 40).
+  const std::string fails_on_rank_1 = dir.write("fails_on_rank_1.json", R"J({"svod_plan": 1,
+    "buffers": {"o": {"dtype": "f32", "count": 4}},
+    "programs": {"k": {"language": "c", "entry": "k", "source": "void k(float* o, int x) { o[0] = x; }",
+      "buffers": [{"name": "o", "access": "write", "dtype": "f32"}], "scalars": [{"name": "x", "type": "i32"}]}},
+    "ops": [{"run": "k", "buffers": ["o"], "scalars": {"x": "100 / (1 - rank)"}}]})J").string();
+  const std::string old_package = dir.write("old.svodpkg", "the old package").string();
+  const ProcessResult half = svod({}, {"pack", fails_on_rank_1, "-o", old_package, "--ranks", "2"});
+  EXPECT_EQ(half.exit_code, 2) << half.out << half.err;
+  EXPECT_NE(half.err.find("[rank 1] svod pack: error (validation): "), std::string::npos) << half.err;
+  EXPECT_NE(half.err.find("division by zero"), std::string::npos) << half.err;
+  std::ifstream old_bytes(old_package);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(old_bytes), {}), "the old package");
 
   // Nothing in a package depends on the ranks: a plan that loads on any
   // number of them packs to the same bytes on one and on three, signed by

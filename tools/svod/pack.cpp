@@ -58,13 +58,17 @@ void print_summary(RankOutput& output, const PackOptions& options, const std::ve
 
 // One rank's part: `comm` is null for a plain pack. A failure while the
 // ranks load the plan together aborts the communicator so that the others
-// stop waiting for this one; signing and writing concern rank 0 alone.
+// stop waiting for this one; signing and writing concern rank 0 alone, once
+// a barrier has shown that every rank loaded it (a rank that failed leaves
+// the old package as it was).
 int pack_rank(const PackOptions& options, const std::shared_ptr<Communicator>& comm, RankOutput& output) {
   bool loaded = false;
   auto failed = [&](const Error& e) { return rank_failed("pack", e, comm, !loaded, output); };
   if (comm && comm->rank() != 0) {
     try {
       load_plan(parse_plan_file(options.plan), LoadOptions{.vars = parse_vars(options.vars), .communicator = comm});
+      loaded = true;
+      comm->barrier();  // rank 0 writes only once every rank has loaded
     } catch (const Error& e) {
       return failed(e);
     }
@@ -79,10 +83,13 @@ int pack_rank(const PackOptions& options, const std::shared_ptr<Communicator>& c
     pack_options.vars = parse_vars(options.vars);
     pack_options.communicator = comm;
     bytes = pack_plan(options.plan, pack_options);
+    loaded = true;
+    // A rank that failed to load fails this barrier too: the old package
+    // stays as it was.
+    if (comm) comm->barrier();
   } catch (const Error& e) {
     return failed(e);
   }
-  loaded = true;
   try {
     if (key) bytes = sign_package(std::move(bytes), *key);
     write_package(options.out, bytes);

@@ -43,6 +43,24 @@ using Op = detail::ExprOp;
 
 constexpr int kMaxNesting = 256;  // parser recursion, far above any real launch expression
 
+// An expression as messages show it, in quotes: whole up to kShownChars
+// characters; a longer one by its start, the part around `around` when a
+// position is named, and its length (a 7 MB expression was echoed whole).
+constexpr size_t kShownChars = 120;
+std::string quoted(std::string_view text, size_t around = std::string_view::npos) {
+  if (text.size() <= kShownChars) return fmt::format("\"{}\"", text);
+  constexpr size_t kPiece = kShownChars / 2;
+  std::string shown(text.substr(0, kPiece));
+  size_t end = kPiece;
+  if (around != std::string_view::npos && around > kPiece) {
+    const size_t from = std::max(std::min(around - kPiece / 2, text.size() - kPiece), kPiece);
+    shown += from > kPiece ? "..." : "";
+    shown += text.substr(from, kPiece);
+    end = from + kPiece;
+  }
+  return fmt::format("\"{}{}\" ({} characters)", shown, end < text.size() ? "..." : "", text.size());
+}
+
 bool is_binary(Op op) { return op >= Op::Add && op <= Op::Max; }
 bool is_immediate(Op op) { return op >= Op::AddK && op <= Op::MaxK; }
 Op immediate_form(Op op) {
@@ -267,8 +285,8 @@ class ExprParser {
     }
     if (too_large) {
       fail(start,
-           fmt::format("integer literal {}{}", negative ? "-" : "",
-                       text_.substr(start, pos_ - start)),
+           fmt::format("integer literal {}{}{}", negative ? "-" : "", text_.substr(start, std::min<size_t>(pos_ - start, 40)),
+                       pos_ - start > 40 ? "..." : ""),
            " does not fit in int64");
     }
     // Two's complement negation; for 2^63 this yields INT64_MIN as intended.
@@ -336,8 +354,8 @@ class ExprParser {
     }
     if (max_depth > Expr::kMaxStackDepth) {
       throw make_error(ErrorKind::Validation,
-                       "expression \"{}\": nested too deeply (needs {} stack slots, at most {})",
-                       text_, max_depth, Expr::kMaxStackDepth);
+                       "expression {}: nested too deeply (needs {} stack slots, at most {})",
+                       quoted(text_), max_depth, Expr::kMaxStackDepth);
     }
     code.shrink_to_fit();
   }
@@ -377,13 +395,13 @@ class ExprParser {
       found = fmt::format("byte 0x{:02x}", c);
     }
     throw make_error(ErrorKind::Validation,
-                     "expression \"{}\": expected {} at position {}, found {}", text_, what, pos_,
+                     "expression {}: expected {} at position {}, found {}", quoted(text_, pos_), what, pos_,
                      found);
   }
 
   [[noreturn]] void fail(size_t pos, std::string_view what, std::string_view after = {}) const {
-    throw make_error(ErrorKind::Validation, "expression \"{}\": {} at position {}{}", text_, what,
-                     pos, after);
+    throw make_error(ErrorKind::Validation, "expression {}: {} at position {}{}", quoted(text_, pos), what, pos,
+                     after);
   }
 
   std::string_view text_;
@@ -442,8 +460,8 @@ int64_t Expr::constant_value() const {
       const std::string& name = variables_[static_cast<size_t>(instr.imm)];
       if (std::find(used.begin(), used.end(), name) == used.end()) used.push_back(name);
     }
-    throw make_error(ErrorKind::Validation, "expression \"{}\" is not a constant: it depends on {}",
-                     text_, join_names(used));
+    throw make_error(ErrorKind::Validation, "expression {} is not a constant: it depends on {}",
+                     quoted(text_), join_names(used));
   }
   return constant_;
 }
@@ -456,8 +474,8 @@ Expr Expr::bind_to(std::span<const std::string> names) const {
     const auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end()) {
       throw make_error(ErrorKind::Validation,
-                       "expression \"{}\": variable \"{}\" is not among the bound names ({})",
-                       text_, name, join_names(names));
+                       "expression {}: variable \"{}\" is not among the bound names ({})",
+                       quoted(text_), name, join_names(names));
     }
     instr.imm = it - names.begin();
   }
@@ -572,20 +590,20 @@ int64_t Expr::run(const int64_t* values) const {
 
 void Expr::throw_too_few_values(size_t given) const {
   throw make_error(ErrorKind::Validation,
-                   "expression \"{}\" needs values for {} variable(s) ({}) but got {}", text_,
+                   "expression {} needs values for {} variable(s) ({}) but got {}", quoted(text_),
                    variables_.size(), join_names(variables_), given);
 }
 
 void Expr::throw_arithmetic(Op op, int64_t lhs, int64_t rhs) const {
   const Op base = stack_form(op);
   if (base == Op::Neg) {
-    throw make_error(ErrorKind::Validation, "expression \"{}\": -({}) overflows int64", text_, lhs);
+    throw make_error(ErrorKind::Validation, "expression {}: -({}) overflows int64", quoted(text_), lhs);
   }
   if ((base == Op::Div || base == Op::Mod) && rhs == 0) {
-    throw make_error(ErrorKind::Validation, "expression \"{}\": {} by zero ({} {} 0)", text_,
+    throw make_error(ErrorKind::Validation, "expression {}: {} by zero ({} {} 0)", quoted(text_),
                      base == Op::Div ? "division" : "modulo", lhs, symbol(base));
   }
-  throw make_error(ErrorKind::Validation, "expression \"{}\": {} {} {} overflows int64", text_, lhs,
+  throw make_error(ErrorKind::Validation, "expression {}: {} {} {} overflows int64", quoted(text_), lhs,
                    symbol(base), rhs);
 }
 

@@ -39,6 +39,36 @@ void expect_parse_error(std::string_view text, std::initializer_list<std::string
   expect_validation([&] { Expr::parse(text); }, fragments);
 }
 
+// A 7 MB expression used to be echoed whole in its error (issue 40): messages
+// show a long one by its start, the part around the fault and its length.
+TEST(Expr, ALongExpressionIsShownInPartInItsErrors) {
+  std::string text = "1";
+  for (int i = 0; i < 1'000'000; ++i) text += " + n";
+  text += " + )";
+  try {
+    Expr::parse(text);
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 400u) << what.size();
+    EXPECT_NE(what.find("expression \"1 + n + n"), std::string::npos) << what;
+    EXPECT_NE(what.find(" + n + n + ... + n + n"), std::string::npos) << what;
+    EXPECT_NE(what.find(" + n + )\" (4000005 characters): expected an operand at position 4000004"),
+              std::string::npos)
+        << what;
+  }
+  const std::string literal = "1" + std::string(100'000, '9');
+  try {
+    Expr::parse(literal);
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not fit in int64"), std::string::npos) << e.what();
+  }
+  // A short one is shown whole, as before.
+  expect_parse_error("n +", {"expression \"n +\": expected an operand at position 3"});
+}
+
 TEST(Expr, DefaultIsConstantZero) {
   Expr e;
   EXPECT_TRUE(e.is_constant());

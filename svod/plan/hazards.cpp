@@ -3,14 +3,31 @@
 #include <algorithm>
 
 namespace svod::detail {
-namespace {
 
-bool overlaps(size_t begin, size_t end, const auto& entry) { return begin < entry.end && entry.begin < end; }
+template <typename Fn>
+void HazardTracker::Ranges::each_overlapping(size_t begin, size_t end, Fn&& fn) const {
+  for (auto it = by_begin.lower_bound(begin > longest ? begin - longest : 0); it != by_begin.end() && it->first < end;
+       ++it)
+    if (begin < it->second.end) fn(it->second);
+}
 
-}  // namespace
+void HazardTracker::Ranges::erase_covered(size_t begin, size_t end, size_t except_node) {
+  for (auto it = by_begin.lower_bound(begin); it != by_begin.end() && it->first < end;) {
+    if (it->second.end <= end && it->second.node != except_node)
+      it = by_begin.erase(it);
+    else
+      ++it;
+  }
+}
+
+void HazardTracker::Ranges::insert(size_t begin, size_t end, size_t node) {
+  by_begin.emplace(begin, Entry{end, node});
+  longest = std::max(longest, end - begin);
+}
 
 void HazardTracker::add(size_t node, std::span<const MemoryAccess> accesses, std::vector<size_t>& deps) {
   const size_t first = deps.size();
+  auto depend = [&](const Entry& e) { deps.push_back(e.node); };
   for (const MemoryAccess& a : accesses) {
     if (a.range.empty() || !(a.read || a.write)) continue;
     auto it = logs_.find(a.range.storage);
@@ -18,11 +35,8 @@ void HazardTracker::add(size_t node, std::span<const MemoryAccess> accesses, std
     const StorageLog& log = it->second;
     // Reads and writes both wait for overlapping writers (RAW, WAW); only
     // writes wait for overlapping readers (WAR).
-    for (const Entry& w : log.writers)
-      if (overlaps(a.range.begin, a.range.end, w)) deps.push_back(w.node);
-    if (a.write)
-      for (const Entry& r : log.readers)
-        if (overlaps(a.range.begin, a.range.end, r)) deps.push_back(r.node);
+    log.writers.each_overlapping(a.range.begin, a.range.end, depend);
+    if (a.write) log.readers.each_overlapping(a.range.begin, a.range.end, depend);
   }
   std::sort(deps.begin() + static_cast<std::ptrdiff_t>(first), deps.end());
   deps.erase(std::unique(deps.begin() + static_cast<std::ptrdiff_t>(first), deps.end()), deps.end());
@@ -30,16 +44,14 @@ void HazardTracker::add(size_t node, std::span<const MemoryAccess> accesses, std
   for (const MemoryAccess& a : accesses) {
     if (a.range.empty() || !(a.read || a.write)) continue;
     StorageLog& log = logs_[a.range.storage];
-    const Entry entry{a.range.begin, a.range.end, node};
     if (a.write) {
       // A read-write access needs no reader entry: the writer entry already
       // orders every later access to these bytes.
-      auto covered = [&](const Entry& e) { return e.node != node && a.range.begin <= e.begin && e.end <= a.range.end; };
-      std::erase_if(log.writers, covered);
-      std::erase_if(log.readers, covered);
-      log.writers.push_back(entry);
+      log.writers.erase_covered(a.range.begin, a.range.end, node);
+      log.readers.erase_covered(a.range.begin, a.range.end, node);
+      log.writers.insert(a.range.begin, a.range.end, node);
     } else {
-      log.readers.push_back(entry);
+      log.readers.insert(a.range.begin, a.range.end, node);
     }
   }
 }

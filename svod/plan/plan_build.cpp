@@ -126,11 +126,14 @@ void PlanState::check_variables() {
 
 void PlanState::resolve_dependencies() {
   const size_t n = ops.size();
+  // Looked up by hash: a plan of 160,000 ops with ids took 13 s to build when
+  // each id was compared with every other.
+  std::unordered_map<std::string_view, size_t> by_id;
+  by_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (options[i].id.empty()) continue;
-    for (size_t j = 0; j < i; ++j)
-      if (options[j].id == options[i].id)
-        throw make_error(ErrorKind::Validation, "ops {} and {} both have the id \"{}\"", j, i, options[i].id);
+    if (const auto [at, fresh] = by_id.emplace(options[i].id, i); !fresh)
+      throw make_error(ErrorKind::Validation, "ops {} and {} both have the id \"{}\"", at->second, i, options[i].id);
   }
   declared.assign(n, {});
   for (size_t i = 0; i < n; ++i) {
@@ -141,10 +144,10 @@ void PlanState::resolve_dependencies() {
       declared[i].push_back(d);
     }
     for (const std::string& id : options[i].after_ids) {
-      auto it = std::find_if(options.begin(), options.end(), [&](const OpOptions& o) { return o.id == id; });
-      if (id.empty() || it == options.end())
+      const auto it = by_id.find(id);
+      if (id.empty() || it == by_id.end())
         throw make_error(ErrorKind::Validation, "{} depends on unknown op id \"{}\"", op_name(i), id);
-      const size_t d = static_cast<size_t>(it - options.begin());
+      const size_t d = it->second;
       if (d == i) throw make_error(ErrorKind::Validation, "{} depends on itself", op_name(i));
       declared[i].push_back(d);
     }

@@ -17,6 +17,7 @@ subclass svod.ArgumentTypeError, also a TypeError.
 """
 
 import contextlib
+import threading
 
 from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
@@ -128,18 +129,42 @@ for _kind, _cls in _ERRORS.items():
 _svod._set_error_classes(Error, _ERRORS, ArgumentTypeError)
 
 
+_checked_lock = threading.Lock()
+_checked_open = []        # the mode of every open checked() block, in every thread
+_checked_outside = "off"  # the mode before the first of them opened
+
+
+def _checked_union():
+    modes = [_checked_outside, *_checked_open]
+    return ",".join("memory" if m == "1" else m for m in modes if m not in ("", "0", "off")) or "off"
+
+
 @contextlib.contextmanager
 def checked(what="memory"):
     """Checked mode inside the block (as SVOD_CHECK): "memory" puts guard pages around every host buffer
     allocated in it, so a kernel's first access past either end raises svod.KernelFault naming the
     buffer and element, and poisons reused blocks; "nan" runs plans op by op and fails the first op whose
-    outputs hold a NaN or Inf; "all" does both. The mode before is restored on exit."""
-    before = _svod._check_mode()
-    _svod._set_check_mode(what)
+    outputs hold a NaN or Inf; "all" does both. The mode is process-wide: while blocks are open in
+    several threads it is everything any of them asks for, and when the last one closes the mode from
+    before the first returns."""
+    global _checked_outside
+    if not isinstance(what, str):
+        _svod._set_check_mode(what)  # raises ArgumentTypeError naming the argument
+    with _checked_lock:
+        if not _checked_open:
+            _checked_outside = _svod._check_mode()
+        _checked_open.append(what)
+        try:
+            _svod._set_check_mode(_checked_union())
+        except BaseException:
+            _checked_open.pop()
+            raise
     try:
         yield
     finally:
-        _svod._set_check_mode(before)
+        with _checked_lock:
+            _checked_open.remove(what)
+            _svod._set_check_mode(_checked_union())
 
 
 __all__ = [

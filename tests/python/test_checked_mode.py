@@ -7,6 +7,7 @@ bytes when a size is not a multiple of 16) or of the data's first page before it
 that partly overlap another."""
 import json
 import platform
+import threading
 
 import numpy as np
 import pytest
@@ -106,3 +107,36 @@ def test_plans_run_their_kernels_on_guarded_copies_of_bound_arrays(tmp_path):
             plan.run(o=arr)
     assert info.value.op == 0 and info.value.buffer == 0 and info.value.element == 1024
     assert not arr.any()
+
+
+def test_blocks_in_two_threads_keep_the_mode_while_either_is_open_and_restore_it_after():
+    # Thread A opens, B opens, A closes, B closes: A used to turn the mode off under B, and B to
+    # leave it on for good (issue 40).
+    before = svod._svod._check_mode()
+    steps = [threading.Event() for _ in range(3)]
+    seen = {}
+
+    def a():
+        with svod.checked():
+            steps[0].set()
+            steps[1].wait(30)
+        seen["after a"] = svod._svod._check_mode()
+        steps[2].set()
+
+    def b():
+        steps[0].wait(30)
+        with svod.checked("nan"):
+            seen["both"] = svod._svod._check_mode()
+            steps[1].set()
+            steps[2].wait(30)
+            seen["b alone"] = svod._svod._check_mode()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert seen == {"both": "memory,nan", "after a": "nan", "b alone": "nan"}
+    assert svod._svod._check_mode() == before
+    with pytest.raises(svod.ValidationError, match="bogus"):
+        with svod.checked("bogus"):
+            pass
+    assert svod._svod._check_mode() == before

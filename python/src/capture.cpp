@@ -134,7 +134,7 @@ void capture_call(Capture& c, const std::shared_ptr<const Program>& program, std
     k.scalars.push_back(expr_of(scalars[j], fmt::format("{}: program \"{}\": scalar {}", c.where(), name, j)));
   if (global_size != nullptr) k.global = size_exprs(global_size, fmt::format("{}: program \"{}\": global_size", c.where(), name));
   if (local_size != nullptr) k.local = size_exprs(local_size, fmt::format("{}: program \"{}\": local_size", c.where(), name));
-  c.builder.builder.add_op(std::move(k), OpOptions{.id = {}, .after_ids = {}, .after = {}, .label = name});
+  c.builder.add_op(std::move(k), OpOptions{.id = {}, .after_ids = {}, .after = {}, .label = name});
 }
 
 bool capture_copy(const Buffer& dst, py::handle src) {
@@ -147,7 +147,7 @@ bool capture_copy(const Buffer& dst, py::handle src) {
                      from.bytes(), dst.bytes());
   const size_t d = c->slot(dst.view_bytes(0, dst.bytes(), DType::U8));
   const size_t s = c->slot(from.view_bytes(0, from.bytes(), DType::U8));
-  c->builder.builder.add_op(PreparedCopy{d, s}, OpOptions{.id = {}, .after_ids = {}, .after = {}, .label = "copy"});
+  c->builder.add_op(PreparedCopy{d, s}, OpOptions{.id = {}, .after_ids = {}, .after = {}, .label = "copy"});
   return true;
 }
 

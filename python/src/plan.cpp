@@ -405,7 +405,7 @@ void bind_plan_builder(py::module_& m) {
             k.fixed_vars = vars_of(fixed_vars, "PlanBuilder.run: fixed_vars");
             if (!global_size.is_none()) k.global = size_exprs(global_size, "run: global_size");
             if (!local_size.is_none()) k.local = size_exprs(local_size, "run: local_size");
-            return b.builder.add_op(std::move(k), op_options(id, after, "PlanBuilder.run"));
+            return b.add_op(std::move(k), op_options(id, after, "PlanBuilder.run"));
           },
           py::arg("program"), py::arg("buffers"), py::arg("scalars") = py::tuple(), py::kw_only(), py::arg("id") = "",
           py::arg("after") = py::none(), py::arg("fixed_vars") = py::dict(), py::arg("global_size") = py::none(),
@@ -416,7 +416,7 @@ void bind_plan_builder(py::module_& m) {
       .def(
           "copy",
           [](PyPlanBuilder& b, py::handle dst, py::handle src, py::handle id, py::handle after) {
-            return b.builder.add_op(
+            return b.add_op(
                 PreparedCopy{size_argument(dst, "PlanBuilder.copy: dst"), size_argument(src, "PlanBuilder.copy: src")},
                 op_options(id, after, "PlanBuilder.copy"));
           },
@@ -431,7 +431,7 @@ void bind_plan_builder(py::module_& m) {
                                      .def = {}};
             for (const auto& [key, value] : mapping_items(attrs, "PlanBuilder.custom: attrs"))
               f.attrs[key] = attr_of(value, key);
-            return b.builder.add_op(std::move(f), op_options(id, after, "PlanBuilder.custom"));
+            return b.add_op(std::move(f), op_options(id, after, "PlanBuilder.custom"));
           },
           py::arg("name"), py::arg("buffers"), py::arg("attrs") = py::dict(), py::kw_only(), py::arg("id") = "",
           py::arg("after") = py::none(), "Adds a call of a registered host function (\"fill\", \"all_reduce\", ...).")
@@ -443,9 +443,18 @@ void bind_plan_builder(py::module_& m) {
             b.outputs.push_back(slot);
           },
           py::arg("slot"))
-      .def("build", [](PyPlanBuilder& b) { return b.build("PlanBuilder"); },
-           "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
-           "builder is empty afterwards.");
+      .def(
+          "build",
+          [](PyPlanBuilder& b) {
+            // A second build() used to return an empty plan without a word.
+            if (b.names.empty() && b.ops == 0)
+              throw make_error(ErrorKind::Validation,
+                               "PlanBuilder.build(): the builder holds no buffers and no ops (build() empties it: "
+                               "the plan an earlier build() returned holds what was added)");
+            return b.build("PlanBuilder");
+          },
+          "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
+          "builder is empty afterwards, and building an empty one is a ValidationError.");
 }
 
 }  // namespace
@@ -464,6 +473,12 @@ size_t PyPlanBuilder::add(const Buffer& buffer, std::vector<size_t> shape, const
   names.push_back(name);
   shapes.push_back(std::move(shape));
   return slot;
+}
+
+size_t PyPlanBuilder::add_op(PreparedOp op, OpOptions options) {
+  const size_t index = builder.add_op(std::move(op), std::move(options));
+  ++ops;
+  return index;
 }
 
 size_t PyPlanBuilder::add_view(size_t base, size_t byte_offset, size_t bytes, DType dtype, const std::string& name) {

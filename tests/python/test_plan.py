@@ -143,6 +143,19 @@ def test_plan_builder_views_copies_custom_and_edges(cpu):
         bad.build()
 
 
+def test_build_empties_the_builder_and_an_empty_one_does_not_build(cpu):
+    # A second build() used to return an empty plan without a word (issue 40).
+    b = svod.PlanBuilder()
+    b.custom("fill", [b.add_buffer(np.zeros(4, np.float32))], {"value": 1.0})
+    assert b.build().op_count == 1
+    with pytest.raises(svod.ValidationError, match="holds no buffers and no ops"):
+        b.build()
+    with pytest.raises(svod.ValidationError, match="holds no buffers and no ops"):
+        svod.PlanBuilder().build()
+    b.custom("fill", [b.add_buffer(np.zeros(4, np.float32))], {"value": 2.0})
+    assert b.build().op_count == 1  # used again, it builds what was added since
+
+
 def test_profile_collects_plans_and_calls(cpu, add, tmp_path):
     plan, _ = chain(cpu, 10)
     o, a, b = (np.zeros(8, np.float32) for _ in range(3))

@@ -93,7 +93,7 @@ void note_main_thread();
 // thread with pthread_exit, whose unwinding aborts the process at the first
 // noexcept frame (pybind11's GIL guards) and runs destructors that touch
 // Python objects without the GIL.
-inline void take_gil(PyThreadState* state) {
+inline void park_if_finalizing() {
 #if PY_VERSION_HEX < 0x030E0000
 #if PY_VERSION_HEX >= 0x030D0000
   const bool finalizing = Py_IsFinalizing();
@@ -104,8 +104,35 @@ inline void take_gil(PyThreadState* state) {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(24));
   }
 #endif
+}
+
+inline void take_gil(PyThreadState* state) {
+  park_if_finalizing();
   PyEval_RestoreThread(state);
 }
+
+// The GIL taken by a thread Python did not start (a local rank's), as
+// py::gil_scoped_acquire does, with take_gil's care at interpreter exit:
+// run_local called from a daemon thread used to abort the interpreter as it
+// finalized.
+class GilAcquired {
+ public:
+  GilAcquired() {
+    park_if_finalizing();
+    state_ = PyGILState_Ensure();
+  }
+  // CPython (before 3.14) ends a thread that takes the GIL after
+  // finalization began with pthread_exit; unwinding through here, the thread
+  // no longer holds it, and releasing would be a fatal error.
+  ~GilAcquired() {
+    if (PyGILState_Check()) PyGILState_Release(state_);
+  }
+  GilAcquired(const GilAcquired&) = delete;
+  GilAcquired& operator=(const GilAcquired&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
 
 // The GIL released for the guard's lifetime; svod's py::gil_scoped_release,
 // safe at interpreter exit (take_gil). Not noexcept: should finalization

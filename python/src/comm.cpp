@@ -218,7 +218,7 @@ void bind_comm(py::module_& m) {
           GilReleased unlocked;
           run_local_ranks(group, [&](Communicator& comm) {
             const size_t rank = static_cast<size_t>(comm.rank());
-            py::gil_scoped_acquire gil;
+            GilAcquired gil;
             results[rank] = fn(PyComm{comms[rank]});
           });
         }

@@ -326,7 +326,17 @@ void run_local_ranks(std::span<Communicator* const> comms, const std::function<v
       comm.abort(error.what());
     }
   };
-  std::vector<std::thread> threads;
+  // Joined however this returns: rank 0's body may end by unwinding (a
+  // thread that Python ends at interpreter exit), and a joinable thread
+  // destroyed would end the process.
+  struct Joined {
+    std::vector<std::thread> threads;
+    ~Joined() {
+      for (std::thread& thread : threads)
+        if (thread.joinable()) thread.join();
+    }
+  } joined;
+  std::vector<std::thread>& threads = joined.threads;
   threads.reserve(static_cast<size_t>(ranks));
   for (int r = 1; r < ranks; ++r) {
     try {

@@ -48,7 +48,7 @@ class Error : public std::runtime_error {
 // What the fault handler saw when it stopped a kernel
 // (svod/backends/cpu/kernel_fault.h), as data for callers that react to it.
 struct KernelFaultInfo {
-  int signal = 0;                      // SIGSEGV, SIGBUS, SIGFPE or SIGILL
+  int signal = 0;                      // SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGTRAP
   std::string signal_name;             // "SIGSEGV"
   std::optional<uint64_t> address;     // the faulting address, when the processor reports one
   std::string access;                  // "read", "write", or "" when unknown

@@ -31,16 +31,23 @@ bool write_all(int fd, std::span<const std::byte> bytes) {
   return true;
 }
 
+// Writes every part to `fd` and closes it; 0, or the errno of the write or
+// the close that failed (close can report a delayed write error).
+int write_parts_and_close(int fd, std::initializer_list<std::span<const std::byte>> parts) {
+  bool ok = true;
+  for (const auto& part : parts) ok = ok && write_all(fd, part);
+  const int saved = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) return errno;
+  return saved;
+}
+
 // Writes `parts` into the character device or pipe at `path` as it is (a
 // rename would replace the node itself: /dev/null with a regular file).
 void write_through(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
-  bool ok = true;
-  for (const auto& part : parts) ok = ok && write_all(fd, part);
-  const int saved = errno;
-  ::close(fd);
-  if (!ok) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(saved));
+  if (const int error = write_parts_and_close(fd, parts); error != 0)
+    throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(error));
 }
 
 }  // namespace
@@ -69,20 +76,11 @@ void write_file_atomically(const std::filesystem::path& path, std::initializer_l
 
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
-  bool ok = true;
-  for (const auto& part : parts) ok = ok && write_all(fd, part);
-  int saved = ok ? 0 : errno;
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    saved = errno;
-  }
-  if (ok && std::rename(temp.c_str(), target.c_str()) != 0) {
-    ok = false;
-    saved = errno;
-  }
-  if (!ok) {
+  int error = write_parts_and_close(fd, parts);
+  if (error == 0 && std::rename(temp.c_str(), target.c_str()) != 0) error = errno;
+  if (error != 0) {
     ::unlink(temp.c_str());
-    throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(saved));
+    throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(error));
   }
 }
 

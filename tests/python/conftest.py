@@ -1,6 +1,8 @@
 """Shared fixtures of the svod Python tests: the CPU device and a few kernels."""
 import ctypes
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -8,6 +10,14 @@ import pytest
 import svod
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def python_exits_cleanly(code, times):
+    """Runs `code` in `times` fresh interpreters, one after another; each must exit with status 0 (for
+    races that show in some runs only)."""
+    for _ in range(times):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
 
 ADD_SOURCE = """
 void add(float* restrict o, const float* restrict a, const float* restrict b, int n) {

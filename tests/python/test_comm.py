@@ -13,7 +13,7 @@ import pytest
 
 import svod
 import svod.comm
-from conftest import REPO
+from conftest import REPO, python_exits_cleanly
 
 PLANS = REPO / "tests" / "planfile" / "data"
 EXAMPLE = REPO / "examples" / "python" / "data_parallel.py"
@@ -331,6 +331,4 @@ def test_run_local_in_a_daemon_thread_lets_the_interpreter_exit():
             "        c.all_reduce(x)\n"
             "threading.Thread(target=lambda: svod.comm.run_local(2, rank), daemon=True).start()\n"
             "time.sleep(0.3)\n")
-    for _ in range(8):
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, run.stderr
+    python_exits_cleanly(code, 8)

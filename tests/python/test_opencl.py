@@ -1,11 +1,9 @@
 """OpenCL from Python (PoCL's CL:0 on the reference machine)."""
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import svod
+from conftest import python_exits_cleanly
 
 FMA = """
 __kernel void fma3(__global float* o, __global const float* a, __global const float* b, int n) {
@@ -86,6 +84,4 @@ def test_devices_from_several_threads_at_once_in_a_fresh_process(cl):
             "[t.join() for t in threads]\n"
             "assert len(found) == 4 and all(f == found[0] for f in found), found\n"
             "assert 'CL:0' in found[0], found[0]\n")
-    for _ in range(6):
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, run.stderr
+    python_exits_cleanly(code, 6)

@@ -347,12 +347,11 @@ void run_local_ranks(std::span<Communicator* const> comms, const std::function<v
       const std::string reason =
           fmt::format("the system refused a thread for local rank {} of {}: {}", r, ranks, e.what());
       comms[r]->abort(reason);
-      for (std::thread& thread : threads) thread.join();
-      throw Error(ErrorKind::Execution, reason);
+      throw Error(ErrorKind::Execution, reason);  // `joined` waits for the started ranks
     }
   }
   run(*comms[0]);
-  for (std::thread& thread : threads) thread.join();
+  for (std::thread& thread : threads) thread.join();  // before `first` is read
   if (first) std::rethrow_exception(first);
 }
 

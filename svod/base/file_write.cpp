@@ -50,23 +50,53 @@ void write_through(const std::filesystem::path& path, std::initializer_list<std:
     throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(error));
 }
 
-}  // namespace
+// Where write_file_atomically puts the bytes of `path`, judged by what is
+// there already: a character device or a pipe is written through, a symbolic
+// link keeps pointing at the file that replaces its target, anything else but
+// a regular file is refused.
+struct Destination {
+  bool through = false;  // write into the node as it is
+  std::filesystem::path target;
+};
 
-void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
-  // What is there already decides how: a character device or a pipe is
-  // written through, a symbolic link keeps pointing at the file that replaces
-  // its target, anything else but a regular file is refused.
-  std::filesystem::path target = path;
+Destination destination(const std::filesystem::path& path) {
+  Destination destination{false, path};
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return write_through(path, parts);
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {true, path};
     if (!S_ISREG(st.st_mode))
       throw make_error(ErrorKind::Io, "cannot write {}: it is {} (svod writes regular files, character devices and pipes)",
                        path.string(), file_type_name(st.st_mode));
     std::error_code error;
-    if (std::filesystem::is_symlink(path, error)) target = std::filesystem::canonical(path, error);
+    if (std::filesystem::is_symlink(path, error)) destination.target = std::filesystem::canonical(path, error);
     if (error) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), error.message());
   }
+  return destination;
+}
+
+}  // namespace
+
+void check_writable(const std::filesystem::path& path) {
+  const Destination where = destination(path);
+  if (where.through) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
+    return;
+  }
+  const std::filesystem::path folder = where.target.has_parent_path() ? where.target.parent_path() : ".";
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0 || (S_ISDIR(st.st_mode) && ::access(folder.c_str(), W_OK | X_OK) != 0))
+    throw make_error(ErrorKind::Io, "cannot write {}: the folder {}: {}", path.string(), folder.string(),
+                     std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    throw make_error(ErrorKind::Io, "cannot write {}: {} is {}, not a folder", path.string(), folder.string(),
+                     file_type_name(st.st_mode));
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
+  const Destination where = destination(path);
+  if (where.through) return write_through(path, parts);
+  const std::filesystem::path& target = where.target;
 
   // The pid and a counter make the temporary name unique among processes and
   // threads; it lies beside the destination so that rename() is atomic.

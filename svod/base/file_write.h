@@ -24,6 +24,12 @@ namespace svod {
 // path and the reason; the temporary file is removed on failure.
 void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts);
 
+// Throws the Error(Io) write_file_atomically(path, ...) would throw before
+// writing a byte, judged now (the folder missing or not writable, a
+// directory at `path`), so that a command can refuse an output path before
+// its work rather than after it.
+void check_writable(const std::filesystem::path& path);
+
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
   write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
 }

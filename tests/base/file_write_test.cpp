@@ -93,6 +93,31 @@ TEST(FileWrite, OtherKindsOfFileAreRefusedByName) {
   EXPECT_TRUE(std::filesystem::is_directory(dir / "folder" / "inner"));
 }
 
+// check_writable refuses before any work what the writer would refuse after
+// it, in the writer's words, and writes nothing.
+TEST(FileWrite, CheckWritableRefusesWhatTheWriterWouldBeforeWriting) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "folder");
+  std::string message;
+  EXPECT_EQ(test::kind_of([&] { check_writable(dir / "missing" / "f"); }, &message), ErrorKind::Io);
+  EXPECT_NE(message.find("cannot write " + (dir / "missing" / "f").string() + ": the folder " +
+                         (dir / "missing").string() + ": No such file or directory"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(test::kind_of([&] { check_writable(dir / "folder"); }, &message), ErrorKind::Io);
+  EXPECT_NE(message.find("it is a directory"), std::string::npos) << message;
+  write_file_atomically(dir / "taken", "a file");
+  EXPECT_EQ(test::kind_of([&] { check_writable(dir / "taken" / "f"); }, &message), ErrorKind::Io);
+  EXPECT_NE(message.find((dir / "taken").string() + " is a regular file, not a folder"), std::string::npos) << message;
+  // What the writer accepts: a new file, an old one, a relative name, a device.
+  check_writable(dir / "new");
+  check_writable(dir / "taken");
+  check_writable("relative-name");
+  check_writable("/dev/null");
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"folder", "taken"}));
+  EXPECT_EQ(read(dir / "taken"), "a file");
+}
+
 TEST(FileWrite, ConcurrentWritersOfOnePathLeaveOneWholeFile) {
   TempDir dir;
   std::vector<std::thread> writers;

@@ -50,8 +50,9 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-RunResult svod_run(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string command = quote(SVOD_BINARY_DIR "/svod") + " run";
+// `svod ARGS...`, its status and what it printed.
+RunResult svod_cli(const TempDir& dir, const std::vector<std::string>& args) {
+  std::string command = quote(SVOD_BINARY_DIR "/svod");
   for (const auto& a : args) command += " " + quote(a);
   command += " >" + quote((dir / "stdout.txt").string()) + " 2>" + quote((dir / "stderr.txt").string());
   const int raw = std::system(command.c_str());
@@ -60,6 +61,11 @@ RunResult svod_run(const TempDir& dir, const std::vector<std::string>& args) {
   r.out = read_text(dir / "stdout.txt");
   r.err = read_text(dir / "stderr.txt");
   return r;
+}
+
+RunResult svod_run(const TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), "run");
+  return svod_cli(dir, args);
 }
 
 constexpr const char* kAddPlan = R"J({
@@ -143,6 +149,22 @@ TEST(SvodRun, AnOutFolderThatCannotBeMadeFailsBeforeTheRun) {
   EXPECT_EQ(r.err.find("undeclared"), std::string::npos) << r.err;
 }
 
+// --profile (as bench's --json, --plot and --profile, tune's --json and
+// --plot) is refused before the plan is even loaded, not after the run.
+TEST(SvodRun, AnOutputFileThatCannotBeWrittenFailsBeforeTheRun) {
+  TempDir dir;
+  std::string text = kAddPlan;
+  const std::string body = "o[i] = a[i] + b[i];";
+  text.replace(text.find(body), body.size(), "o[i] = undeclared;");
+  const auto plan = dir.write("plan.json", text);
+  for (const std::string& bad : {(dir / "missing" / "trace.json").string(), dir.path().string()}) {
+    RunResult r = svod_run(dir, {plan.string(), "--profile", bad});
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.first_err_line().find("--profile: cannot write " + bad), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("undeclared"), std::string::npos) << r.err;
+  }
+}
+
 TEST(SvodRun, PlansThatCannotRunExitWith2AndOneLine) {
   TempDir dir;
   auto with = [&](const std::string& from, const std::string& to) {
@@ -173,7 +195,7 @@ TEST(SvodRun, PlansThatCannotRunExitWith2AndOneLine) {
       {[&] {}, {{plan, "--backend", "gcc"}, "svod run: error (validation): --backend gcc: expected clang, llvm or dlopen"}},
       {[&] {}, {{(dir / "absent.json").string()}, "svod run: error (io): "}},
       {[&] {}, {{plan, "--profile", (dir / "no" / "such" / "dir" / "t.json").string()},
-                "svod run: error (io): --profile "}},
+                "svod run: error (io): --profile: cannot write "}},
   };
   for (const auto& [prepare, c] : cases) {
     SCOPED_TRACE(c.first_line);
@@ -252,8 +274,8 @@ TEST(SvodRun, TimeoutsThatNoClockCanWaitForAreRefused) {
   const std::string plan = SVOD_SOURCE_DIR "/examples/mlp/plan.json";
   for (const char* bad : {"1e10", "nan", "inf", "0", "-1", "soon"}) {
     const RunResult r = svod_run(dir, {"--timeout", bad, plan});
-    EXPECT_GE(r.status, 100) << bad << ": " << r.out << r.err;
-    EXPECT_NE(r.err.find("expected a positive number of seconds, at most 1e9; got " + std::string(bad)),
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("--timeout must be a positive number of seconds, at most 1e9; got " + std::string(bad)),
               std::string::npos)
         << r.err;
   }
@@ -606,7 +628,58 @@ TEST(SvodCli, VersionNamesTheApiAndTheLlvm) {
   EXPECT_NE(text.find(api), std::string::npos) << text;
 }
 
-// `svod --help`, `-h` and `--version` are answered by the launcher itself from
+// What the parser refuses is said in svod's words, with status 2: the
+// command, the option, a plain range, the nearest command or flag.
+TEST(SvodCli, MistakesAreNamedPlainlyWithTheNearestWord) {
+  TempDir dir;
+  const std::string plan = SVOD_SOURCE_DIR "/examples/mlp/plan.json";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"rnu", plan}, "svod: error (usage): \"rnu\" is not a command; did you mean run?"},
+      {{"cache", "stat"}, "svod cache: error (usage): \"stat\" is not a command; did you mean stats?"},
+      {{"cache"}, "svod cache: error (usage): a command is required: stats, clear"},
+      {{"--versio"}, "svod: error (usage): unknown option --versio; did you mean --version?"},
+      {{"run", plan, "--profle", "x.json"}, "svod run: error (usage): unknown option --profle; did you mean --profile?"},
+      {{"run", plan, "--profle=x.json"}, "unknown option --profle; did you mean --profile?"},
+      {{"run", plan, "--zzz"}, "svod run: error (usage): unknown option --zzz\n"},
+      {{"run", plan, "extra"}, "svod run: error (usage): unexpected argument \"extra\""},
+      {{"run", plan, "--repeat", "0"}, "svod run: error (usage): --repeat must be a whole number of at least 1; got 0"},
+      {{"run", plan, "--repeat", "many"}, "--repeat must be a whole number of at least 1; got many"},
+      {{"run", plan, "--ranks", "2000"}, "--ranks must be a whole number from 1 to 1024; got 2000"},
+      {{"bench", plan, "--warmup", "-1"}, "svod bench: error (usage): --warmup must be a whole number of at least 0; got -1"},
+      {{"run"}, "svod run: error (usage): plan is required (Usage: svod run [OPTIONS] plan)"},
+      {{"tune"}, "svod tune: error (usage): tune_file is required (Usage: svod tune [OPTIONS] tune_file)"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const RunResult r = svod_cli(dir, args);
+    EXPECT_EQ(r.status, 2) << args.front() << ": " << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << expected << "\n" << r.err;
+    EXPECT_EQ(r.err.find("179769"), std::string::npos) << r.err;  // CLI11's range up to DBL_MAX
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+// `svod` alone and `svod help` print the usage; `svod help COMMAND` a
+// command's, with its required arguments shown as required.
+TEST(SvodCli, BareSvodAndHelpPrintTheUsage) {
+  TempDir dir;
+  for (const std::vector<std::string>& args : {std::vector<std::string>{}, {"help"}}) {
+    const RunResult r = svod_cli(dir, args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("Usage: svod [OPTIONS] SUBCOMMAND"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("svod help COMMAND"), std::string::npos) << r.out;
+  }
+  const RunResult run = svod_cli(dir, {"help", "run"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("Usage: svod run [OPTIONS] plan\n"), std::string::npos) << run.out;
+  EXPECT_NE(svod_cli(dir, {"help", "cache", "stats"}).out.find("Usage: svod cache stats"), std::string::npos);
+  const RunResult tune = svod_cli(dir, {"tune", "--help"});
+  EXPECT_NE(tune.out.find("Usage: svod tune [OPTIONS] tune_file\n"), std::string::npos) << tune.out;
+  const RunResult wrong = svod_cli(dir, {"help", "rnu"});
+  EXPECT_EQ(wrong.status, 2);
+  EXPECT_NE(wrong.err.find("did you mean run?"), std::string::npos) << wrong.err;
+}
+
+// `svod` alone, `svod help`, `--help`, `-h`, `--version` and `-V` are answered by the launcher itself from
 // text made at build time, without opening libsvod_command.so: byte for byte
 // what the command prints (the launcher built without that text asks it).
 TEST(SvodCli, TheLauncherAnswersHelpAndVersionAsTheCommandDoesWithoutOpeningIt) {
@@ -623,7 +696,7 @@ TEST(SvodCli, TheLauncherAnswersHelpAndVersionAsTheCommandDoesWithoutOpeningIt) 
     r.err = read_text(err);
     return r;
   };
-  for (const char* flag : {"--help", "-h", "--version"}) {
+  for (const char* flag : {"", "help", "--help", "-h", "--version", "-V"}) {
     const RunResult fast = run(SVOD_BINARY_DIR "/svod", flag, "svod");
     const RunResult command = run(SVOD_BARE_LAUNCHER, flag, "bare");
     EXPECT_EQ(fast.status, 0) << flag;

@@ -206,6 +206,8 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
   PlanFile file;
   std::optional<LoadedPlan> loaded;
   try {
+    // Before the work: rank 0's outputs can be written when it is done.
+    if (rank0) check_outputs({{"--json", options.json}, {"--plot", options.plot}, {"--profile", options.profile}});
     file = parse_plan_file(options.plan);
     loaded.emplace(load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm}));
   } catch (const Error& e) {

@@ -8,9 +8,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
+#include "svod/base/file_write.h"
 #include "svod/compile/cpu_backend.h"
 
 namespace svod::cli {
@@ -44,6 +46,17 @@ int rank_failed(std::string_view command, const Error& e, const std::shared_ptr<
   if (comm && others_wait) comm->abort(e.what());
   output.err += failure_text(command, e);
   return failure_status(e);
+}
+
+void check_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    try {
+      check_writable(std::filesystem::path(path));
+    } catch (const Error& e) {
+      throw make_error(e.kind(), "{}: {}", flag, e.what());
+    }
+  }
 }
 
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) {

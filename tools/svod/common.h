@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -28,6 +29,12 @@ int fail(std::string_view command, const Error& e);
 // "svod COMMAND: error (KIND): first line", then any further lines of the
 // message (compiler diagnostics) indented, each ending in a newline.
 std::string failure_text(std::string_view command, const Error& e);
+
+// Refuses, before any work, an output a command would fail to write when its
+// work is done: throws Error(Io) "FLAG: cannot write PATH: why" for the first
+// (flag, path) of `outputs` that svod::check_writable refuses. Empty paths
+// (outputs not asked for) are skipped.
+void check_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 
 // --var NAME=VALUE arguments as a map; Error(Validation) for a malformed one.
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars);

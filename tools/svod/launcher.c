@@ -1,5 +1,5 @@
-// The `svod` executable: answers `svod --help`, `svod -h` and `svod --version`
-// itself and hands every other command line to the command in
+// The `svod` executable: answers `svod` alone, `svod --help` (`-h`, `help`)
+// and `svod --version` (`-V`) itself and hands every other command line to the command in
 // libsvod_command.so (tools/svod/entry.h says why).
 //
 // Built twice from this file: svod_launcher_bare without SVOD_LAUNCHER_TEXT
@@ -56,10 +56,12 @@ static void* open_command(void) {
 
 int main(int argc, char** argv) {
 #ifdef SVOD_LAUNCHER_TEXT
-  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+  if (argc == 1 || (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                                   strcmp(argv[1], "help") == 0))) {
     return answer(svod_help_text, sizeof svod_help_text);
   }
-  if (argc == 2 && strcmp(argv[1], "--version") == 0) return answer(svod_version_text, sizeof svod_version_text);
+  if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0))
+    return answer(svod_version_text, sizeof svod_version_text);
 #endif
   void* library = open_command();
   if (library == NULL) {

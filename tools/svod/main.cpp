@@ -3,7 +3,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -12,25 +11,9 @@
 #include "svod/capi/svod.h"
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
+#include "tools/svod/common.h"
 #include "tools/svod/entry.h"
-
-namespace {
-
-// A number of seconds a deadline can wait for: positive, finite and at most
-// 1e9 (about 31 years; more would overflow the clock's nanoseconds), as
-// SVOD_OP_TIMEOUT.
-CLI::Validator seconds_validator() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double seconds = 0;
-        if (!CLI::detail::lexical_cast(text, seconds) || !std::isfinite(seconds) || seconds <= 0 || seconds > 1e9)
-          return "expected a positive number of seconds, at most 1e9; got " + text;
-        return {};
-      },
-      "SECONDS");
-}
-
-}  // namespace
+#include "tools/svod/usage.h"
 
 int svod_command_main(int argc, char** argv) {
   // Every command is done with the thread pool when it returns here (a
@@ -44,8 +27,9 @@ int svod_command_main(int argc, char** argv) {
   // answer to --help made at build time does.
   app.name("svod");
   app.require_subcommand(1);
+  app.footer("Run `svod help COMMAND` (or `svod COMMAND --help`) for a command's options.");
   // Compile-time facts only: --version opens no library.
-  app.set_version_flag("--version", fmt::format("svod {} (C API {}.{}, in-process compiler LLVM {})", SVOD_VERSION,
+  app.set_version_flag("--version,-V", fmt::format("svod {} (C API {}.{}, in-process compiler LLVM {})", SVOD_VERSION,
                                                 SVOD_API_VERSION_MAJOR, SVOD_API_VERSION_MINOR, SVOD_LLVM_VERSION));
 
   auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
@@ -71,14 +55,14 @@ int svod_command_main(int argc, char** argv) {
                      fmt::format("{} on N local ranks (threads of this process) with a \"local\" communicator; under "
                                  "mpirun each process is one rank instead and --ranks is refused. {} At most {}",
                                  verb, each, svod::kMaxLocalRanks))
-        ->check(CLI::Range(1, svod::kMaxLocalRanks));
+        ->check(svod::cli::between(1, svod::kMaxLocalRanks));
   };
 
   svod::cli::RunOptions run_options;
   auto* run = app.add_subcommand("run", "run a plan file or package: print and check its outputs, time its ops");
   add_plan(run, run_options.plan, run_options.vars, run_options.backend);
   run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(svod::cli::at_least(1));
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
@@ -88,7 +72,7 @@ int svod_command_main(int argc, char** argv) {
   run->add_option("--timeout", run_options.timeout_s,
                   "seconds the whole run may take; past them the ops still running are named and svod exits with "
                   "status 124 (a kernel that never returns cannot be stopped otherwise)")
-      ->check(seconds_validator());
+      ->check(svod::cli::positive_seconds());
   run->add_option("--check", run_options.check,
                   "checked mode (as SVOD_CHECK): memory (the default when no value is given: guard pages around "
                   "every buffer, so a kernel's first access past either end faults naming the buffer and element), "
@@ -119,11 +103,11 @@ int svod_command_main(int argc, char** argv) {
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
   add_plan(bench, bench_options.plan, bench_options.vars, bench_options.backend);
-  bench->add_option("--warmup", bench_options.warmup, "untimed runs per op first (default 1)")->check(CLI::NonNegativeNumber);
-  bench->add_option("--runs", bench_options.runs, "timed runs per op at least (default 10)")->check(CLI::PositiveNumber);
-  bench->add_option("--max-runs", bench_options.max_runs, "timed runs per op at most (default 1000)")->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", bench_options.warmup, "untimed runs per op first (default 1)")->check(svod::cli::at_least(0));
+  bench->add_option("--runs", bench_options.runs, "timed runs per op at least (default 10)")->check(svod::cli::at_least(1));
+  bench->add_option("--max-runs", bench_options.max_runs, "timed runs per op at most (default 1000)")->check(svod::cli::at_least(1));
   bench->add_option("--min-time-ms", bench_options.min_time_ms, "keep timing an op until its runs add up to this (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(svod::cli::at_least(0));
   bench->add_flag("--flush", bench_options.flush, "write 16 MiB between timed runs to evict the caches");
   bench->add_option("--json", bench_options.json, "write every op's samples and statistics as JSON");
   bench->add_option("--profile", bench_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of every call");
@@ -134,20 +118,23 @@ int svod_command_main(int argc, char** argv) {
   bench->add_flag("--all-ranks", bench_options.all_ranks, "print every rank's table, each line prefixed \"[rank K] \"");
 
   svod::cli::TuneOptions tune_options;
-  bool tune_worker = false;
   auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
-  tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)");
+  tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)")->required();
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
   tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_backend(tune, tune_options.backend);
-  tune->add_flag("--worker", tune_worker, "run one job of the tuner's worker (internal)")->group("");
 
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");
   cache->require_subcommand(1);
   auto* cache_stats = cache->add_subcommand("stats", "print the cache directory, entry count and size");
   auto* cache_clear = cache->add_subcommand("clear", "remove every cached object");
 
-  CLI11_PARSE(app, argc, argv);
+  // The tuner starts its workers as `svod tune --worker` (svod/tune/tuner.h):
+  // a fixed command line of svod's own, answered before the parser, which
+  // asks every user's `svod tune` for its tune file.
+  if (argc == 3 && std::string_view(argv[1]) == "tune" && std::string_view(argv[2]) == "--worker")
+    return svod::cli::tune_worker();
+  if (const auto status = svod::cli::parse_command_line(app, argc, argv)) return *status;
   try {
     if (info->parsed()) return svod::cli::info();
     if (demo->parsed()) return svod::cli::demo();
@@ -159,12 +146,10 @@ int svod_command_main(int argc, char** argv) {
     }
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
-    if (tune->parsed() && tune_worker) return svod::cli::tune_worker();
-    if (tune->parsed() && tune_options.tune_file.empty()) {
-      fmt::print(stderr, "svod tune: error (validation): a tune file is required\n");
-      return 2;
+    if (tune->parsed()) {
+      svod::cli::check_outputs({{"--json", tune_options.json}, {"--plot", tune_options.plot}});
+      return svod::cli::tune(tune_options);
     }
-    if (tune->parsed()) return svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

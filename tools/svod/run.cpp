@@ -355,6 +355,11 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     if (auto problem = out_dir_problem(options.out_dir))
       return failed(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, *problem));
   }
+  try {
+    if (rank0) check_outputs({{"--profile", options.profile}});
+  } catch (const Error& e) {
+    return failed(e);
+  }
   std::optional<RankPlan> rank_plan;
   try {
     rank_plan.emplace(load_rank_plan(options, comm));

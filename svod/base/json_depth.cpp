@@ -58,4 +58,24 @@ void check_json_depth(std::string_view text, ErrorKind kind, std::string_view wh
     throw make_error(kind, "{}: not valid JSON: a NUL byte at {}", where, position(text, nul));
 }
 
+std::string json_error_words(std::string_view what) {
+  std::string text(what);
+  // "[json.exception.parse_error.101] ": the library's name for the error.
+  if (text.starts_with("[json.exception.")) {
+    if (const size_t end = text.find("] "); end != std::string::npos) text.erase(0, end + 2);
+  }
+  if (text.starts_with("parse error at ")) text.erase(0, std::string_view("parse error at ").size());
+  // "syntax error while parsing object key - unexpected ','; ...": what went
+  // wrong first, then what was being read.
+  constexpr std::string_view kWhile = "syntax error while parsing ";
+  if (const size_t at = text.find(kWhile); at != std::string::npos) {
+    const size_t dash = text.find(" - ", at);
+    if (dash != std::string::npos) {
+      const std::string reading = text.substr(at + kWhile.size(), dash - at - kWhile.size());
+      text = text.substr(0, at) + text.substr(dash + 3) + " (while reading " + reading + ")";
+    }
+  }
+  return text;
+}
+
 }  // namespace svod

@@ -1,4 +1,5 @@
-// How deep JSON text nests, checked before it is parsed.
+// How deep JSON text nests, checked before it is parsed; what its parser
+// says of text it refuses, in svod's words.
 //
 // nlohmann's parser builds arbitrarily deep values, but copying, comparing or
 // dumping one recurses once per level: JSON nested 100,000 deep overflows the
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "svod/base/error.h"
@@ -39,5 +41,12 @@ std::optional<size_t> json_too_deep_at(std::string_view text, size_t limit = kMa
 // anything after it would be ignored): "WHERE: not valid JSON: a NUL byte at
 // line L, column C".
 void check_json_depth(std::string_view text, ErrorKind kind, std::string_view where, size_t limit = kMaxJsonDepth);
+
+// The JSON parser's complaint `what` (nlohmann's exception text) in svod's
+// words: "[json.exception.parse_error.101] parse error at line 3, column 13:
+// syntax error while parsing value - unexpected ','; expected '[', '{', or a
+// literal" becomes "line 3, column 13: unexpected ','; expected '[', '{', or
+// a literal (while reading value)". Text it does not recognise is kept.
+std::string json_error_words(std::string_view what);
 
 }  // namespace svod

@@ -129,7 +129,7 @@ std::map<std::string, int64_t> parse_vars(const char* vars_json) {
   try {
     json = nlohmann::json::parse(vars_json);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw make_error(ErrorKind::Validation, "vars_json is not valid JSON: {}", e.what());
+    throw make_error(ErrorKind::Validation, "vars_json is not valid JSON: {}", json_error_words(e.what()));
   }
   if (!json.is_object()) {
     throw make_error(ErrorKind::Validation, "vars_json: expected an object of integers, got {}",

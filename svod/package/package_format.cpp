@@ -284,7 +284,7 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
   try {
     j = Json::parse(json);
   } catch (const Json::exception& e) {
-    throw fail("JSON", e.what());
+    throw fail("JSON", json_error_words(e.what()));
   }
   // Typed field access: a missing or mistyped field names itself.
   auto field = [&](const Json& object, const char* key, Json::value_t type, std::string_view path) -> const Json& {

@@ -58,7 +58,7 @@ class Parser {
     try {
       return Json::parse(text.begin(), text.end());
     } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
-      throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, e.what());
+      throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, json_error_words(e.what()));
     }
   }
 

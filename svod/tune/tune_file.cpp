@@ -55,7 +55,7 @@ class Parser {
     try {
       root = Json::parse(text.begin(), text.end());
     } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
-      throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, e.what());
+      throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, json_error_words(e.what()));
     }
     if (!root.is_object()) fail("(the tune file)", fmt::format("expected an object, got {}", json_type_name(root)));
     allow(root, "", {"svod_tune", "description", "plan", "op", "parameters", "beam", "min_gain", "max_rounds", "vars",

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "svod/base/error.h"
@@ -67,6 +68,29 @@ TEST(JsonDepth, CheckThrowsTheCallersKindNamingWhereAndHowDeep) {
   // A NUL byte would end the text for the parser, which would then accept anything after it.
   e = expect_error([] { check_json_depth(std::string("{\"a\": 1}\n\0garbage", 18), ErrorKind::Validation, "p.json"); });
   EXPECT_STREQ(e.what(), "p.json: not valid JSON: a NUL byte at line 2, column 1");
+}
+
+// What the parser says of bad text, on the parser's real messages: the
+// position and the problem, without the library's error codes.
+TEST(JsonErrorWords, TheParsersComplaintsInPlainWords) {
+  auto words = [](std::string_view text) {
+    try {
+      (void)nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      return json_error_words(e.what());
+    }
+    ADD_FAILURE() << text << " parsed";
+    return std::string();
+  };
+  EXPECT_EQ(words("{\n \"a\": [1, 2,, 3]\n}"),
+            "line 2, column 13: unexpected ','; expected '[', '{', or a literal (while reading value)");
+  EXPECT_EQ(words("{\"version\": 1,\n"),
+            "line 2, column 1: unexpected end of input; expected string literal (while reading object key)");
+  EXPECT_EQ(words(""), "line 1, column 1: unexpected end of input; expected '[', '{', or a literal (while reading value)");
+  EXPECT_EQ(words("[1e999]"), "number overflow parsing '1e999'");
+  for (const char* bad : {"{", "[1 2]", "nul", "\"\\x\"", "{\"a\" 1}", "1e999"})
+    EXPECT_EQ(words(bad).find("json.exception"), std::string::npos) << words(bad);
+  EXPECT_EQ(json_error_words("something else"), "something else");
 }
 
 }  // namespace

@@ -38,6 +38,14 @@ if(TARGET svod_python)
   add_dependencies(svod_python_wheel ${svod_wheel_targets} svod_cli)
 endif()
 
+# The licence, the README and the documents the command's help points at,
+# in <prefix>/share/doc/svod (the manual page: tools/svod/CMakeLists.txt).
+file(GLOB svod_docs ${PROJECT_SOURCE_DIR}/docs/*.md)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md ${svod_docs}
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Debian's name for the licence of a package.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+
 # `cpack -G DEB` (from a build folder): one package "svod" with the command,
 # the libraries and plugins, the headers, the CMake package and the
 # pkg-config file, and the Python package where Debian's python3 imports it
@@ -53,6 +61,8 @@ kernels, copies and host functions. This package holds the svod command, the
 C++ runtime and C API libraries with their headers, CMake package
 (find_package(svod)) and pkg-config file (svod), and the Python package svod.")
 set(CPACK_PACKAGE_CONTACT "svod developers")
+set(CPACK_PACKAGE_VENDOR "the svod developers")
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_INSTALL_PREFIX /usr)

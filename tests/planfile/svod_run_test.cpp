@@ -679,6 +679,20 @@ TEST(SvodCli, BareSvodAndHelpPrintTheUsage) {
   EXPECT_NE(wrong.err.find("did you mean run?"), std::string::npos) << wrong.err;
 }
 
+// The manual page is made from the help of every command the build made.
+TEST(SvodCli, TheManualPageHoldsEveryCommandsHelp) {
+  TempDir dir;
+  const std::string page = read_text(SVOD_BINARY_DIR "/tools/svod/svod.1");
+  ASSERT_EQ(page.find(".TH SVOD 1 "), page.find('\n') + 1) << page.substr(0, 200);
+  for (const char* command : {"info", "demo", "run", "pack", "bench", "tune", "cache", "cache stats", "cache clear"}) {
+    EXPECT_NE(page.find(fmt::format("\n.SS svod {}\n", command)), std::string::npos) << command;
+    EXPECT_NE(page.find(fmt::format("Usage: svod {} [OPTIONS]", command)), std::string::npos) << command;
+  }
+  // Help text is shown as it is: a line of it is never a roff request.
+  const RunResult run = svod_cli(dir, {"help", "run"});
+  EXPECT_NE(page.find(run.out.substr(run.out.find("Usage:"), 200)), std::string::npos);
+}
+
 // `svod` alone, `svod help`, `--help`, `-h`, `--version` and `-V` are answered by the launcher itself from
 // text made at build time, without opening libsvod_command.so: byte for byte
 // what the command prints (the launcher built without that text asks it).

@@ -27,7 +27,6 @@ int svod_command_main(int argc, char** argv) {
   // answer to --help made at build time does.
   app.name("svod");
   app.require_subcommand(1);
-  app.footer("Run `svod help COMMAND` (or `svod COMMAND --help`) for a command's options.");
   // Compile-time facts only: --version opens no library.
   app.set_version_flag("--version,-V", fmt::format("svod {} (C API {}.{}, in-process compiler LLVM {})", SVOD_VERSION,
                                                 SVOD_API_VERSION_MAJOR, SVOD_API_VERSION_MINOR, SVOD_LLVM_VERSION));
@@ -128,6 +127,9 @@ int svod_command_main(int argc, char** argv) {
   cache->require_subcommand(1);
   auto* cache_stats = cache->add_subcommand("stats", "print the cache directory, entry count and size");
   auto* cache_clear = cache->add_subcommand("clear", "remove every cached object");
+
+  // After the commands, which would inherit it.
+  app.footer("Run `svod help COMMAND` (or `svod COMMAND --help`) for a command's options.");
 
   // The tuner starts its workers as `svod tune --worker` (svod/tune/tuner.h):
   // a fixed command line of svod's own, answered before the parser, which

@@ -50,9 +50,12 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-// `svod ARGS...`, its status and what it printed.
-RunResult svod_cli(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string command = quote(SVOD_BINARY_DIR "/svod");
+// `svod ARGS...`, its status and what it printed; `env`: NAME=VALUE settings
+// (or -u NAME) for env(1) to start it with.
+RunResult svod_cli(const TempDir& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  std::string command = "env";
+  for (const auto& e : env) command += " " + quote(e);
+  command += " " + quote(SVOD_BINARY_DIR "/svod");
   for (const auto& a : args) command += " " + quote(a);
   command += " >" + quote((dir / "stdout.txt").string()) + " 2>" + quote((dir / "stderr.txt").string());
   const int raw = std::system(command.c_str());
@@ -677,6 +680,20 @@ TEST(SvodCli, BareSvodAndHelpPrintTheUsage) {
   const RunResult wrong = svod_cli(dir, {"help", "rnu"});
   EXPECT_EQ(wrong.status, 2);
   EXPECT_NE(wrong.err.find("did you mean run?"), std::string::npos) << wrong.err;
+}
+
+// `svod info` says where its thread count comes from.
+TEST(SvodCli, InfoSaysWhereTheThreadCountComesFrom) {
+  TempDir dir;
+  const RunResult set = svod_cli(dir, {"info"}, {"SVOD_THREADS=3"});
+  EXPECT_NE(set.out.find("\nthreads: 3 (SVOD_THREADS)\n"), std::string::npos) << set.out;
+  const RunResult unset = svod_cli(dir, {"info"}, {"-u", "SVOD_THREADS"});
+  EXPECT_NE(unset.out.find(" (the CPUs this process may run on; SVOD_THREADS sets another count)\n"),
+            std::string::npos)
+      << unset.out;
+  const RunResult bad = svod_cli(dir, {"info"}, {"SVOD_THREADS=-2"});
+  EXPECT_EQ(bad.status, 0) << bad.err;
+  EXPECT_NE(bad.out.find("\nthreads: SVOD_THREADS=-2 is out of range [1, 4096]\n"), std::string::npos) << bad.out;
 }
 
 // The manual page is made from the help of every command the build made.

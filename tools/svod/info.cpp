@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
 #include "svod/compile/clang_compiler.h"
@@ -50,7 +51,16 @@ int info() {
   fmt::print("devices:\n");
   for (const auto& d : device_registry().list_devices())
     fmt::print("  {:<6} {}{}\n", d.name, d.available ? "" : "unavailable: ", d.description);
-  fmt::print("threads: {} (SVOD_THREADS)\n", thread_count());
+  // Where the count comes from: SVOD_THREADS when it sets one, else the CPUs
+  // this process may run on.
+  try {
+    const int threads = thread_count();
+    fmt::print("threads: {} ({})\n", threads,
+               env_int("SVOD_THREADS", 0) > 0 ? "SVOD_THREADS"
+                                              : "the CPUs this process may run on; SVOD_THREADS sets another count");
+  } catch (const Error& e) {
+    fmt::print("threads: {}\n", e.what());
+  }
   return 0;
 }
 

@@ -295,5 +295,21 @@ TEST(SvodBenchRoofline, ManyOpsAtOnePlaceGetLabelsThatDoNotOverlap) {
   EXPECT_EQ(parse(read_text(dir / "many.svg")).points.size(), 30u);
 }
 
+// Op ids are any JSON string: markup characters and control characters
+// (which XML cannot hold at all) still make a picture rsvg-convert renders.
+TEST(SvodBenchRoofline, AnOpIdWithMarkupOrControlCharactersIsDrawnSafely) {
+  test::TempDir dir;
+  nlohmann::json plan = one_kernel_plan(1, {{8192, 32768}});
+  plan["ops"][0]["id"] = "k\x01<b>&\x1f";
+  write_text(dir / "plan.json", plan.dump());
+  const ProcessResult r = bench_plot(dir / "plan.json", dir / "id.svg", dir / "cache");
+  ASSERT_TRUE(r.ok()) << r.err;
+  const std::string svg = read_text(dir / "id.svg");
+  for (char c : svg)
+    EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') << int(c);
+  EXPECT_NE(svg.find("k\uFFFD&lt;b&gt;&amp;\uFFFD"), std::string::npos);
+  check_roofline(dir / "id.svg", {"ops[1] copy x <- y — no flop/byte counts"});
+}
+
 }  // namespace
 }  // namespace svod

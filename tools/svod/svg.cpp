@@ -12,7 +12,10 @@ std::string svg_escape(std::string_view text) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      default: out += c;
+      // XML has no way to write the other C0 controls, not even as
+      // references: each becomes U+FFFD, the replacement character.
+      case '\t': case '\n': case '\r': out += c; break;
+      default: out += static_cast<unsigned char>(c) < 0x20 ? std::string_view("\xEF\xBF\xBD") : std::string_view(&c, 1);
     }
   }
   return out;

@@ -7,7 +7,8 @@
 
 namespace svod::cli {
 
-// `text` made safe for SVG character data and attribute values.
+// `text` made safe for SVG character data and attribute values: markup
+// characters as references, control characters XML cannot hold as U+FFFD.
 std::string svg_escape(std::string_view text);
 
 // Writes an SVG document to `path`; Error(Io) when it cannot.

@@ -98,7 +98,13 @@ TEST(SvodRun, RunsAPlanAndReportsOutputsAndTimes) {
   EXPECT_NE(r.out.find("out: f32 [8, 8] [2, 3, 4, 5, 6, 7, 8, 9, …]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sum 2144"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("expect: ok (8 values"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("execute (parallel, 3 runs)"), std::string::npos) << r.out;
+  // The cold first execution apart from the warm ones, the load on its own.
+  EXPECT_NE(r.out.find("\nload: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" ms (read, compile or find in the cache, load)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("execute (parallel): first run "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" us (cold), then 2 warm runs: median "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("per op over the warm runs ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("median", r.out.find("per op")), r.out.find("median us")) << r.out;
   EXPECT_NE(r.out.find("ops[0] (add) run add"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ops[1] copy b <- out"), std::string::npos) << r.out;
 
@@ -107,7 +113,8 @@ TEST(SvodRun, RunsAPlanAndReportsOutputsAndTimes) {
   EXPECT_EQ(written.shape, (std::vector<size_t>{8, 8}));
   EXPECT_EQ(reinterpret_cast<const float*>(written.data.data())[63], 65.0f);
 
-  // One complete event per op per execution plus one per execution, on named threads.
+  // One complete event per op per warm execution plus one per warm execution, on named threads.
+  EXPECT_NE(r.out.find("wrote trace " + (dir / "trace.json").string() + " (the warm runs)\n"), std::string::npos);
   auto trace = nlohmann::json::parse(read_text(dir / "trace.json"));
   size_t op_events = 0, run_events = 0;
   for (const auto& e : trace["traceEvents"]) {
@@ -118,8 +125,8 @@ TEST(SvodRun, RunsAPlanAndReportsOutputsAndTimes) {
       EXPECT_TRUE(e.contains("tid"));
     }
   }
-  EXPECT_EQ(op_events, 6u);
-  EXPECT_EQ(run_events, 3u);
+  EXPECT_EQ(op_events, 4u);
+  EXPECT_EQ(run_events, 2u);
 }
 
 TEST(SvodRun, OutWritesEveryOutputAndVarsOverride) {
@@ -130,7 +137,13 @@ TEST(SvodRun, OutWritesEveryOutputAndVarsOverride) {
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("expect: FAILED: 4 of 8 values differ"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[4] got 0 expected 6"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("execute (sequential, 1 run)"), std::string::npos) << r.out;
+  // One execution is said to be one cold run, never a "median" of one sample.
+  EXPECT_NE(r.out.find("execute (sequential): one run, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" us, the first: cold (--repeat N adds warm runs and times them)\n"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("median 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("median 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("per op in the cold run ("), std::string::npos) << r.out;
   EXPECT_EQ(r.first_err_line(), "svod run: 1 output did not match the expectation");
   EXPECT_EQ(read_npy(dir / "results" / "out.npy").count(), 64u);
   EXPECT_FALSE(std::filesystem::exists(dir / "out.npy"));
@@ -478,7 +491,7 @@ TEST(SvodRunRanks, LocalRanksRunACollectivePlanAndOnlyRankZeroPrintsAndWrites) {
     EXPECT_EQ(count_of(r.out, "expect: ok"), 3u) << r.out;
     EXPECT_EQ(count_of(r.out, "  wrote "), 3u) << r.out;
     EXPECT_NE(r.out.find("part: f32 [1] [120]"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("execute (parallel, 3 runs)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("then 2 warm runs: median"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("ops[1] (sum) collective all_reduce"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("[rank"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("ranks: "), ranks == 1 ? std::string::npos : 0) << r.out;

@@ -1,12 +1,16 @@
 // `svod run PLAN.json` (or MODEL.svodpkg): load a plan file or package, execute it, print and check its
 // outputs, time its ops and optionally write a Chrome trace.
 //
-// Timing: a Profiler (svod/profile) observes every execution, stamping each
-// op's start and end on the thread that runs it; each execution is timed as
-// a whole by the same profiler. The tables report minimums over every
-// execution and medians over the most recent ones the profiler keeps (so
-// --repeat 1000000 runs in bounded memory); in parallel mode ops overlap, so
-// their times do not add up to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
+// Timing: the time to load the plan (read, compile, load) is printed on its
+// own, and so is the first execution's: it is cold (code and data touched for
+// the first time) and can be many times a warm one. A Profiler (svod/profile)
+// observes the first execution and another the later (warm) ones, stamping
+// each op's start and end on the thread that runs it; each execution is timed
+// as a whole by the same profiler. The tables report the warm executions
+// (the cold one when there is no other): minimums over every execution and
+// medians over the most recent ones the profiler keeps (so --repeat 1000000
+// runs in bounded memory); in parallel mode ops overlap, so their times do
+// not add up to the execution time. SVOD_PROFILE=1 adds the per-kernel table (sorted by
 // total time, with shares). Outputs are captured after the first execution,
 // so plans that update state in place report what one run does.
 //
@@ -165,16 +169,18 @@ void label_ops(const std::vector<std::string>& labels) {
 class OpWatch final : public PlanObserver {
  public:
   OpWatch(PlanObserver& inner, const std::vector<std::string>& labels)
-      : inner_(inner), labels_(labels), running_(labels.size()) {
+      : inner_(&inner), labels_(labels), running_(labels.size()) {
     label_ops(labels);
   }
+  // Passes the ops on to `inner` from the next execution on.
+  void pass_to(PlanObserver& inner) noexcept { inner_ = &inner; }
   void op_started(size_t op) noexcept override {
     running_[op].store(true, std::memory_order_relaxed);
     if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(true);
-    inner_.op_started(op);
+    inner_->op_started(op);
   }
   void op_finished(size_t op) noexcept override {
-    inner_.op_finished(op);
+    inner_->op_finished(op);
     if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(false);
     running_[op].store(false, std::memory_order_relaxed);
   }
@@ -190,7 +196,7 @@ class OpWatch final : public PlanObserver {
   }
 
  private:
-  PlanObserver& inner_;
+  PlanObserver* inner_;
   const std::vector<std::string>& labels_;
   std::vector<std::atomic<bool>> running_;
 };
@@ -248,12 +254,13 @@ class RunWatchdog {
   std::thread thread_;
 };
 
-// Executes the plan --repeat times under `profiler`; returns each output's
-// bytes as they were after the first execution.
-std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
-                                                       Profiler& profiler, int rank) {
+// Executes the plan --repeat times, the first (cold) execution under `cold`
+// and the others (warm) under `warm`; returns each output's bytes as they
+// were after the first execution.
+std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded, Profiler& cold,
+                                                       Profiler& warm, int rank) {
   std::vector<std::vector<std::byte>> snapshots;
-  OpWatch watch(profiler, loaded.op_labels);
+  OpWatch watch(cold, loaded.op_labels);
   struct Published {
     Published(const OpWatch& w, int rank) : rank(rank) {
       std::lock_guard lock(watch_mutex);
@@ -266,6 +273,8 @@ std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options
     int rank;
   } published(watch, rank);
   for (int r = 0; r < options.repeat; ++r) {
+    Profiler& profiler = r == 0 ? cold : warm;
+    watch.pass_to(profiler);
     profiler.begin_run();
     loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &watch});
     profiler.end_run();
@@ -324,18 +333,28 @@ bool expectation_met(RankOutput& output, const LoadedOutput& out, DType dtype, c
   return false;
 }
 
-// The execution times, then the per-op table (and the per-kernel one under
-// SVOD_PROFILE) when the plan has ops.
-void print_times(RankOutput& output, const RunOptions& options, const PlanProfile& profile,
-                 const ExecutionPlan& plan) {
-  const RunTimes times = run_times(profile);
-  output.print("\nexecute ({}, {} run{}): median {:.1f} us{}, min {:.1f} us\n",
-               options.sequential ? "sequential" : "parallel", times.runs, times.runs == 1 ? "" : "s", times.median_us,
-               profile.earlier_runs > 0 ? fmt::format(" (of the last {})", profile.runs.size()) : std::string(),
-               times.min_us);
+// The load time, the first (cold) execution's time and the warm ones'
+// median, then the per-op table (and the per-kernel one under SVOD_PROFILE)
+// of the warm executions, or of the cold one when there are none.
+void print_times(RankOutput& output, const RunOptions& options, const PlanProfile& cold, const PlanProfile& warm,
+                 const ExecutionPlan& plan, double load_ms) {
+  output.print("\nload: {:.1f} ms (read, compile or find in the cache, load)\n", load_ms);
+  const char* mode = options.sequential ? "sequential" : "parallel";
+  const double cold_us = run_times(cold).min_us;
+  const RunTimes times = run_times(warm);
+  if (times.runs == 0) {
+    output.print("execute ({}): one run, {:.1f} us, the first: cold (--repeat N adds warm runs and times them)\n",
+                 mode, cold_us);
+  } else {
+    output.print("execute ({}): first run {:.1f} us (cold), then {} warm run{}: median {:.1f} us{}, min {:.1f} us\n",
+                 mode, cold_us, times.runs, times.runs == 1 ? "" : "s", times.median_us,
+                 warm.earlier_runs > 0 ? fmt::format(" (of the last {})", warm.runs.size()) : std::string(),
+                 times.min_us);
+  }
+  const PlanProfile& profile = times.runs == 0 ? cold : warm;
   if (plan.op_count() > 0) {
-    output.print("per op (each op's own start to end, from the plan's observer hook):\n{}",
-                 render_table(aggregate_ops(profile), "op"));
+    output.print("per op {} (each op's own start to end, from the plan's observer hook):\n{}",
+                 times.runs == 0 ? "in the cold run" : "over the warm runs", render_table(aggregate_ops(profile), "op"));
     if (profile_requested())
       output.print("per kernel (SVOD_PROFILE), by total time:\n{}", render_table(aggregate(profile)));
   }
@@ -361,20 +380,22 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     return failed(e);
   }
   std::optional<RankPlan> rank_plan;
+  const auto load_start = std::chrono::steady_clock::now();
   try {
     rank_plan.emplace(load_rank_plan(options, comm));
   } catch (const Error& e) {
     return failed(e);
   }
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   const PlanFile& file = rank_plan->file;
   LoadedPlan& loaded = rank_plan->loaded;
   if (comm && comm->size() > 1)
     output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
 
-  Profiler profiler = labelled_profiler(loaded);
+  Profiler cold = labelled_profiler(loaded), warm = labelled_profiler(loaded);
   std::vector<std::vector<std::byte>> snapshots;
   try {
-    snapshots = execute_repeatedly(options, loaded, profiler, comm ? comm->rank() : 0);
+    snapshots = execute_repeatedly(options, loaded, cold, warm, comm ? comm->rank() : 0);
   } catch (const Error& e) {
     return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
@@ -403,15 +424,16 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     if (!expectation_met(output, out, dtype, data)) ++mismatched;
   }
 
-  const PlanProfile& profile = profiler.profile();
-  print_times(output, options, profile, loaded.plan);
+  print_times(output, options, cold.profile(), warm.profile(), loaded.plan, load_ms);
   if (rank0 && !options.profile.empty()) {
+    // The warm executions when there are any (each clock is its profiler's own).
+    const bool warm_runs = warm.profile().run_count() > 0;
     try {
-      write_chrome_trace(profile, options.profile);
+      write_chrome_trace(warm_runs ? warm.profile() : cold.profile(), options.profile);
     } catch (const Error& e) {
       return failed(make_error(e.kind(), "--profile {}: {}", options.profile, e.what()));
     }
-    output.print("wrote trace {}\n", options.profile);
+    output.print("wrote trace {} ({})\n", options.profile, warm_runs ? "the warm runs" : "the cold run");
   }
 
   if (mismatched > 0) {

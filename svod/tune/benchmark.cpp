@@ -58,10 +58,6 @@ class CacheFlusher {
 
 double total_of(const std::vector<double>& samples) { return std::accumulate(samples.begin(), samples.end(), 0.0); }
 
-bool slower_than(double sample, const BenchmarkConfig& c) {
-  return c.best_known && sample > c.early_stop_factor * static_cast<double>(c.best_known->count());
-}
-
 bool enough(const std::vector<double>& samples, const BenchmarkConfig& c) {
   return static_cast<int>(samples.size()) >= c.min_runs && total_of(samples) >= static_cast<double>(c.min_total.count());
 }
@@ -88,6 +84,16 @@ BenchmarkStats summarize(std::span<const double> samples) {
   return s;
 }
 
+double candidate_time(std::span<const double> samples) { return summarize(samples).median; }
+
+bool timing_lost(std::span<const double> samples, double best_ns, const BenchmarkConfig& config) {
+  const double bound = config.early_stop_factor * best_ns;
+  const auto slower =
+      static_cast<size_t>(std::count_if(samples.begin(), samples.end(), [&](double t) { return t > bound; }));
+  const size_t owed = std::max(samples.size(), static_cast<size_t>(std::max(config.min_runs, 1)));
+  return 2 * slower > owed;
+}
+
 BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds()>& run_once, Device& device,
                                     const BenchmarkConfig& config) {
   validate(config);
@@ -104,7 +110,7 @@ BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds
     flusher.flush();
     const double t = static_cast<double>(run_once().count());
     r.samples.push_back(t);
-    if (slower_than(t, config)) {
+    if (config.best_known && timing_lost(r.samples, static_cast<double>(config.best_known->count()), config)) {
       r.stopped_early = true;
       break;
     }
@@ -164,23 +170,29 @@ RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> cand
         const auto& c = candidates[i];
         const double t = static_cast<double>(c.program->time_launch(c.args.buffers, c.args.scalars).count());
         out.results[i].samples.push_back(t);
-        if (slower_than(t, config)) out.results[i].stopped_early = out.retired[i] = true;
       });
     }
-    if (round == 0) continue;  // one sample says little; medians from two on
-    double best = INFINITY;
-    for (size_t i = 0; i < n; ++i)
-      if (live(i)) best = std::min(best, summarize(out.results[i].samples).median);
-    for (size_t i = 0; i < n; ++i)
-      if (live(i) && summarize(out.results[i].samples).median > config.early_stop_factor * best)
-        out.results[i].stopped_early = out.retired[i] = true;
+    // The rule against the best as it stands now: the lowest time of every
+    // candidate that ran, the retired included (none has lost to its own
+    // time). A retired one it no longer holds for, because the best got
+    // slower with more samples, is timed again, so every retired one is a
+    // sure loser whenever the rounds end.
+    double best = config.best_known ? static_cast<double>(config.best_known->count()) : INFINITY;
+    for (size_t i = 0; i < n; ++i) {
+      if (!out.errors[i] && !out.results[i].samples.empty())
+        best = std::min(best, candidate_time(out.results[i].samples));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!out.errors[i])
+        out.results[i].stopped_early = out.retired[i] = timing_lost(out.results[i].samples, best, config);
+    }
   }
 
   double best = INFINITY;
   for (size_t i = 0; i < n; ++i) {
     finish(out.results[i]);
-    if (live(i) && out.results[i].runs > 0 && out.results[i].stats.median < best) {
-      best = out.results[i].stats.median;
+    if (live(i) && out.results[i].runs > 0 && candidate_time(out.results[i].samples) < best) {
+      best = candidate_time(out.results[i].samples);
       out.best = i;
     }
   }

@@ -9,11 +9,11 @@
 // compiles all candidates at once (compile_many, through the caches), then
 // takes them one at a time: restores the op's buffers, runs the candidate
 // once and compares what it wrote with the reference (the tune file's
-// tolerances), restores again and times it (benchmark_kernel with early stop
-// against the best median so far; the check run counts as one warm-up
-// run). An interval timer armed around each
-// candidate's runs kills the worker with SIGALRM when they pass the tune
-// file's timeout.
+// tolerances), restores again and times it (benchmark_kernel, which stops
+// early only once the candidate has lost for certain to the best median so
+// far: timing_lost(), benchmark.h; the check run counts as one warm-up run).
+// An interval timer armed around each candidate's runs kills the worker with
+// SIGALRM when they pass the tune file's timeout.
 //
 // Events go to stdout as JSON lines, flushed one by one, so the tuner knows
 // which candidate was in flight when the worker died:

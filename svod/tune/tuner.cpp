@@ -12,6 +12,7 @@
 #include "svod/base/error.h"
 #include "svod/base/json_depth.h"
 #include "svod/base/subprocess.h"
+#include "svod/tune/time_scale.h"
 
 namespace svod {
 
@@ -65,16 +66,37 @@ class WorkerEvaluator final : public TuneEvaluator {
   std::vector<std::optional<double>> evaluate(std::span<const TunePoint> points) override {
     const size_t round = rounds_++;
     std::vector<std::optional<TuneCandidate>> results(points.size());
+    std::vector<bool> started(points.size(), false);  // the worker began to run it: it compiled
     std::vector<size_t> pending(points.size());
     for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
-    size_t done = 0;
+    TuneProgress progress{.round = round, .total = points.size()};
+
+    // Records point i's result, keeps the best by the pick rule and tells
+    // the progress callback.
+    auto record = [&](size_t i, TuneCandidate c) {
+      c.point = points[i];
+      c.round = round;
+      ++progress.done;
+      if (started[i]) ++progress.compiled;
+      ++(c.status == TuneStatus::Ok ? progress.timed : progress.failed);
+      if (beats(c, best_ ? &*best_ : nullptr)) best_ = c;
+      results[i] = std::move(c);
+      if (!options_.on_progress) return;
+      progress.evaluated = report_.candidates.size() + progress.done;
+      if (best_) {
+        progress.best_median_ns = best_->median_ns;
+        progress.best_point = best_->point;
+      }
+      options_.on_progress(progress);
+    };
 
     while (!pending.empty()) {
       Json job;
       job["tune_file"] = file_.path.string();
       job["reference_dir"] = reference_dir_.string();
       job["write_reference"] = round == 0;  // the start candidate, alone in round 0
-      job["best_known_ns"] = best_ns_ ? Json(*best_ns_) : Json(nullptr);
+      // The worker stops timing a candidate only once it lost to this.
+      job["best_known_ns"] = best_ ? Json(best_->median_ns) : Json(nullptr);
       job["candidates"] = Json::array();
       for (size_t i : pending) job["candidates"].push_back(points[i]);
 
@@ -94,19 +116,14 @@ class WorkerEvaluator final : public TuneEvaluator {
         }
         if (kind != "start" && kind != "result") return;
         const size_t k = event.value("candidate", pending.size());
-        if (k >= pending.size()) return;
+        if (k >= pending.size() || results[pending[k]]) return;
         if (kind == "start") {
           in_flight = k;
+          started[pending[k]] = true;
           return;
         }
         in_flight.reset();
-        TuneCandidate c = from_event(event);
-        if (c.status == TuneStatus::Ok && !c.stopped_early && (!best_ns_ || c.median_ns < *best_ns_)) best_ns_ = c.median_ns;
-        results[pending[k]] = std::move(c);
-        ++done;
-        if (options_.on_progress) {
-          options_.on_progress({round, done, points.size(), report_.candidates.size() + done, best_ns_});
-        }
+        record(pending[k], from_event(event));
       };
       // Called while the worker runs; must not throw (see run_process).
       auto on_stdout = [&](std::string_view chunk) noexcept {
@@ -138,25 +155,21 @@ class WorkerEvaluator final : public TuneEvaluator {
       if (left.empty() && !culprit) break;
       auto [status, why] = death(process);
       if (culprit) {
-        results[*culprit] = failed(status, why);
-        ++done;
-        if (options_.on_progress) {
-          options_.on_progress({round, done, points.size(), report_.candidates.size() + done, best_ns_});
-        }
+        record(*culprit, failed(status, why));
       } else {
         // Nothing was in flight (the worker died compiling or loading), so
         // another worker would fail alike: give up on the rest of the round.
-        for (size_t i : left) results[i] = failed(TuneStatus::Error, "worker " + why);
+        for (size_t i : left) record(i, failed(TuneStatus::Error, "worker " + why));
         left.clear();
       }
       pending = std::move(left);
     }
 
+    // The search ranks by the pick rule's own numbers: the median of an ok
+    // candidate, none for a failed one.
     std::vector<std::optional<double>> costs;
     for (size_t i = 0; i < points.size(); ++i) {
       TuneCandidate& c = *results[i];
-      c.point = points[i];
-      c.round = round;
       costs.push_back(c.status == TuneStatus::Ok ? std::optional(c.median_ns) : std::nullopt);
       report_.candidates.push_back(std::move(c));
     }
@@ -213,15 +226,8 @@ class WorkerEvaluator final : public TuneEvaluator {
   fs::path reference_dir_;
   TuneReport& report_;
   size_t rounds_ = 0;
-  std::optional<double> best_ns_;
+  std::optional<TuneCandidate> best_;  // the best so far by beats()
 };
-
-std::string format_ns(double ns) {
-  if (ns >= 1e9) return fmt::format("{:.3f} s", ns / 1e9);
-  if (ns >= 1e6) return fmt::format("{:.3f} ms", ns / 1e6);
-  if (ns >= 1e3) return fmt::format("{:.2f} us", ns / 1e3);
-  return fmt::format("{:.0f} ns", ns);
-}
 
 }  // namespace
 
@@ -235,6 +241,10 @@ std::string_view to_string(TuneStatus status) noexcept {
     case TuneStatus::Error: return "error";
   }
   return "error";
+}
+
+bool beats(const TuneCandidate& candidate, const TuneCandidate* best) noexcept {
+  return candidate.status == TuneStatus::Ok && (best == nullptr || candidate.median_ns < best->median_ns);
 }
 
 double TuneReport::speedup(size_t index) const {
@@ -260,7 +270,11 @@ TuneReport tune(const TuneFile& file, const TuneOptions& options) {
     throw make_error(kind, "{}: the start candidate ({}) failed ({}), so there is no reference to check others against: {}",
                      file.source_name, file.describe(start.point), to_string(start.status), start.message);
   }
-  report.best = search.best;
+  // The pick rule over every candidate in evaluation order: what the search
+  // found too, as it ranks by the same medians with the same tie-break.
+  for (size_t i = 0; i < report.candidates.size(); ++i) {
+    if (beats(report.candidates[i], &report.candidates[report.best])) report.best = i;
+  }
   report.rounds = search.rounds;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;
@@ -288,8 +302,8 @@ std::string render_tune_table(const TuneFile& file, const TuneReport& report) {
     std::vector<std::string> row = {i == report.best ? "*" : "", std::to_string(c.round)};
     for (size_t p = 0; p < file.parameters.size(); ++p) row.push_back(file.parameters[p].values[c.point[p]].text);
     const bool ok = c.status == TuneStatus::Ok;
-    row.push_back(ok ? format_ns(c.median_ns) : "-");
-    row.push_back(ok ? format_ns(c.min_ns) : "-");
+    row.push_back(ok ? format_time(c.median_ns) : "-");
+    row.push_back(ok ? format_time(c.min_ns) : "-");
     row.push_back(ok ? fmt::format("{:.2f}x", report.speedup(i)) : "-");
     std::string status(to_string(c.status));
     if (c.stopped_early) status += " (stopped early: slower than the best)";

@@ -32,15 +32,23 @@ struct TuneCandidate {
   size_t round = 0;
   TuneStatus status = TuneStatus::Error;
   std::string message;         // why it failed; empty when ok
-  double median_ns = 0;        // when ok
+  double median_ns = 0;        // when ok: candidate_time() of its samples, what the pick compares
   double min_ns = 0;
   int runs = 0;
-  bool stopped_early = false;  // timing stopped once it was clearly slower than the best
+  // Timing stopped once it had lost for certain (timing_lost(), benchmark.h):
+  // its median is then above the best's, so such a candidate is never the best.
+  bool stopped_early = false;
 };
+
+// The pick rule, the only one: the ok candidate with the lowest median wins,
+// the earlier of equal ones. The search ranks by it, the progress line's best
+// is its best, and a worker stops timing a candidate only when this rule can
+// no longer pick it (timing_lost() against the best median so far).
+bool beats(const TuneCandidate& candidate, const TuneCandidate* best) noexcept;
 
 struct TuneReport {
   std::vector<TuneCandidate> candidates;  // in evaluation order; [0] is the start
-  size_t best = 0;                        // index into candidates
+  size_t best = 0;                        // index into candidates: beats() every other one
   size_t rounds = 0;                      // rounds after the start
   double seconds = 0;                     // wall time of the whole search
 
@@ -49,17 +57,24 @@ struct TuneReport {
 
 struct TuneProgress {
   size_t round = 0;
-  size_t done = 0;    // candidates of this round finished
+  size_t done = 0;    // candidates of this round finished (done == total: the round is over)
   size_t total = 0;   // candidates in this round
   size_t evaluated = 0;                  // over all rounds, this one's finished included
-  std::optional<double> best_median_ns;  // the best so far
+  // Of this round's finished candidates: how many compiled (every one that
+  // got to run, ok or not), were timed (ok) and failed (any other status).
+  size_t compiled = 0;
+  size_t timed = 0;
+  size_t failed = 0;
+  std::optional<double> best_median_ns;  // the best so far by beats(); none before one is ok
+  TunePoint best_point;                  // its parameters; empty when none
 };
 
 struct TuneOptions {
   // How to start a worker: the svod binary and its arguments, e.g.
   // {"/usr/bin/svod", "tune", "--worker"}.
   std::vector<std::string> worker_command;
-  // Called after each finished candidate, on the calling thread.
+  // Called after each finished candidate, on the calling thread; every
+  // round ends with a call whose done equals total.
   std::function<void(const TuneProgress&)> on_progress;
 };
 

@@ -84,18 +84,98 @@ TEST_F(BenchmarkTest, MinimumTotalTimeAddsRunsUpToTheMaximum) {
   EXPECT_EQ(r.runs, 4);
 }
 
-TEST_F(BenchmarkTest, EarlyStopOnARunSlowerThanTheFactorOfTheBestKnown) {
+TEST_F(BenchmarkTest, EarlyStopOnceMostOfTheOwedRunsLostToTheBestKnown) {
   BenchmarkConfig c;
   c.min_runs = 10;
-  c.best_known = 1ns;  // nothing real is that fast: the first timed run loses
+  c.best_known = 1ns;  // nothing real is that fast: every timed run loses
   BenchmarkResult r = benchmark_kernel(*spin, args(100000), c);
   EXPECT_TRUE(r.stopped_early);
-  EXPECT_EQ(r.runs, 1);
+  EXPECT_EQ(r.runs, 6);  // 6 of the 10 owed: the median has lost, whatever the other 4
 
   c.best_known = 10s;  // out of reach: no early stop
   r = benchmark_kernel(*spin, args(1000), c);
   EXPECT_FALSE(r.stopped_early);
   EXPECT_EQ(r.runs, 10);
+}
+
+// The one rule (benchmark.h): a measurement is retired only when more than
+// half of the samples it is owed lost, so its median — what the pick compares
+// — is above the bound too.
+TEST(TimingLost, DecidesOnTheMedianOfTheOwedSamples) {
+  BenchmarkConfig c;
+  c.min_runs = 3;
+  c.early_stop_factor = 3;
+  const double best = 100;  // bound: 300
+  auto lost = [&](std::initializer_list<double> samples) { return timing_lost(std::vector<double>(samples), best, c); };
+  EXPECT_FALSE(lost({}));
+  EXPECT_FALSE(lost({900})) << "one slow sample of three owed";
+  EXPECT_FALSE(lost({77, 900})) << "noise: a fast candidate with one preempted run";
+  EXPECT_FALSE(lost({77, 77, 900}));
+  EXPECT_TRUE(lost({900, 950})) << "two of three owed lost: the median has";
+  EXPECT_TRUE(lost({77, 900, 950}));
+  EXPECT_FALSE(lost({900, 300})) << "at the bound is not slower";
+  // Past min_runs (min_total asks for more), the samples taken count.
+  EXPECT_FALSE(lost({77, 77, 900, 900}));
+  EXPECT_TRUE(lost({77, 900, 900, 900}));
+  c.min_runs = 1;  // one sample is the whole measurement: it decides alone
+  EXPECT_TRUE(lost({900}));
+  EXPECT_FALSE(lost({77}));
+
+  // Whenever it holds, the median is above the bound, so above the best: a
+  // retired candidate can never be the pick. Over every 0/1 pattern of fast
+  // (77) and slow (900, noisy: some runs at 5000) samples up to 7 long.
+  for (int min_runs = 1; min_runs <= 7; ++min_runs) {
+    c.min_runs = min_runs;
+    for (int n = 1; n <= 7; ++n) {
+      for (int bits = 0; bits < (1 << n); ++bits) {
+        std::vector<double> samples;
+        for (int k = 0; k < n; ++k) samples.push_back(bits >> k & 1 ? (k % 2 ? 5000 : 900) : 77);
+        if (!timing_lost(samples, best, c)) continue;
+        EXPECT_GT(candidate_time(samples), c.early_stop_factor * best) << "min_runs " << min_runs << " bits " << bits;
+      }
+    }
+  }
+}
+
+// A fast candidate whose samples are noisy: one preempted run among the three
+// it is owed. The old rule retired it on that one sample, yet reported (and
+// so let the pick crown) its median of 77 against a best of 100.
+TEST_F(BenchmarkTest, ANoisySampleDoesNotRetireAFastCandidate) {
+  BenchmarkConfig c;
+  c.warmup_runs = 0;
+  c.min_runs = 3;
+  c.max_runs = 3;
+  c.best_known = 100ns;
+  auto scripted = [](std::vector<int64_t> times) {
+    return [times, next = size_t{0}]() mutable { return std::chrono::nanoseconds(times.at(next++ % times.size())); };
+  };
+  BenchmarkResult r = benchmark_operation(scripted({77, 77, 900}), *cpu, c);
+  EXPECT_FALSE(r.stopped_early);
+  EXPECT_EQ(r.runs, 3);
+  EXPECT_EQ(r.stats.median, 77);
+
+  // A slow one stops as soon as its median has lost, and reports a median
+  // above the bound.
+  r = benchmark_operation(scripted({900, 77, 950}), *cpu, c);
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.runs, 3);
+  EXPECT_EQ(r.stats.median, 900);
+  r = benchmark_operation(scripted({900, 950, 77}), *cpu, c);
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.runs, 2);
+  EXPECT_GT(r.stats.median, 300);
+
+  // Whatever the order of the noise, stopped early means slower than the best.
+  const std::vector<int64_t> noisy = {77, 900, 80, 5000, 75, 2000, 90, 78, 3000, 76};
+  for (size_t shift = 0; shift < noisy.size(); ++shift) {
+    std::vector<int64_t> times(noisy.begin() + static_cast<long>(shift), noisy.end());
+    times.insert(times.end(), noisy.begin(), noisy.begin() + static_cast<long>(shift));
+    for (int min_runs = 1; min_runs <= 5; ++min_runs) {
+      c.min_runs = c.max_runs = min_runs;
+      r = benchmark_operation(scripted(times), *cpu, c);
+      if (r.stopped_early) EXPECT_GT(r.stats.median, 100) << "shift " << shift << " min_runs " << min_runs;
+    }
+  }
 }
 
 TEST_F(BenchmarkTest, TimeoutEndsTimingAfterAtLeastOneRun) {
@@ -158,15 +238,16 @@ TEST_F(BenchmarkTest, RoundRobinExcludesFailuresAndRetiresSlowCandidates) {
   EXPECT_TRUE(r.errors[3]);
   EXPECT_EQ(r.results[2].runs, 0);
 
-  // The slow one is retired after the second round, the fast one goes on.
+  // The slow one is retired once 3 of its 5 owed runs lost, the fast one goes on.
   EXPECT_TRUE(r.retired[0]);
   EXPECT_TRUE(r.results[0].stopped_early);
-  EXPECT_EQ(r.results[0].runs, 2);
+  EXPECT_EQ(r.results[0].runs, 3);
   EXPECT_FALSE(r.retired[1]);
   EXPECT_EQ(r.results[1].runs, 5);
+  EXPECT_GT(r.results[0].stats.median, r.results[1].stats.median);
   // Each launch really ran: one warm-up plus the timed runs.
   EXPECT_EQ(c1.span<int64_t>()[0], 1 + 5);
-  EXPECT_EQ(c2.span<int64_t>()[0], 1 + 2);
+  EXPECT_EQ(c2.span<int64_t>()[0], 1 + 3);
 }
 
 TEST_F(BenchmarkTest, RoundRobinGivesEveryCandidateItsRunsInTurn) {

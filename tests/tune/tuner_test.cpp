@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "svod/base/json_depth.h"
@@ -220,14 +222,32 @@ TEST_F(TunerTest, SurvivesWrongCrashingHangingAndBrokenCandidates) {
       R"("op": "k", "parameters": {"MODE": [0, 1, 2, 3, 4, 5, 6]}, "beam": 1, "timeout_ms": 1000,
          "benchmark": {"warmup_runs": 0, "min_runs": 2, "max_runs": 3, "min_time_ms": 0})"));
   size_t progress_calls = 0;
+  std::vector<TuneProgress> round_ends;
   TuneOptions options = worker_options();
   options.on_progress = [&](const TuneProgress& p) {
     ++progress_calls;
     EXPECT_LE(p.done, p.total);
+    EXPECT_EQ(p.timed + p.failed, p.done);
+    EXPECT_LE(p.compiled, p.done);
+    if (p.done == p.total) round_ends.push_back(p);
   };
   const TuneReport report = tune(f, options);
   ASSERT_EQ(report.candidates.size(), 7u);
   EXPECT_EQ(progress_calls, 7u);
+  // Every round ends with a call: the start alone, then the six others, of
+  // which all but MODE=4 compiled, only MODE=5 was timed.
+  ASSERT_EQ(round_ends.size(), 2u);
+  EXPECT_EQ(round_ends[0].round, 0u);
+  EXPECT_EQ(round_ends[0].compiled, 1u);
+  EXPECT_EQ(round_ends[0].timed, 1u);
+  EXPECT_EQ(round_ends[1].total, 6u);
+  EXPECT_EQ(round_ends[1].compiled, 5u);
+  EXPECT_EQ(round_ends[1].timed, 1u);
+  EXPECT_EQ(round_ends[1].failed, 5u);
+  // The progress's best is the pick's.
+  ASSERT_TRUE(round_ends[1].best_median_ns);
+  EXPECT_EQ(*round_ends[1].best_median_ns, report.candidates[report.best].median_ns);
+  EXPECT_EQ(round_ends[1].best_point, report.candidates[report.best].point);
   std::map<size_t, TuneStatus> status;
   for (const auto& c : report.candidates) status[c.point[0]] = c.status;
   EXPECT_EQ(status[0], TuneStatus::Ok);
@@ -283,6 +303,40 @@ TEST_F(TunerTest, CommandTunesTheExampleAndWritesJson) {
   ASSERT_GE(json["candidates"].size(), 4u);
   for (const auto& c : json["candidates"]) EXPECT_EQ(c["status"], "ok") << c.dump();
 
+  // The pick: the lowest median, never a candidate stopped early, and every
+  // one stopped early slower than it.
+  const auto& best = json["candidates"][json["best"].get<size_t>()];
+  EXPECT_FALSE(best["stopped_early"].get<bool>()) << best.dump();
+  for (const auto& c : json["candidates"]) {
+    EXPECT_GE(c["median_ns"].get<double>(), best["median_ns"].get<double>()) << c.dump();
+    if (c["stopped_early"].get<bool>()) EXPECT_GT(c["median_ns"].get<double>(), best["median_ns"].get<double>());
+  }
+
+  // stderr is a pipe here: no bar redrawn in place, one plain line per
+  // round, the last one naming the pick as its best.
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << r.err;
+  const size_t rounds = json["rounds"].get<size_t>() + 1;
+  std::vector<std::string> lines;
+  std::istringstream err(r.err);
+  for (std::string line; std::getline(err, line);) {
+    if (line.rfind("round ", 0) == 0) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), rounds) << r.err;
+  EXPECT_EQ(lines.front().rfind("round 0 (start): 1 candidate, 1 compiled, 1 timed, 0 failed; best ", 0), 0u)
+      << lines.front();
+  for (size_t k = 0; k < rounds; ++k) {
+    EXPECT_EQ(lines[k].rfind(fmt::format("round {}", k), 0), 0u) << lines[k];
+    EXPECT_NE(lines[k].find(" compiled, "), std::string::npos) << lines[k];
+  }
+  std::string best_params;
+  for (const auto& name : json["parameters"]) {
+    best_params += (best_params.empty() ? "" : " ") + name.get<std::string>() + "=" +
+                   best["params"][name.get<std::string>()].dump();
+  }
+  EXPECT_NE(lines.back().find("(" + best_params + ")"), std::string::npos) << lines.back() << " vs " << best_params;
+  EXPECT_NE(lines.back().find(", 0 failed; best "), std::string::npos) << lines.back();
+
   // The picture: well-formed XML with one mark per candidate, titled by its
   // parameters, and the best path.
   std::ifstream svg_in(plot);
@@ -309,6 +363,15 @@ TEST_F(TunerTest, CommandTunesTheExampleAndWritesJson) {
   }
   EXPECT_NE(svg.find("class=\"best-path\""), std::string::npos);
   EXPECT_NE(svg.find("(best)</title>"), std::string::npos);
+
+  // Ticks in scaled units: a whole number and ns, µs, ms or s.
+  const std::regex tick("<text class=\"tick\"[^>]*>([^<]*)</text>");
+  const std::regex label("[1-9][0-9]{0,2} (ns|µs|ms)|[1-9][0-9]* s");
+  size_t ticks = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator(); ++it, ++ticks) {
+    EXPECT_TRUE(std::regex_match((*it)[1].str(), label)) << (*it)[1];
+  }
+  EXPECT_GE(ticks, 2u) << svg;
 }
 
 TEST_F(TunerTest, CommandRejectsABadTuneFileWithStatus2) {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 
+#include "svod/tune/time_scale.h"
 #include "tools/svod/svg.h"
 
 namespace svod::cli {
@@ -21,10 +22,11 @@ constexpr double kLeft = 80, kRight = 20, kTop = 40, kBottom = 60;
 constexpr double kPlotWidth = kWidth - kLeft - kRight, kPlotHeight = kHeight - kTop - kBottom;
 
 // Where the plot puts things: a column per round across, median times up on
-// a log scale from 10^log_lo to 10^log_hi ns.
+// a log scale from 10^log_lo to 10^log_hi ns, the ends of `axis`.
 struct Scales {
   size_t rounds = 1;
   double log_lo = 0, log_hi = 1;
+  TimeAxis axis;
 
   // The slot-th of `slots` places spread across round `round`'s column.
   double x(size_t round, size_t slot, size_t slots) const {
@@ -47,22 +49,22 @@ Scales scales_of(const std::vector<TuneCandidate>& candidates) {
     hi = std::max(hi, c.median_ns);
   }
   if (hi <= 0) lo = hi = 1;  // nothing ran: an empty frame
-  // Whole decades around the data, so the axis labels are round numbers.
-  const double log_lo = std::floor(std::log10(std::max(lo, 1.0)));
-  const double log_hi = std::max(std::ceil(std::log10(std::max(hi, 1.0))), log_lo + 1);
-  return Scales{.rounds = rounds, .log_lo = log_lo, .log_hi = log_hi};
+  // Round numbers around the data (1, 2, 5 times a power of ten), so the
+  // axis labels read "50 µs", "100 µs", "200 µs".
+  TimeAxis axis = log_time_axis(lo, hi);
+  const double log_lo = std::log10(axis.lo_ns), log_hi = std::log10(axis.hi_ns);
+  return Scales{.rounds = rounds, .log_lo = log_lo, .log_hi = log_hi, .axis = std::move(axis)};
 }
 
-// Axes: decades on the left, rounds below, then the axis titles and the frame.
+// Axes: time ticks on the left, rounds below, then the axis titles and the frame.
 std::string axes_svg(const Scales& scales) {
   std::string svg;
-  for (double d = scales.log_lo; d <= scales.log_hi; ++d) {
-    const double y = scales.y(std::pow(10.0, d));
-    const double us = std::pow(10.0, d) / 1e3;
+  for (const TimeTick& tick : scales.axis.ticks) {
+    const double y = scales.y(tick.ns);
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g} us</text>\n",
-        kLeft, y, kWidth - kRight, kLeft - 6, y + 4, us);
+        "<text class=\"tick\" x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+        kLeft, y, kWidth - kRight, kLeft - 6, y + 4, tick.label);
   }
   for (size_t r = 0; r < scales.rounds; ++r) {
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", scales.x(r, 0, 1),
@@ -88,8 +90,9 @@ std::vector<double> candidate_xs(const std::vector<TuneCandidate>& candidates, c
   return xs;
 }
 
-// The best-so-far path: after each round, the fastest candidate seen; empty
-// when no candidate ran.
+// The best-so-far path: after each round, the best candidate seen by the pick
+// rule (beats(), tuner.h), so it ends at the marked best; empty when no
+// candidate ran.
 std::string best_path_svg(const std::vector<TuneCandidate>& candidates, const Scales& scales,
                           const std::vector<double>& xs) {
   std::string path;
@@ -97,7 +100,7 @@ std::string best_path_svg(const std::vector<TuneCandidate>& candidates, const Sc
   for (size_t r = 0; r < scales.rounds; ++r) {
     for (size_t i = 0; i < candidates.size(); ++i) {
       const TuneCandidate& c = candidates[i];
-      if (c.round == r && c.status == TuneStatus::Ok && (!best || c.median_ns < candidates[*best].median_ns)) best = i;
+      if (c.round == r && beats(c, best ? &candidates[*best] : nullptr)) best = i;
     }
     if (!best) continue;
     path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", xs[*best], scales.y(candidates[*best].median_ns));
@@ -120,9 +123,9 @@ std::string candidate_marks_svg(const TuneFile& file, const TuneReport& report, 
       const bool is_best = i == report.best;
       svg += fmt::format(
           "<circle class=\"candidate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" stroke=\"#234\">"
-          "<title>{}: {:.2f} us{}</title></circle>\n",
+          "<title>{}: {}{}</title></circle>\n",
           xs[i], scales.y(c.median_ns), is_best ? 7 : 4, is_best ? "#2a7" : "#69c", svg_escape(params),
-          c.median_ns / 1e3, is_best ? " (best)" : "");
+          format_time(c.median_ns), is_best ? " (best)" : "");
     } else {
       // Failed candidates have no time: a cross along the top of their round.
       svg += fmt::format(

@@ -1,13 +1,16 @@
 """Builds the Python package svod with CMake, for `pip install .` (pyproject.toml).
 
-setuptools copies the Python files of python/svod (every module there) and python/_svod_cli.py;
-build_ext configures and builds the CMake target svod_python_wheel (the extension svod._svod,
-libsvod_runtime, its plugins and the svod command) and installs the CMake component svod_wheel
-into the wheel, which puts them side by side in svod/: the command's launcher (svod/svod) finds
-its library libsvod_command.so there, that library and the extension find the runtime beside
-them (RPATH $ORIGIN), and the runtime its plugins beside itself, so the
-installed package needs no PYTHONPATH or LD_LIBRARY_PATH and works from any folder. pip makes
-the console script <environment>/bin/svod (pyproject.toml), which execs svod/svod.
+setuptools copies the Python files of python/svod (every module there), python/_svod_cli.py and
+python/_svod_tinygrad_hook.py; build_py adds python/svod_tinygrad.pth beside the last two, at the
+top of the wheel (the installed .pth file lets tinygrad find the device SVOD with nothing but
+DEV=SVOD: _svod_tinygrad_hook.py says how); build_ext configures and builds the CMake target
+svod_python_wheel (the extension svod._svod, libsvod_runtime, its plugins and the svod command)
+and installs the CMake component svod_wheel into the wheel, which puts them side by side in
+svod/: the command's launcher (svod/svod) finds its library libsvod_command.so there, that
+library and the extension find the runtime beside them (RPATH $ORIGIN), and the runtime its
+plugins beside itself, so the installed package needs no PYTHONPATH or LD_LIBRARY_PATH and works
+from any folder. pip makes the console script <environment>/bin/svod (pyproject.toml), which
+execs svod/svod.
 
 Environment:
   SVOD_CMAKE_BUILD_DIR  a CMake build folder to build in (relative to this folder), e.g. an
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 
@@ -46,6 +50,19 @@ def cache_value(cache: Path, name: str):
 
 def same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
+
+
+class BuildPy(build_py):
+    """setuptools' build_py, and svod_tinygrad.pth into the wheel's top folder (setuptools installs
+    modules and package data, never a .pth file of its own accord)."""
+    PTH = "svod_tinygrad.pth"
+
+    def run(self):
+        super().run()
+        self.copy_file(str(ROOT / "python" / self.PTH), os.path.join(self.build_lib, self.PTH), preserve_mode=False)
+
+    def get_outputs(self, include_bytecode=True):
+        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, self.PTH)]
 
 
 class CMakeBuild(build_ext):
@@ -114,6 +131,6 @@ setup(
     options={"egg_info": {"egg_base": str(ROOT / "build")}},
     version=project_version(),
     ext_modules=[Extension("svod._svod", sources=[])],
-    cmdclass={"build_ext": CMakeBuild},
+    cmdclass={"build_py": BuildPy, "build_ext": CMakeBuild},
     zip_safe=False,
 )

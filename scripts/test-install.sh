@@ -6,12 +6,16 @@
 #    (--break-system-packages) and into a virtual environment: python3 imports svod with no
 #    PYTHONPATH and runs kernels and examples/python scripts, and the environment's bin/svod
 #    (/usr/local/bin/svod, venv/bin/svod) runs the example plans with the C++ command shipped
-#    in the package (svod/svod, compiling with the llvm plugin beside it);
+#    in the package (svod/svod, compiling with the llvm plugin beside it), and tinygrad runs on
+#    DEV=SVOD with no import of svod (the package's svod_tinygrad.pth);
 #  - the Debian package of `cpack -G DEB`, installed with dpkg -i (so its Depends must already
 #    be met: nothing is downloaded): its libraries in the multiarch folder
 #    (/usr/lib/x86_64-linux-gnu), found by ldd with no RPATH, the svod command on the example
 #    plans, a C++ program built against the installed CMake package, the C example built with
-#    pkg-config, and python3 importing svod from /usr/lib/python3/dist-packages.
+#    pkg-config, python3 importing svod from /usr/lib/python3/dist-packages, and tinygrad on
+#    DEV=SVOD with no import of svod.
+# tinygrad comes from the checkout SVOD_TINYGRAD_DIR (default: shared/tinygrad beside the source
+# folder); without one the DEV=SVOD checks are skipped, saying so.
 # (`cmake --install` into a prefix is tested by ctest: install_consumer, capi_consumer_*,
 # tests/python/test_install.py.)
 #
@@ -25,6 +29,7 @@ cd "$(dirname "$0")/.."
 src=$PWD
 build=$(cd "${1:-build/release}" && pwd)
 python=/usr/bin/python3
+tinygrad=${SVOD_TINYGRAD_DIR:-$src/../shared/tinygrad}
 export SVOD_CACHE=0  # compile every time, and leave ~/.cache/svod alone
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 unset PYTHONPATH PYTHONHOME
@@ -101,6 +106,29 @@ EOF
   done
 }
 
+# tinygrad (from its checkout) on DEV=SVOD with no import of svod: the installation's
+# svod_tinygrad.pth in the interpreter's site folder makes tinygrad's import of
+# tinygrad.runtime.ops_svod load svod.tinygrad from under PREFIX (the second argument).
+check_tinygrad() {
+  local interpreter=$1 prefix=$2
+  if [ ! -f "$tinygrad/tinygrad/__init__.py" ]; then
+    echo "test-install: no tinygrad at $tinygrad (SVOD_TINYGRAD_DIR): DEV=SVOD not tried"
+    return
+  fi
+  # (PYTHONDONTWRITEBYTECODE: the checkout may be read-only.)
+  (cd "$work" && DEV=SVOD PYTHONPATH=$tinygrad PYTHONDONTWRITEBYTECODE=1 "$interpreter" - "$prefix" <<'EOF'
+import sys
+from tinygrad import Device, Tensor
+assert Device.DEFAULT == "SVOD", Device.DEFAULT
+assert (Tensor([1., 2.]) + 1).numpy().tolist() == [2., 3.]
+import svod.tinygrad
+assert sys.modules["tinygrad.runtime.ops_svod"] is svod.tinygrad
+assert svod.tinygrad.__file__.startswith(sys.argv[1]), (svod.tinygrad.__file__, sys.argv[1])
+print("test-install: tinygrad runs on DEV=SVOD with no import of svod")
+EOF
+  )
+}
+
 # ldd finds FILE's libsvod_runtime.so.0 in FOLDER (through /lib -> /usr/lib: realpath).
 loads_runtime() {
   local file=$1 folder=$2 found
@@ -155,18 +183,22 @@ SVOD_CMAKE_BUILD_DIR=$build "$python" -m pip install -q --no-build-isolation --n
 pip_system=1
 site=$("$python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
 check_python "$python" "$site/svod"
+check_tinygrad "$python" "$site/svod"
 ls "$site"/svod/libsvod_runtime.so.* "$site"/svod/libsvod_llvm.so >/dev/null
 check_command "$scripts/svod" "$site/svod"
 "$python" -m pip uninstall -y -q --break-system-packages svod
 pip_system=0
 [ ! -e "$site/svod" ] || fail "pip uninstall left $site/svod"
 [ ! -e "$scripts/svod" ] || fail "pip uninstall left $scripts/svod"
-[ ! -e "$site/_svod_cli.py" ] || fail "pip uninstall left $site/_svod_cli.py"
+for f in _svod_cli.py _svod_tinygrad_hook.py svod_tinygrad.pth; do
+  [ ! -e "$site/$f" ] || fail "pip uninstall left $site/$f"
+done
 
 step "pip install into a virtual environment (--system-site-packages: Debian's numpy)"
 "$python" -m venv --without-pip --system-site-packages "$work/venv"
 SVOD_CMAKE_BUILD_DIR=$build "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$src"
 check_python "$work/venv/bin/python" "$work/venv/lib"
+check_tinygrad "$work/venv/bin/python" "$work/venv/lib"
 venv_site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
 check_command "$work/venv/bin/svod" "$venv_site/svod"
 
@@ -222,11 +254,14 @@ cc -std=c99 -Wall -Wextra -Werror "$src/examples/c/main.c" $(pkg-config --cflags
 
 step "python3 imports the installed package"
 check_python "$python" /usr/lib/python3/dist-packages/svod
+check_tinygrad "$python" /usr/lib/python3/dist-packages/svod
+"$python" -c "import _svod_tinygrad_hook"  # byte code in dist-packages/__pycache__, for the prerm to remove
 
 step "dpkg --purge svod"
 dpkg --purge svod >/dev/null
 deb_installed=0
 for p in /usr/bin/svod "$libdir/libsvod_command.so" "$libdir/libsvod_runtime.so.0" "$libdir/cmake/svod" "$libdir/pkgconfig/svod.pc" \
-         /usr/lib/python3/dist-packages/svod; do
+         /usr/lib/python3/dist-packages/svod /usr/lib/python3/dist-packages/svod_tinygrad.pth \
+         /usr/lib/python3/dist-packages/_svod_tinygrad_hook.py /usr/lib/python3/dist-packages/__pycache__/_svod_tinygrad_hook.*; do
   [ ! -e "$p" ] || fail "dpkg --purge left $p"
 done

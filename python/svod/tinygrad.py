@@ -5,7 +5,9 @@
     print((Tensor.ones(4, device="SVOD") * 2).tolist())
 
 Importing this module makes `tinygrad.runtime.ops_svod` resolve to it, which is how tinygrad
-finds a device named SVOD; nothing in tinygrad is edited. The device renders kernels with
+finds a device named SVOD; nothing in tinygrad is edited. An installed svod needs no import:
+the svod_tinygrad.pth file installed beside the package loads this module when tinygrad asks
+for that name (_svod_tinygrad_hook.py). The device renders kernels with
 tinygrad's C renderer (ClangRenderer, threads through its `core_id` parameter), keeps memory in
 svod buffers, and compiles and launches kernels through svod:
 
@@ -30,7 +32,7 @@ import time
 
 import numpy as np
 from tinygrad.device import Allocator, BufferSpec, Compiled, Compiler, MultiBuffer, Program, TinyELF
-from tinygrad.dtype import _to_np_dtype
+from tinygrad.dtype import dtypes
 from tinygrad.engine.jit import MultiGraphRunner
 from tinygrad.engine.realize import get_call_arg_uops
 from tinygrad.helpers import all_int, prod
@@ -76,13 +78,24 @@ class SVODRenderer(ClangRenderer):
         self.compiler = Compiler()  # the identity: the "binary" is the C source
 
 
+def _svod_dtype(dtype) -> str | None:
+    """svod's element type for a tinygrad buffer's dtype, or None where svod has none (fp8).
+
+    Not through tinygrad's _to_np_dtype: that gives float32 for bfloat16 and the fp8 types (the
+    numpy type tinygrad converts their values to), four bytes an element where the memory holds
+    two or one."""
+    if dtype == dtypes.bfloat16: return "bf16"
+    return None if dtype.fmt is None else np.dtype(dtype.fmt).name  # struct's codes: '?', 'b' ... 'e', 'f', 'd'
+
+
 def _buffer_param(index: int, dtype, shape: tuple) -> dict:
-    """A kernel's buffer parameter for svod: tinygrad's element type where numpy has it (svod takes
-    tinygrad's u8 memory for any type; bfloat16 and fp8 stay untyped bytes) and its size."""
-    np_dtype = _to_np_dtype(dtype)
+    """A kernel's buffer parameter for svod: its element type where svod has it (svod takes
+    tinygrad's u8 memory for any type; fp8 stays untyped bytes) and its size, in elements of that
+    type (in bytes when untyped)."""
+    svod_dtype = _svod_dtype(dtype)
     param = {"name": f"data{index}", "access": "readwrite"}
-    if np_dtype is not None: param["dtype"] = np.dtype(np_dtype).name
-    if all_int(shape): param["min_count"] = prod(shape) * (1 if np_dtype is not None else dtype.itemsize)
+    if svod_dtype is not None: param["dtype"] = svod_dtype
+    if all_int(shape): param["min_count"] = prod(shape) * (1 if svod_dtype is not None else dtype.itemsize)
     return param
 
 

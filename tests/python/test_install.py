@@ -1,4 +1,5 @@
-"""`cmake --install` puts an importable svod package where the interpreter looks under the prefix.
+"""`cmake --install` puts an importable svod package where the interpreter looks under the prefix,
+and with it the .pth file through which tinygrad finds the device SVOD with nothing but DEV=SVOD.
 
 (scripts/test-install.sh, run by CI, installs with pip and as a Debian package.)
 """
@@ -11,7 +12,11 @@ import sys
 import pytest
 
 BINARY_DIR = os.environ.get("SVOD_BINARY_DIR")
-SITE_SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "cmake" / "svod_python_site.py"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SITE_SCRIPT = REPO / "cmake" / "svod_python_site.py"
+# A tinygrad checkout (tests/python/test_tinygrad_ops.py says which).
+TINYGRAD_DIR = pathlib.Path(os.environ.get("SVOD_TINYGRAD_DIR", REPO.parent / "shared" / "tinygrad"))
+HAS_TINYGRAD = (TINYGRAD_DIR / "tinygrad" / "__init__.py").is_file()
 VERSION = "python%d.%d" % sys.version_info[:2]
 
 CHECK = (
@@ -20,6 +25,30 @@ CHECK = (
     "p = svod.device('CPU').compile(source='void k(int* o) { o[0] = 42; }', entry='k',\n"
     "                               buffers=[{'name': 'o', 'access': 'write'}])\n"
     "o = np.zeros(1, np.int32); p(o); assert o[0] == 42\n")
+
+# tinygrad on DEV=SVOD with no import of svod: the interpreter's site folder has svod_tinygrad.pth,
+# whose finder makes tinygrad's import of tinygrad.runtime.ops_svod load svod.tinygrad from the
+# installed package (%r: its folder).
+DEV_SVOD_CHECK = (
+    "import sys\n"
+    "from tinygrad import Device, Tensor\n"
+    "assert Device.DEFAULT == 'SVOD', Device.DEFAULT\n"
+    "assert (Tensor([1., 2.]) + 1).numpy().tolist() == [2., 3.]\n"
+    "import svod.tinygrad\n"
+    "assert sys.modules['tinygrad.runtime.ops_svod'] is svod.tinygrad\n"
+    "assert svod.tinygrad.__file__.startswith(%r), svod.tinygrad.__file__\n")
+
+# An interpreter with the .pth file: the finder is in sys.meta_path, and imports of missing modules
+# fail as ever (tinygrad's device module too where tinygrad is absent).
+STARTUP_CHECK = (
+    "import importlib.util, sys\n"
+    "assert [f for f in sys.meta_path if type(f) is type and f.__name__ == 'SvodTinygradFinder'], sys.meta_path\n"
+    "names = ['no_such_module_anywhere', 'json.no_such_module']\n"
+    "if importlib.util.find_spec('tinygrad') is None: names.append('tinygrad.runtime.ops_svod')\n"
+    "for name in names:\n"
+    "    try: __import__(name)\n"
+    "    except ModuleNotFoundError: pass\n"
+    "    else: raise AssertionError(name)\n")
 
 
 def site_folder(prefix):
@@ -60,6 +89,8 @@ def test_installed_into_a_prefix_never_looked_in_imports_with_pythonpath(tmp_pat
     # Every module of python/svod is installed.
     modules = {p.name for p in (SITE_SCRIPT.parents[1] / "python" / "svod").glob("*.py")}
     assert modules <= {p.name for p in (site / "svod").glob("*.py")}
+    # So is the .pth file for tinygrad, though Python runs none in a PYTHONPATH folder.
+    assert (site / "svod_tinygrad.pth").is_file() and (site / "_svod_tinygrad_hook.py").is_file()
     env = without_pythonpath()
     env["PYTHONPATH"] = str(site)
     result = subprocess.run([sys.executable, "-c", CHECK % str(site)], env=env, cwd=tmp_path, capture_output=True,
@@ -77,11 +108,13 @@ def test_installed_into_a_prefix_never_looked_in_imports_with_pythonpath(tmp_pat
         assert os.path.realpath(prefix / "lib" / library) in loaded, (library, loaded)
 
 
-@pytest.mark.skipif(not BINARY_DIR, reason="needs SVOD_BINARY_DIR (set when ctest runs these tests)")
-def test_installed_into_a_virtual_environment_imports_without_pythonpath(tmp_path):
-    # The environment's interpreter looks in <venv>/lib/python3.X/site-packages, and the
-    # installed extension finds <venv>/lib/libsvod_runtime.so through its RPATH.
-    venv = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A virtual environment (seeing Debian's numpy) that BINARY_DIR is installed into with
+    `cmake --install`: (its interpreter, its site folder)."""
+    if not BINARY_DIR:
+        pytest.skip("needs SVOD_BINARY_DIR (set when ctest runs these tests)")
+    venv = tmp_path_factory.mktemp("install") / "venv"
     made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
                           capture_output=True, text=True, timeout=120)
     if made.returncode != 0:
@@ -91,7 +124,44 @@ def test_installed_into_a_virtual_environment_imports_without_pythonpath(tmp_pat
                    timeout=300)
     site = pathlib.Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
                                        check=True, capture_output=True, text=True).stdout.strip())
-    assert list(site.glob("svod/_svod*.so")), list(venv.rglob("_svod*"))
+    return python, site
+
+
+def test_installed_into_a_virtual_environment_imports_without_pythonpath(venv, tmp_path):
+    # The environment's interpreter looks in <venv>/lib/python3.X/site-packages, and the
+    # installed extension finds <venv>/lib/libsvod_runtime.so through its RPATH.
+    python, site = venv
+    assert list(site.glob("svod/_svod*.so")), list(site.parents[2].rglob("_svod*"))
     result = subprocess.run([str(python), "-c", CHECK % str(site)], env=without_pythonpath(), cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(not HAS_TINYGRAD, reason=f"tinygrad is not at {TINYGRAD_DIR} (SVOD_TINYGRAD_DIR)")
+def test_installed_tinygrad_finds_svod_with_nothing_but_dev_svod(venv, tmp_path):
+    python, site = venv
+    assert (site / "svod_tinygrad.pth").is_file() and (site / "_svod_tinygrad_hook.py").is_file()
+    # tinygrad from its checkout (read-only: no byte code written there), svod from the
+    # environment; the program imports only tinygrad.
+    env = dict(without_pythonpath(), PYTHONPATH=str(TINYGRAD_DIR), PYTHONDONTWRITEBYTECODE="1", DEV="SVOD")
+    env.pop("DEBUG", None)
+    result = subprocess.run([str(python), "-c", DEV_SVOD_CHECK % str(site / "svod")], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def test_installed_pth_file_costs_no_import_at_start(venv, tmp_path):
+    python, _ = venv
+    env = dict(without_pythonpath(), PYTHONDONTWRITEBYTECODE="1")
+    result = subprocess.run([str(python), "-c", STARTUP_CHECK], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    # A program that never uses tinygrad imports nothing of svod, numpy or tinygrad, nor the
+    # finder's module (-X importtime lists every import, found or not).
+    result = subprocess.run([str(python), "-X", "importtime", "-c", "pass"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "site" in imported, result.stderr
+    loaded = sorted(m for m in imported if m.split(".")[0] in ("svod", "_svod_tinygrad_hook", "numpy", "tinygrad"))
+    assert not loaded, loaded

@@ -1,4 +1,5 @@
-"""svod.tinygrad against tinygrad's own operator suite, and its TinyJit graph runner.
+"""svod.tinygrad against tinygrad's own operator suite, its TinyJit graph runner (with the kernels
+it leaves to tinygrad) and the element types numpy lacks.
 
 tinygrad is a checkout of commit a9069c1 (its `tinygrad/` package, `test/helpers.py` and
 `test/backend/test_ops.py`) where SVOD_TINYGRAD_DIR points, by default `shared/tinygrad` beside
@@ -171,3 +172,77 @@ def test_jit_mlp_matches_numpy(tg, graph_calls):
         ref = np.exp(h - h.max(1, keepdims=True))
         np.testing.assert_allclose(out, ref / ref.sum(1, keepdims=True), rtol=1e-4, atol=1e-5)
     assert graph_calls
+
+
+def test_jit_leaves_a_kernel_reading_an_input_through_a_view_to_tinygrad(tg, graph_calls, monkeypatch):
+    """The graph runner's fallback: a kernel that takes a view of the jitted function's input (a
+    plan could not rebind it) is refused by SVODGraph.supports_uop, and tinygrad runs it alone,
+    between the batches before and after it, which replay as plans; every call gives the right
+    values for its own input."""
+    Tensor, TinyJit, _, backend = tg
+    from tinygrad.engine.realize import get_call_arg_uops
+    from tinygrad.uop.ops import Ops
+    refused, alone = [], []
+    supports = backend.SVODGraph.supports_uop
+
+    def recorded(batch_devs, call):
+        ok = supports(batch_devs, call)
+        if not ok: refused.append([b.op for b in get_call_arg_uops(call)])
+        return ok
+
+    def counted(self, *args, **kwargs):  # a kernel tinygrad runs itself, not a plan
+        alone.append(self.name)
+        return call(self, *args, **kwargs)
+
+    call = backend.SVODProgram.__call__
+    monkeypatch.setattr(backend.SVODGraph, "supports_uop", staticmethod(recorded))
+    monkeypatch.setattr(backend.SVODProgram, "__call__", counted)
+
+    @TinyJit
+    def f(a):
+        x = (a * 2).contiguous()
+        y = (x + 1).contiguous()
+        z = (a[4:12].contiguous() + y[:8]).contiguous()  # a[4:12] reaches its kernel as a view of a
+        w = (z * z).contiguous()
+        return (w + x[8:]).contiguous()
+
+    rng = np.random.default_rng(3)
+    for i in range(5):
+        an = rng.standard_normal(16, dtype=np.float32)
+        alone.clear()
+        out = f(Tensor(an, device="SVOD").realize()).numpy()
+        x = an * 2
+        np.testing.assert_allclose(out, (an[4:12] + x[:8] + 1) ** 2 + x[8:], rtol=1e-5, atol=1e-5)
+        if i >= 2:  # a replay: only the refused kernel runs alone
+            assert len(alone) == 1, alone
+    assert any(Ops.SHRINK in ops for ops in refused), refused
+    assert len(graph_calls) >= 3  # the batches replayed as plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Element types numpy lacks.
+
+def test_buffer_sizes_are_declared_in_the_buffers_own_bytes(tg):
+    """Every tinygrad element type is declared with svod's type of the same size (or as bytes),
+    so that min_count asks for as many bytes as the buffer holds: 4 elements of bfloat16 are 8
+    bytes, of an fp8 type 4 (tinygrad's numpy type for both is float32, 4 bytes an element)."""
+    from tinygrad import dtypes
+    backend = tg[3]
+    cpu = svod.device("CPU")
+    for dtype in [*dtypes.ints, *dtypes.floats, dtypes.bool]:
+        param = backend._buffer_param(0, dtype, (4,))
+        itemsize = cpu.allocate(param["dtype"], 1).nbytes if "dtype" in param else 1
+        assert param["min_count"] * itemsize == 4 * dtype.itemsize, (dtype, param)
+    assert backend._buffer_param(1, dtypes.bfloat16, (4,))["dtype"] == "bf16"
+
+
+def test_bfloat16_through_kernels(tg):
+    Tensor, _, _, _ = tg
+    from tinygrad import dtypes
+    values = np.arange(-8, 8, dtype=np.float32) / 4  # bfloat16 holds these and the results exactly
+    t = Tensor(values, device="SVOD", dtype=dtypes.bfloat16)
+    out = (t * 3 + 1).contiguous()
+    assert out.dtype == dtypes.bfloat16
+    np.testing.assert_array_equal(out.float().numpy(), values * 3 + 1)
+    np.testing.assert_array_equal((t * t).sum().float().numpy(), (values * values).sum())
+    np.testing.assert_array_equal(t.numpy(), values)  # out through tinygrad's copy as well

@@ -199,6 +199,10 @@ step "pip install into a virtual environment (--system-site-packages: Debian's n
 SVOD_CMAKE_BUILD_DIR=$build "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$src"
 check_python "$work/venv/bin/python" "$work/venv/lib"
 check_tinygrad "$work/venv/bin/python" "$work/venv/lib"
+meta=$("$work/venv/bin/python" -m pip show svod)
+for field in "License: MIT" "Author: the svod developers"; do
+  grep -qxF "$field" <<<"$meta" || fail "pip show svod lacks \"$field\": $meta"
+done
 venv_site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
 check_command "$work/venv/bin/svod" "$venv_site/svod"
 
@@ -214,6 +218,10 @@ step "the package's libraries in $libdir, found with no RPATH"
 extension=$(ls /usr/lib/python3/dist-packages/svod/_svod*.so)
 for f in "$libdir/libsvod_runtime.so.0" "$libdir/libsvod_c.so.1" "$libdir/libsvod_c.so" "$libdir/libsvod_llvm.so" \
          "$libdir/libsvod_command.so" "$libdir/cmake/svod/svodConfig.cmake" "$libdir/cmake/svod/svodTargets.cmake" "$libdir/pkgconfig/svod.pc"; do
+  dpkg -L svod | grep -qxF "$f" || fail "dpkg -L svod does not list $f"
+done
+for f in /usr/share/man/man1/svod.1 /usr/share/doc/svod/copyright /usr/share/doc/svod/README.md \
+         /usr/share/doc/svod/PLAN_FORMAT.md; do
   dpkg -L svod | grep -qxF "$f" || fail "dpkg -L svod does not list $f"
 done
 if dpkg -L svod | grep -E '^/usr/lib/(libsvod|cmake|pkgconfig)'; then

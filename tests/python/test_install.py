@@ -91,6 +91,11 @@ def test_installed_into_a_prefix_never_looked_in_imports_with_pythonpath(tmp_pat
     assert modules <= {p.name for p in (site / "svod").glob("*.py")}
     # So is the .pth file for tinygrad, though Python runs none in a PYTHONPATH folder.
     assert (site / "svod_tinygrad.pth").is_file() and (site / "_svod_tinygrad_hook.py").is_file()
+    # The manual page, the licence and the documents the command's help points at.
+    assert (prefix / "share" / "man" / "man1" / "svod.1").read_text().startswith(".\\\" Made by")
+    docs = prefix / "share" / "doc" / "svod"
+    for name in ("LICENSE", "copyright", "README.md", "PLAN_FORMAT.md", "TUNE_FORMAT.md", "SECURITY.md"):
+        assert (docs / name).is_file(), name
     env = without_pythonpath()
     env["PYTHONPATH"] = str(site)
     result = subprocess.run([sys.executable, "-c", CHECK % str(site)], env=env, cwd=tmp_path, capture_output=True,

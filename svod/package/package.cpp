@@ -146,6 +146,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   load.vars = manifest.variables;
   for (const auto& [name, value] : options.vars) load.vars[name] = value;
   load.communicator = options.communicator;
+  load.inputs = options.inputs;
   load.npy_buffer = [&](const PlanFileBuffer& desc, Device& device) {
     const auto data = reader.get(init_section(desc.name)).bytes;
     if (data.size() != desc.bytes())

@@ -69,6 +69,9 @@ struct PackageLoadOptions {
   std::map<std::string, int64_t> vars;
   // The ranks the plan runs on (LoadOptions::communicator); null: one rank.
   std::shared_ptr<Communicator> communicator = {};
+  // Buffers whose first values come from .npy files instead of the package's
+  // data (LoadOptions::inputs).
+  std::map<std::string, std::filesystem::path> inputs;
 };
 
 struct LoadedPackage {

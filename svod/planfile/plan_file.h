@@ -179,6 +179,12 @@ struct LoadOptions {
   // when the compiles end. Nothing is written when stderr is not a terminal.
   std::chrono::milliseconds progress_after = std::chrono::seconds(1);
 
+  // Base buffers whose first values come from these .npy files instead of
+  // their init (svod run --input NAME=@FILE.npy): by buffer name, each file
+  // checked as an npy init is (dtype, element count). Errors name
+  // "inputs.NAME": an unknown buffer (with the plan's), a view, a bad file.
+  std::map<std::string, std::filesystem::path> inputs;
+
   // Hooks for packages (svod/package), which carry a plan's data and compiled
   // programs in place of .npy files and source to compile. Each one unset
   // leaves load_plan to do its own work. build_program runs on several

@@ -6,6 +6,8 @@
 #include <numbers>
 #include <optional>
 
+#include <fmt/ranges.h>
+
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "svod/base/thread_pool.h"
@@ -83,7 +85,9 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-void initialise_host(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& buffer) {
+// Fills `buffer` (host memory) as desc.init says. Errors say what is wrong
+// with the init (an .npy file's dtype or count); the caller says where.
+void initialise_host(const PlanFileBuffer& desc, const Buffer& buffer) {
   const BufferInit& init = desc.init;
   const size_t size = size_of(desc.dtype);
   auto* out = static_cast<std::byte*>(buffer.data());
@@ -109,40 +113,38 @@ void initialise_host(const PlanFile& file, const PlanFileBuffer& desc, const Buf
       return;
     }
     case BufferInit::Kind::Npy: {
-      at(file, fmt::format("buffers.{}.init.npy", desc.name), [&] {
-        const NpyArray array = read_npy(init.npy);
-        const bool bf16_bits = desc.dtype == DType::BF16 && array.dtype == DType::U16;
-        const bool bf16_floats = desc.dtype == DType::BF16 && array.dtype == DType::F32;
-        if (array.dtype != desc.dtype && !bf16_bits && !bf16_floats) {
-          throw make_error(ErrorKind::Validation, "{} holds {} values, the buffer is {}{}", init.npy.string(),
-                           to_string(array.dtype), to_string(desc.dtype),
-                           desc.dtype == DType::BF16 ? " (bf16 buffers take u16 bit patterns or f32)" : "");
-        }
-        if (array.count() != desc.count) {
-          throw make_error(ErrorKind::Validation, "{} holds {} elements, the buffer has {}", init.npy.string(),
-                           array.count(), desc.count);
-        }
-        if (bf16_floats) {
-          each([&](size_t i) { return double(reinterpret_cast<const float*>(array.data.data())[i]); });
-        } else {
-          std::memcpy(out, array.data.data(), array.data.size());
-        }
-      });
+      const NpyArray array = read_npy(init.npy);
+      const bool bf16_bits = desc.dtype == DType::BF16 && array.dtype == DType::U16;
+      const bool bf16_floats = desc.dtype == DType::BF16 && array.dtype == DType::F32;
+      if (array.dtype != desc.dtype && !bf16_bits && !bf16_floats) {
+        throw make_error(ErrorKind::Validation, "{} holds {} values, the buffer is {}{}", init.npy.string(),
+                         to_string(array.dtype), to_string(desc.dtype),
+                         desc.dtype == DType::BF16 ? " (bf16 buffers take u16 bit patterns or f32)" : "");
+      }
+      if (array.count() != desc.count) {
+        throw make_error(ErrorKind::Validation, "{} holds {} elements, the buffer has {}", init.npy.string(),
+                         array.count(), desc.count);
+      }
+      if (bf16_floats) {
+        each([&](size_t i) { return double(reinterpret_cast<const float*>(array.data.data())[i]); });
+      } else {
+        std::memcpy(out, array.data.data(), array.data.size());
+      }
       return;
     }
   }
 }
 
 // Device memory is filled through a host staging buffer.
-void initialise(const PlanFile& file, const PlanFileBuffer& desc, const Buffer& buffer) {
+void initialise(const PlanFileBuffer& desc, const Buffer& buffer) {
   if (desc.init.kind == BufferInit::Kind::Zeros) return;  // every device's memory starts zeroed
   if (buffer.is_host()) {
-    initialise_host(file, desc, buffer);
+    initialise_host(desc, buffer);
     return;
   }
   const Buffer staging = buffer.device().allocate_host(desc.dtype, desc.count);
-  initialise_host(file, desc, staging);
-  at(file, "buffers." + desc.name, [&] { buffer.device().copy(buffer, staging); });
+  initialise_host(desc, staging);
+  buffer.device().copy(buffer, staging);
 }
 
 // Expected values from a file (`what`, an .npy or a package's section) are as
@@ -253,16 +255,25 @@ class PlanLoader {
   // Base buffers on their devices, created and initialised (or brought by
   // options.npy_buffer), then the views of them.
   void add_buffers() {
+    check_inputs();
     for (const auto& b : file_.buffers) {
       if (b.view_of) continue;
       const std::string path = "buffers." + b.name;
       Device& device = devices_.get(b.device, path + ".device");
       Buffer buffer;
-      if (options_.npy_buffer && b.init.kind == BufferInit::Kind::Npy) {
+      if (const auto input = options_.inputs.find(b.name); input != options_.inputs.end()) {
+        PlanFileBuffer given = b;
+        given.init = BufferInit{.kind = BufferInit::Kind::Npy, .npy = input->second};
+        buffer = at(file_, "inputs." + b.name, [&] {
+          Buffer made = device.allocate(b.dtype, b.count);
+          initialise(given, made);
+          return made;
+        });
+      } else if (options_.npy_buffer && b.init.kind == BufferInit::Kind::Npy) {
         buffer = at(file_, path + ".init.npy", [&] { return options_.npy_buffer(b, device); });
       } else {
         buffer = at(file_, path, [&] { return device.allocate(b.dtype, b.count); });
-        initialise(file_, b, buffer);
+        at(file_, b.init.kind == BufferInit::Kind::Npy ? path + ".init.npy" : path, [&] { initialise(b, buffer); });
       }
       made_[b.name] = buffer;
       slots_[b.name] = builder_.add_buffer(std::move(buffer), b.name);
@@ -274,6 +285,24 @@ class PlanLoader {
       slots_[b.name] = at(file_, "buffers." + b.name, [&] {
         return builder_.add_view(slots_.at(*b.view_of), b.offset * size, b.count * size, b.dtype, b.name);
       });
+    }
+  }
+
+  // options.inputs name base buffers of the plan.
+  void check_inputs() const {
+    for (const auto& [name, npy] : options_.inputs) {
+      const PlanFileBuffer* b = file_.find_buffer(name);
+      if (b == nullptr) {
+        std::vector<std::string> names;
+        for (const auto& buffer : file_.buffers)
+          if (!buffer.view_of) names.push_back(buffer.name);
+        throw make_error(ErrorKind::Validation, "{}: inputs.{}: the plan has no buffer named \"{}\" (its buffers: {})",
+                         file_.source_name, name, name, fmt::join(names, ", "));
+      }
+      if (b->view_of) {
+        throw make_error(ErrorKind::Validation, "{}: inputs.{}: a view of \"{}\": give the values of that buffer",
+                         file_.source_name, name, *b->view_of);
+      }
     }
   }
 

@@ -165,6 +165,48 @@ TEST(SvodRun, AnOutFolderThatCannotBeMadeFailsBeforeTheRun) {
   EXPECT_EQ(r.err.find("undeclared"), std::string::npos) << r.err;
 }
 
+// --input feeds a buffer from an .npy file instead of its init, --output
+// writes any buffer after the first execution, as iree-run-module users
+// expect; mistakes are named before anything runs.
+TEST(SvodRun, InputAndOutputFeedAndWriteBuffersWithoutEditingThePlan) {
+  TempDir dir;
+  const auto plan = dir.write("plan.json", kAddPlan);
+  std::vector<float> tens(64, 10.0f);
+  const size_t shape[] = {64};
+  write_npy(dir / "tens.npy", DType::F32, shape, std::as_bytes(std::span(tens)));
+  RunResult r = svod_run(dir, {plan.string(), "--input", "a=@" + (dir / "tens.npy").string(), "--output",
+                               "b=" + (dir / "b.npy").string(), "--output", "out=" + (dir / "o.npy").string()});
+  // The plan's expectation is for its own inputs: 10 + 2, not 0 + 2, so it fails.
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("out: f32 [8, 8] [12, 12, 12,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("b: wrote " + (dir / "b.npy").string()), std::string::npos) << r.out;
+  const NpyArray b = read_npy(dir / "b.npy");  // after the copy of out into b
+  ASSERT_EQ(b.count(), 64u);
+  EXPECT_EQ(reinterpret_cast<const float*>(b.data.data())[5], 12.0f);
+  EXPECT_EQ(read_npy(dir / "o.npy").shape, (std::vector<size_t>{8, 8}));
+
+  std::vector<double> wide(64, 1.0);
+  write_npy(dir / "wide.npy", DType::F64, shape, std::as_bytes(std::span(wide)));
+  const std::string p = plan.string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--input", "a=@" + (dir / "wide.npy").string()}, p + ": inputs.a: " + (dir / "wide.npy").string() +
+                                                             " holds f64 values, the buffer is f32"},
+      {{"--input", "z=@" + (dir / "tens.npy").string()}, p + ": inputs.z: the plan has no buffer named \"z\" (its buffers: a, b, out)"},
+      {{"--input", "a=@" + (dir / "absent.npy").string()}, p + ": inputs.a: "},
+      {{"--input", "a"}, "--input a: expected NAME=@FILE.npy"},
+      {{"--output", "z=" + (dir / "z.npy").string()}, "--output z: the plan has no buffer named \"z\""},
+      {{"--output", "b=" + (dir / "no" / "b.npy").string()}, "--output: cannot write " + (dir / "no" / "b.npy").string()},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> all = {p};
+    all.insert(all.end(), args.begin(), args.end());
+    const RunResult bad = svod_run(dir, all);
+    EXPECT_EQ(bad.status, 2) << args[1] << bad.out << bad.err;
+    EXPECT_NE(bad.first_err_line().find(expected), std::string::npos) << expected << "\n" << bad.err;
+    EXPECT_EQ(bad.out.find("execute ("), std::string::npos) << bad.out;
+  }
+}
+
 // --profile (as bench's --json, --plot and --profile, tune's --json and
 // --plot) is refused before the plan is even loaded, not after the run.
 TEST(SvodRun, AnOutputFileThatCannotBeWrittenFailsBeforeTheRun) {

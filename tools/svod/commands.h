@@ -21,6 +21,11 @@ struct RunOptions {
   std::vector<std::string> vars;  // NAME=VALUE
   int repeat = 1;
   std::string out_dir;
+  // NAME=@FILE.npy: buffer NAME's first values from FILE (relative to the
+  // working folder), instead of its init in the plan.
+  std::vector<std::string> inputs;
+  // NAME=FILE.npy: buffer NAME after the first execution written to FILE.
+  std::vector<std::string> outputs;
   std::string profile;  // Chrome trace output
   std::string backend;  // clang, llvm or dlopen; empty: SVOD_CPU_BACKEND or the default
   bool sequential = false;

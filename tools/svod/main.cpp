@@ -63,6 +63,15 @@ int svod_command_main(int argc, char** argv) {
   run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
       ->check(svod::cli::at_least(1));
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
+  run->add_option("--input", run_options.inputs,
+                  "NAME=@FILE.npy: start buffer NAME with the values of FILE instead of its init in the plan "
+                  "(repeatable)")
+      ->type_size(1)
+      ->allow_extra_args(false);
+  run->add_option("--output", run_options.outputs,
+                  "NAME=FILE.npy: write buffer NAME as it is after the first execution to FILE (repeatable)")
+      ->type_size(1)
+      ->allow_extra_args(false);
   run->add_option("--profile", run_options.profile, "write a Chrome trace (chrome://tracing, Perfetto) of the ops");
   run->add_flag("--sequential", run_options.sequential, "run the ops one at a time in dependency order");
   add_ranks(run, run_options.ranks, "run the plan",

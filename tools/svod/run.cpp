@@ -88,6 +88,22 @@ std::optional<std::string> out_dir_problem(const std::filesystem::path& dir) {
   return std::nullopt;
 }
 
+// --input and --output: NAME=FILE (FILE may start with '@', as iree-run-module
+// writes it), by name, FILE made absolute against the working folder.
+std::map<std::string, std::filesystem::path> named_files(const std::vector<std::string>& args, std::string_view flag) {
+  std::map<std::string, std::filesystem::path> files;
+  for (const auto& text : args) {
+    const size_t eq = text.find('=');
+    std::string_view file = eq == std::string::npos ? std::string_view() : std::string_view(text).substr(eq + 1);
+    if (file.starts_with('@')) file.remove_prefix(1);
+    if (eq == 0 || eq == std::string::npos || file.empty())
+      throw make_error(ErrorKind::Validation, "{} {}: expected NAME=@FILE.npy", flag, text);
+    if (!files.emplace(text.substr(0, eq), std::filesystem::absolute(file)).second)
+      throw make_error(ErrorKind::Validation, "{} {}: buffer \"{}\" is named twice", flag, text, text.substr(0, eq));
+  }
+  return files;
+}
+
 // One rank's plan, with the file it came from (its name, folder and outputs).
 struct RankPlan {
   PlanFile file;
@@ -105,11 +121,14 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   if (package && options.backend.empty() && !std::getenv("SVOD_CPU_BACKEND")) select_cpu_backend("clang");
   select_cpu_backend(options.backend);
   if (package) {
-    LoadedPackage loaded_package = load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm});
+    LoadedPackage loaded_package = load_package(
+        options.plan, PackageLoadOptions{parse_vars(options.vars), comm, named_files(options.inputs, "--input")});
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);
-  LoadedPlan loaded = load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm});
+  LoadedPlan loaded = load_plan(file, LoadOptions{.vars = parse_vars(options.vars),
+                                                  .communicator = comm,
+                                                  .inputs = named_files(options.inputs, "--input")});
   return {std::move(file), std::move(loaded)};
 }
 
@@ -255,9 +274,10 @@ class RunWatchdog {
 };
 
 // Executes the plan --repeat times, the first (cold) execution under `cold`
-// and the others (warm) under `warm`; returns each output's bytes as they
-// were after the first execution.
-std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded, Profiler& cold,
+// and the others (warm) under `warm`; returns the bytes of each buffer of
+// `captured` (plan buffer indices) as they were after the first execution.
+std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
+                                                       const std::vector<size_t>& captured, Profiler& cold,
                                                        Profiler& warm, int rank) {
   std::vector<std::vector<std::byte>> snapshots;
   OpWatch watch(cold, loaded.op_labels);
@@ -279,8 +299,8 @@ std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options
     loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &watch});
     profiler.end_run();
     if (r == 0) {
-      for (const auto& out : loaded.outputs) {
-        const Buffer& b = loaded.plan.buffer(out.slot);
+      for (const size_t slot : captured) {
+        const Buffer& b = loaded.plan.buffer(slot);
         const auto* p = static_cast<const std::byte*>(b.data());
         snapshots.emplace_back(p, p + b.bytes());
       }
@@ -374,8 +394,13 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     if (auto problem = out_dir_problem(options.out_dir))
       return failed(make_error(ErrorKind::Io, "--out {}: {}", options.out_dir, *problem));
   }
+  std::map<std::string, std::filesystem::path> output_files;
   try {
-    if (rank0) check_outputs({{"--profile", options.profile}});
+    if (rank0) {
+      check_outputs({{"--profile", options.profile}});
+      output_files = named_files(options.outputs, "--output");
+      for (const auto& [name, path] : output_files) check_outputs({{"--output", path.string()}});
+    }
   } catch (const Error& e) {
     return failed(e);
   }
@@ -392,10 +417,32 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   if (comm && comm->size() > 1)
     output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
 
+  // The outputs, then the buffers --output asks for (rank 0 writes them).
+  std::vector<size_t> captured;
+  for (const auto& out : loaded.outputs) captured.push_back(out.slot);
+  std::vector<std::pair<LoadedOutput, std::filesystem::path>> written;
+  try {
+    if (rank0) {
+      for (const auto& [name, path] : output_files) {
+        const PlanFileBuffer* desc = file.find_buffer(name);
+        const std::optional<size_t> slot = loaded.plan.find_buffer(name);
+        if (desc == nullptr || !slot)
+          throw make_error(ErrorKind::Validation, "--output {}: the plan has no buffer named \"{}\"", name, name);
+        if (!loaded.plan.buffer(*slot).is_host())
+          throw make_error(ErrorKind::Validation, "--output {}: the buffer is on {}; only CPU buffers can be written",
+                           name, loaded.plan.buffer(*slot).device().name());
+        written.push_back({LoadedOutput{.name = name, .slot = *slot, .shape = desc->shape}, path});
+        captured.push_back(*slot);
+      }
+    }
+  } catch (const Error& e) {
+    return failed(e);
+  }
+
   Profiler cold = labelled_profiler(loaded), warm = labelled_profiler(loaded);
   std::vector<std::vector<std::byte>> snapshots;
   try {
-    snapshots = execute_repeatedly(options, loaded, cold, warm, comm ? comm->rank() : 0);
+    snapshots = execute_repeatedly(options, loaded, captured, cold, warm, comm ? comm->rank() : 0);
   } catch (const Error& e) {
     return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
   }
@@ -422,6 +469,15 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
       output.print("  wrote {}\n", path->string());
     }
     if (!expectation_met(output, out, dtype, data)) ++mismatched;
+  }
+  for (size_t i = 0; i < written.size(); ++i) {
+    const auto& [out, path] = written[i];
+    try {
+      write_output_npy(path, out, loaded.plan.buffer(out.slot).dtype(), snapshots[loaded.outputs.size() + i]);
+    } catch (const Error& e) {
+      return failed(make_error(e.kind(), "--output {}: {}", out.name, e.what()));
+    }
+    output.print("{}: wrote {}\n", out.name, path.string());
   }
 
   print_times(output, options, cold.profile(), warm.profile(), loaded.plan, load_ms);

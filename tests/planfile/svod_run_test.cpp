@@ -149,14 +149,18 @@ TEST(SvodRun, OutWritesEveryOutputAndVarsOverride) {
   EXPECT_FALSE(std::filesystem::exists(dir / "out.npy"));
 }
 
-TEST(SvodRun, AnOutFolderThatCannotBeMadeFailsBeforeTheRun) {
-  TempDir dir;
-  // The kernel does not compile: the --out error must come first, before
-  // the plan is even loaded.
+// kAddPlan with a kernel that does not compile, as DIR/plan.json: an error
+// about an output path must come before the plan is even loaded.
+std::filesystem::path uncompilable_plan(const TempDir& dir) {
   std::string text = kAddPlan;
   const std::string body = "o[i] = a[i] + b[i];";
   text.replace(text.find(body), body.size(), "o[i] = undeclared;");
-  const auto plan = dir.write("plan.json", text);
+  return dir.write("plan.json", text);
+}
+
+TEST(SvodRun, AnOutFolderThatCannotBeMadeFailsBeforeTheRun) {
+  TempDir dir;
+  const auto plan = uncompilable_plan(dir);
   dir.write("taken", "a file, not a folder");
   RunResult r = svod_run(dir, {plan.string(), "--out", (dir / "taken" / "results").string()});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
@@ -211,10 +215,7 @@ TEST(SvodRun, InputAndOutputFeedAndWriteBuffersWithoutEditingThePlan) {
 // --plot) is refused before the plan is even loaded, not after the run.
 TEST(SvodRun, AnOutputFileThatCannotBeWrittenFailsBeforeTheRun) {
   TempDir dir;
-  std::string text = kAddPlan;
-  const std::string body = "o[i] = a[i] + b[i];";
-  text.replace(text.find(body), body.size(), "o[i] = undeclared;");
-  const auto plan = dir.write("plan.json", text);
+  const auto plan = uncompilable_plan(dir);
   for (const std::string& bad : {(dir / "missing" / "trace.json").string(), dir.path().string()}) {
     RunResult r = svod_run(dir, {plan.string(), "--profile", bad});
     EXPECT_EQ(r.status, 2) << r.out << r.err;

@@ -386,6 +386,18 @@ TEST_F(KernelTrap, AHandlerInstalledLaterIsPutBelowSvodsWhenNoted) {
   EXPECT_EXIT(body(false), ::testing::ExitedWithCode(42), "");
 }
 
+// A thread the kernel started runs no launch: its fault cannot be trapped,
+// but the report names the program whose code faulted before the process ends.
+TEST_F(KernelTrap, AFaultOnAThreadTheKernelStartedNamesTheProgram) {
+  EXPECT_DEATH(launch("typedef unsigned long pthread_t;\n"
+                      "int pthread_create(pthread_t*, const void*, void* (*)(void*), void*);\n"
+                      "int pthread_join(pthread_t, void**);\n"
+                      "static void* bad(void* p) { *(volatile int*)16 = 1; return p; }\n"
+                      "void k(float* o) { pthread_t t; pthread_create(&t, 0, bad, o); pthread_join(t, 0); }"),
+               "svod: kernel fault: SIGSEGV \\(invalid memory access\\) at address 0x10\n"
+               "  in the code of program \"k\" \\(at 0x[0-9a-f]+\\) on a thread that runs no svod launch");
+}
+
 TEST_F(KernelTrap, FaultsOutsideKernelsAreLeftToTheHandlerBefore) {
   // (A sanitizer's handler, when there is one, ends the process its own way.)
   EXPECT_DEATH(

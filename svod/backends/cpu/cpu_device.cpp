@@ -50,7 +50,11 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const S
 
 CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const void> owner, void* entry,
                        std::vector<std::span<const std::byte>> code)
-    : Program(std::move(spec)), device_(&device), owner_(std::move(owner)), entry_(entry), code_(std::move(code)) {
+    : Program(std::move(spec)),
+      device_(&device),
+      owner_(register_kernel_code(std::move(owner), code, this->spec().display_name())),
+      entry_(entry),
+      code_(std::move(code)) {
   if (abi_arg_count() > kMaxKernelArgs)
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);

@@ -4,6 +4,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -347,6 +348,56 @@ bool trap(KernelFrame& k, const TrappedFault& f, void* context) {
 bool trap(KernelFrame&, const TrappedFault&, void*) { return false; }
 #endif
 
+// register_kernel_code's table, read by the handler without a lock: a slot
+// is claimed (1) and filled before it is published (2), and emptied (1, then
+// 0) before it is reused. A program's code has few ranges (its sections or
+// segments); more than kRanges are left out.
+struct CodeSlot {
+  static constexpr size_t kRanges = 4;
+  std::atomic<int> state{0};  // 0: free, 1: being filled or emptied, 2: in use
+  size_t ranges = 0;
+  uintptr_t begin[kRanges] = {};
+  uintptr_t size[kRanges] = {};
+  char name[128] = {};
+};
+CodeSlot code_slots[kMaxRegisteredPrograms];
+
+struct CodeRegistration {
+  std::shared_ptr<const void> owner;
+  CodeSlot* slot = nullptr;
+  ~CodeRegistration() {
+    if (slot == nullptr) return;
+    slot->state.store(1);
+    slot->state.store(0, std::memory_order_release);
+  }
+};
+
+// The registered program whose code holds `pc`, or nullptr.
+const CodeSlot* code_at(uintptr_t pc) {
+  for (const CodeSlot& slot : code_slots) {
+    if (slot.state.load(std::memory_order_acquire) != 2) continue;
+    for (size_t i = 0; i < slot.ranges; ++i)
+      if (pc - slot.begin[i] < slot.size[i]) return &slot;
+  }
+  return nullptr;
+}
+
+// A fault in a program's code on a thread that runs no launch: named, then
+// left to the handler before svod's, as every fault outside a launch is.
+void report_unlaunched(const CodeSlot& slot, const TrappedFault& f) {
+  Report r;
+  r << "\nsvod: kernel fault: " << describe(f.signal);
+  if (address_known(f)) {
+    r << " at address ";
+    r.hex(f.address);
+  }
+  r << "\n  in the code of program \"" << std::string_view(slot.name) << "\" (at ";
+  r.hex(f.pc) << ") on a thread that runs no svod launch: one the kernel started, or code it left to run later\n"
+                 "svod: a kernel is stopped at a fault only on the threads svod runs it on; the process cannot safely "
+                 "go on; it ends with the signal\n";
+  r.write();
+}
+
 // Traps a fault of a running kernel's own code (see trap). Otherwise reports
 // it, then puts back the handler that was there before svod's and lets the
 // signal happen again under it: a fault re-executes the faulting instruction
@@ -370,6 +421,12 @@ void on_fault(int signal, siginfo_t* info, void* context) {
       }
       report(*k, f);
       handed_on.store(true);
+    } else if (info->si_code > 0) {
+      const TrappedFault f = fault_of(signal, info, context);
+      if (const CodeSlot* slot = code_at(f.pc)) {
+        report_unlaunched(*slot, f);
+        handed_on.store(true);
+      }
     }
     // The handler below may recover (the compiler's crash recovery does):
     // the next launch on each thread puts svod's back.
@@ -396,6 +453,33 @@ void on_exit() {
   r.write();
   _exit(kKernelExitStatus);
 }
+
+}  // namespace
+
+std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> owner,
+                                                 std::span<const std::span<const std::byte>> code,
+                                                 std::string_view name) {
+  auto registration = std::make_shared<CodeRegistration>();
+  registration->owner = std::move(owner);
+  for (CodeSlot& slot : code_slots) {
+    int free = 0;
+    if (!slot.state.compare_exchange_strong(free, 1)) continue;
+    slot.ranges = std::min(code.size(), CodeSlot::kRanges);
+    for (size_t i = 0; i < slot.ranges; ++i) {
+      slot.begin[i] = reinterpret_cast<uintptr_t>(code[i].data());
+      slot.size[i] = code[i].size();
+    }
+    const size_t n = std::min(name.size(), sizeof slot.name - 1);
+    std::memcpy(slot.name, name.data(), n);
+    slot.name[n] = '\0';
+    slot.state.store(2, std::memory_order_release);
+    registration->slot = &slot;
+    break;
+  }
+  return registration;
+}
+
+namespace {
 
 bool ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_fault; }
 

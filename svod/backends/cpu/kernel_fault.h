@@ -18,13 +18,18 @@
 // that was installed before (Python's faulthandler, LLVM's crash recovery, a
 // sanitizer's), else the default action, which ends the process (exit status
 // 128 + the signal number). Faults outside kernels go straight to the
-// previous handler. Kernels run on an alternate signal stack too, so a stack
-// overflow is trapped like any other fault. Traps need the x86-64
+// previous handler, except a fault in code svod loaded on a thread that runs
+// no launch (a thread the kernel started), which is reported naming the
+// program first (register_kernel_code). Kernels run on an alternate signal
+// stack too, so a stack overflow is trapped like any other fault. Traps need the x86-64
 // trampoline; elsewhere every fault is reported and ends the process.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
 
 #include "svod/guard/fault_handlers.h"
 #include "svod/guard/running_op.h"
@@ -108,6 +113,18 @@ inline void run_kernel(KernelFrame& frame, void* entry, size_t n) {
   if (detail::svod_trap_call(detail::kKernelCallers[n], entry, frame.args, &frame.resume_sp) != 0) [[unlikely]]
     detail::throw_kernel_fault(frame);
 }
+
+// Registers a program's machine code, `code`, under its name for the fault
+// handler: a fault in that code on a thread that runs no launch (a thread the
+// kernel started, code it left for later) cannot be trapped, but the report
+// the handler prints before the process ends names the program. Returns
+// `owner` wrapped so that the registration ends when the last reference goes.
+// At most kMaxRegisteredPrograms programs are named at once; the others fault
+// without a name.
+inline constexpr size_t kMaxRegisteredPrograms = 4096;
+std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> owner,
+                                                 std::span<const std::span<const std::byte>> code,
+                                                 std::string_view name);
 
 // Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
 // or again when another handler (LLVM's crash recovery, enabled by the first

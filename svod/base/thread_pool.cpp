@@ -2,14 +2,20 @@
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <new>
 #include <optional>
+#include <thread>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
+#include "svod/base/thread_pool_start.h"
 
 namespace svod {
 
@@ -44,6 +50,21 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 std::atomic<bool> join_at_exit{true};
+// Whether anything but start_thread_pool() has asked for the pool, so that
+// oneTBB may have started workers.
+std::atomic<bool> pool_used{false};
+
+// The child of a fork copies oneTBB's state, workers included, but not their
+// threads: waiting for them at exit would wait for ever, so the child does
+// not (its launches run on its one thread). A child forked before any use
+// (after start_thread_pool() alone) has no worker to miss, and joins its own.
+void after_fork_in_child() noexcept {
+  if (pool_used.load(std::memory_order_relaxed)) join_at_exit.store(false, std::memory_order_relaxed);
+}
+
+// Waits for start_thread_pool()'s thread, if one was started, telling it to
+// do nothing if it has not begun (below).
+void stop_thread_pool_start() noexcept;
 
 // The arena and a handle on the scheduler behind it. At process exit the
 // workers are joined, not merely told to stop, so that they are gone — and
@@ -57,7 +78,13 @@ struct Pool {
                               static_cast<size_t>(std::max(thread_count(), tbb::info::default_concurrency()))};
   tbb::task_arena arena{thread_count()};
 
+  Pool() { (void)::pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
+
   ~Pool() {
+    // start_thread_pool()'s thread may still be setting the arena up:
+    // releasing the scheduler meanwhile would leave the two waiting on each
+    // other.
+    stop_thread_pool_start();
     if (!join_at_exit.load(std::memory_order_relaxed)) return;  // the handle and arena release without waiting
     arena.terminate();
     // Fails (and returns) when exit is called from inside a task; the
@@ -72,9 +99,129 @@ void skip_pool_join_at_exit() noexcept {
   if (!kSanitized) join_at_exit.store(false, std::memory_order_relaxed);
 }
 
-tbb::task_arena& thread_pool() {
+namespace {
+
+tbb::task_arena& pool_arena() {
   static Pool pool;
   return pool.arena;
+}
+
+}  // namespace
+
+tbb::task_arena& thread_pool() {
+  if (!pool_used.load(std::memory_order_relaxed)) [[unlikely]]
+    pool_used.store(true, std::memory_order_relaxed);
+  return pool_arena();
+}
+
+namespace {
+
+// start_thread_pool()'s thread, which makes the pool and sets up its arena:
+// oneTBB's one-time start (its allocator and RML libraries opened, the
+// machine's CPUs read), its market and the arena's slots, several
+// milliseconds of one core that the first parallel launch otherwise waits
+// for. It starts no worker: oneTBB creates them at the first parallel launch
+// (about 0.1 ms), so a process that opens the device and forks copies no
+// thread it has not got, and one that never launches never has them.
+// Made once and never destroyed, so that the fork handlers can reach it at
+// any time; ExitJoin and ~Pool wait for the thread at exit.
+class Starter {
+ public:
+  void start() noexcept {
+    std::lock_guard lock(mutex_);
+    if (requested_) return;
+    requested_ = true;
+    (void)::pthread_atfork(&before_fork, &after_fork, &after_fork);
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (...) {  // no thread: the pool is made at its first use, as before
+    }
+  }
+
+  // Waits for the thread to end; `stop`: it does nothing if it has not begun.
+  void finish(bool stop) noexcept {
+    if (stop) stopping_.store(true, std::memory_order_relaxed);
+    std::lock_guard lock(mutex_);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Whether the thread has made the pool and set up its arena.
+  bool made() const noexcept { return made_.load(std::memory_order_acquire); }
+
+ private:
+  void run() noexcept {
+    if (stopping_.load(std::memory_order_relaxed)) return;
+    try {
+      pool_arena().initialize();
+      made_.store(true, std::memory_order_release);
+    } catch (...) {  // a bad SVOD_THREADS: thrown again at the pool's first use
+    }
+  }
+
+  // A fork copies only the thread that forks: one in the middle of making
+  // the pool would leave the child's copy half made, its locks held for
+  // ever. So a fork waits for the thread, and holds the lock across the fork.
+  static void before_fork() noexcept;
+  static void after_fork() noexcept;
+
+  std::mutex mutex_;
+  bool requested_ = false;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> made_{false};
+};
+
+Starter& starter() {
+  static Starter* const s = new Starter;
+  return *s;
+}
+
+void Starter::before_fork() noexcept {
+  Starter& s = starter();
+  s.mutex_.lock();
+  if (s.thread_.joinable()) s.thread_.join();
+}
+
+void Starter::after_fork() noexcept { starter().mutex_.unlock(); }
+
+// Made before the thread starts, so destroyed after anything made after it
+// (the pool, if the thread has not finished making it when exit begins):
+// exit waits for the thread rather than destroy what it is using.
+struct ExitJoin {
+  ~ExitJoin() { stop_thread_pool_start(); }
+};
+
+std::atomic<bool> start_requested{false};
+
+void stop_thread_pool_start() noexcept {
+  if (start_requested.load(std::memory_order_acquire)) starter().finish(true);
+}
+
+}  // namespace
+
+void start_thread_pool() noexcept {
+  static ExitJoin exit_join;
+  start_requested.store(true, std::memory_order_release);
+  starter().start();
+}
+
+void finish_thread_pool_start() noexcept {
+  if (start_requested.load(std::memory_order_acquire)) starter().finish(false);
+}
+
+void join_thread_pool() noexcept {
+  thread_local bool joined = false;
+  if (joined || !start_requested.load(std::memory_order_acquire) || !starter().made()) return;
+  joined = true;
+  try {
+    // Registers the thread with oneTBB's scheduler (its thread data, and the
+    // bounds of its stack, which for the main thread glibc reads from
+    // /proc/self/maps) in the thread's own implicit arena: unlike
+    // thread_pool().execute, this never waits for a slot of the pool that
+    // other threads hold.
+    tbb::this_task_arena::isolate([] {});
+  } catch (...) {
+  }
 }
 
 }  // namespace svod

@@ -12,6 +12,7 @@
 #include "svod/base/log.h"
 #include "svod/base/subprocess.h"
 #include "svod/base/thread_pool.h"
+#include "svod/base/thread_pool_start.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/op_deadline.h"
@@ -59,6 +60,7 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const v
     throw make_error(ErrorKind::Unsupported, "program \"{}\" has {} parameters; the CPU ABI takes at most {}",
                      this->spec().display_name(), abi_arg_count(), kMaxKernelArgs);
   ensure_fault_reporting();
+  join_thread_pool();  // the thread that makes a program likely launches it
   if (op_timeout_seconds() > 0) slow_launches.store(true, std::memory_order_relaxed);
   (void)check_mode();  // reads SVOD_CHECK, so that memory_checked() sees it
 }
@@ -328,7 +330,10 @@ std::shared_ptr<CpuDevice> cpu_device(CpuBackend backend) {
   static std::shared_ptr<CpuDevice> devices[3];
   std::lock_guard lock(mutex);
   auto& device = devices[static_cast<size_t>(backend)];
-  if (!device) device = std::make_shared<CpuDevice>(cpu_compiler(backend));
+  if (!device) {
+    device = std::make_shared<CpuDevice>(cpu_compiler(backend));
+    start_thread_pool();  // in the background, for the device's parallel launches
+  }
   return device;
 }
 

@@ -188,9 +188,10 @@ void write_roofline(RankOutput& output, const std::string& path, const std::vect
                      "measured while the machine was busy, or flop/byte counts higher than what the op does)\n",
                      p.label, p.gflops, p.intensity, roof_excess_text(excess));
   }
-  output.print("wrote {} (peak {:.1f} GFLOP/s, L1 cache {:.1f} GB/s, DRAM {:.1f} GB/s; {} op{} plotted, {} listed as "
+  output.print("wrote {} (peak {:.1f} GFLOP/s, L1 cache {:.1f} GB/s, {} {:.1f} GB/s; {} op{} plotted, {} listed as "
                "not plotted)\n",
-               path, peaks.gflops, peaks.cache_gbps, peaks.dram_gbps, points.size(), points.size() == 1 ? "" : "s",
+               path, peaks.gflops, peaks.cache_gbps, peaks.memory_roof, peaks.dram_gbps, points.size(),
+               points.size() == 1 ? "" : "s",
                unplotted.size());
 }
 

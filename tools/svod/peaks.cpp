@@ -19,10 +19,15 @@
 //   better of the two is the roof: a read-mostly op (a matmul, a reduction)
 //   can beat the triad, whose stores also cost a read of the line they
 //   write, while in L1 a core can load and store in one cycle, so there the
-//   triad moves more. Measured twice: over 64 MiB arrays (DRAM), and over a
-//   few KiB a thread read again and again (the L1 cache). `svod bench` runs
-//   each op many times, so a small op's data stays in cache between runs and
-//   beats the DRAM roof; only the cache roof bounds every op.
+//   triad moves more. Measured twice: over a few KiB a thread read again and
+//   again (the L1 cache), and over memory four times the last-level cache
+//   (DRAM; memory_arrays() below: a large L3 of hundreds of MiB holds any
+//   fixed size one would pick, and then the "DRAM" roof is a cache's). The
+//   read streams all of it, the triad three thirds of it. Where the memory
+//   available cannot hold twice the last-level cache, the arrays stay small
+//   and the roof is called a cache roof. `svod bench` runs each op many
+//   times, so a small op's data stays in cache between runs and beats the
+//   DRAM roof; only the L1 roof bounds every op.
 //
 // The figures are kept in the object cache's folder as machine.json, keyed by
 // the CPU model, thread count and method below, so they are measured once per
@@ -31,18 +36,23 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "svod/base/cpu_features.h"
+#include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/file_read.h"
 #include "svod/base/file_write.h"
@@ -58,7 +68,8 @@ namespace fs = std::filesystem;
 
 // Bumped whenever the kernels or their accounting change, so that peaks
 // cached the old way are measured again.
-constexpr int kMethodVersion = 2;
+// 3: DRAM arrays sized from the last-level cache (were 64 MiB, inside a large L3).
+constexpr int kMethodVersion = 3;
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -174,18 +185,163 @@ int64_t cache_floats(const VectorShape& shape) {
 // Milliseconds of reading them even at hundreds of GB/s, so that the
 // fan-out's cost is lost in the time.
 constexpr int64_t kCacheReps = int64_t{1} << 18;
-// DRAM: 64 MiB per array, far beyond any cache.
-constexpr int64_t kDramFloats = int64_t{16} << 20;
+// The last-level cache: its size in bytes (0 when nothing says), its level
+// and where that came from.
+struct LastLevelCache {
+  uint64_t bytes = 0;
+  int level = 0;
+  std::string source;
+};
+
+std::string read_line(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// "32768K", "508M", "1G" or a byte count, as sysfs and SVOD_LLC_SIZE give
+// sizes (K, M and G are powers of 1024); 0 for anything else.
+uint64_t parse_size(std::string_view text) {
+  uint64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (value > (UINT64_MAX - 9) / 10) return 0;
+    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return 0;
+  int shift = 0;
+  if (i < text.size()) {
+    switch (text[i] | 0x20) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      default: return 0;
+    }
+    ++i;
+    if (i < text.size() && (text[i] | 0x20) == 'i') ++i;  // "MiB"
+    if (i < text.size() && (text[i] | 0x20) == 'b') ++i;
+  }
+  if (i != text.size() || value > (UINT64_MAX >> shift)) return 0;
+  return value << shift;
+}
+
+// SVOD_LLC_SIZE (for a machine whose system misreports its caches, as
+// virtual machines can), else sysfs: the highest level of data or unified
+// cache of any CPU, each distinct instance counted once (one L3 per chiplet
+// adds up, and every thread of the pool streams), else sysconf.
+LastLevelCache last_level_cache() {
+  if (const auto requested = env_string("SVOD_LLC_SIZE")) {
+    const uint64_t bytes = parse_size(*requested);
+    if (bytes == 0)
+      throw make_error(ErrorKind::Validation,
+                       "SVOD_LLC_SIZE: expected a size such as 32M, 512K or 1G (the last-level cache), got \"{}\"",
+                       *requested);
+    return {bytes, 0, "SVOD_LLC_SIZE"};
+  }
+  LastLevelCache llc;
+  std::set<std::string> seen;  // level and shared_cpu_list of each instance counted
+  std::error_code ec;
+  for (const auto& cpu : fs::directory_iterator("/sys/devices/system/cpu", ec)) {
+    const std::string name = cpu.path().filename().string();
+    if (name.size() < 4 || name.rfind("cpu", 0) != 0 || name.find_first_not_of("0123456789", 3) != std::string::npos)
+      continue;
+    std::error_code inner;
+    for (const auto& index : fs::directory_iterator(cpu.path() / "cache", inner)) {
+      if (index.path().filename().string().rfind("index", 0) != 0) continue;
+      if (read_line(index.path() / "type") == "Instruction") continue;
+      const int level = std::atoi(read_line(index.path() / "level").c_str());
+      const uint64_t bytes = parse_size(read_line(index.path() / "size"));
+      if (level <= 0 || bytes == 0 || level < llc.level) continue;
+      if (level > llc.level) {
+        llc = {0, level, "sysfs"};
+        seen.clear();
+      }
+      if (seen.insert(read_line(index.path() / "shared_cpu_list")).second) llc.bytes += bytes;
+    }
+  }
+  if (llc.bytes > 0) return llc;
+  for (const auto [name, level] : {std::pair{_SC_LEVEL3_CACHE_SIZE, 3}, {_SC_LEVEL2_CACHE_SIZE, 2}}) {
+    const long bytes = ::sysconf(name);
+    if (bytes > 0) return {static_cast<uint64_t>(bytes), level, "sysconf"};
+  }
+  return {};
+}
+
+// Bytes this process can take without making the machine swap:
+// MemAvailable, lowered to what its cgroup has left; UINT64_MAX when
+// nothing says.
+uint64_t available_memory() {
+  uint64_t available = UINT64_MAX;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      available = std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;
+      break;
+    }
+  }
+  const uint64_t limit = parse_size(read_line("/sys/fs/cgroup/memory.max"));
+  const uint64_t used = parse_size(read_line("/sys/fs/cgroup/memory.current"));
+  if (limit > 0) available = std::min(available, limit > used ? limit - used : 0);
+  return available;
+}
+
+// The memory of the DRAM roof: one allocation, read whole and split in three
+// for the triad.
+struct MemoryArrays {
+  uint64_t bytes = 0;
+  bool beyond_cache = true;  // false: within reach of the last-level cache
+  std::string why;           // for the method line
+};
+
+// Today's arrays' 3 x 64 MiB when nothing asks for more (no cache that
+// large, or none known).
+constexpr uint64_t kMinMemoryBytes = uint64_t{192} << 20;
+constexpr uint64_t kCacheMultiple = 4;  // the aim: a cache holds almost nothing of it
+
+std::string mib(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  return b >= (1 << 30) ? fmt::format("{:.4g} GiB", b / (1 << 30)) : fmt::format("{:.4g} MiB", b / (1 << 20));
+}
+
+MemoryArrays memory_arrays(const LastLevelCache& llc, uint64_t available) {
+  const std::string cache = llc.bytes == 0 ? std::string()
+                                           : fmt::format("the {} {} cache ({})", mib(llc.bytes),
+                                                         llc.level > 0 ? fmt::format("L{}", llc.level) : "last-level",
+                                                         llc.source);
+  if (llc.bytes == 0) return {kMinMemoryBytes, true, "the last-level cache's size unknown: DRAM"};
+  // Half of what is available at most, so that measuring never swaps; a
+  // power of two, so that the method (and the cached peaks' key) stays put
+  // while the free memory moves a little.
+  uint64_t room = available / 2;
+  if (room > 0) room = uint64_t{1} << (63 - __builtin_clzll(room));
+  const uint64_t wanted =
+      std::max(kMinMemoryBytes, llc.bytes > UINT64_MAX / kCacheMultiple ? UINT64_MAX : kCacheMultiple * llc.bytes);
+  if (wanted <= room)
+    return {wanted, true, fmt::format("{:.3g}x {}: DRAM", static_cast<double>(wanted) / llc.bytes, cache)};
+  if (room / 2 >= llc.bytes)
+    return {room, true,
+            fmt::format("{:.3g}x {}, bounded by free memory: DRAM", static_cast<double>(room) / llc.bytes, cache)};
+  return {std::min(kMinMemoryBytes, room), false,
+          fmt::format("free memory cannot hold twice {}: a cache roof, not DRAM", cache)};
+}
+
+std::string roof_name(const LastLevelCache& llc) {
+  return llc.level > 0 ? fmt::format("L{} cache", llc.level) : "last-level cache";
+}
 
 // The way of measuring below, as the captions and machine.json give it.
-MachinePeaks peak_methods(const VectorShape& shape, int threads) {
+MachinePeaks peak_methods(const VectorShape& shape, int threads, const MemoryArrays& memory,
+                          const LastLevelCache& llc) {
   MachinePeaks peaks;
   peaks.compute_method =
       fmt::format("f32 FMA, {} {} lanes x {} chains, {} threads", shape.isa, shape.lanes, shape.chains, threads);
+  peaks.memory_roof = memory.beyond_cache ? "DRAM" : roof_name(llc);
   peaks.memory_method = fmt::format(
-      "best of a read and a triad over {:g} KiB a thread read again and again (L1 cache) and over 64 MiB (DRAM), "
+      "best of a read and a triad over {:g} KiB a thread read again and again (L1 cache) and over {} ({}), "
       "{} threads",
-      static_cast<double>(cache_floats(shape)) * 4 / 1024, threads);
+      static_cast<double>(3 * cache_floats(shape)) * 4 / 1024, mib(memory.bytes), memory.why, threads);
   return peaks;
 }
 
@@ -193,25 +349,29 @@ std::string method_key(const MachinePeaks& peaks) {
   return fmt::format("v{}: {}; {}", kMethodVersion, peaks.compute_method, peaks.memory_method);
 }
 
-// Bytes a second through `count` floats per array of both bandwidth
-// kernels, each array read (or written) `reps` times.
+// Bytes a second of both bandwidth kernels through `count` floats (the read
+// over all of them, the triad over three thirds), each read (or written)
+// `reps` times. `count` is a multiple of 3 * unit, `unit` floats making whole
+// groups of CHAINS vectors for every slice.
 double best_gbps(const Program& read, const Program& triad, Device& cpu, int64_t count, int64_t reps,
-                 int64_t slices, const Buffer& out) {
-  const Buffer a = cpu.allocate(DType::F32, count), b = cpu.allocate(DType::F32, count),
-               c = cpu.allocate(DType::F32, count);
-  std::fill_n(a.span<float>().data(), count, 0.0f);
-  std::fill_n(b.span<float>().data(), count, 1.0f);
-  std::fill_n(c.span<float>().data(), count, 2.0f);
-  const int64_t scalars[] = {count, reps, slices};
+                 int64_t slices, const Buffer& out, int runs) {
+  const Buffer all = cpu.allocate(DType::F32, count);
+  const int64_t third = count / 3;
+  const Buffer a = all.view(0, third), b = all.view(third, third), c = all.view(2 * third, third);
+  std::fill_n(a.span<float>().data(), third, 0.0f);
+  std::fill_n(b.span<float>().data(), third, 1.0f);
+  std::fill_n(c.span<float>().data(), third, 2.0f);
+  const int64_t read_scalars[] = {count, reps, slices};
+  const int64_t triad_scalars[] = {third, reps, slices};
   const double bytes = 4.0 * static_cast<double>(count) * static_cast<double>(reps);
-  const Buffer read_buffers[] = {out, b};
+  const Buffer read_buffers[] = {out, all};
   const Buffer triad_buffers[] = {a, b, c};
-  return std::max(bytes / best_seconds(read, read_buffers, scalars, 5),
-                  3 * bytes / best_seconds(triad, triad_buffers, scalars, 5)) /
+  return std::max(bytes / best_seconds(read, read_buffers, read_scalars, runs),
+                  bytes / best_seconds(triad, triad_buffers, triad_scalars, runs)) /
          1e9;
 }
 
-void measure_peaks(MachinePeaks& peaks, const VectorShape& shape) {
+void measure_peaks(MachinePeaks& peaks, const VectorShape& shape, const MemoryArrays& memory) {
   auto cpu = open_device("CPU");
   const int64_t slices = thread_count();
   const Buffer out = cpu->allocate(DType::F32, static_cast<size_t>(slices));
@@ -232,10 +392,13 @@ void measure_peaks(MachinePeaks& peaks, const VectorShape& shape) {
                              slices);
   auto triad = compile_kernel(*cpu, "svod_peak_triad", kTriadSource, {{"a", Access::Write}, {"b"}, {"c"}}, sizes,
                               shape, slices);
-  peaks.cache_gbps = best_gbps(*read, *triad, *cpu, cache_floats(shape) * slices, kCacheReps, slices, out);
-  // Every slice gets whole groups of CHAINS vectors.
-  const int64_t unit = int64_t{shape.chains} * shape.lanes * slices;
-  peaks.dram_gbps = best_gbps(*read, *triad, *cpu, kDramFloats / unit * unit, 1, slices, out);
+  // Every slice gets whole groups of CHAINS vectors, in each third too.
+  const int64_t unit = 3 * int64_t{shape.chains} * shape.lanes * slices;
+  peaks.cache_gbps = best_gbps(*read, *triad, *cpu, 3 * cache_floats(shape) * slices, kCacheReps, slices, out, 5);
+  // Fewer runs over more than 1 GiB: each is a tenth of a second or more.
+  const int64_t floats = static_cast<int64_t>(memory.bytes / 4) / unit * unit;
+  peaks.dram_gbps =
+      best_gbps(*read, *triad, *cpu, std::max(floats, unit), 1, slices, out, memory.bytes > (uint64_t{1} << 30) ? 3 : 5);
 }
 
 // The peaks machine.json holds for `machine` measured by `method`, if any.
@@ -271,7 +434,9 @@ std::optional<MachinePeaks> cached_peaks(const fs::path& file, const std::string
 
 MachinePeaks machine_peaks(bool measure_again) {
   const VectorShape shape = vector_shape();
-  MachinePeaks peaks = peak_methods(shape, thread_count());
+  const LastLevelCache llc = last_level_cache();
+  const MemoryArrays memory = memory_arrays(llc, available_memory());
+  MachinePeaks peaks = peak_methods(shape, thread_count(), memory, llc);
   const std::string machine = fmt::format("{} / {} threads", cpu_model(), thread_count());
   const std::string method = method_key(peaks);
   const fs::path folder = ObjectCacheConfig::from_env().directory;
@@ -279,7 +444,7 @@ MachinePeaks machine_peaks(bool measure_again) {
   const std::optional<MachinePeaks> cached =
       file.empty() ? std::nullopt : cached_peaks(file, machine, method, peaks);
   if (cached && !measure_again) return *cached;
-  measure_peaks(peaks, shape);
+  measure_peaks(peaks, shape, memory);
   if (cached) {
     peaks.gflops = std::max(peaks.gflops, cached->gflops);
     peaks.cache_gbps = std::max(peaks.cache_gbps, cached->cache_gbps);

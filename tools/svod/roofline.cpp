@@ -301,7 +301,7 @@ std::string roofs_svg(const MachinePeaks& peaks, const Scales& sc, Placer& place
     const double px = cache_x0 + t * (cache_rx - cache_x0), py = cache_y0 + t * (ry - cache_y0);
     if (place({px - 4, py - 6 - 0.25 * kSize, cache, kSize, Anchor::End, attributes})) break;
   }
-  const std::string dram = fmt::format("DRAM {:.1f} GB/s", peaks.dram_gbps);
+  const std::string dram = fmt::format("{} {:.1f} GB/s", peaks.memory_roof, peaks.dram_gbps);
   for (double t : kAlong) {
     const double px = dram_x0 + t * (dram_rx - dram_x0), py = dram_y0 + t * (ry - dram_y0);
     if (place({px + 4, py + 6 + 0.8 * kSize, dram, kSize, Anchor::Start, attributes})) break;
@@ -354,7 +354,9 @@ std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePo
       {kMargin, 22, std::string(title), kTitleSize, Anchor::Start, {}},
       {kMargin, 42, fmt::format("compute {:.1f} GFLOP/s: {}", peaks.gflops, peaks.compute_method), kSmall,
        Anchor::Start, red},
-      {kMargin, 56, fmt::format("L1 cache {:.1f} GB/s, DRAM {:.1f} GB/s (dashed):", peaks.cache_gbps, peaks.dram_gbps),
+      {kMargin, 56,
+       fmt::format("L1 cache {:.1f} GB/s, {} {:.1f} GB/s (dashed):", peaks.cache_gbps, peaks.memory_roof,
+                   peaks.dram_gbps),
        kSmall, Anchor::Start, red},
       {kMargin, 70, peaks.memory_method, kSmall, Anchor::Start, red},
   };
@@ -407,8 +409,13 @@ std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePo
       std::any_of(table.rows.begin(), table.rows.end(), [](const Row& r) { return !r.note.empty(); });
   if (any_in_cache || any_above) y += kRowHeight / 2;
   if (any_in_cache)
-    line({kMargin, y, "Above the dashed DRAM roof: data stayed in cache between runs (--flush evicts it).", kSize,
-          Anchor::Start, {}});
+    line({kMargin, y,
+          peaks.memory_roof == "DRAM"
+              ? std::string("Above the dashed DRAM roof: data stayed in cache between runs (--flush evicts it).")
+              : fmt::format("Above the dashed {} roof: data stayed in a nearer cache between runs (--flush evicts "
+                            "it). Free memory was too short for a DRAM roof.",
+                            peaks.memory_roof),
+          kSize, Anchor::Start, {}});
   if (any_above)
     line({kMargin, y, "Red: above the roofs, from timing noise, peaks measured on a busy machine, or counts too high.",
           kSize, Anchor::Start, red});

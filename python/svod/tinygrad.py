@@ -12,7 +12,8 @@ tinygrad's C renderer (ClangRenderer, threads through its `core_id` parameter), 
 svod buffers, and compiles and launches kernels through svod:
 
 - memory: every tinygrad allocation is one untyped (u8) svod buffer from svod's caching
-  allocator, and tinygrad's sub-buffers are svod views of it;
+  allocator, and tinygrad's sub-buffers are svod views of it; host memory of the caller's
+  (`Tensor.from_blob`, tinygrad's external_ptr) is wrapped in place (svod.asbuffer);
 - compiling: tinygrad's compile step (`Renderer.compiler`) is the identity, so tinygrad's
   "binary" is the C source, which `SVODProgram` compiles with svod's in-process compiler (its
   kernel and object caches make a repeated kernel cost a lookup);
@@ -47,13 +48,27 @@ sys.modules.setdefault("tinygrad.runtime.ops_svod", sys.modules[__name__])
 _CPU = svod.device("CPU")
 
 
+def _external_buffer(address: int, size: int) -> svod.Buffer:
+    """A u8 svod buffer over `size` bytes of host memory at `address` that the caller owns and
+    keeps alive (tinygrad's external_ptr, as Tensor.from_blob gives it): the memory is wrapped as
+    a numpy array (svod.asbuffer), never copied, so kernels read and write it in place.
+
+    Errors are ValueError, which tinygrad's allocator passes on as they are (it turns a
+    RuntimeError, NotImplementedError included, into "MemoryError: Allocation of N B failed")."""
+    if not isinstance(address, int) or address <= 0:
+        raise ValueError(f"SVOD: external memory must be a nonzero host address, got {address!r}")
+    import ctypes
+    array = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+    return svod.asbuffer(array)
+
+
 class SVODAllocator(Allocator["SVODDevice"]):
     """tinygrad's allocations as svod buffers (u8). svod's allocator keeps freed blocks for reuse,
     so this one caches nothing itself."""
 
     def _alloc(self, size: int, options: BufferSpec) -> svod.Buffer:
-        if options.external_ptr is not None:
-            raise NotImplementedError("SVOD: buffers over external memory are not supported")
+        if options.external_ptr is not None:  # Tensor.from_blob: host memory the caller owns
+            return _external_buffer(options.external_ptr, size)
         return _CPU.allocate("u8", size, zero=options.zero)
 
     def _as_buffer(self, src: svod.Buffer) -> memoryview:

@@ -246,3 +246,25 @@ def test_bfloat16_through_kernels(tg):
     np.testing.assert_array_equal(out.float().numpy(), values * 3 + 1)
     np.testing.assert_array_equal((t * t).sum().float().numpy(), (values * values).sum())
     np.testing.assert_array_equal(t.numpy(), values)  # out through tinygrad's copy as well
+
+
+def test_from_blob_wraps_host_memory_in_place(tg):
+    """Tensor.from_blob on SVOD: tinygrad's external_ptr is host memory the caller owns; the
+    tensor reads it without a copy and writes through to it (it failed as "MemoryError:
+    Allocation of 16 B failed", hiding the allocator's refusal)."""
+    Tensor, _, _, _ = tg
+    from tinygrad import dtypes
+    blob = np.arange(4, dtype=np.float32)
+    t = Tensor.from_blob(blob.ctypes.data, (4,), dtype=dtypes.float32, device="SVOD")
+    np.testing.assert_array_equal((t * 2 + 1).numpy(), blob * 2 + 1)
+    blob[:] = [10, 20, 30, 40]  # the same memory, not a copy taken at from_blob
+    np.testing.assert_array_equal((t + 1).numpy(), blob + 1)
+    t.assign(t * 3).realize()
+    np.testing.assert_array_equal(blob, [30, 60, 90, 120])
+
+
+def test_from_blob_of_no_address_names_the_address(tg):
+    Tensor, _, _, _ = tg
+    from tinygrad import dtypes
+    with pytest.raises(ValueError, match="nonzero host address"):
+        Tensor.from_blob(0, (4,), dtype=dtypes.float32, device="SVOD")

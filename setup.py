@@ -14,9 +14,12 @@ execs svod/svod.
 
 Environment:
   SVOD_CMAKE_BUILD_DIR  a CMake build folder to build in (relative to this folder), e.g. an
-                        existing build/release, so nothing is compiled twice; it must build
-                        the extension for the interpreter running pip (SVOD_PYTHON). Default:
-                        build/pip, configured here as a Release build without tests.
+                        existing build/release, so nothing is compiled twice; it must be a
+                        build of this source tree (its CMakeCache.txt's svod_SOURCE_DIR, else
+                        CMAKE_HOME_DIRECTORY, is this folder, links resolved: another tree's
+                        build is refused) and build the extension for the interpreter running
+                        pip (SVOD_PYTHON). Default: build/pip, configured here as a Release
+                        build without tests.
   CMAKE_ARGS            more arguments for configuring (e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CMAKE_BUILD_PARALLEL_LEVEL  parallel build jobs (CMake's own variable)
 """
@@ -52,6 +55,27 @@ def same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def source_tree_of(cache: Path):
+    """The source tree a CMake build folder builds: svod's own source folder (svod_SOURCE_DIR, right
+    also when svod is a subproject of another), else the top of the configured tree
+    (CMAKE_HOME_DIRECTORY); None when the cache names neither."""
+    return cache_value(cache, "svod_SOURCE_DIR") or cache_value(cache, "CMAKE_HOME_DIRECTORY")
+
+
+def check_build_dir_source(build_dir: Path, cache: Path) -> None:
+    """Refuses a build folder configured from another source tree than this one: its libraries
+    would go into a wheel with this tree's Python files (a wheel of two trees)."""
+    tree = source_tree_of(cache)
+    if tree is None:
+        raise RuntimeError(f"svod: {cache} names no source folder (neither svod_SOURCE_DIR nor "
+                           "CMAKE_HOME_DIRECTORY): it is not a CMake build of svod; unset SVOD_CMAKE_BUILD_DIR "
+                           "or point it at a build of this tree")
+    if not same_file(tree, str(ROOT)):
+        raise RuntimeError(f"svod: SVOD_CMAKE_BUILD_DIR={build_dir} is a build of {os.path.realpath(tree)}, not of "
+                           f"{ROOT} (this setup.py's tree): a wheel of it would mix the two trees; point "
+                           "SVOD_CMAKE_BUILD_DIR at a build folder of this tree, or unset it to build in build/pip")
+
+
 class BuildPy(build_py):
     """setuptools' build_py, and svod_tinygrad.pth into the wheel's top folder (setuptools installs
     modules and package data, never a .pth file of its own accord)."""
@@ -78,7 +102,13 @@ class CMakeBuild(build_ext):
         build_dir = (ROOT / requested) if requested else ROOT / "build" / "pip"
         cache = build_dir / "CMakeCache.txt"
         extra_args = shlex.split(os.environ.get("CMAKE_ARGS", ""))
+        if cache.exists() and not requested:
+            tree = source_tree_of(cache)
+            if tree is not None and not same_file(tree, str(ROOT)):
+                cache.unlink()  # our own folder, moved here with a copy of the tree: configure it again
         if cache.exists():
+            if requested:
+                check_build_dir_source(build_dir, cache)
             python = cache_value(cache, "SVOD_PYTHON")
             if cache_value(cache, "SVOD_BUILD_PYTHON") in ("OFF", "0", "FALSE", "NO"):
                 raise RuntimeError(f"svod: {build_dir} is configured with SVOD_BUILD_PYTHON=OFF")

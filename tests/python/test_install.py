@@ -170,3 +170,50 @@ def test_installed_pth_file_costs_no_import_at_start(venv, tmp_path):
     assert "site" in imported, result.stderr
     loaded = sorted(m for m in imported if m.split(".")[0] in ("svod", "_svod_tinygrad_hook", "numpy", "tinygrad"))
     assert not loaded, loaded
+
+
+# setup.py builds the wheel in SVOD_CMAKE_BUILD_DIR when given; a build folder of another source
+# tree would put that tree's libraries beside this tree's Python files, so it is refused before
+# anything is built. A CMakeCache.txt is all setup.py reads of it.
+def fake_build_dir(folder, source_tree, build_python="ON"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "CMakeCache.txt").write_text(
+        "# This is the CMakeCache file.\n"
+        f"CMAKE_HOME_DIRECTORY:INTERNAL={source_tree}\n"
+        f"svod_SOURCE_DIR:STATIC={source_tree}\n"
+        f"SVOD_PYTHON:FILEPATH={sys.executable}\n"
+        f"SVOD_BUILD_PYTHON:BOOL={build_python}\n")
+    return folder
+
+
+def setup_build_ext(build_dir):
+    env = dict(without_pythonpath(), SVOD_CMAKE_BUILD_DIR=str(build_dir))
+    return subprocess.run([sys.executable, str(REPO / "setup.py"), "build_ext", "--build-temp",
+                           str(build_dir / "temp"), "--build-lib", str(build_dir / "lib")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_setup_refuses_a_build_folder_of_another_source_tree(tmp_path):
+    other_tree = tmp_path / "other-svod"
+    other_tree.mkdir()
+    build_dir = fake_build_dir(tmp_path / "build", other_tree)
+    result = setup_build_ext(build_dir)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"SVOD_CMAKE_BUILD_DIR={build_dir} is a build of {other_tree}, not of {REPO}" in output, output
+    assert "a wheel of it would mix the two trees" in output
+    # Nothing was configured or built there.
+    assert sorted(p.name for p in build_dir.iterdir()) == ["CMakeCache.txt"]
+
+
+def test_setup_takes_this_tree_named_through_a_link(tmp_path):
+    # The same tree through a symbolic link is this tree: the check passes, and the next one (a
+    # folder configured without the Python extension) is what stops the build.
+    link = tmp_path / "link-to-svod"
+    link.symlink_to(REPO)
+    build_dir = fake_build_dir(tmp_path / "build", link, build_python="OFF")
+    result = setup_build_ext(build_dir)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "is configured with SVOD_BUILD_PYTHON=OFF" in output, output
+    assert "is a build of" not in output

@@ -36,7 +36,8 @@ class ClangCompiler final : public Compiler {
 
   const std::string& clang_path() const noexcept { return clang_; }
 
-  // Runs clang (`argv`) with the spec's source on stdin and returns its output;
+  // Runs clang (`argv`) with the spec's source on stdin (C after a `#line`
+  // naming ProgramSpec::diagnostic_file_name()) and returns its output;
   // a timeout is Error(Timeout), a crash or failure Error(Compile) with clang's
   // diagnostics. `doing` names the step in messages ("compiling", "building").
   // Shared by every backend that spawns clang.

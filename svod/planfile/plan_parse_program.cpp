@@ -15,7 +15,15 @@ PlanFileProgram Parser::parse_program(std::string_view text) {
 
 void Parser::programs(const Json& j) {
   object(j, "programs");
-  for (const auto& [key, p] : j.items()) file_.programs.push_back(program(p, key, child("programs", key)));
+  for (const auto& [key, p] : j.items()) {
+    PlanFileProgram prog = program(p, key, child("programs", key));
+    // Inline source of a plan file: diagnostics name where in the plan its
+    // text is ("plan.json: programs.mm.source:2:16"). A program given alone
+    // (the C API, Python's compile) keeps NAME.c.
+    if (find(p, "source"))
+      prog.spec.source_name = fmt::format("{}: {}", file_.source_name, child(child("programs", key), "source"));
+    file_.programs.push_back(std::move(prog));
+  }
 }
 
 // One program object, at JSON path `path`; `key` is its name (empty for a
@@ -39,6 +47,9 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
     spec.source = str(*source, child(path, "source"));
   } else {
     const fs::path file = file_path(*source_file, child(path, "source_file"));
+    // Diagnostics name the kernel's own file as the plan gives it (relative
+    // to the plan's folder), not the program.
+    spec.source_name = source_file->get<std::string>();
     try {
       spec.source = detail::read_format_file(file, "source file");
     } catch (const Error& e) {

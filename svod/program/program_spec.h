@@ -70,6 +70,11 @@ struct ProgramSpec {
   Language language = Language::C;
   std::string name;  // for logs and profiles; the entry when empty
   std::string source;
+  // What compile diagnostics call the source ("kernels/mm.c:3:5: error: ..."):
+  // a plan's source_file as the plan gives it, or where inline source sat
+  // ("plan.json: programs.mm.source"). Empty: display_name() + ".c". It only
+  // labels diagnostics (and __FILE__), so it is not part of any cache key.
+  std::string source_name;
   std::string entry;
   std::vector<BufferParam> buffers;  // ABI order: all buffers, then all scalars
   std::vector<ScalarParam> scalars;
@@ -80,6 +85,12 @@ struct ProgramSpec {
   std::optional<Expr> bytes;  // per launch, for GB/s
 
   const std::string& display_name() const { return name.empty() ? entry : name; }
+  // The file name compilers give the source: source_name, else NAME.c (NAME.ll
+  // for LLVM IR).
+  std::string diagnostic_file_name() const {
+    if (!source_name.empty()) return source_name;
+    return display_name() + (language == Language::LlvmIr ? ".ll" : ".c");
+  }
   // Index of the core_id scalar, if declared.
   std::optional<size_t> core_id_index() const;
   // Names, identifiers, uniqueness, defines; throws Error(Validation) naming the field.

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -458,9 +459,13 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
     invocation->getPreprocessorOpts().addMacroDef(name + "=" + value);
     key += fmt::format("-D{}={}\n", name, value);
   }
-  // The file name only labels diagnostics ("add.c:3:5: error: ..."); the
-  // source is handed over as a buffer in its name.
-  const std::string file_name = spec.display_name() + ".c";
+  // The file name labels diagnostics ("kernels/add.c:3:5: error: ...": a
+  // plan's source_file, else NAME.c); the source is handed over as a buffer
+  // in its name. Quoted #includes are looked for beside that name, so a
+  // preamble is kept apart for each folder a name has.
+  const std::string file_name = spec.diagnostic_file_name();
+  if (const std::string folder = std::filesystem::path(file_name).parent_path().string(); !folder.empty())
+    key += fmt::format("-folder={}\n", folder);
   const std::unique_ptr<llvm::MemoryBuffer> source =
       llvm::MemoryBuffer::getMemBuffer(spec.source, file_name, /*RequiresNullTerminator=*/false);
   const clang::PreambleBounds bounds =

@@ -156,9 +156,10 @@ EmitPipelinePool::Lease EmitPipelinePool::acquire() {
 
 std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMContext& context) {
   const std::string& who = spec.display_name();
+  const std::string file_name = spec.diagnostic_file_name();
   llvm::SMDiagnostic parse_error;
   std::unique_ptr<llvm::Module> module =
-      llvm::parseIR(llvm::MemoryBufferRef(spec.source, who + ".ll"), parse_error, context);
+      llvm::parseIR(llvm::MemoryBufferRef(spec.source, file_name), parse_error, context);
   if (!module) {
     std::string text;
     llvm::raw_string_ostream os(text);

@@ -13,7 +13,8 @@
 
 namespace svod::detail {
 
-inline constexpr uint32_t kLlvmPluginAbi = 1;
+// 2: ProgramSpec::source_name.
+inline constexpr uint32_t kLlvmPluginAbi = 2;
 inline constexpr char kLlvmPluginFactoryName[] = "svod_llvm_create_compiler";
 inline constexpr char kLlvmPluginFileName[] = "libsvod_llvm.so";
 

@@ -211,6 +211,20 @@ std::vector<std::pair<std::string, py::object>> mapping_items(py::handle obj, st
 // Plan variables: a dict of names to integers, or None for none.
 std::map<std::string, int64_t> vars_of(py::handle vars, std::string_view what);
 
+// Device.compile's arguments (null handles: not given; None is the same).
+struct CompileArgs {
+  py::handle source, source_file, entry, language, buffers, scalars, global_size, local_size, defines, flops, bytes,
+      name;
+};
+// The arguments of a dict of compile()'s keywords (compile_many); an unknown
+// key is Error(Validation).
+CompileArgs compile_args(py::handle dict, const std::string& what);
+// The ProgramSpec of compile()'s arguments (program_spec.cpp): through the
+// plan-file parser's program reader, with numpy dtypes, C parameters inferred
+// from the source when buffers=/scalars= are left out, and declared ones
+// checked against it. `what` ("compile") begins every message.
+ProgramSpec program_spec(const CompileArgs& args, const std::string& what);
+
 // The svod DType of a numpy dtype (native byte order), if svod has one.
 std::optional<DType> dtype_of(PyArray_Descr* descr);
 // A dtype argument: a svod name ("f32"), a numpy name ("float32") or anything

@@ -34,6 +34,20 @@ class BorrowedStorage final : public Storage {
 
 std::string type_name(py::handle obj) { return Py_TYPE(obj.ptr())->tp_name; }
 
+// "TypeError: the message" of a Python exception caught as
+// error_already_set, without the traceback its what() carries.
+std::string exception_text(const py::error_already_set& e) {
+  const py::handle value = e.value();
+  std::string text;
+  try {
+    text = py::cast<std::string>(py::str(value));
+  } catch (const py::error_already_set&) {
+    text = "(its message cannot be read)";
+  }
+  const std::string type = type_name(value);
+  return text.empty() ? type : fmt::format("{}: {}", type, text);
+}
+
 // A svod.Buffer's shape as numpy dims.
 std::vector<npy_intp> dims_of(const std::vector<size_t>& shape) { return {shape.begin(), shape.end()}; }
 
@@ -323,7 +337,10 @@ PyBuffer wrap_dlpack(py::handle producer, const std::string& what) {
     // gradient...): an argument svod cannot take. KeyboardInterrupt and such
     // pass through.
     if (!e.matches(PyExc_Exception) || e.matches(PyExc_MemoryError)) throw;
-    throw make_error(ErrorKind::Validation, "{}: {}.__dlpack__() refused: {}", what, type_name(producer), e.what());
+    // The exception's type and message, not e.what(): pybind11 appends the
+    // Python traceback there ("\n\nAt:\n  file(line): function").
+    const std::string reason = exception_text(e);
+    throw make_error(ErrorKind::Validation, "{}: {}.__dlpack__() refused: {}", what, type_name(producer), reason);
   }
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
     throw make_error(ErrorKind::Validation, "{}: __dlpack__ of {} did not return an unused DLPack capsule", what,
@@ -422,7 +439,17 @@ void bind_buffers(py::module_& m) {
   buffer_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   cls
       .def_property_readonly("dtype", [](const PyBuffer& b) { return std::string(to_string(b.get().dtype())); },
-                             "Element type, a svod name (\"f32\").")
+                             "Element type, a svod name (\"f32\"): a str rather than a numpy.dtype because svod has\n"
+                             "types numpy lacks (bf16) and plan files, compile() and Program.buffers use the same names.")
+      .def_property_readonly(
+          "numpy_dtype",
+          [](const PyBuffer& b) {
+            PyObject* descr = reinterpret_cast<PyObject*>(PyArray_DescrFromType(numpy_type_of(b.get().dtype())));
+            if (descr == nullptr) throw py::error_already_set();
+            return py::reinterpret_steal<py::object>(descr);
+          },
+          "The numpy.dtype of numpy()'s array: the same type, or for bf16 (which numpy lacks) uint16,\n"
+          "its bit patterns.")
       .def_property_readonly("shape", [](const PyBuffer& b) { return py::tuple(py::cast(b.shape)); })
       .def_property_readonly("count", [](const PyBuffer& b) { return b.get().count(); }, "Number of elements.")
       .def_property_readonly("nbytes", [](const PyBuffer& b) { return b.get().bytes(); })

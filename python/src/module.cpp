@@ -228,10 +228,13 @@ DType dtype_from_object(py::handle obj) {
     throw make_error(ErrorKind::Validation, "{}", message);
   }
   const auto dtype = dtype_of(descr);
+  if (dtype) {
+    Py_DECREF(descr);
+    return *dtype;
+  }
   const std::string text = py::cast<std::string>(py::str(reinterpret_cast<PyObject*>(descr)));
   Py_DECREF(descr);
-  if (!dtype) throw make_error(ErrorKind::Validation, "dtype {}: svod has no such element type", text);
-  return *dtype;
+  throw make_error(ErrorKind::Validation, "dtype {}: svod has no such element type", text);
 }
 
 Device& host_device() {

@@ -518,8 +518,9 @@ PyPlan PyPlanBuilder::build(const std::string& source) {
     o.shape = shapes[slot];
     outs.push_back(std::move(o));
   }
+  // No labels of its own: profiles name the ops as describe_ops does, by
+  // index, id and what they run ("op 1 (scale) kernel scale").
   std::vector<std::string> labels;
-  for (size_t i = 0; i < plan.op_count(); ++i) labels.push_back(fmt::format("op {}", i));
   p.loaded = std::make_shared<LoadedPlan>(LoadedPlan{std::move(plan), std::move(labels), std::move(outs), false});
   p.names = std::move(names);
   p.shapes = std::move(shapes);

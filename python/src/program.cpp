@@ -409,81 +409,15 @@ KernelArgs kernel_args(const PyProgram& p, py::handle args_object) {
   return out;
 }
 
-// The spec of dev.compile's keyword arguments (`args`, the names of
-// compile()'s parameters): they become one program of a plan file (the same
-// JSON a plan's "programs" entry holds) and go through the plan-file parser,
-// so Python and plan files accept exactly the same programs.
-ProgramSpec program_spec(const py::dict& args, const std::string& what) {
-  static const std::set<std::string> known = {"source",  "source_file", "entry",   "language",
-                                              "buffers", "scalars",     "global_size", "local_size",
-                                              "defines", "flops",       "bytes",   "name"};
-  py::dict program;
-  program["language"] = "c";
-  program["buffers"] = py::list();
-  program["scalars"] = py::list();
-  std::string name;
-  std::string entry;
-  for (auto [key, value] : args) {
-    if (!PyUnicode_Check(key.ptr()))
-      throw type_error(fmt::format("{}: argument name {}", what, repr_text(key)), "a str", key);
-    const std::string k = string_argument(key, what);
-    if (!known.contains(k))
-      throw make_error(ErrorKind::Validation, "{}: unknown argument \"{}\"", what, k);
-    if (value.is_none()) continue;
-    // The arguments' own types here; what they hold is the plan parser's to check.
-    const std::string arg = fmt::format("{}: {}", what, k);
-    if (k == "name") {
-      name = string_argument(value, arg);
-    } else if (k == "source_file") {
-      const auto path = path_argument(value, arg);
-      program[key] = py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefault(path.c_str()));
-    } else {
-      if (k == "source" || k == "entry" || k == "language") {
-        const std::string text = string_argument(value, arg);
-        if (k == "entry") entry = text;
-      } else if (k == "defines") {
-        if (!PyDict_Check(value.ptr())) throw type_error(arg, "a dict", value);
-      } else if (k == "flops" || k == "bytes") {
-        if (!PyUnicode_Check(value.ptr()) && !(PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())))
-          throw type_error(arg, "an integer or an expression string", value);
-      } else if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) {  // buffers, scalars, launch sizes
-        throw type_error(arg, "a list", value);
-      }
-      program[key] = value;  // buffers' min_count included: the plan format's field
-    }
-  }
-  if (!program.contains("entry")) throw make_error(ErrorKind::Validation, "{}: entry= is required", what);
-  if (name.empty()) name = entry;
-  py::dict programs;
-  programs[py::str(name)] = program;
-  // The smallest plan around it: one buffer, no ops.
-  py::dict plan;
-  plan["svod_plan"] = kPlanFileVersion;
-  plan["buffers"] = py::dict(py::arg("_") = py::dict(py::arg("dtype") = "u8", py::arg("count") = 1));
-  plan["programs"] = programs;
-  plan["ops"] = py::list();
-  std::string text;
-  try {
-    text = py::cast<std::string>(py::module_::import("json").attr("dumps")(plan));
-  } catch (py::error_already_set& e) {
-    throw make_error(ErrorKind::Validation, "{}: the arguments are not JSON values: {}", what,
-                     py::cast<std::string>(py::str(e.value())));
-  }
-  PlanFile file = parse_plan_text(text, std::filesystem::current_path(), what);
-  return std::move(file.programs.at(0).spec);
-}
-
 // Every argument an object: program_spec checks their types.
 std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
                                    py::object entry, py::object language, py::object buffers, py::object scalars,
                                    py::object global_size, py::object local_size, py::object defines, py::object flops,
                                    py::object bytes, py::object name) {
-  py::dict args(py::arg("source") = source, py::arg("source_file") = source_file, py::arg("entry") = entry,
-                py::arg("language") = language, py::arg("buffers") = buffers, py::arg("scalars") = scalars,
-                py::arg("global_size") = global_size, py::arg("local_size") = local_size,
-                py::arg("defines") = defines, py::arg("flops") = flops, py::arg("bytes") = bytes,
-                py::arg("name") = name);
-  const ProgramSpec spec = program_spec(args, "compile");
+  static const std::string what = "compile";
+  const ProgramSpec spec = program_spec(CompileArgs{source, source_file, entry, language, buffers, scalars,
+                                                    global_size, local_size, defines, flops, bytes, name},
+                                        what);
   std::shared_ptr<const Program> compiled;
   {
     GilReleased unlocked;
@@ -508,7 +442,8 @@ py::list compile_many_programs(const std::shared_ptr<Device>& device, py::handle
     if (!PyDict_Check(item.ptr()))
       throw make_error(ErrorKind::Validation, "compile_many: programs[{}]: expected a dict of compile() arguments, got {}",
                        i, Py_TYPE(item.ptr())->tp_name);
-    specs.push_back(program_spec(py::reinterpret_borrow<py::dict>(item), fmt::format("compile_many: programs[{}]", i)));
+    const std::string what = fmt::format("compile_many: programs[{}]", i);
+    specs.push_back(program_spec(compile_args(item, what), what));
   }
   std::vector<CompileResult> results;
   {
@@ -606,12 +541,16 @@ void bind_devices(py::module_& m) {
   py::class_<Device, std::shared_ptr<Device>> device(m, "Device", "A device: compiles programs and allocates buffers.");
   device.def_property_readonly("name", &Device::name)
       .def("compile", &compile, py::arg("source") = py::none(), py::kw_only(), py::arg("source_file") = py::none(),
-           py::arg("entry"), py::arg("language") = "c", py::arg("buffers") = py::list(),
-           py::arg("scalars") = py::list(), py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
+           py::arg("entry"), py::arg("language") = "c", py::arg("buffers") = py::none(),
+           py::arg("scalars") = py::none(), py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
            py::arg("defines") = py::none(), py::arg("flops") = py::none(), py::arg("bytes") = py::none(),
            py::arg("name") = py::none(),
            "Compiles and loads a kernel. buffers and scalars are lists of dicts as in a plan file's\n"
            "program ({\"name\": \"o\", \"access\": \"write\", \"dtype\": \"f32\"}, {\"name\": \"n\", \"type\": \"i32\"});\n"
+           "a dtype may also be a numpy dtype (np.float32) or numpy's name (\"float32\"). Left out, for C they\n"
+           "are read from the entry's definition (pointers: buffers, read-only when const, the pointee the\n"
+           "dtype; 32- and 64-bit integers: scalars), and declared ones that disagree with it in number or\n"
+           "kind are a ValidationError; other languages: none.\n"
            "a buffer may also give \"min_count\", the elements a launch needs (an expression over the\n"
            "scalars except core_id, as in plan files). Raises CompileError (with .log) when the compiler refuses the source.")
       .def("compile_many", &compile_many_programs, py::arg("programs"), py::kw_only(), py::arg("errors") = "raise",

@@ -13,9 +13,11 @@
 
 Errors are svod.Error subclasses, one per kind of failure (.kind names it). Bad arguments raise
 svod.ValidationError, which is also a ValueError; an argument of the wrong type raises its
-subclass svod.ArgumentTypeError, also a TypeError.
+subclass svod.ArgumentTypeError, also a TypeError. svod.TimeoutError is also the builtin
+TimeoutError, and svod.IoError an OSError.
 """
 
+import builtins
 import contextlib
 import threading
 
@@ -71,12 +73,13 @@ class PlanPoisonedError(Error):
     """A plan failed mid-run; rebuild it before running it again."""
 
 
-class TimeoutError(Error):  # noqa: A001 - svod.TimeoutError, as the kind is named
-    """A process or operation ran past its time limit."""
+class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 - svod.TimeoutError, as the kind is named
+    """A process or operation ran past its time limit. Also the builtin TimeoutError (so an OSError)."""
 
 
-class IoError(Error):
-    """Files, pipes or processes failed."""
+class IoError(Error, OSError):
+    """Files, pipes or processes failed. Also an OSError (its errno and filename are None: the message
+    names the file and the system's reason)."""
 
 
 class InternalError(Error):

@@ -1,4 +1,5 @@
 # Type stubs of the svod package (the compiled part is svod._svod).
+import builtins
 from contextlib import AbstractContextManager
 from os import PathLike
 from typing import Any, Iterable, Mapping, Sequence
@@ -23,8 +24,9 @@ class UnsupportedError(Error): ...
 class DeviceUnavailableError(Error): ...
 class ExecutionError(Error): ...
 class PlanPoisonedError(Error): ...
-class TimeoutError(Error): ...
-class IoError(Error): ...
+class TimeoutError(Error, builtins.TimeoutError):  # also the builtin TimeoutError (an OSError)
+    ...
+class IoError(Error, OSError): ...  # also an OSError
 class InternalError(Error): ...
 class KernelFault(Error):
     signal: int
@@ -53,7 +55,11 @@ class DeviceInfo:
 class Buffer:
     """Memory on a device; CPU buffers view as numpy arrays without a copy."""
     @property
-    def dtype(self) -> str: ...
+    def dtype(self) -> str:
+        """svod's name of the element type ("f32", "bf16"): every svod dtype has one, numpy lacks some."""
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The numpy dtype of numpy()'s array (uint16 for bf16, numpy having no bfloat16)."""
     @property
     def shape(self) -> tuple[int, ...]: ...
     @property
@@ -101,8 +107,11 @@ class Program:
 class Device:
     @property
     def name(self) -> str: ...
+    # buffers=/scalars= left out (None): read from a C entry's definition; other languages: none.
+    # A buffer's "dtype" and a scalar's "type" may be DTypeLike (np.float32, "float32").
     def compile(self, source: str | None = None, *, source_file: str | PathLike[str] | None = None, entry: str,
-                language: str = "c", buffers: Sequence[Mapping[str, Any]] = ..., scalars: Sequence[Mapping[str, Any]] = ...,
+                language: str = "c", buffers: Sequence[Mapping[str, Any]] | None = None,
+                scalars: Sequence[Mapping[str, Any]] | None = None,
                 global_size: Sequence[int | str] | None = None, local_size: Sequence[int | str] | None = None,
                 defines: Mapping[str, str | int | float | bool] | None = None, flops: int | str | None = None,
                 bytes: int | str | None = None, name: str | None = None) -> Program: ...

@@ -13,6 +13,11 @@ PlanFileProgram Parser::parse_program(std::string_view text) {
   return program(parse_json(text), "", "");
 }
 
+PlanFileProgram parse_program_value(const Json& program, const std::string& key, const fs::path& folder,
+                                    std::string_view source_name) {
+  return Parser(folder, std::string(source_name)).parse_program(program, key);
+}
+
 void Parser::programs(const Json& j) {
   object(j, "programs");
   for (const auto& [key, p] : j.items()) {

@@ -32,10 +32,20 @@ using Json = nlohmann::ordered_json;
 // Buffers larger than this are surely a typo; it also keeps count * size far from overflow.
 inline constexpr size_t kMaxBufferBytes = size_t{1} << 40;
 
+// Paths are made for every field read, error or not: concatenated rather
+// than formatted (a program from Python is parsed on every compile()).
 inline std::string child(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+  if (path.empty()) return std::string(key);
+  std::string out;
+  out.reserve(path.size() + 1 + key.size());
+  out.append(path).append(1, '.').append(key);
+  return out;
 }
-inline std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
+inline std::string item(const std::string& path, size_t index) {
+  std::string out = path;
+  out.append(1, '[').append(std::to_string(index)).append(1, ']');
+  return out;
+}
 
 inline std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -51,6 +61,11 @@ class Parser {
 
   // A program object on its own (parse_program_text).
   PlanFileProgram parse_program(std::string_view text);
+  // A program object already in memory, read as a plan's "programs" entry
+  // `key` (parse_program_value).
+  PlanFileProgram parse_program(const Json& value, const std::string& key) const {
+    return program(value, key, child("programs", key));
+  }
 
  private:
   Json parse_json(std::string_view text) const {
@@ -194,5 +209,13 @@ class Parser {
   // Every plan has rank and world_size.
   std::set<std::string> variable_names_{std::string(kRankVariable), std::string(kWorldSizeVariable)};
 };
+
+// The spec builder of Python's Device.compile (and of anything else that has
+// a program's fields as values rather than text): `program` read exactly as
+// the entry `key` of a plan's "programs" (same checks, same messages, paths
+// "programs.KEY.…" prefixed by `source_name`), relative source_file paths
+// under `folder`. No JSON text is made or parsed.
+PlanFileProgram parse_program_value(const Json& program, const std::string& key, const fs::path& folder,
+                                    std::string_view source_name);
 
 }  // namespace svod::detail::plan_parse

@@ -196,3 +196,12 @@ def test_a_view_must_start_on_an_element_boundary(cpu):
         b.view(4, 2, "f64")
     assert b.view(4, 4).to_numpy().shape == (4,)
     assert b.view(1, 3, "u8").to_numpy().shape == (3,)
+
+
+def test_numpy_dtype_beside_svods_name(cpu):
+    # dtype stays svod's name (bf16 has no numpy dtype); numpy_dtype is numpy()'s.
+    buf = cpu.allocate(np.float32, 4)
+    assert buf.dtype == "f32" and buf.numpy_dtype == np.dtype(np.float32) == buf.numpy().dtype
+    bf = cpu.allocate("bf16", 4)
+    assert bf.dtype == "bf16" and bf.numpy_dtype == np.dtype(np.uint16) == bf.numpy().dtype
+    assert cpu.allocate("i64", 2).numpy_dtype == np.int64

@@ -493,3 +493,26 @@ def test_checked_nan_names_the_first_op_that_makes_a_nan(tmp_path):
                            match=r'op 0 \("divide"\) \(kernel "k"\) failed: buffer 0 \("o"\) \(f32\[4\]\) holds NaN at '
                                  r'element 3'):
             p.execute()
+
+
+def test_timeout_and_io_errors_are_also_the_builtin_ones(cpu, tmp_path):
+    # Before: svod.TimeoutError was only a svod.Error, so `except TimeoutError` missed it.
+    assert issubclass(svod.TimeoutError, TimeoutError) and issubclass(svod.TimeoutError, svod.Error)
+    assert issubclass(svod.IoError, OSError) and issubclass(svod.IoError, svod.Error)
+    e = svod.TimeoutError("ran past 2 s")
+    assert str(e) == "ran past 2 s" and e.kind == "timeout" and e.errno is None
+    with pytest.raises(OSError, match="cannot open") as info:
+        cpu.compile(source_file=tmp_path / "missing.c", entry="k")
+    assert isinstance(info.value, svod.IoError) and info.value.kind == "io"
+
+
+def test_a_refusing_producer_is_named_without_a_traceback(add):
+    # Before: pybind11's "\n\nAt:\n  file(line): __dlpack__" followed the message.
+    with pytest.raises(svod.ValidationError) as info:
+        svod.from_dlpack(_Refusing())
+    assert str(info.value) == ("from_dlpack: _Refusing.__dlpack__() refused: BufferError: "
+                               "this tensor cannot be exported")
+    o, a = np.zeros(4, np.float32), np.ones(4, np.float32)
+    with pytest.raises(svod.ValidationError) as info:
+        add(o, _Refusing(), a, 4)
+    assert "\n" not in str(info.value) and "At:" not in str(info.value)

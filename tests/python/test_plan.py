@@ -264,3 +264,19 @@ def test_two_slots_over_one_array_are_ordered_by_their_real_addresses(cpu):
     for _ in range(20):
         shared[:] = 0
         assert (plan.run()["out"] == 2000).all()
+
+
+def test_profile_names_plan_builder_ops_by_their_ids(cpu, add):
+    # Before: every PlanBuilder op was "op N" in the per-op table, its id nowhere.
+    b = svod.PlanBuilder()
+    o, a, c = (b.add_buffer(np.zeros(8, np.float32), name=n) for n in ("o", "a", "c"))
+    b.run(add, [o, a, c], [8], id="first_sum")
+    b.run(add, [c, o, a], [8])
+    plan = b.build()
+    with svod.profile() as p:
+        plan.execute()
+    table = p.table(per_op=True)
+    assert "op 0 (first_sum) kernel add" in table
+    assert "op 1 kernel add" in table
+    trace = json.loads(p.json())
+    assert "first_sum" in json.dumps(trace)

@@ -338,7 +338,8 @@ def test_benchmark(add):
 def test_arguments_of_the_wrong_type_are_validation_errors(cpu, add):
     with pytest.raises(svod.ValidationError, match='missing argument "entry"'):
         cpu.compile(source="void k() {}")  # no entry
-    with pytest.raises(svod.ValidationError, match="not JSON values"):
+    # Named by its field (the JSON text path said only "not JSON values").
+    with pytest.raises(svod.ArgumentTypeError, match=r"compile: programs.k.defines.A: expected a JSON value .*got object"):
         cpu.compile(source="void k() {}", entry="k", defines={"A": object()})
     # Buffer entries go to the plan-file parser as they are (min_count included).
     with pytest.raises(svod.ValidationError, match=r"programs.k.buffers\[0\]: expected an object, got an integer"):
@@ -369,3 +370,100 @@ def test_the_cpu_device_opens_no_compiler_until_one_compiles(tmp_path):
     assert r.returncode == 0, r.stderr
     plugin = pathlib.Path(os.environ.get("SVOD_BINARY_DIR", "/nonexistent")) / "runtime" / "libsvod_llvm.so"
     assert r.stdout.strip() == ("llvm" if plugin.exists() else "other")
+
+
+def test_parameters_are_read_from_the_c_source_when_left_out(cpu):
+    # Before: compile() without buffers= took 0 buffers and the call failed ("takes 0 buffers").
+    prog = cpu.compile(source=ADD_SOURCE, entry="add")
+    assert prog.buffers == [{"name": "o", "access": "readwrite", "dtype": "f32"},
+                            {"name": "a", "access": "read", "dtype": "f32"},
+                            {"name": "b", "access": "read", "dtype": "f32"}]
+    assert prog.scalars == [{"name": "n", "type": "i32"}]
+    o, a, b = arrays(64)
+    prog(o, a, b, 64)
+    np.testing.assert_array_equal(o, a + b)
+    with pytest.raises(svod.ValidationError, match=r'buffer 1 \("a"\).*i32'):
+        prog(o, np.zeros(64, np.int32), b, 64)  # the inferred dtype is checked
+
+
+def test_inferred_parameters_core_id_types_and_arrays(cpu):
+    src = """
+    /* void mark(char* wrong) { */
+    #define UNUSED(x) (void)(x)
+    __attribute__((noinline)) void mark(int32_t* restrict o, const double x[restrict 4], void* raw,
+                                        long long n, unsigned stride, int core_id)
+    { UNUSED(raw); UNUSED(x); UNUSED(stride); if (core_id < n) o[core_id] = core_id + 1; }
+    """
+    prog = cpu.compile(source="#include <stdint.h>\n" + src, entry="mark", global_size=["n"])
+    assert prog.buffers == [{"name": "o", "access": "readwrite", "dtype": "i32"},
+                            {"name": "x", "access": "read", "dtype": "f64"},
+                            {"name": "raw", "access": "readwrite"}]
+    assert prog.scalars == [{"name": "n", "type": "i64"}, {"name": "stride", "type": "i32"},
+                            {"name": "core_id", "type": "i32"}]
+    o = np.zeros(4, np.int32)
+    prog(o, np.zeros(4), np.zeros(1, np.uint8), 4, 1)  # core_id is svod's: 4 slices
+    np.testing.assert_array_equal(o, [1, 2, 3, 4])
+    # A define stands for its value, as -D would.
+    prog = cpu.compile(source="void k(REAL* o, int n) { o[0] = n; }", entry="k", defines={"REAL": "double"})
+    assert prog.buffers[0]["dtype"] == "f64"
+    assert cpu.compile(source="void k(void) {}", entry="k").buffers == []
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("void k(half* o, int n) {}", r'parameter 0 \("o"\): type "half", which svod does not know'),
+    ("void k(float* o, float x) {}", r'parameter 1 \("x"\): svod\'s scalars are integers of 32 or 64 bits, not f32'),
+    ("void k(int n, float* o) {}", r'pointer parameter 1 \("o"\) follows an integer one'),
+    ("void k(float** o) {}", r"a pointer to a pointer"),
+    ("void k(int n, ...) {}", r"variadic"),
+    ("void k(struct s* o) {}", r"a struct type"),
+    ("#define K(name) void name(float* o)\nK(k) {}", r'no definition "k\(...\) \{" found'),
+])
+def test_parameters_that_cannot_be_read_are_a_clear_error(cpu, source, problem):
+    with pytest.raises(svod.ValidationError, match=r"buffers= and scalars= are left out and cannot be read from the "
+                                                   r"source: .*" + problem):
+        cpu.compile(source=source, entry="k")
+
+
+def test_declared_parameters_that_disagree_with_the_source_are_refused(cpu):
+    # Before: accepted; the kernel ran with its arguments in the wrong registers.
+    with pytest.raises(svod.ValidationError, match=r'program "add": buffers= and scalars= declare 3 buffers \(o, a, b\) '
+                                                   r"and 0 scalars, but the source's add\(float\* o, const float\* a, "
+                                                   r"const float\* b, int n\) takes 4 parameters"):
+        cpu.compile(source=ADD_SOURCE, entry="add", buffers=ADD_BUFFERS, scalars=[])
+    with pytest.raises(svod.ValidationError, match=r'parameter 2 \("b", const float\*\) is a pointer, but scalar 0'):
+        cpu.compile(source=ADD_SOURCE, entry="add", buffers=ADD_BUFFERS[:2],
+                    scalars=[{"name": "x", "type": "i32"}, {"name": "n", "type": "i32"}])
+    # Only one left out: the other is read from the source.
+    prog = cpu.compile(source=ADD_SOURCE, entry="add", buffers=ADD_BUFFERS)
+    assert prog.scalars == [{"name": "n", "type": "i32"}]
+    # What the reader does not understand is not checked (the compiler has the last word).
+    prog = cpu.compile(source="typedef float real;\nvoid k(real* o, MYINT n) { o[0] = n; }", entry="k",
+                       defines={"MYINT": "int"}, buffers=[{"name": "o", "access": "write", "dtype": "f32"}],
+                       scalars=[{"name": "n", "type": "i32"}])
+    assert prog.scalars == [{"name": "n", "type": "i32"}]
+
+
+def test_other_languages_take_what_is_declared(cpu):
+    ir = "define void @k() {\n  ret void\n}\n"
+    prog = cpu.compile(source=ir, entry="k", language="llvm")
+    assert prog.buffers == [] and prog.scalars == []
+
+
+def test_numpy_dtypes_wherever_dtype_strings_are(cpu):
+    # Before: "compile: the arguments are not JSON values: Object of type type is not JSON serializable".
+    prog = cpu.compile(source=ADD_SOURCE, entry="add",
+                       buffers=[{"name": "o", "access": "write", "dtype": np.float32},
+                                {"name": "a", "dtype": np.dtype("<f4")}, {"name": "b", "dtype": "float32"}],
+                       scalars=[{"name": "n", "type": np.int32}])
+    assert [b["dtype"] for b in prog.buffers] == ["f32"] * 3 and prog.scalars[0]["type"] == "i32"
+    prog = cpu.compile_many([dict(source=ADD_SOURCE, entry="add", name="add_numpy",
+                                  buffers=[{"name": n, "dtype": np.float64} for n in "oab"],
+                                  scalars=[{"name": "n", "type": np.int64}])])[0]
+    assert prog.buffers[0]["dtype"] == "f64" and prog.scalars[0]["type"] == "i64"
+    with pytest.raises(svod.ValidationError, match=r"programs.add.buffers\[0\].dtype: dtype complex64: svod has no"):
+        cpu.compile(source=ADD_SOURCE, entry="add", buffers=[{"name": "o", "dtype": np.complex64}])
+    # numpy's "float" is float64: never taken for C's float.
+    with pytest.raises(svod.ValidationError, match=r'buffers\[0\].dtype: unknown element type "float"'):
+        cpu.compile(source=ADD_SOURCE, entry="add", buffers=[{"name": "o", "dtype": "float"}])
+    with pytest.raises(svod.ValidationError, match=r"scalars\[0\].type"):
+        cpu.compile(source=ADD_SOURCE, entry="add", buffers=ADD_BUFFERS, scalars=[{"name": "n", "type": np.float32}])

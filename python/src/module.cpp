@@ -242,6 +242,8 @@ Device& host_device() {
   return device;
 }
 
+void bind_log(py::module_& m);  // log.cpp: svod.log_to_python, svod.flush_log
+
 }  // namespace svod::python
 
 PYBIND11_MODULE(_svod, m) {
@@ -274,5 +276,6 @@ PYBIND11_MODULE(_svod, m) {
   bind_plans(m);
   bind_capture(m);
   bind_profile(m);
+  bind_log(m);
   guard_signatures(m);
 }

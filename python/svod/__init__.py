@@ -176,3 +176,8 @@ __all__ = [
     "load_plan", "profile",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]
+
+# svod's log lines to the logging logger "svod" (opt-in; stderr by default).
+from ._svod import flush_log, log_to_python  # noqa: E402
+
+__all__ += ["flush_log", "log_to_python"]

@@ -199,3 +199,8 @@ def benchmark(target: Program | Plan, args: Sequence[BufferLike | int] = (), war
 def profile() -> Profile: ...
 def checked(what: str = "memory") -> AbstractContextManager[None]:
     """Checked mode inside the block: "memory", "nan" or "all" (as SVOD_CHECK)."""
+def log_to_python(enable: bool = True) -> None:
+    """Sends svod's log lines to the logging logger "svod" instead of stderr (warnings as WARNING,
+    SVOD_DEBUG output as DEBUG); enable=False, and interpreter exit, put stderr back."""
+def flush_log() -> None:
+    """Hands every svod log line still waiting to logging before it returns."""

@@ -1,6 +1,7 @@
 // Diagnostics. The library never prints on its own: debug output appears
 // only when SVOD_DEBUG is set (level 1 compiles, 2 launches, 3 sources, 4
-// disassembly), warnings always; each is one line "svod: ..." on stderr.
+// disassembly), warnings always; each is one line "svod: ..." on stderr, or
+// a call of the sink an embedding program installed (log_sink.h).
 // (Not spdlog: loading it was a quarter of the dynamic linker's work at every
 // start of the process, for two dozen lines of output.)
 #pragma once
@@ -17,7 +18,7 @@ namespace svod {
 int debug_level() noexcept;
 
 // Writes "svod: `message`\n" to stderr in one write, so lines from several
-// threads do not interleave.
+// threads do not interleave (or passes it to the sink, as a debug line).
 void log_line(std::string_view message);
 
 // How many warnings this process has logged.

@@ -1,8 +1,8 @@
 // The C API of svod.h over the C++ runtime: statuses, devices, buffers,
-// programs and plans (communicators: comm.cpp). Handles hold shared runtime
-// objects; every entry point runs its body inside guarded(), which turns
-// whatever the runtime throws into an svod_status, so no exception crosses
-// into C.
+// programs, plans and the log callback (communicators: comm.cpp). Handles
+// hold shared runtime objects; every entry point runs its body inside
+// guarded(), which turns whatever the runtime throws into an svod_status, so
+// no exception crosses into C.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "svod/base/json_depth.h"
+#include "svod/base/log_sink.h"
 #include "svod/capi/capi_internal.h"
 #include "svod/device/host_device.h"
 #include "svod/registry/registry.h"
@@ -458,5 +459,16 @@ svod_status* svod_plan_execute(svod_plan* plan) {
 }
 
 svod_status* svod_plan_release(svod_plan* plan) { return svod::capi::release(__func__, plan, "plan"); }
+
+// ---- Log lines --------------------------------------------------------------
+
+svod_status* svod_set_log_callback(svod_log_callback callback, void* user) {
+  return guarded(__func__, [&] {
+    if (callback == nullptr) return svod::set_log_sink(nullptr);
+    svod::set_log_sink([callback, user](svod::LogLevel level, std::string_view line) {
+      callback(user, static_cast<int>(level), line.data());  // NUL-terminated (log_sink.h)
+    });
+  });
+}
 
 }  // extern "C"

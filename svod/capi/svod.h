@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 5
+#define SVOD_API_VERSION_MINOR 6
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -395,6 +395,41 @@ SVOD_C_EXPORT svod_status* svod_plan_load_package_with_comm(const void* data, si
                                                             svod_comm* comm, svod_plan** out);
 SVOD_C_EXPORT svod_status* svod_plan_load_package_file_with_comm(const char* path, const char* vars_json,
                                                                  svod_comm* comm, svod_plan** out);
+
+/* ---- Log lines (1.6) ------------------------------------------------------ */
+
+/* svod logs warnings (always) and debug lines (with SVOD_DEBUG set: 1
+ * compiles and cache hits, 2 every launch, 3 sources, 4 disassembly), each
+ * one line "svod: ..." on stderr by default. */
+
+/* The level of a line; the values are Python logging's. Other levels may be
+ * added in minor versions: treat an unknown one as SVOD_LOG_WARNING. */
+typedef enum svod_log_level {
+  SVOD_LOG_DEBUG = 10,
+  SVOD_LOG_WARNING = 30
+} svod_log_level;
+
+/* Receives a line: its level (an svod_log_level) and its text, without the
+ * "svod: " prefix and the trailing newline (a message may hold newlines
+ * inside: sources, compiler logs), alive during the call only. */
+typedef void (*svod_log_callback)(void* user, int level, const char* line);
+
+/* Sends every later log line of the process to `callback` (with `user`)
+ * instead of stderr; NULL puts stderr back (`user` is then ignored).
+ * Lines come from any thread — the caller's, the thread pool's, compile and
+ * communication threads — and several threads may be in the callback at
+ * once: it must be thread-safe. svod may hold its own locks while calling
+ * it, so it must not call svod functions (but svod_set_log_callback and the
+ * status functions), nor wait for a thread that may be inside svod. A line logged on a thread that is already in the
+ * callback (the callback, or something it calls, logs through svod) is
+ * written to stderr instead, so the callback is never re-entered on one
+ * thread. Reports written as svod ends the process or from a signal
+ * handler (a kernel fault it could not stop, SVOD_OP_TIMEOUT) always go to
+ * stderr. Called outside the callback, the function returns once no thread
+ * is still in a call of the callback it replaced, so its `user` data may be
+ * freed after; called from inside the callback it returns at once. Errors:
+ * INTERNAL when memory runs out (the previous callback stays). Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_set_log_callback(svod_log_callback callback, void* user);
 
 #ifdef __cplusplus
 }

@@ -14,12 +14,11 @@ making the svod.Program. Prints medians of per-call times (each sample the mean 
   5. for reference, json.dumps of the arguments (what the old JSON path paid first).
 """
 import json
-import statistics
-import time
 
 import numpy as np
 
 import svod
+from bench_python import per_call_ns  # beside this file
 
 BATCH = 200
 SAMPLES = 101
@@ -35,15 +34,7 @@ SCALARS = [{"name": "n", "type": "i32"}]
 
 def per_call_us(fn, batch=BATCH, samples=SAMPLES):
     """Median over `samples` batches of the mean time per call, in microseconds."""
-    for _ in range(batch // 4):
-        fn()
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter_ns()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter_ns() - start) / batch / 1e3)
-    return statistics.median(times)
+    return per_call_ns(fn, batch, samples) / 1e3
 
 
 def main():

@@ -153,7 +153,16 @@ class CMakeBuild(build_ext):
             if not (package / command).is_file():
                 raise RuntimeError(f"svod: `cmake --install {build_dir} --component svod_wheel` put no {command} "
                                    f"into {package}")
+        # The manual page the build made from the command's help, for data_files below.
+        WHEEL_DATA.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build_dir / "tools" / "svod" / "svod.1", WHEEL_DATA / "svod.1")
 
+
+# What the wheel puts under the environment's share/, as the Debian package does under /usr/share:
+# the manual page (made by the build: build_ext copies it here) and the licence, the README and the
+# documents the command's help points at.
+WHEEL_DATA = ROOT / "build" / "wheel-data"
+DOCS = ["LICENSE", "README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 
 # setuptools' egg-info goes with its other byproducts under build/ (ignored by git), not beside this file.
 (ROOT / "build").mkdir(exist_ok=True)
@@ -162,5 +171,6 @@ setup(
     version=project_version(),
     ext_modules=[Extension("svod._svod", sources=[])],
     cmdclass={"build_py": BuildPy, "build_ext": CMakeBuild},
+    data_files=[("share/man/man1", [str(WHEEL_DATA / "svod.1")]), ("share/doc/svod", DOCS)],
     zip_safe=False,
 )

@@ -199,6 +199,9 @@ step "pip install into a virtual environment (--system-site-packages: Debian's n
 SVOD_CMAKE_BUILD_DIR=$build "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$src"
 check_python "$work/venv/bin/python" "$work/venv/lib"
 check_tinygrad "$work/venv/bin/python" "$work/venv/lib"
+for f in share/man/man1/svod.1 share/doc/svod/LICENSE share/doc/svod/PLAN_FORMAT.md; do
+  [ -f "$work/venv/$f" ] || fail "pip install put no $f into the virtual environment"
+done
 meta=$("$work/venv/bin/python" -m pip show svod)
 for field in "License: MIT" "Author: the svod developers"; do
   grep -qxF "$field" <<<"$meta" || fail "pip show svod lacks \"$field\": $meta"

@@ -75,10 +75,24 @@ Hash128 hash_text(std::string_view text) {
   return hash_bytes(std::span(reinterpret_cast<const std::byte*>(text.data()), text.size()));
 }
 
+// Whether the file name compilers give the source (ProgramSpec::source_name)
+// can change what they make of it: __FILE__ expands to it, and a quoted
+// #include is looked for beside it. Other sources compile alike under any
+// name, so the name stays out of their keys.
+bool compiles_by_name(std::string_view source) {
+  if (source.find("__FILE__") != std::string_view::npos) return true;
+  for (size_t at = source.find("include"); at != std::string_view::npos; at = source.find("include", at + 1)) {
+    const size_t next = source.find_first_not_of(" \t", at + 7);
+    if (next != std::string_view::npos && source[next] == '"') return true;
+  }
+  return false;
+}
+
 // The source is hashed on its own rather than copied into the buffer, so a
 // large source is read exactly once.
 void write_compiler_input(KeyWriter& w, const ProgramSpec& spec) {
   w.hash(hash_text(spec.source));
+  if (compiles_by_name(spec.source)) w.str(spec.diagnostic_file_name());
   w.u64(static_cast<uint64_t>(spec.language));
   w.str(spec.entry);
   w.u64(spec.defines.size());

@@ -72,8 +72,9 @@ struct ProgramSpec {
   std::string source;
   // What compile diagnostics call the source ("kernels/mm.c:3:5: error: ..."):
   // a plan's source_file as the plan gives it, or where inline source sat
-  // ("plan.json: programs.mm.source"). Empty: display_name() + ".c". It only
-  // labels diagnostics (and __FILE__), so it is not part of any cache key.
+  // ("plan.json: programs.mm.source"). Empty: display_name() + ".c". It labels
+  // diagnostics, and is part of the cache keys only of sources it can change:
+  // ones that use __FILE__ or a quoted #include (svod/cache/cache_key.cpp).
   std::string source_name;
   std::string entry;
   std::vector<BufferParam> buffers;  // ABI order: all buffers, then all scalars

@@ -235,6 +235,21 @@ TEST(KernelKeyTest, EveryFieldOfTheSpecCounts) {
   ProgramSpec defined = base;
   defined.defines.emplace_back("A", "1");
   EXPECT_NE(source_hash(defined), source_hash(base));
+  // The file name the source compiles under, only where it can change the object: a source that
+  // uses __FILE__ or includes a header beside it.
+  ProgramSpec named = base;
+  named.source_name = "kernels/k.c";
+  EXPECT_EQ(source_hash(named), source_hash(base));
+  for (const char* uses_name : {"const char* f = __FILE__;\n", "#include \"k.h\"\n", "# include  \"k.h\"\n"}) {
+    ProgramSpec a = base, b = base;
+    a.source = b.source = uses_name + base.source;
+    b.source_name = "kernels/k.c";
+    EXPECT_NE(source_hash(a), source_hash(b)) << uses_name;
+  }
+  ProgramSpec system_header = base, system_named = base;
+  system_header.source = system_named.source = "#include <math.h>\n" + base.source;
+  system_named.source_name = "kernels/k.c";
+  EXPECT_EQ(source_hash(system_header), source_hash(system_named));
 }
 
 }  // namespace

@@ -51,6 +51,27 @@ Json string_json(PyObject* v, const std::string& what, const Path& path) {
   return Json(std::string(text, static_cast<size_t>(size)));
 }
 
+// The dict `v` as a JSON object, each value made by
+// value_json(key, value, its path); keys must be str.
+template <typename ValueJson>
+Json object_json(PyObject* v, const std::string& what, const Path& path, ValueJson&& value_json) {
+  Json out = Json::object();
+  PyObject* key;
+  PyObject* value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(v, &pos, &key, &value)) {
+    if (!PyUnicode_Check(key))
+      throw type_error(fmt::format("{}: {}: key {}", what, path.text(), repr_text(key)), "a str", key);
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(key, &size);
+    if (text == nullptr) throw py::error_already_set();
+    const std::string_view k(text, static_cast<size_t>(size));
+    const Path at{&path, k, 0};
+    out[std::string(k)] = value_json(k, value, at);
+  }
+  return out;
+}
+
 // A Python value as the JSON value a plan file would hold there.
 Json json_value(PyObject* v, const std::string& what, const Path& path, int depth) {
   if (depth > kMaxDepth)
@@ -89,21 +110,9 @@ Json json_value(PyObject* v, const std::string& what, const Path& path, int dept
     return out;
   }
   if (PyDict_Check(v)) {
-    Json out = Json::object();
-    PyObject* key;
-    PyObject* value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(v, &pos, &key, &value)) {
-      if (!PyUnicode_Check(key))
-        throw type_error(fmt::format("{}: {}: key {}", what, path.text(), repr_text(key)), "a str", key);
-      Py_ssize_t size = 0;
-      const char* text = PyUnicode_AsUTF8AndSize(key, &size);
-      if (text == nullptr) throw py::error_already_set();
-      const std::string_view k(text, static_cast<size_t>(size));
-      const Path at{&path, k, 0};
-      out[std::string(k)] = json_value(value, what, at, depth + 1);
-    }
-    return out;
+    return object_json(v, what, path, [&](std::string_view, PyObject* value, const Path& at) {
+      return json_value(value, what, at, depth + 1);
+    });
   }
   throw type_error(fmt::format("{}: {}", what, path.text()),
                    "a JSON value (a str, int, float, bool, None, list or dict)", v);
@@ -147,33 +156,13 @@ Json parameter_list(PyObject* v, std::string_view dtype_key, const std::string& 
   for (Py_ssize_t i = 0; i < n; ++i) {
     const Path at{&path, {}, static_cast<size_t>(i)};
     PyObject* item = items[i];
-    PyObject* dtype = PyDict_Check(item) ? PyDict_GetItemString(item, dtype_key.data()) : nullptr;
-    if (dtype == nullptr || PyUnicode_CheckExact(dtype)) {
-      // Nothing to translate, or a str: json_value takes it (and svod's names
-      // are the common case).
-      if (dtype != nullptr) {
-        Json param = json_value(item, what, at, 1);
-        const Path field{&at, dtype_key, 0};
-        param[std::string(dtype_key)] = dtype_json(dtype, what, field);
-        out.push_back(std::move(param));
-      } else {
-        out.push_back(json_value(item, what, at, 1));
-      }
+    if (!PyDict_Check(item)) {
+      out.push_back(json_value(item, what, at, 1));  // not an object: the parser says so
       continue;
     }
-    Json param = Json::object();
-    PyObject* key;
-    PyObject* value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(item, &pos, &key, &value)) {
-      if (!PyUnicode_Check(key))
-        throw type_error(fmt::format("{}: {}: key {}", what, at.text(), repr_text(key)), "a str", key);
-      const char* text = PyUnicode_AsUTF8(key);
-      if (text == nullptr) throw py::error_already_set();
-      const Path field{&at, text, 0};
-      param[text] = value == dtype ? dtype_json(value, what, field) : json_value(value, what, field, 2);
-    }
-    out.push_back(std::move(param));
+    out.push_back(object_json(item, what, at, [&](std::string_view key, PyObject* value, const Path& field) {
+      return key == dtype_key ? dtype_json(value, what, field) : json_value(value, what, field, 2);
+    }));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // the JSON report and the `svod tune` command on the example.
 #include "svod/tune/tuner.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -383,6 +384,20 @@ TEST_F(TunerTest, CommandRejectsABadTuneFileWithStatus2) {
   EXPECT_NE(r.err.find("parameters.MODE"), std::string::npos) << r.err;
   const ProcessResult none = run_process({kSvod.string(), "tune"}, "", std::chrono::seconds(60));
   EXPECT_EQ(none.exit_code, 2);
+}
+
+TEST_F(TunerTest, CommandRefusesAnOutputItCannotWriteBeforeSearching) {
+  if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
+  for (const char* flag : {"--json", "--plot"}) {
+    const ProcessResult r = run_process({kSvod.string(), "tune", SVOD_SOURCE_DIR "/examples/tune_matmul/tune_small.json",
+                                         flag, "/nonexistent/out"},
+                                        "", std::chrono::seconds(60));
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_NE(r.err.find(fmt::format("svod tune: error (io): {}: cannot write /nonexistent/out", flag)),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("tuning "), std::string::npos) << r.out;  // nothing searched
+  }
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include "svod/capi/svod.h"
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
-#include "tools/svod/common.h"
 #include "tools/svod/entry.h"
 #include "tools/svod/usage.h"
 
@@ -157,10 +156,7 @@ int svod_command_main(int argc, char** argv) {
     }
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
-    if (tune->parsed()) {
-      svod::cli::check_outputs({{"--json", tune_options.json}, {"--plot", tune_options.plot}});
-      return svod::cli::tune(tune_options);
-    }
+    if (tune->parsed()) return svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

@@ -67,6 +67,8 @@ int tune_worker() {
 
 int tune(const TuneOptions& options) {
   try {
+    // Before the search: its results can be written when it is done.
+    check_outputs({{"--json", options.json}, {"--plot", options.plot}});
     // Workers inherit the environment, so they compile with this backend too.
     select_cpu_backend(options.backend);
     const TuneFile file = parse_tune_file(options.tune_file);

@@ -462,8 +462,8 @@ std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> own
   auto registration = std::make_shared<CodeRegistration>();
   registration->owner = std::move(owner);
   for (CodeSlot& slot : code_slots) {
-    int free = 0;
-    if (!slot.state.compare_exchange_strong(free, 1)) continue;
+    int free = 0;  // read first: a slot in use costs a load, not a locked exchange
+    if (slot.state.load(std::memory_order_relaxed) != 0 || !slot.state.compare_exchange_strong(free, 1)) continue;
     slot.ranges = std::min(code.size(), CodeSlot::kRanges);
     for (size_t i = 0; i < slot.ranges; ++i) {
       slot.begin[i] = reinterpret_cast<uintptr_t>(code[i].data());

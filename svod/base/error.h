@@ -48,11 +48,11 @@ class Error : public std::runtime_error {
 // What the fault handler saw when it stopped a kernel
 // (svod/backends/cpu/kernel_fault.h), as data for callers that react to it.
 struct KernelFaultInfo {
-  int signal = 0;                      // SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGTRAP
+  int signal = 0;                      // SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGTRAP; 0: a call of exit() or its kin
   std::string signal_name;             // "SIGSEGV"
   std::optional<uint64_t> address;     // the faulting address, when the processor reports one
   std::string access;                  // "read", "write", or "" when unknown
-  std::string cause;                   // "null pointer", "stack overflow", "out of bounds", "arithmetic fault", ...
+  std::string cause;                   // "null pointer", "stack overflow", "out of bounds", "called _exit(0)", ...
   std::string program;                 // the program's display name
   std::string entry;                   // its entry symbol
   int64_t slice = -1;                  // the core_id slice, -1 for a launch of one

@@ -15,6 +15,7 @@
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
 #include "svod/comm/reduce.h"
+#include "svod/guard/kernel_stop.h"
 
 namespace svod {
 namespace {
@@ -94,8 +95,7 @@ class LocalGroup {
     const std::string message = fmt::format("local rank {}: {} timed out after {} ms waiting for rank(s) {}", rank,
                                             detail::describe(desc), options_.timeout.count(),
                                             detail::rank_list(std::move(missing)));
-    failed_ = Failure{-1, message};
-    changed_.notify_all();
+    record_failure(Failure{-1, message});
     throw Error(ErrorKind::Timeout, message);
   }
 
@@ -108,8 +108,15 @@ class LocalGroup {
 
   void fail(int rank, const std::string& reason) {
     std::lock_guard lock(mutex_);
-    if (!failed_) failed_ = Failure{rank, reason};
-    changed_.notify_all();
+    if (!failed_) record_failure(Failure{rank, reason});
+  }
+
+  // The ranks' stop scopes while run_local_ranks runs them (null entries
+  // otherwise): a failure of the group stops every kernel they run, since
+  // no rank can finish its work any more.
+  void set_stop_scopes(std::vector<StopScope*> scopes) {
+    std::lock_guard lock(mutex_);
+    stop_scopes_ = std::move(scopes);
   }
 
   void send(int from, int to, const CallDesc& desc, const void* data) {
@@ -178,8 +185,7 @@ class LocalGroup {
     const std::string message = fmt::format("local rank {}: {} cannot finish: rank(s) {} finished their work without "
                                             "joining it",
                                             rank, detail::describe(desc), ranks);
-    failed_ = Failure{-1, message, ErrorKind::Execution};
-    changed_.notify_all();
+    record_failure(Failure{-1, message, ErrorKind::Execution});
     throw Error(ErrorKind::Execution, message);
   }
 
@@ -195,9 +201,21 @@ class LocalGroup {
     if (met) fail_finished(rank, desc, std::to_string(peer));
     const std::string message = fmt::format("local rank {}: {} timed out after {} ms waiting for rank {}", rank,
                                             detail::describe(desc), options_.timeout.count(), peer);
-    failed_ = Failure{-1, message};
-    changed_.notify_all();
+    record_failure(Failure{-1, message});
     throw Error(ErrorKind::Timeout, message);
+  }
+
+  // The group's failure, with mutex_ held: the ranks waiting are woken and
+  // the kernels the ranks run are stopped.
+  void record_failure(Failure failure) {
+    const std::string reason = failure.rank < 0
+                                   ? "its local group failed: " + failure.reason
+                                   : fmt::format("its local group failed: rank {} failed: {}", failure.rank,
+                                                 failure.reason);
+    failed_ = std::move(failure);
+    changed_.notify_all();
+    for (StopScope* scope : stop_scopes_)
+      if (scope != nullptr) scope->request(ErrorKind::Execution, reason);
   }
 
   const int size_;
@@ -209,6 +227,7 @@ class LocalGroup {
   std::vector<bool> present_;  // which ranks reached the current rendezvous
   std::vector<bool> departed_;  // which ranks' run_local_ranks body returned
   std::optional<Failure> failed_;
+  std::vector<StopScope*> stop_scopes_;  // by rank
   std::vector<Slot> slots_[2];
   std::map<std::pair<int, int>, Mailbox> mailboxes_;  // (from, to)
 };
@@ -270,6 +289,9 @@ class LocalCommunicator final : public Communicator {
   void run_abort(const std::string& reason) override { group_->fail(rank(), reason); }
   void run_set_finished(bool finished) noexcept override { group_->set_departed(rank(), finished); }
 
+ public:
+  LocalGroup& group() const noexcept { return *group_; }
+
  private:
   const Slot& peer(const CallDesc& desc, int k) const { return group_->slot(desc.seq, k); }
 
@@ -312,9 +334,33 @@ void run_local_ranks(std::span<Communicator* const> comms, const std::function<v
   if (comms.empty()) throw Error(ErrorKind::Validation, "run_local_ranks: no communicators to run on");
   const int ranks = static_cast<int>(comms.size());
   for (Communicator* comm : comms) comm->set_finished(false);  // a kept group's last run is over
+  // Each rank runs in a stop scope of its own (inside the caller's) that the
+  // group's failure asks to stop: a rank in a kernel that never returns is
+  // stopped instead of keeping this call from returning.
+  const StopScope* caller = stop_scope;
+  const std::unique_ptr<StopScope[]> scopes(new StopScope[comms.size()]);
+  std::map<LocalGroup*, std::vector<StopScope*>> by_group;  // each group's scopes by rank
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (auto* local = dynamic_cast<LocalCommunicator*>(comms[i])) {
+      std::vector<StopScope*>& by_rank = by_group[&local->group()];
+      by_rank.resize(static_cast<size_t>(local->size()), nullptr);
+      by_rank[static_cast<size_t>(local->rank())] = &scopes[i];
+    }
+  struct Stopping {
+    std::vector<LocalGroup*> groups;
+    ~Stopping() {
+      for (LocalGroup* g : groups) g->set_stop_scopes({});
+    }
+  } stopping;
+  for (auto& [group, by_rank] : by_group) {
+    group->set_stop_scopes(std::move(by_rank));
+    stopping.groups.push_back(group);
+  }
   std::mutex mutex;
   std::exception_ptr first;
-  auto run = [&](Communicator& comm) {
+  auto run = [&](size_t r) {
+    Communicator& comm = *comms[r];
+    const EnterStopScope in_scope(scopes[r], caller);
     try {
       body(comm);
       comm.set_finished(true);
@@ -340,7 +386,7 @@ void run_local_ranks(std::span<Communicator* const> comms, const std::function<v
   threads.reserve(static_cast<size_t>(ranks));
   for (int r = 1; r < ranks; ++r) {
     try {
-      threads.emplace_back(run, std::ref(*comms[r]));
+      threads.emplace_back(run, static_cast<size_t>(r));
     } catch (const std::system_error& e) {
       // Rank r never starts: the started ranks fail naming it instead of
       // waiting for it until they time out.
@@ -350,7 +396,7 @@ void run_local_ranks(std::span<Communicator* const> comms, const std::function<v
       throw Error(ErrorKind::Execution, reason);  // `joined` waits for the started ranks
     }
   }
-  run(*comms[0]);
+  run(0);
   for (std::thread& thread : threads) thread.join();  // before `first` is read
   if (first) std::rethrow_exception(first);
 }

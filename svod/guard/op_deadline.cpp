@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,12 +19,17 @@
 namespace svod {
 
 // One per thread that ever ran a watched op; never freed (threads are few
-// and the watchdog reads them without a lock).
+// and the watchdog walks the list without a lock). An op's start and end and
+// the watchdog's look at it hold `mutex`, so that a stop is never asked of
+// the op after the one that timed out.
 struct Slot {
-  std::atomic<int64_t> started_ns{0};  // 0: no op running
-  std::atomic<const RunningOp*> op{nullptr};
-  std::atomic<const char*> kind{nullptr};
-  std::atomic<const char*> name{nullptr};
+  std::mutex mutex;
+  int64_t started_ns = 0;  // 0: no op running
+  int64_t stop_asked_ns = 0;  // 0: not asked yet
+  const RunningOp* op = nullptr;
+  const char* kind = nullptr;
+  const char* name = nullptr;
+  StopScope scope;
   Slot* next = nullptr;
 };
 
@@ -47,24 +53,35 @@ Slot* thread_slot() {
   return mine;
 }
 
-[[noreturn]] void time_out(const Slot& s, double seconds, int64_t ran_ns) {
-  std::string text = "\nsvod: ";
-  if (const RunningOp* op = s.op.load(); op != nullptr) {
+// "plan op 2 (layer3), kernel "k"".
+std::string describe(const Slot& s) {
+  std::string text;
+  if (const RunningOp* op = s.op; op != nullptr) {
     text += fmt::format("plan op {}", op->index);
     if (const std::string& label = op->label(op->plan, op->index); !label.empty()) text += " (" + label + ")";
     text += ", ";
   }
-  text += s.kind.load();
-  if (const char* name = s.name.load(); name != nullptr) text += fmt::format(" \"{}\"", name);
-  text += fmt::format(" has run for {:.1f} s, past SVOD_OP_TIMEOUT={:g}; a running kernel cannot be stopped, so "
-                      "the process ends with status {}\n",
-                      static_cast<double>(ran_ns) * 1e-9, seconds, kOpTimeoutStatus);
+  text += s.kind;
+  if (s.name != nullptr) text += fmt::format(" \"{}\"", s.name);
+  return text;
+}
+
+[[noreturn]] void time_out(const Slot& s, double seconds, int64_t ran_ns) {
+  const std::string text = fmt::format(
+      "\nsvod: {} has run for {:.1f} s, past SVOD_OP_TIMEOUT={:g}, and could not be stopped (only a CPU kernel in "
+      "its own code can be: this op is in a system call, a library function, a copy, a host function or a device); "
+      "the process ends with status {}\n",
+      describe(s), static_cast<double>(ran_ns) * 1e-9, seconds, kOpTimeoutStatus);
   (void)!::write(STDERR_FILENO, text.data(), text.size());
   std::_Exit(kOpTimeoutStatus);
 }
 
+// How long a stop may take before the process ends instead.
+constexpr int64_t kStopGraceNs = 1'000'000'000;
+
 // Looks at every slot a few times per timeout (at most every 100 ms) for
-// the life of the process.
+// the life of the process: an op past its deadline is asked to stop, and
+// ends the process when it is still running kStopGraceNs later.
 void start_watchdog(double seconds) {
   static const bool started = [seconds] {
     std::thread([seconds] {
@@ -74,8 +91,14 @@ void start_watchdog(double seconds) {
         std::this_thread::sleep_for(period);
         const int64_t now = now_ns();
         for (Slot* s = slots.load(); s != nullptr; s = s->next) {
-          const int64_t started_ns = s->started_ns.load();
-          if (started_ns != 0 && now - started_ns > limit_ns) time_out(*s, seconds, now - started_ns);
+          std::lock_guard lock(s->mutex);
+          if (s->started_ns == 0 || now - s->started_ns <= limit_ns) continue;
+          if (s->stop_asked_ns == 0) {
+            s->stop_asked_ns = now;
+            s->scope.request(ErrorKind::Timeout, fmt::format("it ran past SVOD_OP_TIMEOUT={:g} s", seconds));
+          } else if (now - s->stop_asked_ns > kStopGraceNs) {
+            time_out(*s, seconds, now - s->started_ns);
+          }
         }
       }
     }).detach();
@@ -110,17 +133,24 @@ double op_timeout_seconds() {
 
 OpDeadline::OpDeadline(const RunningOp* op, const char* kind, const char* name) {
   Slot* s = thread_slot();
-  if (s->started_ns.load(std::memory_order_relaxed) != 0) return;  // the enclosing op's deadline holds
+  std::lock_guard lock(s->mutex);
+  if (s->started_ns != 0) return;  // the enclosing op's deadline holds
   start_watchdog(op_timeout_seconds());
-  s->op.store(op, std::memory_order_relaxed);
-  s->kind.store(kind, std::memory_order_relaxed);
-  s->name.store(name, std::memory_order_relaxed);
-  s->started_ns.store(now_ns(), std::memory_order_release);
+  s->op = op;
+  s->kind = kind;
+  s->name = name;
+  s->stop_asked_ns = 0;
+  s->started_ns = now_ns();
   slot_ = s;
+  scope_.emplace(s->scope);
 }
 
 OpDeadline::~OpDeadline() {
-  if (slot_ != nullptr) slot_->started_ns.store(0, std::memory_order_release);
+  if (slot_ == nullptr) return;
+  scope_.reset();
+  std::lock_guard lock(slot_->mutex);
+  slot_->started_ns = 0;
+  slot_->scope.withdraw();
 }
 
 }  // namespace svod

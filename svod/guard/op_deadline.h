@@ -1,13 +1,18 @@
 // SVOD_OP_TIMEOUT: the seconds one op (a plan op, or a kernel launched on
-// its own) may run. A kernel that never returns cannot be stopped from
-// inside the process, so when an op passes its deadline a watchdog thread
-// names it on stderr and ends the process with kOpTimeoutStatus (124) — the
+// its own) may run. When an op passes its deadline a watchdog thread asks
+// its StopScope to stop it (kernel_stop.h): a CPU kernel is stopped in its
+// own code and its launch fails with Error(Timeout), the process going on.
+// What cannot be stopped that way (a kernel in a system call or a libc
+// function for a second more, a copy, a host function, a device kernel) is
+// named on stderr and the process ends with kOpTimeoutStatus (124): the
 // caller sees a clear end instead of a hang. `svod run --isolate` turns that
 // end into a report of the run (tools/svod/run.cpp).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
 
 namespace svod {
@@ -19,8 +24,8 @@ double op_timeout_seconds();
 // Starts the deadline of the op this thread runs now, unless the thread has
 // one running already (a plan op's kernel): `op` names a plan op (may be
 // null), `kind` the work ("kernel", "copy", ...) and `name` what it runs (a
-// program's name; may be null). Both strings outlive the op. Used only when
-// op_timeout_seconds() > 0.
+// program's name; may be null). Both strings outlive the op. The op runs in
+// the deadline's stop scope. Used only when op_timeout_seconds() > 0.
 class OpDeadline {
  public:
   OpDeadline(const RunningOp* op, const char* kind, const char* name);
@@ -30,6 +35,7 @@ class OpDeadline {
 
  private:
   struct Slot* slot_ = nullptr;  // null when an outer deadline covers this op
+  std::optional<EnterStopScope> scope_;
 };
 
 }  // namespace svod

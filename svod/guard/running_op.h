@@ -1,7 +1,7 @@
 // The plan op a thread is running, for reports that only know the thread:
 // the fault report of a kernel that crashes names the op it belongs to. A
-// RunningOpScope sets it around an op's host work (a pointer store and
-// restore).
+// RunningOpScope sets it around an op's host work (pointer stores and
+// restores).
 #pragma once
 
 #include <cstddef>
@@ -11,11 +11,16 @@ namespace svod {
 
 // Built per op from constants (no loads): the label is looked up only when
 // a report needs it.
+class StopScope;
+
 struct RunningOp {
   size_t index = 0;
   const void* plan = nullptr;
   // The op's id or label (may be empty), read from `plan` by its own code.
   const std::string& (*label)(const void* plan, size_t index) = nullptr;
+  // The stop scope of the thread that runs the plan (kernel_stop.h): the op
+  // runs in it on whichever thread runs the op.
+  const StopScope* stop = nullptr;
 };
 
 // Thread-locals read on every launch: `__thread` (no initialisation guard)
@@ -24,25 +29,36 @@ struct RunningOp {
 #define SVOD_HOT_THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
 
 extern SVOD_HOT_THREAD_LOCAL const RunningOp* running_op;
+// The stop scope the calling thread launches kernels in (kernel_stop.h; null: none).
+extern SVOD_HOT_THREAD_LOCAL const StopScope* stop_scope;
 
 // How a process ends when a running op ends it:
-// - a kernel called exit() (any status): the exit is reported and the
-//   process ends at once with 70 (sysexits' EX_SOFTWARE) instead of running
-//   exit handlers that would wait for the kernel's own thread
+// - a kernel called exit() (any status) where svod could not stop it at the
+//   call (a shared library's kernel): the exit is reported and the process
+//   ends at once with 70 (sysexits' EX_SOFTWARE) instead of running exit
+//   handlers that would wait for the kernel's own thread
 //   (backends/cpu/kernel_fault.h);
 // - an op ran past SVOD_OP_TIMEOUT: 124, as timeout(1) (op_deadline.h).
 inline constexpr int kKernelExitStatus = 70;
 inline constexpr int kOpTimeoutStatus = 124;
 
+// Sets the running op, and its stop scope as the thread's.
 class RunningOpScope {
  public:
-  explicit RunningOpScope(const RunningOp& op) noexcept : previous_(running_op) { running_op = &op; }
-  ~RunningOpScope() { running_op = previous_; }
+  explicit RunningOpScope(const RunningOp& op) noexcept : previous_(running_op), previous_stop_(stop_scope) {
+    running_op = &op;
+    stop_scope = op.stop;
+  }
+  ~RunningOpScope() {
+    running_op = previous_;
+    stop_scope = previous_stop_;
+  }
   RunningOpScope(const RunningOpScope&) = delete;
   RunningOpScope& operator=(const RunningOpScope&) = delete;
 
  private:
   const RunningOp* previous_;
+  const StopScope* previous_stop_;
 };
 
 }  // namespace svod

@@ -47,6 +47,11 @@ class HostSymbolTable {
     return *table;
   }
 
+  void override_symbol(std::string_view name, void* address) {
+    std::unique_lock lock(mutex_);
+    cache_.insert_or_assign(std::string(name), address);
+  }
+
   void* resolve(std::string_view name) {
     {
       std::shared_lock lock(mutex_);
@@ -237,6 +242,10 @@ LoadedImage::LoadedImage(Passkey, void* mapping, std::size_t mapping_size, bool 
 
 LoadedImage::~LoadedImage() {
   detail::MappingPool::instance().release(mapping_, mapping_size_, low_);
+}
+
+void override_host_symbol(std::string_view name, void* address) {
+  detail::HostSymbolTable::instance().override_symbol(name, address);
 }
 
 std::shared_ptr<const LoadedImage> LoadedImage::load(std::span<const std::byte> object) {

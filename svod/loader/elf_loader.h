@@ -32,6 +32,11 @@ std::shared_ptr<const LoadedImage> load_with_options(std::span<const std::byte> 
 void* resolve_host_symbol(std::string_view name);
 }  // namespace detail
 
+// Makes every object loaded from now on resolve the external symbol `name`
+// to `address` instead of the process's own (the CPU backend routes a
+// kernel's calls of exit() and its kin to the launch boundary this way).
+void override_host_symbol(std::string_view name, void* address);
+
 // Access of one mapped region of a LoadedImage.
 enum class RegionAccess : std::uint8_t { ReadExecute, ReadOnly, ReadWrite };
 

@@ -98,14 +98,14 @@ void PlanState::run_host_work(size_t i) {
     run_host_work_watched(i);
     return;
   }
-  const RunningOp running{i, this, op_label};  // for the fault report of a kernel that crashes
+  const RunningOp running{i, this, op_label, caller_stop};  // for the fault report of a kernel that crashes
   const RunningOpScope scope(running);
   do_host_work(i);
 }
 
 // Out of the op loop's way: the same under SVOD_OP_TIMEOUT's deadline.
 [[gnu::noinline, gnu::cold]] void PlanState::run_host_work_watched(size_t i) {
-  const RunningOp running{i, this, op_label};
+  const RunningOp running{i, this, op_label, caller_stop};
   const RunningOpScope scope(running);
   const auto [kind, name] = deadline_names(ops[i]);
   const OpDeadline deadline(&running, kind, name);
@@ -342,6 +342,7 @@ void PlanState::run_checked(const ExecuteOptions& options, CheckMode mode) {
 
 void PlanState::run(const ExecuteOptions& options) {
   check_not_poisoned();
+  caller_stop = stop_scope;
   if (dirty) {
     prepare(var_values);
     dirty = false;
@@ -386,6 +387,7 @@ void PlanState::run(const ExecuteOptions& options) {
 
 std::chrono::nanoseconds PlanState::time_op(size_t i) {
   check_not_poisoned();
+  caller_stop = stop_scope;
   if (dirty) {
     prepare(var_values);
     dirty = false;

@@ -26,6 +26,7 @@
 #include "svod/base/rethrow.h"
 #include "svod/base/worker_thread.h"
 #include "svod/guard/checked_mode.h"
+#include "svod/guard/kernel_stop.h"
 #include "svod/plan/dag.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/execution_plan.h"
@@ -164,6 +165,9 @@ struct PlanState {
   mutable std::mutex mutex;
   bool dirty = true;  // kernels must be re-evaluated before the next run
   bool launch_checked = false;  // run_checked with memory: bound kernels go through launch()
+  // The stop scope of the thread running the plan (svod/guard/kernel_stop.h),
+  // which every op runs in, on whichever thread.
+  const StopScope* caller_stop = nullptr;
   std::atomic<bool> poisoned{false};
   std::string poison_reason;
 

@@ -166,3 +166,81 @@ def test_a_fault_after_a_batch_with_a_compile_error_is_still_stopped(tmp_path):
         r = subprocess.run([sys.executable, "-c", BATCH_SCRIPT], env=env, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0 and "stopped: kernel fault: SIGSEGV" in r.stdout, r.stderr
+
+
+def run_python(code, **env):
+    """Runs `code` in a fresh interpreter with `env` added; returns its stdout (it must exit with 0)."""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, **env))
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+SPIN = """
+import numpy as np, svod, svod.comm
+spin = svod.device("CPU").compile(source="void spin(volatile float* o) { while (o[0] == 0.0f) { } o[1] = 1.0f; }",
+                                  entry="spin", buffers=[{"name": "o", "access": "readwrite", "dtype": "f32"}])
+add = svod.device("CPU").compile(source="void add1(float* o) { o[0] += 1.0f; }", entry="add1",
+                                 buffers=[{"name": "o", "access": "readwrite", "dtype": "f32"}])
+"""
+
+
+def test_a_local_rank_spinning_in_a_kernel_is_stopped_when_its_group_fails():
+    # Rank 0 never reaches the all_reduce rank 1 waits in: rank 1 times out, and the group's failure
+    # stops rank 0's kernel, so run_local raises instead of waiting for it for ever (issue 35).
+    out = run_python(SPIN + """
+def rank(c):
+    x = np.zeros(4, np.float32)
+    if c.rank == 0:
+        try:
+            spin(x)
+        except svod.Error as e:
+            print("rank 0:", type(e).__name__, e)
+            raise
+    c.all_reduce(x)
+try:
+    svod.comm.run_local(2, rank)
+except svod.Error as e:
+    print("run_local:", type(e).__name__)
+y = np.zeros(4, np.float32)
+add(y)
+print("after:", y[0])
+""", SVOD_COMM_TIMEOUT="1")
+    assert 'rank 0: ExecutionError kernel stopped: program "spin" (entry spin) on CPU: its local group failed: local ' \
+           'rank 1: all_reduce' in out, out
+    assert "run_local: " in out and "after: 1.0" in out, out
+
+
+def test_a_kernel_past_svod_op_timeout_raises_timeout_error_and_the_process_goes_on():
+    out = run_python(SPIN + """
+x = np.zeros(4, np.float32)
+for attempt in range(3):
+    try:
+        spin(x)
+    except svod.TimeoutError as e:
+        print("raised:", e)
+add(x)
+print("after:", x[0], x[1])
+""", SVOD_OP_TIMEOUT="0.3")
+    assert out.count("raised: ") == 3, out
+    assert 'kernel stopped: program "spin" (entry spin) on CPU: it ran past SVOD_OP_TIMEOUT=0.3 s' in out, out
+    assert "after: 1.0 0.0" in out, out
+
+
+def test_a_kernel_that_calls_exit_or_its_kin_raises_kernel_fault_and_the_process_goes_on(cpu, add):
+    # quick_exit(0), _exit(0) and the exit_group system call used to end the interpreter with status 0,
+    # silently; exit() with 70 after a report (issue 35).
+    for call, cause in [("exit(0)", "called exit(0)"), ("quick_exit(0)", "called quick_exit(0)"),
+                        ("_exit(0)", "called _exit(0)"), ("syscall(231, 0)", "called syscall(SYS_exit_group, 0)")]:
+        prog = cpu.compile(source="void exit(int); void quick_exit(int); void _exit(int); long syscall(long, ...);\n"
+                                  f"void k(float* o) {{ o[0] = 1.0f; {call}; }}",
+                           entry="k", buffers=[{"name": "o", "access": "write", "dtype": "f32"}])
+        o = np.zeros(4, np.float32)
+        with pytest.raises(svod.KernelFault) as info:
+            prog(o)
+        assert info.value.cause == cause and info.value.signal == 0, info.value
+        assert "which would end the process" in str(info.value)
+        assert o[0] == 1.0  # what it wrote before stays written
+    o, a, b = np.zeros(8, np.float32), np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    add(o, a, b, 8)
+    np.testing.assert_array_equal(o, a + 1)

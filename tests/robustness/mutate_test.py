@@ -1687,6 +1687,9 @@ KERNEL_REPORTS = ("svod: kernel fault:", "called exit() while running")
 SANITIZERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
               "ERROR: MemorySanitizer")
 TIMEOUT_LINE = re.compile(r"svod run: .*: timed out after \S+ s \(--timeout\) (?P<where>.*)$", re.M)
+# A kernel --timeout stopped: the run fails naming it.
+STOPPED_LINE = re.compile(r"svod run: error \(timeout\): .*kernel stopped: (?P<what>.*): the run timed out after \S+ s "
+                          r"\(--timeout\)", re.M)
 KERNEL_EXIT_STATUS = 70
 KERNEL_FAULT_STATUS = 3
 # Lines that are not svod's but end up on its stderr.
@@ -1779,6 +1782,8 @@ def classify_run(mutant, result, base_sums):
     if status == KERNEL_EXIT_STATUS and "called exit() while running" in err:
         return "kernel", "a kernel called exit()"
     if status == 124:
+        if m := STOPPED_LINE.search(err):
+            return "kernel", "--timeout stopped a kernel: " + m.group("what")[:300]
         m = TIMEOUT_LINE.search(err)
         # A kernel still running is what the others (ops, ranks) wait for.
         if m and m.group("where").startswith("running ") and " run " in m.group("where"):

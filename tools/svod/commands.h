@@ -33,8 +33,9 @@ struct RunOptions {
   // run). Under an MPI launcher the process is one rank of the job instead.
   int ranks = 0;
   bool all_ranks = false;  // print every rank's output, prefixed "[rank k] ", not only rank 0's
-  // Seconds the whole run may take (0: no limit); past it the running ops
-  // are named and the process exits with 124.
+  // Seconds the whole run may take (0: no limit); past it the running CPU
+  // kernels are stopped and the run fails with 124, or, when what runs cannot
+  // be stopped, the running ops are named and the process exits with 124.
   double timeout_s = 0;
   // Checked mode (svod/guard/checked_mode.h): "memory", "nan", "all"; empty: SVOD_CHECK.
   std::string check;

@@ -14,6 +14,7 @@
 
 #include "svod/base/file_write.h"
 #include "svod/compile/cpu_backend.h"
+#include "svod/guard/running_op.h"
 
 namespace svod::cli {
 
@@ -34,7 +35,13 @@ std::string failure_text(std::string_view command, const Error& e) {
   return text;
 }
 
-int failure_status(const Error& e) { return e.kind() == ErrorKind::KernelFault ? kKernelFaultStatus : 2; }
+int failure_status(const Error& e) {
+  switch (e.kind()) {
+    case ErrorKind::KernelFault: return kKernelFaultStatus;
+    case ErrorKind::Timeout: return kOpTimeoutStatus;
+    default: return 2;
+  }
+}
 
 int fail(std::string_view command, const Error& e) {
   std::fputs(failure_text(command, e).c_str(), stderr);
@@ -210,8 +217,9 @@ int run_on_ranks(std::string_view command, const std::string& plan, const RanksO
       if (std::find(stuck.begin(), stuck.end(), static_cast<int>(r)) == stuck.end()) emit_rank(r);
     const std::string activity = stuck_activity ? stuck_activity() : std::string();
     fmt::print(stderr,
-               "svod {}: {}: rank(s) {} still running {} ms after another rank failed{}; a kernel that never "
-               "returns cannot be stopped, so the run ends with status 2\n",
+               "svod {}: {}: rank(s) {} still running {} ms after another rank failed{}, and could not be stopped "
+               "(only a CPU kernel in its own code can be: not one in a system call, a library function or a "
+               "device), so the run ends with status 2\n",
                command, plan, detail::rank_list(stuck), grace.count(),
                activity.empty() ? std::string() : " (" + activity + ")");
   });

@@ -20,7 +20,8 @@ namespace svod::cli {
 
 // The exit status of a command that failed with `e`: kKernelFaultStatus when
 // a kernel faulted and was stopped (the run failed, svod itself is whole),
-// 2 for every other failure.
+// kOpTimeoutStatus (124, as timeout(1)) for a time limit that passed
+// (--timeout, SVOD_OP_TIMEOUT, SVOD_COMM_TIMEOUT), 2 for every other failure.
 inline constexpr int kKernelFaultStatus = 3;
 int failure_status(const Error& e);
 

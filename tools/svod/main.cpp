@@ -77,8 +77,9 @@ int svod_command_main(int argc, char** argv) {
             "Every rank checks the outputs; only rank 0 prints them and writes --out, npy outputs and --profile.");
   run->add_flag("--all-ranks", run_options.all_ranks, "print every rank's output, each line prefixed \"[rank K] \"");
   run->add_option("--timeout", run_options.timeout_s,
-                  "seconds the whole run may take; past them the ops still running are named and svod exits with "
-                  "status 124 (a kernel that never returns cannot be stopped otherwise)")
+                  "seconds the whole run may take; past them the CPU kernels still running are stopped and the run "
+                  "fails with status 124 (what cannot be stopped within a second, such as a kernel in a system "
+                  "call, is named and svod exits with 124)")
       ->check(svod::cli::positive_seconds());
   run->add_option("--check", run_options.check,
                   "checked mode (as SVOD_CHECK): memory (the default when no value is given: guard pages around "
@@ -87,7 +88,8 @@ int svod_command_main(int argc, char** argv) {
       ->expected(0, 1);
   run->add_flag("--isolate", run_options.isolate,
                 "run the plan in a child process and report how it ended and in which op: a signal (exit 128 + N), "
-                "a kernel's exit()/exit_group() (70, never a silent 0), a timeout (124)");
+                "an exit the process could not catch, such as a kernel's own exit_group system call (70, never a "
+                "silent 0), a timeout (124)");
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");

@@ -47,6 +47,7 @@
 #include "svod/base/hash.h"
 #include "svod/comm/communicator.h"
 #include "svod/guard/checked_mode.h"
+#include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
 #include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
@@ -236,20 +237,24 @@ std::string running_ops() {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-// Ends the process when `svod run` is still running after --timeout seconds:
-// in-flight kernels cannot be stopped from inside, so after naming what was
-// running it exits with kOpTimeoutStatus (124, as SVOD_OP_TIMEOUT).
+// --timeout: when `svod run` is still running after its seconds, asks the
+// run's stop scope to stop its kernels (the run then fails with
+// kOpTimeoutStatus, 124, as SVOD_OP_TIMEOUT); what is still running a second
+// later cannot be stopped, and the process ends with 124 after naming it.
 class RunWatchdog {
  public:
-  RunWatchdog(double seconds, std::string plan) {
+  RunWatchdog(double seconds, std::string plan, StopScope& scope) {
     if (seconds <= 0) return;
-    thread_ = std::thread([this, seconds, plan = std::move(plan)] {
+    thread_ = std::thread([this, seconds, plan = std::move(plan), &scope] {
       std::unique_lock lock(mutex_);
       if (done_changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done_; })) return;
+      scope.request(ErrorKind::Timeout, fmt::format("the run timed out after {:g} s (--timeout)", seconds));
+      if (done_changed_.wait_for(lock, std::chrono::seconds(1), [&] { return done_; })) return;
       std::lock_guard watch(watch_mutex);  // held until the process ends
       const std::string ops = running_ops();
       std::fprintf(stderr, "svod run: %s: timed out after %g s (--timeout) %s\n", plan.c_str(), seconds,
-                   ops.empty() ? "while loading, compiling or between ops" : ("running " + ops).c_str());
+                   ops.empty() ? "while loading, compiling or between ops"
+                               : ("running " + ops + ", which could not be stopped").c_str());
       std::fflush(stderr);
       std::_Exit(kOpTimeoutStatus);
     });
@@ -559,7 +564,9 @@ int run_isolated(RunOptions options) {
 
 int run(const RunOptions& options) {
   if (options.isolate) return run_isolated(options);
-  const RunWatchdog watchdog(options.timeout_s, options.plan);
+  StopScope scope;  // every rank's kernels run in it, for --timeout
+  const EnterStopScope in_scope(scope);
+  const RunWatchdog watchdog(options.timeout_s, options.plan, scope);
   try {
     if (!options.check.empty()) set_check_mode(parse_check_mode(options.check, "--check"));
   } catch (const Error& e) {

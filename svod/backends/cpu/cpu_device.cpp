@@ -185,7 +185,7 @@ namespace {
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
   if (slices <= 1) {
-    KernelFrame frame(&program, args, -1, running_op);
+    KernelFrame frame(&program, args, -1, running_op, stop_scope);
     run_kernel(frame, program.entry(), n);
     return;
   }
@@ -194,11 +194,12 @@ void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices)
     program.layout().check_slices(slices);  // throws: more than one slice needs a core_id
   const size_t core_slot = program.layout().buffer_count() + *core;
   const RunningOp* op = running_op;  // the slices run on other threads
+  const StopScope* stop = stop_scope;
   parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
     uint64_t local[kMaxKernelArgs];
     std::memcpy(local, args, n * sizeof(uint64_t));
     local[core_slot] = slice;
-    KernelFrame frame(&program, local, static_cast<int64_t>(slice), op);
+    KernelFrame frame(&program, local, static_cast<int64_t>(slice), op, stop);
     run_kernel(frame, program.entry(), n);
   });
 }
@@ -284,6 +285,7 @@ std::span<const Language> CpuDevice::languages() const noexcept {
 
 std::shared_ptr<const Program> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
   spec.validate();
+  route_kernel_exits();  // before the loader resolves the kernel's calls
   if (launch_debug_level >= 4) [[unlikely]]
     log_disassembly(spec, artifact.bytes);
   if (artifact.kind == ArtifactKind::ElfObject) {

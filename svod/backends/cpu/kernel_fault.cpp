@@ -1,6 +1,7 @@
 #include "svod/backends/cpu/kernel_fault.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "svod/base/error.h"
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/signal_stack.h"
+#include "svod/loader/elf_loader.h"
 
 namespace svod {
 
@@ -81,6 +83,16 @@ void name_op(Report& r, const RunningOp* op) {
   r << ", plan op ";
   r.number(op->index);
   if (const std::string& label = op->label(op->plan, op->index); !label.empty()) r << " (" << label << ")";
+}
+
+// "program "f" (entry f) on CPU, core_id slice 1, plan op 0 (x)".
+void name_launch(Report& r, const KernelFrame& k) {
+  r << "program \"" << k.program->spec().display_name() << "\" (entry " << k.program->spec().entry << ") on CPU";
+  if (k.slice >= 0) {
+    r << ", core_id slice ";
+    r.number(static_cast<uint64_t>(k.slice));
+  }
+  name_op(r, k.op);
 }
 
 std::string_view signal_name(int signal) {
@@ -268,13 +280,8 @@ void describe_fault(Report& r, const KernelFrame& k, const TrappedFault& f) {
   } else if (f.signal == SIGSEGV) {
     r << " at an address the processor does not report (a non-canonical pointer or a misaligned vector access?)";
   }
-  r << "\n  in program \"" << k.program->spec().display_name() << "\" (entry " << k.program->spec().entry
-    << ") on CPU";
-  if (k.slice >= 0) {
-    r << ", core_id slice ";
-    r.number(static_cast<uint64_t>(k.slice));
-  }
-  name_op(r, k.op);
+  r << "\n  in ";
+  name_launch(r, k);
   if (f.in_callee) {
     r << ", in a function it called (at ";
     r.hex(f.pc) << ")";
@@ -315,10 +322,24 @@ void report(const KernelFrame& k, const TrappedFault& f) {
 #if defined(__x86_64__)
 extern "C" void svod_trap_resume();
 
+// Makes the handler return into svod_trap_resume on the launch boundary's
+// stack, which returns 1 from svod_trap_call.
+void resume_at_launch_boundary(const KernelFrame& k, void* context) {
+  auto* uc = static_cast<ucontext_t*>(context);
+  greg_t* regs = uc->uc_mcontext.gregs;
+  regs[REG_RIP] = reinterpret_cast<greg_t>(&svod_trap_resume);
+  regs[REG_RSP] = static_cast<greg_t>(k.resume_sp);
+  regs[REG_EFL] &= ~greg_t{0x400};  // the direction flag: clear at every call boundary
+  if (uc->uc_mcontext.fpregs != nullptr) {
+    // The x87 stack is empty at a call boundary, whatever the kernel left on it.
+    uc->uc_mcontext.fpregs->ftw = 0;
+    uc->uc_mcontext.fpregs->swd &= ~0x3800;
+  }
+}
+
 // Stops the kernel at a fault its own code (or a leaf function it called)
-// caused: records it in the frame and makes the handler return into
-// svod_trap_resume on the launch boundary's stack, which returns 1 from
-// svod_trap_call. Faults anywhere else are not trapped.
+// caused: records it in the frame and resumes at the launch boundary. Faults
+// anywhere else are not trapped.
 bool trap(KernelFrame& k, const TrappedFault& f, void* context) {
   if (f.signal == SIGABRT || f.code <= 0) return false;  // sent or raised, not caused by an instruction
   bool in_callee = false;
@@ -332,20 +353,23 @@ bool trap(KernelFrame& k, const TrappedFault& f, void* context) {
   }
   k.fault = f;
   k.fault.in_callee = in_callee;
-  auto* uc = static_cast<ucontext_t*>(context);
-  greg_t* regs = uc->uc_mcontext.gregs;
-  regs[REG_RIP] = reinterpret_cast<greg_t>(&svod_trap_resume);
-  regs[REG_RSP] = static_cast<greg_t>(k.resume_sp);
-  regs[REG_EFL] &= ~greg_t{0x400};  // the direction flag: clear at every call boundary
-  if (uc->uc_mcontext.fpregs != nullptr) {
-    // The x87 stack is empty at a call boundary, whatever the kernel left on it.
-    uc->uc_mcontext.fpregs->ftw = 0;
-    uc->uc_mcontext.fpregs->swd &= ~0x3800;
-  }
+  resume_at_launch_boundary(k, context);
+  return true;
+}
+
+// Stops the kernel for `scope` when the thread is in its own code; a thread
+// anywhere else (even a leaf function the kernel called, which may hold a
+// lock an asynchronous stop would abandon) goes on until the next signal.
+bool stop(KernelFrame& k, const StopScope& scope, const TrappedFault& f, void* context) {
+  if (!k.program->owns_code(f.pc)) return false;
+  k.fault = f;
+  k.stopped = &scope;
+  resume_at_launch_boundary(k, context);
   return true;
 }
 #else
 bool trap(KernelFrame&, const TrappedFault&, void*) { return false; }
+bool stop(KernelFrame&, const StopScope&, const TrappedFault&, void*) { return false; }
 #endif
 
 // register_kernel_code's table, read by the handler without a lock: a slot
@@ -437,6 +461,25 @@ void on_fault(int signal, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
+// kKernelStopSignal: stops the running kernel when a scope around its launch
+// was asked to (kernel_stop.h). A signal svod did not send goes to the
+// handler that was there before.
+void on_stop(int signal, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  KernelFrame* k = running_kernel;
+  const StopScope* scope = k != nullptr && k->stop != nullptr ? k->stop->requested_around() : nullptr;
+  if (scope != nullptr) {
+    stop(*k, *scope, fault_of(signal, info, context), context);
+  } else if (info->si_code != SI_TKILL || info->si_pid != getpid()) {
+    const struct sigaction& before = previous_action[signal];
+    if (before.sa_flags & SA_SIGINFO)
+      before.sa_sigaction(signal, info, context);
+    else if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN)
+      before.sa_handler(signal);
+  }
+  errno = saved_errno;
+}
+
 // exit() (or quick_exit()) called by a kernel: the process would run its exit handlers and
 // static destructors on the kernel's thread, and the thread pool's would wait
 // for that very thread. Registered once, after the runtime's statics, so it
@@ -454,7 +497,61 @@ void on_exit() {
   _exit(kKernelExitStatus);
 }
 
+#if defined(__x86_64__)
+extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
+
+// Abandons the kernel at its call of `call`, as at a fault. Only loaded
+// kernels reach these functions (route_kernel_exits), from their own code or,
+// where the compiler made the call a tail call, from the launch's caller.
+[[noreturn]] void leave_kernel(KernelFrame& k, const char* call, long status) {
+  k.fault = TrappedFault{0, static_cast<int>(status), 0, 0, 0, 0, false, call};
+  svod_trap_unwind(k.resume_sp);
+}
+
+// What route_kernel_exits() puts in place of the C library's functions: on a
+// thread that runs no launch (one the kernel started) they are the C
+// library's.
+[[noreturn]] void kernel_exit(int status) {
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, "exit(", status);
+  std::exit(status);
+}
+[[noreturn]] void kernel_quick_exit(int status) {
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, "quick_exit(", status);
+  std::quick_exit(status);
+}
+[[noreturn]] void kernel_underscore_exit(int status) {
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, "_exit(", status);
+  ::_exit(status);
+}
+[[noreturn]] void kernel_underscore_upper_exit(int status) {
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, "_Exit(", status);
+  std::_Exit(status);
+}
+// syscall(number, ...): six argument words at most, in registers and then on
+// the stack as a variadic call passes them.
+long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
+  if (number == SYS_exit_group || number == SYS_exit)
+    if (KernelFrame* k = running_kernel)
+      leave_kernel(*k, number == SYS_exit ? "syscall(SYS_exit, " : "syscall(SYS_exit_group, ", a);
+  return ::syscall(number, a, b, c, d, e, f);
+}
+#endif
+
 }  // namespace
+
+void route_kernel_exits() {
+#if defined(__x86_64__)
+  static const bool routed = [] {
+    override_host_symbol("exit", reinterpret_cast<void*>(&kernel_exit));
+    override_host_symbol("quick_exit", reinterpret_cast<void*>(&kernel_quick_exit));
+    override_host_symbol("_exit", reinterpret_cast<void*>(&kernel_underscore_exit));
+    override_host_symbol("_Exit", reinterpret_cast<void*>(&kernel_underscore_upper_exit));
+    override_host_symbol("syscall", reinterpret_cast<void*>(&kernel_syscall));
+    return true;
+  }();
+  (void)routed;
+#endif
+}
 
 std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> owner,
                                                  std::span<const std::span<const std::byte>> code,
@@ -481,7 +578,21 @@ std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> own
 
 namespace {
 
-bool ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_fault; }
+bool ours(const struct sigaction& a) {
+  return (a.sa_flags & SA_SIGINFO) && (a.sa_sigaction == on_fault || a.sa_sigaction == on_stop);
+}
+
+// Puts `handler` on top for `signal` unless it is there, keeping the one it
+// replaces as the previous handler.
+void install(int signal, void (*handler)(int, siginfo_t*, void*), int flags) {
+  struct sigaction current {};
+  if (sigaction(signal, nullptr, &current) != 0 || ours(current)) return;
+  struct sigaction action {};
+  action.sa_sigaction = handler;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | flags;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, &previous_action[signal]);
+}
 
 }  // namespace
 
@@ -491,7 +602,8 @@ namespace detail {
 // registers, stores the stack pointer in *resume_sp, calls caller(entry,
 // args) and returns 0. svod_trap_resume is where the fault handler resumes a
 // trapped thread, with that stack pointer: it returns 1 from svod_trap_call
-// with the registers it saved.
+// with the registers it saved. svod_trap_unwind(resume_sp) does the same from
+// ordinary code (a kernel's call of exit()).
 #if defined(__x86_64__)
 __asm__(R"(
   .pushsection .text
@@ -551,6 +663,16 @@ svod_trap_resume:
   jmp .Lsvod_trap_return
   .cfi_endproc
   .size svod_trap_call, .-svod_trap_call
+
+  .globl svod_trap_unwind
+  .type svod_trap_unwind, @function
+  .p2align 4
+svod_trap_unwind:
+  movq %rdi, %rsp
+  cld
+  movl $1, %eax
+  jmp .Lsvod_trap_return
+  .size svod_trap_unwind, .-svod_trap_unwind
   .popsection
 )");
 #else
@@ -560,8 +682,42 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
 }
 #endif
 
+// The launch of a kernel its stop scope stopped fails with the scope's error.
+[[noreturn]] void throw_stopped(const KernelFrame& k) {
+  Report r;
+  r << "kernel stopped: ";
+  name_launch(r, k);
+  r << ": " << k.stopped->reason() << "; the launch failed and what it wrote before stays written";
+  throw Error(k.stopped->kind(), r.str());
+}
+
+// The launch of a kernel stopped at its call of exit() or its kin.
+[[noreturn]] void throw_exit_call(const KernelFrame& k) {
+  const TrappedFault& f = k.fault;
+  KernelFaultInfo info;
+  info.program = k.program->spec().display_name();
+  info.entry = k.program->spec().entry;
+  info.slice = k.slice;
+  if (k.op != nullptr) {
+    info.op = k.op->index;
+    info.op_label = k.op->label(k.op->plan, k.op->index);
+  }
+  Report r;
+  r << "called " << f.exit_call;
+  if (f.code < 0) r << "-";
+  r.number(static_cast<uint64_t>(f.code < 0 ? -static_cast<int64_t>(f.code) : f.code)) << ")";
+  info.cause = r.str();
+  Report m;
+  m << "kernel fault: the kernel " << info.cause << ", which would end the process\n  in ";
+  name_launch(m, k);
+  m << "\n  the kernel was stopped at the call and the launch failed; what it wrote before stays written";
+  throw KernelFault(std::move(info), m.str());
+}
+
 void throw_kernel_fault(const KernelFrame& k) {
   const TrappedFault& f = k.fault;
+  if (f.signal == kKernelStopSignal) throw_stopped(k);
+  if (f.exit_call != nullptr) throw_exit_call(k);
   const ProgramSpec& spec = k.program->spec();
   KernelFaultInfo info;
   info.signal = f.signal;
@@ -599,7 +755,14 @@ void throw_kernel_fault(const KernelFrame& k) {
 
 void prepare_thread_for_kernels() noexcept {
   const uint32_t epoch = fault_handlers_epoch();
-  if (fault_handlers_seen == 0) ensure_signal_stack();
+  if (fault_handlers_seen == 0) {
+    ensure_signal_stack();
+    try {
+      register_kernel_thread();
+    } catch (const std::exception&) {
+      // (No memory for the entry: this thread's kernels cannot be stopped.)
+    }
+  }
   try {
     ensure_fault_reporting();
   } catch (const std::exception&) {
@@ -616,15 +779,9 @@ void ensure_fault_reporting() {
   // without running anything (svod run --isolate names them).
   static const bool exit_hook = std::atexit(on_exit) == 0 && std::at_quick_exit(on_exit) == 0;
   (void)exit_hook;
-  for (int signal : kSignals) {
-    struct sigaction current {};
-    if (sigaction(signal, nullptr, &current) != 0 || ours(current)) continue;
-    struct sigaction handler {};
-    handler.sa_sigaction = on_fault;
-    handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&handler.sa_mask);
-    sigaction(signal, &handler, &previous_action[signal]);
-  }
+  for (int signal : kSignals) install(signal, on_fault, 0);
+  // A stop signal that finds a thread in a system call restarts the call.
+  install(kKernelStopSignal, on_stop, SA_RESTART);
 }
 
 }  // namespace svod

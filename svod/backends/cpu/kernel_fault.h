@@ -21,8 +21,12 @@
 // previous handler, except a fault in code svod loaded on a thread that runs
 // no launch (a thread the kernel started), which is reported naming the
 // program first (register_kernel_code). Kernels run on an alternate signal
-// stack too, so a stack overflow is trapped like any other fault. Traps need the x86-64
-// trampoline; elsewhere every fault is reported and ends the process.
+// stack too, so a stack overflow is trapped like any other fault. The same
+// resumption stops a kernel whose StopScope was asked to stop
+// (kernel_stop.h): kKernelStopSignal found the thread in the kernel's own
+// code, and the launch throws the scope's Error instead. Traps and stops need
+// the x86-64 trampoline; elsewhere every fault is reported and ends the
+// process, and no kernel is stopped.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +36,7 @@
 #include <string_view>
 
 #include "svod/guard/fault_handlers.h"
+#include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
 #include "svod/program/cpu_abi.h"
 
@@ -48,20 +53,26 @@ struct TrappedFault {
   uint64_t sp;       // the stack pointer at the fault
   int access;        // 0: unknown, 1: read, 2: write (x86-64 page faults)
   bool in_callee;    // the pc is in a function the kernel called, not in its own code
+  // A call that would have ended the process, as far as its status ("exit(",
+  // "syscall(SYS_exit_group, "; signal 0, code the status): the kernel was
+  // stopped at the call (route_kernel_exits).
+  const char* exit_call = nullptr;
 };
 
 struct KernelFrame {
   // Leaves resume_sp and fault unset: the trampoline and the handler write
   // them before anything reads them (no stores on the launch path).
-  KernelFrame(const CpuProgram* p, const uint64_t* a, int64_t s, const RunningOp* o) noexcept
-      : program(p), args(a), slice(s), op(o) {}
+  KernelFrame(const CpuProgram* p, const uint64_t* a, int64_t s, const RunningOp* o, const StopScope* st) noexcept
+      : program(p), args(a), slice(s), op(o), stop(st) {}
 
   const CpuProgram* program;
-  const uint64_t* args;  // the ABI words: buffer addresses, then scalars
-  int64_t slice;         // the core_id slice, or -1 for a launch of one
-  const RunningOp* op;   // the plan op, when a plan launched it
-  uintptr_t resume_sp;   // the trampoline's stack at the launch boundary
-  TrappedFault fault;    // set when the handler trapped a fault
+  const uint64_t* args;     // the ABI words: buffer addresses, then scalars
+  int64_t slice;            // the core_id slice, or -1 for a launch of one
+  const RunningOp* op;      // the plan op, when a plan launched it
+  const StopScope* stop;    // the scope the launch was made in (kernel_stop.h), or null
+  uintptr_t resume_sp;      // the trampoline's stack at the launch boundary
+  TrappedFault fault;       // set when the handler trapped a fault, or stopped the kernel
+  const StopScope* stopped; // the requested scope, when it stopped the kernel (fault.signal is kKernelStopSignal)
 };
 
 extern SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel;
@@ -102,12 +113,14 @@ namespace detail {
 // trapped a fault in it (frame.fault says which). resume_sp receives the
 // stack pointer the handler resumes at. Written in assembly (kernel_fault.cpp).
 extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* args, uintptr_t* resume_sp);
-// Throws the KernelFault for a trapped frame (out of line and cold).
+// Throws the KernelFault for a trapped frame, or the stop scope's Error for
+// a stopped one (out of line and cold).
 [[noreturn]] void throw_kernel_fault(const KernelFrame& frame);
 }  // namespace detail
 
 // Runs the kernel of `frame` with its n ABI words: returns when it returned,
-// throws KernelFault when it faulted and was trapped.
+// throws KernelFault when it faulted and was trapped, the stop scope's Error
+// when it was stopped.
 inline void run_kernel(KernelFrame& frame, void* entry, size_t n) {
   const KernelFrameScope running(frame);
   if (detail::svod_trap_call(detail::kKernelCallers[n], entry, frame.args, &frame.resume_sp) != 0) [[unlikely]]
@@ -125,6 +138,16 @@ inline constexpr size_t kMaxRegisteredPrograms = 4096;
 std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> owner,
                                                  std::span<const std::span<const std::byte>> code,
                                                  std::string_view name);
+
+// Makes the kernels svod's loader links from now on call svod's versions of
+// exit(), quick_exit(), _exit(), _Exit() and syscall(): called from a
+// launch's kernel, exit and its kin, and the exit and exit_group system
+// calls, stop the kernel at the call as at a fault, and the launch throws
+// KernelFault (cause "called _exit(0)"); called anywhere else they do what
+// the C library's do (syscall() always does for other calls). x86-64 only;
+// a shared library's kernels call the C library's. Called before every load
+// (one load of a flag once done).
+void route_kernel_exits();
 
 // Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
 // or again when another handler (LLVM's crash recovery, enabled by the first

@@ -14,8 +14,8 @@
 // the two allow it, the host waits for device work only before host work that
 // depends on it, and for everything at the end of the run. Variables are bound by name and
 // checked for every operation before anything runs. A run that fails poisons
-// the plan: later runs refuse with ErrorKind::PlanPoisoned until it is rebuilt,
-// instead of computing on half-written state.
+// the plan: later runs refuse with ErrorKind::PlanPoisoned until it is rebuilt
+// or a buffer is rebound (rebind), instead of computing on half-written state.
 #pragma once
 
 #include <array>
@@ -219,7 +219,9 @@ class ExecutionPlan {
 
   // Replaces slot `buffer` with a buffer of the same byte size, dtype and device.
   // Views of it follow; hazards are recomputed if aliasing changed. View slots
-  // cannot be rebound themselves (rebind their base).
+  // cannot be rebound themselves (rebind their base). A poisoned plan without
+  // peers may run again after a rebind: the ops write their outputs anew, and
+  // the caller answers for buffers it reads as an earlier run left them.
   void rebind(size_t buffer, Buffer replacement);
 
   // An independent plan sharing the compiled programs and every storage no op

@@ -77,6 +77,12 @@ void ExecutionPlan::rebind(size_t index, Buffer replacement) {
   s.bind_addresses();
   // Kernels check buffer sizes against their launch; sizes did not change, so
   // only the addresses needed updating.
+  // A plan poisoned by a failed run runs again once a buffer is rebound (new
+  // inputs, as a tinygrad graph's next call brings): its ops write again every
+  // buffer they write, and the caller vouches for any the plan also reads
+  // from an earlier run. With peers it stays poisoned: its communicator was
+  // aborted.
+  if (!(s.comm && s.comm->size() > 1)) s.poisoned.store(false);
 }
 
 ExecutionPlan ExecutionPlan::replicate() const {

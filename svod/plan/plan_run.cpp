@@ -256,7 +256,7 @@ void PlanState::check_not_poisoned() const {
   if (poisoned.load(std::memory_order_relaxed))
     throw make_error(ErrorKind::PlanPoisoned,
                      "the plan failed in an earlier run and its buffers may be half-written; build it again "
-                     "(the failure: {})",
+                     "or rebind a buffer (the failure: {})",
                      poison_reason);
 }
 

@@ -358,6 +358,12 @@ TEST_F(PlanExecute, FailureReportsTheOpAndPoisonsThePlan) {
       expect_error(ErrorKind::PlanPoisoned, [&] { plan.execute(); }, {"op 1 (\"bad\")"});
       expect_error(ErrorKind::PlanPoisoned, [&] { plan.execute_with_vars({}); });
       expect_error(ErrorKind::PlanPoisoned, [&] { plan.replicate(); });
+      // A rebind lifts the poisoning: the plan runs again (and fails again at "bad").
+      plan.rebind(y, host_buffer(DType::F32, 4));
+      EXPECT_FALSE(plan.poisoned());
+      expect_error(typed ? ErrorKind::Unsupported : ErrorKind::Execution, [&] { plan.execute(); },
+                   {"op 1 (\"bad\")"});
+      EXPECT_TRUE(plan.poisoned());
     }
   }
 }

@@ -139,6 +139,34 @@ def test_jit_rebinds_inputs_on_every_call(tg, graph_calls):
     assert graph_calls[0].plan.op_count >= 2
 
 
+def test_a_kernel_fault_in_a_jit_replay_raises_and_the_next_call_works(tg, graph_calls):
+    """A kernel of a TinyJit replay that faults raises svod.KernelFault out of the tinygrad call, and
+    the process, the jit and its next call go on (issue 35). The fault: an input that wraps an
+    address nothing is mapped at (Tensor.from_blob), which the replay's first kernel reads."""
+    Tensor, TinyJit, _, _ = tg
+    from tinygrad import dtypes
+
+    @TinyJit
+    def f(a):
+        x = (a + 1).contiguous()
+        y = (x * 2).relu().contiguous()
+        return y.sum() + x.max()
+
+    values = np.arange(64, dtype=np.float32)
+    expected = np.maximum((values + 1) * 2, 0).sum() + (values + 1).max()
+    for _ in range(3):  # captured on the second call, replayed as a plan on the third
+        assert f(Tensor(values, device="SVOD").realize()).item() == expected
+    assert graph_calls
+    replays = len(graph_calls)
+    with pytest.raises(svod.KernelFault) as info:
+        f(Tensor.from_blob(16, (64,), dtype=dtypes.float32, device="SVOD")).item()
+    assert info.value.signal_name == "SIGSEGV" and info.value.cause == "null pointer"
+    assert len(graph_calls) == replays + 1  # the fault was in the replay's plan
+    for _ in range(2):
+        assert f(Tensor(values, device="SVOD").realize()).item() == expected
+    assert len(graph_calls) == replays + 3
+
+
 def test_jit_passes_symbolic_variables(tg, graph_calls):
     Tensor, TinyJit, Variable, _ = tg
 

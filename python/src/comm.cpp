@@ -219,7 +219,14 @@ void bind_comm(py::module_& m) {
           run_local_ranks(group, [&](Communicator& comm) {
             const size_t rank = static_cast<size_t>(comm.rank());
             GilAcquired gil;
-            results[rank] = fn(PyComm{comms[rank]});
+            // Plain references, no py::object: CPython ends a rank thread still in
+            // Python at interpreter exit by unwinding it without the GIL, and a
+            // destructor's Py_DECREF there races the finalizing main thread.
+            PyObject* argument = py::cast(PyComm{comms[rank]}).release().ptr();
+            PyObject* result = PyObject_CallOneArg(fn.ptr(), argument);
+            Py_DECREF(argument);
+            if (result == nullptr) throw py::error_already_set();
+            results[rank] = py::reinterpret_steal<py::object>(result);
           });
         }
         py::list out;

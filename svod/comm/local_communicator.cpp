@@ -337,7 +337,7 @@ void run_local_ranks(std::span<Communicator* const> comms, const std::function<v
   // Each rank runs in a stop scope of its own (inside the caller's) that the
   // group's failure asks to stop: a rank in a kernel that never returns is
   // stopped instead of keeping this call from returning.
-  const StopScope* caller = stop_scope;
+  const StopScope* caller = launch_stop_scope();
   const std::unique_ptr<StopScope[]> scopes(new StopScope[comms.size()]);
   std::map<LocalGroup*, std::vector<StopScope*>> by_group;  // each group's scopes by rank
   for (size_t i = 0; i < comms.size(); ++i)

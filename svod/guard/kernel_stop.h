@@ -5,7 +5,8 @@
 //
 // Kernels run under the StopScope their launch was made in: the innermost
 // one entered on the launching thread, handed on to the core_id slices on
-// the pool's threads and to the ops a plan runs on other threads. Scopes
+// the pool's threads and to the ops a plan runs on other threads
+// (RunningOp::stop; launch_stop_scope() says which one a launch gets). Scopes
 // nest (a plan op's deadline inside a rank's scope), and a kernel stops when
 // any scope around it is asked to. StopScope::request marks the scope and
 // has a background thread send kKernelStopSignal to every thread that has
@@ -64,11 +65,11 @@ class StopScope {
 };
 
 // Makes `scope` the calling thread's stop scope for its lifetime, inside
-// `parent` (by default the thread's current scope: give the launching
-// thread's when the work was handed over from another thread).
+// `parent` (by default the scope a launch here would run in: give the
+// launching thread's when the work was handed over from another thread).
 class EnterStopScope {
  public:
-  explicit EnterStopScope(StopScope& scope) noexcept : EnterStopScope(scope, stop_scope) {}
+  explicit EnterStopScope(StopScope& scope) noexcept : EnterStopScope(scope, launch_stop_scope()) {}
   EnterStopScope(StopScope& scope, const StopScope* parent) noexcept : previous_(stop_scope) {
     scope.parent_ = parent;
     stop_scope = &scope;

@@ -142,8 +142,10 @@ OpDeadline::OpDeadline(const RunningOp* op, const char* kind, const char* name) 
   s->stop_asked_ns = 0;
   s->started_ns = now_ns();
   slot_ = s;
-  scope_.emplace(s->scope);
+  scope_.emplace(s->scope, launch_stop_scope());
 }
+
+const StopScope* OpDeadline::scope() const noexcept { return slot_ != nullptr ? &slot_->scope : nullptr; }
 
 OpDeadline::~OpDeadline() {
   if (slot_ == nullptr) return;

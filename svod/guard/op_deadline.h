@@ -25,11 +25,14 @@ double op_timeout_seconds();
 // one running already (a plan op's kernel): `op` names a plan op (may be
 // null), `kind` the work ("kernel", "copy", ...) and `name` what it runs (a
 // program's name; may be null). Both strings outlive the op. The op runs in
-// the deadline's stop scope. Used only when op_timeout_seconds() > 0.
+// the deadline's stop scope, inside launch_stop_scope(): a plan op makes it
+// its RunningOp's (scope()). Used only when op_timeout_seconds() > 0.
 class OpDeadline {
  public:
   OpDeadline(const RunningOp* op, const char* kind, const char* name);
   ~OpDeadline();
+  // The stop scope the deadline asks to stop; null when an outer deadline covers this op.
+  const StopScope* scope() const noexcept;
   OpDeadline(const OpDeadline&) = delete;
   OpDeadline& operator=(const OpDeadline&) = delete;
 

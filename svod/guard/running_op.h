@@ -1,7 +1,7 @@
 // The plan op a thread is running, for reports that only know the thread:
 // the fault report of a kernel that crashes names the op it belongs to. A
-// RunningOpScope sets it around an op's host work (pointer stores and
-// restores).
+// RunningOpScope sets it around an op's host work (a pointer store and
+// restore).
 #pragma once
 
 #include <cstddef>
@@ -18,8 +18,8 @@ struct RunningOp {
   const void* plan = nullptr;
   // The op's id or label (may be empty), read from `plan` by its own code.
   const std::string& (*label)(const void* plan, size_t index) = nullptr;
-  // The stop scope of the thread that runs the plan (kernel_stop.h): the op
-  // runs in it on whichever thread runs the op.
+  // The stop scope the op runs in (kernel_stop.h), on whichever thread runs
+  // it: that of the thread that runs the plan, or the op's deadline's.
   const StopScope* stop = nullptr;
 };
 
@@ -29,8 +29,14 @@ struct RunningOp {
 #define SVOD_HOT_THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
 
 extern SVOD_HOT_THREAD_LOCAL const RunningOp* running_op;
-// The stop scope the calling thread launches kernels in (kernel_stop.h; null: none).
+// The stop scope the calling thread is in (kernel_stop.h; null: none).
 extern SVOD_HOT_THREAD_LOCAL const StopScope* stop_scope;
+
+// The stop scope of a kernel launched on this thread now: the running plan
+// op's, else the thread's.
+inline const StopScope* launch_stop_scope() noexcept {
+  return running_op != nullptr ? running_op->stop : stop_scope;
+}
 
 // How a process ends when a running op ends it:
 // - a kernel called exit() (any status) where svod could not stop it at the
@@ -42,23 +48,15 @@ extern SVOD_HOT_THREAD_LOCAL const StopScope* stop_scope;
 inline constexpr int kKernelExitStatus = 70;
 inline constexpr int kOpTimeoutStatus = 124;
 
-// Sets the running op, and its stop scope as the thread's.
 class RunningOpScope {
  public:
-  explicit RunningOpScope(const RunningOp& op) noexcept : previous_(running_op), previous_stop_(stop_scope) {
-    running_op = &op;
-    stop_scope = op.stop;
-  }
-  ~RunningOpScope() {
-    running_op = previous_;
-    stop_scope = previous_stop_;
-  }
+  explicit RunningOpScope(const RunningOp& op) noexcept : previous_(running_op) { running_op = &op; }
+  ~RunningOpScope() { running_op = previous_; }
   RunningOpScope(const RunningOpScope&) = delete;
   RunningOpScope& operator=(const RunningOpScope&) = delete;
 
  private:
   const RunningOp* previous_;
-  const StopScope* previous_stop_;
 };
 
 }  // namespace svod

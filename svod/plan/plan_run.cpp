@@ -105,10 +105,11 @@ void PlanState::run_host_work(size_t i) {
 
 // Out of the op loop's way: the same under SVOD_OP_TIMEOUT's deadline.
 [[gnu::noinline, gnu::cold]] void PlanState::run_host_work_watched(size_t i) {
-  const RunningOp running{i, this, op_label, caller_stop};
+  RunningOp running{i, this, op_label, caller_stop};
   const RunningOpScope scope(running);
   const auto [kind, name] = deadline_names(ops[i]);
   const OpDeadline deadline(&running, kind, name);
+  if (const StopScope* s = deadline.scope()) running.stop = s;  // the op's kernels run in it
   do_host_work(i);
 }
 
@@ -342,7 +343,7 @@ void PlanState::run_checked(const ExecuteOptions& options, CheckMode mode) {
 
 void PlanState::run(const ExecuteOptions& options) {
   check_not_poisoned();
-  caller_stop = stop_scope;
+  caller_stop = launch_stop_scope();
   if (dirty) {
     prepare(var_values);
     dirty = false;
@@ -387,7 +388,7 @@ void PlanState::run(const ExecuteOptions& options) {
 
 std::chrono::nanoseconds PlanState::time_op(size_t i) {
   check_not_poisoned();
-  caller_stop = stop_scope;
+  caller_stop = launch_stop_scope();
   if (dirty) {
     prepare(var_values);
     dirty = false;

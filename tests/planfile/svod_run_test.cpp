@@ -496,6 +496,20 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
             std::string::npos)
       << r.err;
 #endif
+  // A plan op whose kernel spins on every core_id slice of the pool: the op's deadline reaches them.
+  const std::string slices = dir.write("slices.json", R"({"svod_plan": 1, "buffers": {"o": {"dtype": "f32", "count": 4}},
+      "programs": {"k": {"language": "c", "entry": "k", "buffers": [{"name": "o", "access": "write", "dtype": "f32"}],
+                         "scalars": [{"name": "core_id", "type": "i32"}], "global_size": [4],
+                         "source": "void k(float* o, int core_id) { volatile int s = 1; while (s) {} }"}},
+      "ops": [{"id": "spins", "run": "k", "buffers": ["o"]}]})")
+                                   .string();
+  r = svod_run(dir, {slices});
+  EXPECT_EQ(r.status, 124) << r.out << r.err;
+#if !defined(__SANITIZE_THREAD__)
+  EXPECT_NE(r.first_err_line().find("failed: kernel stopped: program \"k\" (entry k) on CPU, core_id slice "),
+            std::string::npos)
+      << r.err;
+#endif
   r = svod_run(dir, {plan_with("pauses", "int pause(void); for (;;) pause();")});
   EXPECT_EQ(r.status, 124) << r.out << r.err;
   EXPECT_NE(r.err.find("svod: plan op 1 (second), kernel \"k\" has run for"), std::string::npos) << r.err;

@@ -213,16 +213,23 @@ print("after:", y[0])
 
 def test_a_kernel_past_svod_op_timeout_raises_timeout_error_and_the_process_goes_on():
     out = run_python(SPIN + """
+spin4 = svod.device("CPU").compile(source="void spin4(volatile float* o, int core_id) { while (o[0] == 0.0f) { } }",
+                                   entry="spin4", buffers=[{"name": "o", "access": "readwrite", "dtype": "f32"}],
+                                   scalars=[{"name": "core_id", "type": "i32", "min": 0, "max": 3}], global_size=[4])
 x = np.zeros(4, np.float32)
 for attempt in range(3):
     try:
         spin(x)
     except svod.TimeoutError as e:
         print("raised:", e)
+try:
+    spin4(x)  # slices on the pool's threads
+except svod.TimeoutError as e:
+    print("raised on a slice:", e)
 add(x)
 print("after:", x[0], x[1])
 """, SVOD_OP_TIMEOUT="0.3")
-    assert out.count("raised: ") == 3, out
+    assert out.count("raised: ") == 3 and "raised on a slice: kernel stopped: program \"spin4\"" in out, out
     assert 'kernel stopped: program "spin" (entry spin) on CPU: it ran past SVOD_OP_TIMEOUT=0.3 s' in out, out
     assert "after: 1.0 0.0" in out, out
 

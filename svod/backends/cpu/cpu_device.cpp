@@ -185,7 +185,7 @@ namespace {
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
   if (slices <= 1) {
-    KernelFrame frame(&program, args, -1, running_op, stop_scope);
+    KernelFrame frame(&program, args, -1, running_op, nullptr);  // in launch_stop_scope(), on this thread
     run_kernel(frame, program.entry(), n);
     return;
   }
@@ -194,7 +194,7 @@ void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices)
     program.layout().check_slices(slices);  // throws: more than one slice needs a core_id
   const size_t core_slot = program.layout().buffer_count() + *core;
   const RunningOp* op = running_op;  // the slices run on other threads
-  const StopScope* stop = stop_scope;
+  const StopScope* stop = launch_stop_scope();
   parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
     uint64_t local[kMaxKernelArgs];
     std::memcpy(local, args, n * sizeof(uint64_t));

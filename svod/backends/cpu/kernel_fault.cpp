@@ -467,7 +467,8 @@ void on_fault(int signal, siginfo_t* info, void* context) {
 void on_stop(int signal, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   KernelFrame* k = running_kernel;
-  const StopScope* scope = k != nullptr && k->stop != nullptr ? k->stop->requested_around() : nullptr;
+  const StopScope* launched_in = k == nullptr ? nullptr : k->slice >= 0 ? k->stop : launch_stop_scope();
+  const StopScope* scope = launched_in != nullptr ? launched_in->requested_around() : nullptr;
   if (scope != nullptr) {
     stop(*k, *scope, fault_of(signal, info, context), context);
   } else if (info->si_code != SI_TKILL || info->si_pid != getpid()) {

@@ -69,7 +69,7 @@ struct KernelFrame {
   const uint64_t* args;     // the ABI words: buffer addresses, then scalars
   int64_t slice;            // the core_id slice, or -1 for a launch of one
   const RunningOp* op;      // the plan op, when a plan launched it
-  const StopScope* stop;    // the scope the launch was made in (kernel_stop.h), or null
+  const StopScope* stop;    // a core_id slice's: the launch's stop scope (kernel_stop.h); a launch of one reads launch_stop_scope()
   uintptr_t resume_sp;      // the trampoline's stack at the launch boundary
   TrappedFault fault;       // set when the handler trapped a fault, or stopped the kernel
   const StopScope* stopped; // the requested scope, when it stopped the kernel (fault.signal is kKernelStopSignal)

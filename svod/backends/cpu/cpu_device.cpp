@@ -185,7 +185,7 @@ namespace {
 void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
   if (slices <= 1) {
-    KernelFrame frame(&program, args, -1, running_op, nullptr);  // in launch_stop_scope(), on this thread
+    KernelFrame frame(&program, args, running_op);
     run_kernel(frame, program.entry(), n);
     return;
   }

@@ -61,7 +61,11 @@ struct TrappedFault {
 
 struct KernelFrame {
   // Leaves resume_sp and fault unset: the trampoline and the handler write
-  // them before anything reads them (no stores on the launch path).
+  // them before anything reads them (no stores on the launch path). A launch
+  // of one (slice -1) leaves `stop` unset too: the handler reads
+  // launch_stop_scope() on the launching thread instead.
+  KernelFrame(const CpuProgram* p, const uint64_t* a, const RunningOp* o) noexcept
+      : program(p), args(a), slice(-1), op(o) {}
   KernelFrame(const CpuProgram* p, const uint64_t* a, int64_t s, const RunningOp* o, const StopScope* st) noexcept
       : program(p), args(a), slice(s), op(o), stop(st) {}
 
@@ -69,7 +73,7 @@ struct KernelFrame {
   const uint64_t* args;     // the ABI words: buffer addresses, then scalars
   int64_t slice;            // the core_id slice, or -1 for a launch of one
   const RunningOp* op;      // the plan op, when a plan launched it
-  const StopScope* stop;    // a core_id slice's: the launch's stop scope (kernel_stop.h); a launch of one reads launch_stop_scope()
+  const StopScope* stop;    // a core_id slice's: the launch's stop scope (kernel_stop.h)
   uintptr_t resume_sp;      // the trampoline's stack at the launch boundary
   TrappedFault fault;       // set when the handler trapped a fault, or stopped the kernel
   const StopScope* stopped; // the requested scope, when it stopped the kernel (fault.signal is kKernelStopSignal)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
@@ -28,16 +29,18 @@ struct Stopper {
   std::condition_variable requested;
   std::vector<pthread_t> threads;
   int pending = 0;
-  bool running = false;  // the signalling thread exists (not in a forked child)
+  uint64_t requests = 0;  // made so far: a new one is signalled at once
+  bool running = false;   // the signalling thread exists (not in a forked child)
 
   void signal_loop() {
     std::unique_lock lock(mutex);
     for (;;) {
       requested.wait(lock, [&] { return pending > 0; });
+      const uint64_t seen = requests;
       // Held while signalling: a registered thread leaves the list, under
       // this lock, before it ends, so every pthread_t here is alive.
       for (pthread_t t : threads) pthread_kill(t, kKernelStopSignal);
-      requested.wait_for(lock, kSignalPeriod, [] { return false; });
+      requested.wait_for(lock, kSignalPeriod, [&] { return requests != seen; });
     }
   }
 };
@@ -97,6 +100,7 @@ void StopScope::request(ErrorKind kind, std::string reason) {
   {
     std::lock_guard lock(s.mutex);
     ++s.pending;
+    ++s.requests;
     if (!s.running) {
       try {
         std::thread([&s] { s.signal_loop(); }).detach();

@@ -297,7 +297,8 @@ void bind_plan_class(py::module_& m) {
       .def("rebind", &rebind_slot, py::arg("slot"), py::arg("buffer"),
            "Makes buffer `slot` (an index, as PlanBuilder and capture return, or a name) `buffer`, on\n"
            "any device, without a copy; the views derived from the slot follow it. The buffer must hold\n"
-           "the slot's bytes in its dtype (or either is u8 byte storage); ValidationError otherwise.")
+           "the slot's bytes in its dtype (or either is u8 byte storage); ValidationError otherwise.\n"
+           "A plan poisoned by a failed run (and without peers) runs again after a rebind.")
       .def_property_readonly("buffers",
                              [](const PyPlan& p) {
                                py::dict out;

@@ -69,17 +69,6 @@ class KernelTrap : public ::testing::Test {
     return {};
   }
 
-  // A launch that works: the process and the device go on after a trap.
-  static void expect_a_good_launch() {
-    auto cpu = cpu_device();
-    ProgramSpec spec = c_kernel("good", "void good(float* o, int core_id) { o[core_id] = 2.0f * core_id; }",
-                                {{"o", Access::Write, DType::F32}}, {{"core_id", ScalarType::I32, 0, 7}});
-    spec.global_size[0] = Expr::constant(8);
-    auto program = cpu->compile(spec);
-    Buffer o[] = {cpu->allocate(DType::F32, 8)};
-    program->launch(o, {}, nullptr);
-    for (int i = 0; i < 8; ++i) ASSERT_EQ(o[0].span<float>()[i], 2.0f * i);
-  }
 };
 
 TEST_F(KernelTrap, ANullWriteIsAKernelFaultNamingTheProgramAndTheSignal) {
@@ -100,7 +89,7 @@ TEST_F(KernelTrap, ANullWriteIsAKernelFaultNamingTheProgramAndTheSignal) {
 #if defined(__x86_64__)
   EXPECT_EQ(info.access, "write");
 #endif
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
 }
 
 TEST_F(KernelTrap, ANonCanonicalAddressIsNotTakenForNull) {
@@ -147,7 +136,7 @@ TEST_F(KernelTrap, AWriteFarPastItsBufferNamesTheBufferTheElementAndTheSlice) {
   EXPECT_EQ(info.buffer, 0u);
   EXPECT_EQ(info.buffer_name, "o");
   EXPECT_EQ(info.element, static_cast<int64_t>(element));
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
 }
 
 TEST_F(KernelTrap, TrapDivisionMisalignmentAndStackOverflowAreEachAKernelFault) {
@@ -190,7 +179,7 @@ TEST_F(KernelTrap, TrapDivisionMisalignmentAndStackOverflowAreEachAKernelFault) 
                      8, 16);
             }).cause,
             "stack overflow");
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
 }
 
 TEST_F(KernelTrap, AbortStillEndsTheProcessWithItsReport) {
@@ -209,7 +198,7 @@ TEST_F(KernelTrap, ALeafFunctionTheKernelCallsIsTrappedADeeperOneIsNot) {
     EXPECT_TRUE(info.in_called_function);
     EXPECT_EQ(info.cause, "null pointer");
     EXPECT_EQ(info.access, "read");
-    expect_a_good_launch();
+    test::expect_a_good_cpu_launch();
   }
   // puts holds stdout's lock when strlen faults inside it: the process cannot go on.
   EXPECT_DEATH(launch("int puts(const char*); void k(float* o) { puts((const char*)8); }"),
@@ -224,7 +213,7 @@ TEST_F(KernelTrap, FaultsOnEverySliceAtOnceFailTheLaunchOnce) {
     EXPECT_GE(info.slice, 0);
     EXPECT_LT(info.slice, 8);
   }
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
 }
 
 TEST_F(KernelTrap, AFaultingPlanOpIsNamedAndPoisonsThePlan) {
@@ -349,7 +338,7 @@ TEST_F(KernelTrap, AKernelThatCallsExitOrItsKinIsStoppedAtTheCall) {
             1);
   // syscall() for anything else is the C library's.
   launch(fmt::format("long syscall(long, ...); void k(float* o) {{ o[0] = (float)syscall({}); }}", SYS_getpid));
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
 }
 
 // Checked mode (memory): the first element past either end faults, and the
@@ -396,7 +385,7 @@ TEST_F(KernelTrap, AHandlerInstalledLaterIsPutBelowSvodsWhenNoted) {
     auto bad = cpu->compile(c_kernel("bad", "void bad(float* o) { *(volatile float*)0 = o[0]; }",
                                      {{"o", Access::ReadWrite, DType::F32}}));
     Buffer o[] = {cpu->allocate(DType::F32, 4)};
-    expect_a_good_launch();  // this thread is prepared
+    test::expect_a_good_cpu_launch();  // this thread is prepared
     struct sigaction foreign {};
     foreign.sa_handler = [](int) { _exit(42); };
     sigaction(SIGSEGV, &foreign, nullptr);

@@ -55,17 +55,6 @@ class KernelStop : public ::testing::Test {
       scope.request(ErrorKind::Execution, "the test asked");
     });
   }
-
-  static void expect_a_good_launch() {
-    auto cpu = cpu_device();
-    ProgramSpec spec = c_kernel("good", "void good(float* o, int core_id) { o[core_id] = 2.0f * core_id; }",
-                                {{"o", Access::Write, DType::F32}}, {{"core_id", ScalarType::I32, 0, 7}});
-    spec.global_size[0] = Expr::constant(8);
-    auto program = cpu->compile(spec);
-    Buffer o[] = {cpu->allocate(DType::F32, 8)};
-    program->launch(o, {}, nullptr);
-    for (int i = 0; i < 8; ++i) ASSERT_EQ(o[0].span<float>()[i], 2.0f * i);
-  }
 };
 
 TEST_F(KernelStop, AStopStopsEverySliceOfALaunchAndTheNextLaunchRuns) {
@@ -91,7 +80,7 @@ TEST_F(KernelStop, AStopStopsEverySliceOfALaunchAndTheNextLaunchRuns) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   scope.withdraw();
   for (int i = 1; i <= kSlices; ++i) EXPECT_EQ(o[0].span<float>()[i], 0.0f) << "slice " << i - 1 << " finished";
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
   // Withdrawn, the same scope runs its kernels to the end.
   const EnterStopScope entered(scope);
   o[0].span<float>()[0] = 1.0f;
@@ -179,7 +168,7 @@ TEST_F(KernelStop, ALocalRankSpinningInAKernelIsStoppedWhenItsGroupFails) {
   EXPECT_EQ(errors[0]->kind(), ErrorKind::Execution);
   EXPECT_THAT(errors[0]->what(), HasSubstr("kernel stopped: program \"spin\" (entry spin) on CPU"));
   EXPECT_THAT(errors[0]->what(), HasSubstr("its local group failed: local rank 1: all_reduce"));
-  expect_a_good_launch();
+  test::expect_a_good_cpu_launch();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "svod/backends/cpu/cpu_device.h"
 #include "svod/registry/registry.h"
 
 namespace svod::test {
@@ -68,6 +69,17 @@ std::string opencl_all_reduce_plan(std::string_view device) {
       { "copy": { "dst": "h", "src": "d" } }
     ]
   })J";
+}
+
+void expect_a_good_cpu_launch() {
+  auto cpu = cpu_device();
+  ProgramSpec spec = c_kernel("good", "void good(float* o, int core_id) { o[core_id] = 2.0f * core_id; }",
+                              {{"o", Access::Write, DType::F32}}, {{"core_id", ScalarType::I32, 0, 7}});
+  spec.global_size[0] = Expr::constant(8);
+  auto program = cpu->compile(spec);
+  Buffer o[] = {cpu->allocate(DType::F32, 8)};
+  program->launch(o, {}, nullptr);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(o[0].span<float>()[i], 2.0f * i);
 }
 
 }  // namespace svod::test

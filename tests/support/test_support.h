@@ -51,6 +51,11 @@ std::string opencl_all_reduce_plan(std::string_view device);
 ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers = {},
                      std::vector<ScalarParam> scalars = {});
 
+// Compiles and launches a kernel over 8 core_id slices on the CPU device and
+// checks what it wrote: the process, the pool and the device work (after a
+// kernel fault or a stop).
+void expect_a_good_cpu_launch();
+
 // JSON nested `depth` levels deep: arrays [[[ ... ]]], and objects
 // {"a":{"a": ... {}}}.
 std::string nested_arrays(size_t depth);

@@ -1,9 +1,10 @@
 // Kernel faults (issues 24 and 35): a kernel that faults in its own code is
 // stopped there and its launch throws KernelFault naming the signal, program,
 // core_id slice, plan op and the buffer and element its address falls in or
-// after; the process, the pool and other programs go on. What cannot be
-// stopped safely (abort(), a fault deep inside libc, exit()) is reported and
-// ends the process: death tests, each in a child process.
+// after; the process, the pool and other programs go on. A kernel's call of
+// exit() and its kin, abort() or a failed assert() is stopped at the call.
+// What cannot be stopped safely (a raised signal, a fault deep inside libc)
+// is reported and ends the process: death tests, each in a child process.
 #include "svod/backends/cpu/kernel_fault.h"
 
 #include <fmt/format.h>
@@ -182,8 +183,9 @@ TEST_F(KernelTrap, TrapDivisionMisalignmentAndStackOverflowAreEachAKernelFault) 
   test::expect_a_good_cpu_launch();
 }
 
-TEST_F(KernelTrap, AbortStillEndsTheProcessWithItsReport) {
-  EXPECT_DEATH(launch("void abort(void); void k(float* o) { abort(); }"), "SIGABRT \\(the kernel called abort\\(\\)\\)");
+TEST_F(KernelTrap, ARaisedSignalStillEndsTheProcessWithItsReport) {
+  // (A kernel's abort() is stopped at the call: AKernelThatCallsExitOrItsKinIsStoppedAtTheCall.)
+  EXPECT_DEATH(launch("int raise(int); void k(float* o) { raise(6); }"), "svod: kernel fault: SIGABRT");
 }
 
 TEST_F(KernelTrap, ALeafFunctionTheKernelCallsIsTrappedADeeperOneIsNot) {
@@ -323,6 +325,11 @@ TEST_F(KernelTrap, AKernelThatCallsExitOrItsKinIsStoppedAtTheCall) {
        "called syscall(SYS_exit_group, 0)"},
       {fmt::format("long syscall(long, ...); void k(float* o) {{ syscall({}, 2); }}", SYS_exit),
        "called syscall(SYS_exit, 2)"},
+      {"void abort(void); void k(float* o) { abort(); }", "called abort()"},
+      // assert() as <assert.h> expands it without NDEBUG.
+      {"void __assert_fail(const char*, const char*, unsigned, const char*);\n"
+       "void k(float* o) { if (!(o[0] > 1.0f)) __assert_fail(\"o[0] > 1.0f\", \"k.c\", 2, \"k\"); }",
+       "failed an assertion: o[0] > 1.0f (k.c:2, in k)"},
   };
   for (const auto& [source, cause] : calls) {
     std::string message;

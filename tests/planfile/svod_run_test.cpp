@@ -464,14 +464,14 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
       << r.err;
 #endif
 
-  // A fault the child stopped is its own failure (status 3); abort() is not stopped and
-  // ends the child with the signal.
+  // A fault the child stopped is its own failure (status 3); a raised SIGABRT is not stopped
+  // and ends the child with the signal.
   r = svod_run(dir, {plan_with("faults", "*(volatile float*)0 = 1.0f;"), "--isolate"});
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   EXPECT_EQ(r.status, 3) << r.out << r.err;
 #endif
   EXPECT_NE(r.err.find("kernel fault: SIGSEGV"), std::string::npos) << r.err;
-  r = svod_run(dir, {two_kernel_plan(dir, "aborts", "o[0] = 1;", "write", "void abort(void);", "abort();"), "--isolate"});
+  r = svod_run(dir, {two_kernel_plan(dir, "aborts", "o[0] = 1;", "write", "int raise(int);", "raise(6);"), "--isolate"});
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   EXPECT_EQ(r.status, 128 + SIGABRT) << r.out << r.err;
   EXPECT_NE(r.err.find("the isolated run was ended by SIGABRT (Aborted) in ops[1] (second)"), std::string::npos)

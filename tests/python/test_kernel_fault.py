@@ -251,3 +251,16 @@ def test_a_kernel_that_calls_exit_or_its_kin_raises_kernel_fault_and_the_process
     o, a, b = np.zeros(8, np.float32), np.arange(8, dtype=np.float32), np.ones(8, np.float32)
     add(o, a, b, 8)
     np.testing.assert_array_equal(o, a + 1)
+
+
+def test_a_failed_assert_in_a_kernel_raises_kernel_fault_naming_the_assertion(cpu):
+    # assert() used to abort the process after svod's SIGABRT report.
+    prog = cpu.compile(source="#include <assert.h>\nvoid k(float* o, int n) { assert(n < 4); o[n] = 1.0f; }",
+                       entry="k", buffers=[{"name": "o", "access": "write", "dtype": "f32"}],
+                       scalars=[{"name": "n", "type": "i32"}])
+    o = np.zeros(8, np.float32)
+    prog(o, 2)
+    with pytest.raises(svod.KernelFault) as info:
+        prog(o, 5)
+    assert info.value.cause.startswith("failed an assertion: n < 4 (k.c:2, in "), info.value.cause
+    np.testing.assert_array_equal(o, [0, 0, 1, 0, 0, 0, 0, 0])

@@ -5,6 +5,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -19,6 +21,10 @@
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/signal_stack.h"
 #include "svod/loader/elf_loader.h"
+
+// glibc's, which <assert.h> declares only without NDEBUG.
+extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line, const char* function) noexcept
+    __attribute__((__noreturn__));
 
 namespace svod {
 
@@ -114,7 +120,7 @@ std::string_view describe(int signal) {
     case SIGILL: return "SIGILL (illegal instruction, e.g. __builtin_trap)";
     case SIGFPE: return "SIGFPE (arithmetic fault, e.g. integer division by zero)";
     case SIGTRAP: return "SIGTRAP (breakpoint instruction, e.g. __builtin_debugtrap)";
-    case SIGABRT: return "SIGABRT (the kernel called abort())";
+    case SIGABRT: return "SIGABRT (raised, or abort() in a library the kernel called)";
     default: return "a fatal signal";
   }
 }
@@ -501,11 +507,18 @@ void on_exit() {
 #if defined(__x86_64__)
 extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
 
-// Abandons the kernel at its call of `call`, as at a fault. Only loaded
-// kernels reach these functions (route_kernel_exits), from their own code or,
-// where the compiler made the call a tail call, from the launch's caller.
-[[noreturn]] void leave_kernel(KernelFrame& k, const char* call, long status) {
-  k.fault = TrappedFault{0, static_cast<int>(status), 0, 0, 0, 0, false, call};
+// Why the kernel running on this thread was left at a call (read by
+// throw_exit_call on the same thread).
+thread_local std::string leaving_cause;
+
+// Abandons the kernel at a call that would end the process, as at a fault.
+// Only loaded kernels reach the functions below (route_kernel_exits), from
+// their own code or, where the compiler made the call a tail call, from the
+// launch's caller. `cause` is moved out before the jump, which runs no
+// destructor.
+[[noreturn]] void leave_kernel(KernelFrame& k, std::string cause) {
+  leaving_cause = std::move(cause);
+  k.fault = TrappedFault{0, 0, 0, 0, 0, 0, false, leaving_cause.c_str()};
   svod_trap_unwind(k.resume_sp);
 }
 
@@ -513,27 +526,37 @@ extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
 // thread that runs no launch (one the kernel started) they are the C
 // library's.
 [[noreturn]] void kernel_exit(int status) {
-  if (KernelFrame* k = running_kernel) leave_kernel(*k, "exit(", status);
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, fmt::format("called exit({})", status));
   std::exit(status);
 }
 [[noreturn]] void kernel_quick_exit(int status) {
-  if (KernelFrame* k = running_kernel) leave_kernel(*k, "quick_exit(", status);
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, fmt::format("called quick_exit({})", status));
   std::quick_exit(status);
 }
 [[noreturn]] void kernel_underscore_exit(int status) {
-  if (KernelFrame* k = running_kernel) leave_kernel(*k, "_exit(", status);
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, fmt::format("called _exit({})", status));
   ::_exit(status);
 }
 [[noreturn]] void kernel_underscore_upper_exit(int status) {
-  if (KernelFrame* k = running_kernel) leave_kernel(*k, "_Exit(", status);
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, fmt::format("called _Exit({})", status));
   std::_Exit(status);
+}
+[[noreturn]] void kernel_abort() {
+  if (KernelFrame* k = running_kernel) leave_kernel(*k, "called abort()");
+  std::abort();
+}
+// assert() in a kernel (glibc's __assert_fail).
+[[noreturn]] void kernel_assert_fail(const char* assertion, const char* file, unsigned line, const char* function) {
+  if (KernelFrame* k = running_kernel)
+    leave_kernel(*k, fmt::format("failed an assertion: {} ({}:{}, in {})", assertion, file, line, function));
+  __assert_fail(assertion, file, line, function);
 }
 // syscall(number, ...): six argument words at most, in registers and then on
 // the stack as a variadic call passes them.
 long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
   if (number == SYS_exit_group || number == SYS_exit)
     if (KernelFrame* k = running_kernel)
-      leave_kernel(*k, number == SYS_exit ? "syscall(SYS_exit, " : "syscall(SYS_exit_group, ", a);
+      leave_kernel(*k, fmt::format("called syscall({}, {})", number == SYS_exit ? "SYS_exit" : "SYS_exit_group", a));
   return ::syscall(number, a, b, c, d, e, f);
 }
 #endif
@@ -548,6 +571,8 @@ void route_kernel_exits() {
     override_host_symbol("_exit", reinterpret_cast<void*>(&kernel_underscore_exit));
     override_host_symbol("_Exit", reinterpret_cast<void*>(&kernel_underscore_upper_exit));
     override_host_symbol("syscall", reinterpret_cast<void*>(&kernel_syscall));
+    override_host_symbol("abort", reinterpret_cast<void*>(&kernel_abort));
+    override_host_symbol("__assert_fail", reinterpret_cast<void*>(&kernel_assert_fail));
     return true;
   }();
   (void)routed;
@@ -694,7 +719,6 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
 
 // The launch of a kernel stopped at its call of exit() or its kin.
 [[noreturn]] void throw_exit_call(const KernelFrame& k) {
-  const TrappedFault& f = k.fault;
   KernelFaultInfo info;
   info.program = k.program->spec().display_name();
   info.entry = k.program->spec().entry;
@@ -703,11 +727,7 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
     info.op = k.op->index;
     info.op_label = k.op->label(k.op->plan, k.op->index);
   }
-  Report r;
-  r << "called " << f.exit_call;
-  if (f.code < 0) r << "-";
-  r.number(static_cast<uint64_t>(f.code < 0 ? -static_cast<int64_t>(f.code) : f.code)) << ")";
-  info.cause = r.str();
+  info.cause = k.fault.exit_call;
   Report m;
   m << "kernel fault: the kernel " << info.cause << ", which would end the process\n  in ";
   name_launch(m, k);

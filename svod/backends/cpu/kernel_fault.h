@@ -13,7 +13,7 @@
 // abandon, see docs/SECURITY.md).
 //
 // Any other fault while a kernel runs (svod's own code, a deeper libc frame,
-// abort(), a signal sent by another process) prints the same report to
+// a signal sent or raised, such as a shared library's abort()) prints the same report to
 // stderr and then goes on as the signal would have without svod: the handler
 // that was installed before (Python's faulthandler, LLVM's crash recovery, a
 // sanitizer's), else the default action, which ends the process (exit status
@@ -53,9 +53,9 @@ struct TrappedFault {
   uint64_t sp;       // the stack pointer at the fault
   int access;        // 0: unknown, 1: read, 2: write (x86-64 page faults)
   bool in_callee;    // the pc is in a function the kernel called, not in its own code
-  // A call that would have ended the process, as far as its status ("exit(",
-  // "syscall(SYS_exit_group, "; signal 0, code the status): the kernel was
-  // stopped at the call (route_kernel_exits).
+  // A call that would have ended the process ("called _exit(0)", "failed an
+  // assertion: ..."; signal 0): the kernel was stopped at the call
+  // (route_kernel_exits).
   const char* exit_call = nullptr;
 };
 
@@ -144,12 +144,13 @@ std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> own
                                                  std::string_view name);
 
 // Makes the kernels svod's loader links from now on call svod's versions of
-// exit(), quick_exit(), _exit(), _Exit() and syscall(): called from a
-// launch's kernel, exit and its kin, and the exit and exit_group system
-// calls, stop the kernel at the call as at a fault, and the launch throws
-// KernelFault (cause "called _exit(0)"); called anywhere else they do what
-// the C library's do (syscall() always does for other calls). x86-64 only;
-// a shared library's kernels call the C library's. Called before every load
+// exit(), quick_exit(), _exit(), _Exit(), abort(), assert()'s __assert_fail
+// and syscall(): called from a launch's kernel, they (and the exit and
+// exit_group system calls) stop the kernel at the call as at a fault, and
+// the launch throws KernelFault (cause "called _exit(0)", "failed an
+// assertion: i < n (k.c:3, in k)"); called anywhere else they do what the C
+// library's do (syscall() always does for other calls). x86-64 only; a
+// shared library's kernels call the C library's. Called before every load
 // (one load of a flag once done).
 void route_kernel_exits();
 

@@ -41,6 +41,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "svod/base/error.h"
@@ -50,6 +51,7 @@
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
 #include "svod/package/package.h"
+#include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
 #include "tools/svod/commands.h"
@@ -314,6 +316,29 @@ std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options
   return snapshots;
 }
 
+// After a failed run, a line on the plan's inputs (base buffers with an
+// init other than zeros, or --input): those no op writes are intact, the
+// others may be half-written.
+std::string inputs_after_failure(const PlanFile& file, const ExecutionPlan& plan) {
+  const std::set<uint64_t> written = written_storages(plan);
+  std::vector<std::string> intact, touched;
+  for (const PlanFileBuffer& b : file.buffers) {
+    if (b.view_of || b.init.kind == BufferInit::Kind::Zeros) continue;
+    const std::optional<size_t> slot = plan.find_buffer(b.name);
+    if (slot) (written.contains(plan.buffer(*slot).storage_id()) ? touched : intact).push_back(b.name);
+  }
+  auto names = [](const std::vector<std::string>& list) {
+    constexpr size_t kShown = 8;
+    std::string text = fmt::format("{}", fmt::join(list.begin(), list.begin() + std::min(list.size(), kShown), ", "));
+    if (list.size() > kShown) text += fmt::format(" and {} more", list.size() - kShown);
+    return text;
+  };
+  std::vector<std::string> parts;
+  if (!intact.empty()) parts.push_back(names(intact) + " intact (no op writes them)");
+  if (!touched.empty()) parts.push_back(names(touched) + " may be half-written (ops write them)");
+  return parts.empty() ? std::string() : fmt::format("\ninputs: {}", fmt::join(parts, "; "));
+}
+
 // An output's line: dtype, shape, its first values, their sum and checksum.
 void print_values(RankOutput& output, const LoadedOutput& out, DType dtype, const std::vector<std::byte>& data) {
   const size_t size = size_of(dtype);
@@ -449,7 +474,8 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   try {
     snapshots = execute_repeatedly(options, loaded, captured, cold, warm, comm ? comm->rank() : 0);
   } catch (const Error& e) {
-    return failed(make_error(e.kind(), "{}: {}", file.source_name, e.what()));
+    return failed(
+        make_error(e.kind(), "{}: {}{}", file.source_name, e.what(), inputs_after_failure(file, loaded.plan)));
   }
   ran = true;
 

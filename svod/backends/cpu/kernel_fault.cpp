@@ -1,11 +1,8 @@
 #include "svod/backends/cpu/kernel_fault.h"
 
 #include <signal.h>
-#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,11 +17,6 @@
 #include "svod/base/error.h"
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/signal_stack.h"
-#include "svod/loader/elf_loader.h"
-
-// glibc's, which <assert.h> declares only without NDEBUG.
-extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line, const char* function) noexcept
-    __attribute__((__noreturn__));
 
 namespace svod {
 
@@ -378,50 +370,16 @@ bool trap(KernelFrame&, const TrappedFault&, void*) { return false; }
 bool stop(KernelFrame&, const StopScope&, const TrappedFault&, void*) { return false; }
 #endif
 
-// register_kernel_code's table, read by the handler without a lock: a slot
-// is claimed (1) and filled before it is published (2), and emptied (1, then
-// 0) before it is reused. A program's code has few ranges (its sections or
-// segments); more than kRanges are left out.
-struct CodeSlot {
-  static constexpr size_t kRanges = 4;
-  std::atomic<int> state{0};  // 0: free, 1: being filled or emptied, 2: in use
-  size_t ranges = 0;
-  uintptr_t begin[kRanges] = {};
-  uintptr_t size[kRanges] = {};
-  char name[128] = {};
-};
-CodeSlot code_slots[kMaxRegisteredPrograms];
-
-struct CodeRegistration {
-  std::shared_ptr<const void> owner;
-  CodeSlot* slot = nullptr;
-  ~CodeRegistration() {
-    if (slot == nullptr) return;
-    slot->state.store(1);
-    slot->state.store(0, std::memory_order_release);
-  }
-};
-
-// The registered program whose code holds `pc`, or nullptr.
-const CodeSlot* code_at(uintptr_t pc) {
-  for (const CodeSlot& slot : code_slots) {
-    if (slot.state.load(std::memory_order_acquire) != 2) continue;
-    for (size_t i = 0; i < slot.ranges; ++i)
-      if (pc - slot.begin[i] < slot.size[i]) return &slot;
-  }
-  return nullptr;
-}
-
 // A fault in a program's code on a thread that runs no launch: named, then
 // left to the handler before svod's, as every fault outside a launch is.
-void report_unlaunched(const CodeSlot& slot, const TrappedFault& f) {
+void report_unlaunched(const char* program, const TrappedFault& f) {
   Report r;
   r << "\nsvod: kernel fault: " << describe(f.signal);
   if (address_known(f)) {
     r << " at address ";
     r.hex(f.address);
   }
-  r << "\n  in the code of program \"" << std::string_view(slot.name) << "\" (at ";
+  r << "\n  in the code of program \"" << program << "\" (at ";
   r.hex(f.pc) << ") on a thread that runs no svod launch: one the kernel started, or code it left to run later\n"
                  "svod: a kernel is stopped at a fault only on the threads svod runs it on; the process cannot safely "
                  "go on; it ends with the signal\n";
@@ -453,8 +411,8 @@ void on_fault(int signal, siginfo_t* info, void* context) {
       handed_on.store(true);
     } else if (info->si_code > 0) {
       const TrappedFault f = fault_of(signal, info, context);
-      if (const CodeSlot* slot = code_at(f.pc)) {
-        report_unlaunched(*slot, f);
+      if (const char* program = detail::registered_program_at(f.pc)) {
+        report_unlaunched(program, f);
         handed_on.store(true);
       }
     }
@@ -487,7 +445,8 @@ void on_stop(int signal, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
-// exit() (or quick_exit()) called by a kernel: the process would run its exit handlers and
+// exit() (or quick_exit()) called by a kernel whose calls svod does not route
+// (a shared library's, route_kernel_exits): the process would run its exit handlers and
 // static destructors on the kernel's thread, and the thread pool's would wait
 // for that very thread. Registered once, after the runtime's statics, so it
 // runs before them: a kernel that exits is named and the process ends at
@@ -503,124 +462,6 @@ void on_exit() {
   r.write();
   _exit(kKernelExitStatus);
 }
-
-#if defined(__x86_64__)
-extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
-
-// Why the kernel running on this thread was left at a call (read by
-// throw_exit_call on the same thread).
-thread_local std::string leaving_cause;
-
-// Abandons the kernel at a call that would end the process, as at a fault,
-// for the cause its caller put in leaving_cause (in a statement of its own:
-// the jump runs no destructor). Only loaded kernels reach the functions
-// below (route_kernel_exits), from their own code or, where the compiler
-// made the call a tail call, from the launch's caller.
-[[noreturn]] void leave_kernel(KernelFrame& k) {
-  k.fault = TrappedFault{0, 0, 0, 0, 0, 0, false, leaving_cause.c_str()};
-  svod_trap_unwind(k.resume_sp);
-}
-
-// What route_kernel_exits() puts in place of the C library's functions: on a
-// thread that runs no launch (one the kernel started) they are the C
-// library's.
-[[noreturn]] void kernel_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called exit({})", status);
-    leave_kernel(*k);
-  }
-  std::exit(status);
-}
-[[noreturn]] void kernel_quick_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called quick_exit({})", status);
-    leave_kernel(*k);
-  }
-  std::quick_exit(status);
-}
-[[noreturn]] void kernel_underscore_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called _exit({})", status);
-    leave_kernel(*k);
-  }
-  ::_exit(status);
-}
-[[noreturn]] void kernel_underscore_upper_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called _Exit({})", status);
-    leave_kernel(*k);
-  }
-  std::_Exit(status);
-}
-[[noreturn]] void kernel_abort() {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = "called abort()";
-    leave_kernel(*k);
-  }
-  std::abort();
-}
-// assert() in a kernel (glibc's __assert_fail).
-[[noreturn]] void kernel_assert_fail(const char* assertion, const char* file, unsigned line, const char* function) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("failed an assertion: {} ({}:{}, in {})", assertion, file, line, function);
-    leave_kernel(*k);
-  }
-  __assert_fail(assertion, file, line, function);
-}
-// syscall(number, ...): six argument words at most, in registers and then on
-// the stack as a variadic call passes them.
-long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
-  if (number == SYS_exit_group || number == SYS_exit)
-    if (KernelFrame* k = running_kernel) {
-      leaving_cause = fmt::format("called syscall({}, {})", number == SYS_exit ? "SYS_exit" : "SYS_exit_group", a);
-      leave_kernel(*k);
-    }
-  return ::syscall(number, a, b, c, d, e, f);
-}
-#endif
-
-}  // namespace
-
-void route_kernel_exits() {
-#if defined(__x86_64__)
-  static const bool routed = [] {
-    override_host_symbol("exit", reinterpret_cast<void*>(&kernel_exit));
-    override_host_symbol("quick_exit", reinterpret_cast<void*>(&kernel_quick_exit));
-    override_host_symbol("_exit", reinterpret_cast<void*>(&kernel_underscore_exit));
-    override_host_symbol("_Exit", reinterpret_cast<void*>(&kernel_underscore_upper_exit));
-    override_host_symbol("syscall", reinterpret_cast<void*>(&kernel_syscall));
-    override_host_symbol("abort", reinterpret_cast<void*>(&kernel_abort));
-    override_host_symbol("__assert_fail", reinterpret_cast<void*>(&kernel_assert_fail));
-    return true;
-  }();
-  (void)routed;
-#endif
-}
-
-std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> owner,
-                                                 std::span<const std::span<const std::byte>> code,
-                                                 std::string_view name) {
-  auto registration = std::make_shared<CodeRegistration>();
-  registration->owner = std::move(owner);
-  for (CodeSlot& slot : code_slots) {
-    int free = 0;  // read first: a slot in use costs a load, not a locked exchange
-    if (slot.state.load(std::memory_order_relaxed) != 0 || !slot.state.compare_exchange_strong(free, 1)) continue;
-    slot.ranges = std::min(code.size(), CodeSlot::kRanges);
-    for (size_t i = 0; i < slot.ranges; ++i) {
-      slot.begin[i] = reinterpret_cast<uintptr_t>(code[i].data());
-      slot.size[i] = code[i].size();
-    }
-    const size_t n = std::min(name.size(), sizeof slot.name - 1);
-    std::memcpy(slot.name, name.data(), n);
-    slot.name[n] = '\0';
-    slot.state.store(2, std::memory_order_release);
-    registration->slot = &slot;
-    break;
-  }
-  return registration;
-}
-
-namespace {
 
 bool ours(const struct sigaction& a) {
   return (a.sa_flags & SA_SIGINFO) && (a.sa_sigaction == on_fault || a.sa_sigaction == on_stop);
@@ -735,8 +576,7 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
   throw Error(k.stopped->kind(), r.str());
 }
 
-// The launch of a kernel stopped at its call of exit() or its kin.
-[[noreturn]] void throw_exit_call(const KernelFrame& k) {
+KernelFaultInfo launch_fault_info(const KernelFrame& k) {
   KernelFaultInfo info;
   info.program = k.program->spec().display_name();
   info.entry = k.program->spec().entry;
@@ -745,12 +585,13 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
     info.op = k.op->index;
     info.op_label = k.op->label(k.op->plan, k.op->index);
   }
-  info.cause = k.fault.exit_call;
-  Report m;
-  m << "kernel fault: the kernel " << info.cause << ", which would end the process\n  in ";
-  name_launch(m, k);
-  m << "\n  the kernel was stopped at the call and the launch failed; what it wrote before stays written";
-  throw KernelFault(std::move(info), m.str());
+  return info;
+}
+
+std::string launch_name(const KernelFrame& k) {
+  Report r;
+  name_launch(r, k);
+  return r.str();
 }
 
 void throw_kernel_fault(const KernelFrame& k) {
@@ -758,17 +599,10 @@ void throw_kernel_fault(const KernelFrame& k) {
   if (f.signal == kKernelStopSignal) throw_stopped(k);
   if (f.exit_call != nullptr) throw_exit_call(k);
   const ProgramSpec& spec = k.program->spec();
-  KernelFaultInfo info;
+  KernelFaultInfo info = launch_fault_info(k);
   info.signal = f.signal;
   info.signal_name = signal_name(f.signal);
   info.access = f.access == 2 ? "write" : f.access == 1 ? "read" : "";
-  info.program = spec.display_name();
-  info.entry = spec.entry;
-  info.slice = k.slice;
-  if (k.op != nullptr) {
-    info.op = k.op->index;
-    info.op_label = k.op->label(k.op->plan, k.op->index);
-  }
   info.in_called_function = f.in_callee;
   if (address_known(f)) {
     info.address = f.address;

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "svod/guard/fault_handlers.h"
@@ -120,6 +121,18 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
 // Throws the KernelFault for a trapped frame, or the stop scope's Error for
 // a stopped one (out of line and cold).
 [[noreturn]] void throw_kernel_fault(const KernelFrame& frame);
+
+// The pieces in their own files: the kernel's calls of exit() and its kin
+// (kernel_exits.cpp) and the table of registered code (kernel_code.cpp).
+// KernelFault for a frame left at such a call (frame.fault.exit_call).
+[[noreturn]] void throw_exit_call(const KernelFrame& frame);
+// The program, entry, slice and plan op of a frame, as KernelFaultInfo.
+KernelFaultInfo launch_fault_info(const KernelFrame& frame);
+// "program "f" (entry f) on CPU, core_id slice 1, plan op 0 (x)".
+std::string launch_name(const KernelFrame& frame);
+// The name of the registered program whose code holds `pc`, or nullptr; no
+// locks, for the fault handler.
+const char* registered_program_at(uintptr_t pc) noexcept;
 }  // namespace detail
 
 // Runs the kernel of `frame` with its n ABI words: returns when it returned,

@@ -1,0 +1,132 @@
+// A kernel's calls that would end the process — exit() and its kin, abort(),
+// a failed assert(), the exit system calls through syscall() — linked by
+// svod's loader to the functions here (route_kernel_exits), which leave the
+// kernel at the call as the fault handler leaves it at a fault.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "svod/backends/cpu/kernel_fault.h"
+#include "svod/loader/elf_loader.h"
+
+// glibc's, which <assert.h> declares only without NDEBUG.
+extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line, const char* function) noexcept
+    __attribute__((__noreturn__));
+
+// The launch boundary's stack pointer, jumped to from ordinary code
+// (kernel_fault.cpp's assembly).
+extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
+
+namespace svod {
+namespace {
+
+#if defined(__x86_64__)
+// Why the kernel running on this thread was left at a call (read by
+// throw_exit_call on the same thread).
+thread_local std::string leaving_cause;
+
+// Abandons the kernel at a call that would end the process, as at a fault,
+// for the cause its caller put in leaving_cause (in a statement of its own:
+// the jump runs no destructor). Only loaded kernels reach the functions
+// below (route_kernel_exits), from their own code or, where the compiler
+// made the call a tail call, from the launch's caller.
+[[noreturn]] void leave_kernel(KernelFrame& k) {
+  k.fault = TrappedFault{0, 0, 0, 0, 0, 0, false, leaving_cause.c_str()};
+  svod_trap_unwind(k.resume_sp);
+}
+
+// What route_kernel_exits() puts in place of the C library's functions: on a
+// thread that runs no launch (one the kernel started) they are the C
+// library's.
+[[noreturn]] void kernel_exit(int status) {
+  if (KernelFrame* k = running_kernel) {
+    leaving_cause = fmt::format("called exit({})", status);
+    leave_kernel(*k);
+  }
+  std::exit(status);
+}
+[[noreturn]] void kernel_quick_exit(int status) {
+  if (KernelFrame* k = running_kernel) {
+    leaving_cause = fmt::format("called quick_exit({})", status);
+    leave_kernel(*k);
+  }
+  std::quick_exit(status);
+}
+[[noreturn]] void kernel_underscore_exit(int status) {
+  if (KernelFrame* k = running_kernel) {
+    leaving_cause = fmt::format("called _exit({})", status);
+    leave_kernel(*k);
+  }
+  ::_exit(status);
+}
+[[noreturn]] void kernel_underscore_upper_exit(int status) {
+  if (KernelFrame* k = running_kernel) {
+    leaving_cause = fmt::format("called _Exit({})", status);
+    leave_kernel(*k);
+  }
+  std::_Exit(status);
+}
+[[noreturn]] void kernel_abort() {
+  if (KernelFrame* k = running_kernel) {
+    leaving_cause = "called abort()";
+    leave_kernel(*k);
+  }
+  std::abort();
+}
+// assert() in a kernel (glibc's __assert_fail).
+[[noreturn]] void kernel_assert_fail(const char* assertion, const char* file, unsigned line, const char* function) {
+  if (KernelFrame* k = running_kernel) {
+    leaving_cause = fmt::format("failed an assertion: {} ({}:{}, in {})", assertion, file, line, function);
+    leave_kernel(*k);
+  }
+  __assert_fail(assertion, file, line, function);
+}
+// syscall(number, ...): six argument words at most, in registers and then on
+// the stack as a variadic call passes them.
+long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
+  if (number == SYS_exit_group || number == SYS_exit)
+    if (KernelFrame* k = running_kernel) {
+      leaving_cause = fmt::format("called syscall({}, {})", number == SYS_exit ? "SYS_exit" : "SYS_exit_group", a);
+      leave_kernel(*k);
+    }
+  return ::syscall(number, a, b, c, d, e, f);
+}
+#endif
+
+}  // namespace
+
+void route_kernel_exits() {
+#if defined(__x86_64__)
+  static const bool routed = [] {
+    override_host_symbol("exit", reinterpret_cast<void*>(&kernel_exit));
+    override_host_symbol("quick_exit", reinterpret_cast<void*>(&kernel_quick_exit));
+    override_host_symbol("_exit", reinterpret_cast<void*>(&kernel_underscore_exit));
+    override_host_symbol("_Exit", reinterpret_cast<void*>(&kernel_underscore_upper_exit));
+    override_host_symbol("syscall", reinterpret_cast<void*>(&kernel_syscall));
+    override_host_symbol("abort", reinterpret_cast<void*>(&kernel_abort));
+    override_host_symbol("__assert_fail", reinterpret_cast<void*>(&kernel_assert_fail));
+    return true;
+  }();
+  (void)routed;
+#endif
+}
+
+namespace detail {
+
+// The launch of a kernel stopped at its call of exit() or its kin.
+void throw_exit_call(const KernelFrame& k) {
+  KernelFaultInfo info = launch_fault_info(k);
+  info.cause = k.fault.exit_call;
+  std::string message = fmt::format(
+      "kernel fault: the kernel {}, which would end the process\n  in {}\n  the kernel was stopped at the call and "
+      "the launch failed; what it wrote before stays written",
+      info.cause, launch_name(k));
+  throw KernelFault(std::move(info), message);
+}
+
+}  // namespace detail
+}  // namespace svod

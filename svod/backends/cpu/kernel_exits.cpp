@@ -120,7 +120,7 @@ namespace detail {
 // The launch of a kernel stopped at its call of exit() or its kin.
 void throw_exit_call(const KernelFrame& k) {
   KernelFaultInfo info = launch_fault_info(k);
-  info.cause = k.fault.exit_call;
+  info.cause = k.fault.call_cause;
   std::string message = fmt::format(
       "kernel fault: the kernel {}, which would end the process\n  in {}\n  the kernel was stopped at the call and "
       "the launch failed; what it wrote before stays written",

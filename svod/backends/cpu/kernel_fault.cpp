@@ -597,7 +597,7 @@ std::string launch_name(const KernelFrame& k) {
 void throw_kernel_fault(const KernelFrame& k) {
   const TrappedFault& f = k.fault;
   if (f.signal == kKernelStopSignal) throw_stopped(k);
-  if (f.exit_call != nullptr) throw_exit_call(k);
+  if (f.call_cause != nullptr) throw_exit_call(k);
   const ProgramSpec& spec = k.program->spec();
   KernelFaultInfo info = launch_fault_info(k);
   info.signal = f.signal;

@@ -57,7 +57,7 @@ struct TrappedFault {
   // A call that would have ended the process ("called _exit(0)", "failed an
   // assertion: ..."; signal 0): the kernel was stopped at the call
   // (route_kernel_exits).
-  const char* exit_call = nullptr;
+  const char* call_cause = nullptr;
 };
 
 struct KernelFrame {
@@ -124,7 +124,7 @@ extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* 
 
 // The pieces in their own files: the kernel's calls of exit() and its kin
 // (kernel_exits.cpp) and the table of registered code (kernel_code.cpp).
-// KernelFault for a frame left at such a call (frame.fault.exit_call).
+// KernelFault for a frame left at such a call (frame.fault.call_cause).
 [[noreturn]] void throw_exit_call(const KernelFrame& frame);
 // The program, entry, slice and plan op of a frame, as KernelFaultInfo.
 KernelFaultInfo launch_fault_info(const KernelFrame& frame);

@@ -17,7 +17,8 @@
 # (tests/planfile/fuzz_regressions_test.cpp replays them in the normal test
 # run). Set SVOD_FUZZ_DIR to keep the build and
 # corpus; CXX_FUZZ and CC_SEED override the compilers, SVOD_CLI the svod
-# that packs the package seeds (default build/release/svod).
+# that packs the package seeds (default build/release/svod). The sources are
+# compiled through CMAKE_CXX_COMPILER_LAUNCHER (e.g. ccache) when it is set.
 set -euo pipefail
 
 target="${1:-}"
@@ -104,6 +105,7 @@ if [[ -z "${SVOD_FUZZ_DIR:-}" ]]; then
 fi
 
 cxx="${CXX_FUZZ:-clang++-19}"
+launcher=(${CMAKE_CXX_COMPILER_LAUNCHER:-})
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -DFMT_SHARED
        -I "$root")
@@ -115,7 +117,7 @@ for source in "${sources[@]}"; do
   object="$work/obj/$(echo "$source" | tr / _).o"
   objects+=("$object")
   if [[ ! -f "$object" || "$root/$source" -nt "$object" ]]; then
-    "$cxx" "${flags[@]}" -c "$root/$source" -o "$object" &
+    "${launcher[@]}" "$cxx" "${flags[@]}" -c "$root/$source" -o "$object" &
     pids+=($!)
     # Two compiles at a time.
     if ((${#pids[@]} >= 2)); then

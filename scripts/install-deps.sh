@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  ccache  # .ci/run compiles through it, its cache outside the clone (README "Development")
   clang-19 llvm-19 llvm-19-dev llvm-19-tools lld-19 libclang-rt-19-dev
   libclang-cpp19-dev libclang-19-dev
   libzstd-dev  # LLVM's static archives (libsvod_llvm.so links them) call zstd

@@ -142,20 +142,23 @@ expect_ok() {
   echo "ok ($name): both ranks passed across the link"
 }
 
-# expect_cut NAME PATTERN_RANK COMMAND...: the link goes down while the ranks run: each rank
+# expect_cut NAME PATTERN_RANK PROGRAM ARGS...: the link goes down while the ranks run: each rank
 # ends, within SVOD_COMM_TIMEOUT and the margin, with a non-zero status and an error naming the
 # other rank (PATTERN_RANK with %d for that rank).
 expect_cut() {
   local name=$1 pattern=$2; shift 2
   start "$name" "$timeout_s" "$@"
-  # Mid-run: both ranks started and a second more passed.
-  local deadline r other cut_at ended
-  deadline=$(($(now) + 60000))
-  while [ ! -s "$dir/rank0.ns" ] || [ ! -s "$dir/rank1.ns" ]; do
-    if (($(now) > deadline)); then fail "$name" "the ranks did not start"; show; return; fi
+  # Mid-run: the ranks exchange data (a TCP connection of the rank's own process is open
+  # across the link, which OpenMPI opens at the first message between the two, after start-up)
+  # and a second more passed.
+  local deadline r other cut_at ended program
+  deadline=$(($(now) + 120000))
+  program=$(basename "$1")
+  until ip netns exec "$ns_a" ss -tnpH state established dst "$addr_b" | grep -qF "users:((\"$program\""; do
+    if (($(now) > deadline)); then fail "$name" "the ranks exchanged nothing in 120 s"; show; return; fi
     sleep 0.1
   done
-  sleep 2
+  sleep 1
   if [ -f "$dir/rank0.status" ] || [ -f "$dir/rank1.status" ]; then
     fail "$name" "a rank ended before the cut"; show; return
   fi

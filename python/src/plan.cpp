@@ -12,7 +12,6 @@
 #include "plan_objects.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/compile/cpu_backend.h"
-#include "svod/registry/registry.h"
 #include "svod/package/package.h"
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
@@ -139,19 +138,9 @@ PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object, 
   const std::filesystem::path path = path_argument(path_object, "load_plan: path");
   LoadOptions options{vars_of(vars, "vars")};
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_plan: comm");
-  const auto backend = optional_string(backend_object, "load_plan: backend");
+  if (const auto backend = optional_string(backend_object, "load_plan: backend"))
+    options.cpu_compiler = to_string(parse_cpu_backend(*backend));
   GilReleased unlocked;
-  if (backend) {
-    const CpuBackend wanted = parse_cpu_backend(*backend);
-    // Plans open "CPU" through the registry, which creates it once per process
-    // with the default backend; the variable decides that default.
-    ::setenv("SVOD_CPU_BACKEND", std::string(to_string(wanted)).c_str(), 1);
-    if (open_device("CPU") != device_registry().open("CPU", to_string(wanted)))
-      throw make_error(ErrorKind::Unsupported,
-                       "load_plan(backend=\"{}\"): the process's CPU device was already opened with another backend; "
-                       "set SVOD_CPU_BACKEND before using svod",
-                       *backend);
-  }
   PlanFile file = parse_plan_file(path);
   return make_plan(file, svod::load_plan(file, options));
 }
@@ -319,8 +308,9 @@ void bind_load_functions(py::module_& m) {
   m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("backend") = py::none(),
         py::arg("comm") = py::none(),
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
-        "the plan. vars= overrides variable values; backend= picks the CPU compiler (it must be\n"
-        "given before the process's CPU device first opens); comm= (a svod.comm.Communicator) is\n"
+        "the plan. vars= overrides variable values; backend= picks the compiler of the plan's CPU\n"
+        "devices (\"llvm\", \"clang\" or \"dlopen\"; default: SVOD_CPU_BACKEND, else llvm when its\n"
+        "plugin is there, else clang), at any time; comm= (a svod.comm.Communicator) is\n"
         "the ranks its collectives run on, this process or thread being comm.rank (the ranks first\n"
         "check that they loaded the same plan and values).");
   m.def("load_package", &load_package_object, py::arg("package"), py::arg("vars") = py::none(),

@@ -147,6 +147,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   for (const auto& [name, value] : options.vars) load.vars[name] = value;
   load.communicator = options.communicator;
   load.inputs = options.inputs;
+  load.cpu_compiler = options.cpu_compiler;
   load.npy_buffer = [&](const PlanFileBuffer& desc, Device& device) {
     const auto data = reader.get(init_section(desc.name)).bytes;
     if (data.size() != desc.bytes())
@@ -231,6 +232,7 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   LoadOptions load;
   load.vars = options.vars;
   load.communicator = options.communicator;
+  load.cpu_compiler = options.cpu_compiler;
   load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
     return load_or_compile(device, program.spec, [&](const Artifact& artifact) {
       const CompilerIdentity& identity = device.compiler().identity();

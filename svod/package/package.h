@@ -55,6 +55,9 @@ struct PackOptions {
   // and not one. The other ranks load the same plan with it (pack_plan or
   // load_plan); what is packed does not depend on the rank or their number.
   std::shared_ptr<Communicator> communicator = {};
+  // The compiler of the plan's CPU programs (LoadOptions::cpu_compiler;
+  // empty: the process's default).
+  std::string cpu_compiler;
 };
 
 // The package for a plan file, in memory. Plan errors keep their kind and
@@ -72,6 +75,10 @@ struct PackageLoadOptions {
   // Buffers whose first values come from .npy files instead of the package's
   // data (LoadOptions::inputs).
   std::map<std::string, std::filesystem::path> inputs;
+  // The compiler of the CPU devices, for the programs the package holds no
+  // object for that this machine runs (LoadOptions::cpu_compiler; empty: the
+  // process's default).
+  std::string cpu_compiler;
 };
 
 struct LoadedPackage {

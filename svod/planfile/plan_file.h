@@ -173,6 +173,14 @@ struct LoadOptions {
   // ranks that differ.
   std::shared_ptr<Communicator> communicator = {};
 
+  // The compiler of the plan's CPU devices, one of the CPU kind's compilers
+  // ("llvm", "clang" or "dlopen", any letter case; svod run --backend);
+  // empty: the process's default (SVOD_CPU_BACKEND, else the llvm plugin when
+  // it is there, else clang). Each choice is a CPU device of its own, shared
+  // by every plan that makes it (DeviceRegistry::open). Another name is an
+  // Error(Validation) that names the compilers.
+  std::string cpu_compiler;
+
   // When stderr is a terminal and the programs are still compiling this long
   // after compiling began, a progress line shows there (programs done of
   // the total, seconds, the programs compiling now), replaced by a summary

@@ -44,16 +44,17 @@ auto at(const PlanFile& file, const std::string& path, Fn&& fn) {
 // the plan keeps the name as written, so every rank loads the same plan.
 class Devices {
  public:
-  Devices(const PlanFile& file, int local_rank) : file_(file), local_rank_(local_rank) {}
+  Devices(const PlanFile& file, int local_rank, std::string cpu_compiler)
+      : file_(file), local_rank_(local_rank), cpu_compiler_(std::move(cpu_compiler)) {}
   Device& get(const std::string& name, const std::string& path) {
     const std::string& wanted = name.empty() ? file_.device : name;
     const std::string& field = name.empty() ? std::string("device") : path;
     if (auto it = open_.find(wanted); it != open_.end()) return *it->second;
     auto device = at(file_, field, [&] {
       const std::string resolved = resolve_device_name(wanted, local_rank_);
-      if (resolved == wanted) return open_device(wanted);
+      if (resolved == wanted) return open_device(wanted, cpu_compiler_);
       try {
-        return open_device(resolved);
+        return open_device(resolved, cpu_compiler_);
       } catch (const Error& e) {
         throw make_error(e.kind(), "device \"{}\" is {} on local rank {}: {}", wanted, resolved, local_rank_, e.what());
       }
@@ -64,6 +65,7 @@ class Devices {
  private:
   const PlanFile& file_;
   int local_rank_;
+  std::string cpu_compiler_;
   std::map<std::string, std::shared_ptr<Device>, std::less<>> open_;
 };
 
@@ -215,7 +217,7 @@ class PlanLoader {
   PlanLoader(const PlanFile& file, const LoadOptions& options)
       : file_(file),
         options_(options),
-        devices_(file, options.communicator ? options.communicator->local_rank() : 0) {}
+        devices_(file, options.communicator ? options.communicator->local_rank() : 0, options.cpu_compiler) {}
 
   // The plan's variables at the file's values or options.vars' (each
   // override checked), then rank and world_size; with a communicator, the

@@ -253,6 +253,12 @@ DeviceRegistry& device_registry() {
 
 std::shared_ptr<Device> open_device(std::string_view spec) { return device_registry().open(spec); }
 
+std::shared_ptr<Device> open_device(std::string_view spec, std::string_view cpu_compiler) {
+  DeviceRegistry& registry = device_registry();
+  const bool cpu = !cpu_compiler.empty() && registry.canonical_name(spec) == "CPU";
+  return cpu ? registry.open(spec, cpu_compiler) : registry.open(spec);
+}
+
 std::string resolve_device_name(std::string_view spec, int local_rank) {
   return device_registry().resolve(spec, local_rank);
 }

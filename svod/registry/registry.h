@@ -93,6 +93,11 @@ DeviceRegistry& device_registry();
 
 // device_registry().open(spec).
 std::shared_ptr<Device> open_device(std::string_view spec);
+// The same, a CPU device opened with the compiler `cpu_compiler` ("llvm",
+// "clang" or "dlopen"; empty: the default one): how plans and the tuner's
+// workers honour a compiler chosen for them (LoadOptions::cpu_compiler).
+// Devices of other kinds ignore it.
+std::shared_ptr<Device> open_device(std::string_view spec, std::string_view cpu_compiler);
 
 // device_registry().resolve(spec, local_rank): the one place where
 // "CUDA:local" and "CL:local" become a concrete device. Plans and packages

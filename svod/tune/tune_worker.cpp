@@ -76,12 +76,13 @@ class Worker {
   Worker(const Json& job, std::FILE* out) : out_(out) {
     tune_ = parse_tune_file(job.at("tune_file").get<std::string>());
     reference_dir_ = job.at("reference_dir").get<std::string>();
+    cpu_compiler_ = job.at("cpu_compiler").get<std::string>();
     write_reference_ = job.at("write_reference").get<bool>();
     if (!job.at("best_known_ns").is_null()) best_ns_ = job.at("best_known_ns").get<double>();
     for (const auto& c : job.at("candidates")) points_.push_back(c.get<TunePoint>());
 
     const PlanFile prefix = prefix_plan(tune_);
-    loaded_.emplace(load_plan(prefix, LoadOptions{tune_.vars}));
+    loaded_.emplace(load_plan(prefix, LoadOptions{.vars = tune_.vars, .cpu_compiler = cpu_compiler_}));
     loaded_->execute();
 
     const PlanFileOp& op = tune_.plan.ops[tune_.op];
@@ -107,7 +108,7 @@ class Worker {
       for (size_t w = 0; w < written_.size(); ++w) read_reference(w);
     }
     std::string device = tune_.program().device.empty() ? tune_.plan.device : tune_.program().device;
-    device_ = open_device(device);
+    device_ = open_device(device, cpu_compiler_);
   }
 
   void run() {
@@ -233,6 +234,7 @@ class Worker {
   std::FILE* out_;
   TuneFile tune_;
   fs::path reference_dir_;
+  std::string cpu_compiler_;  // the CPU devices' compiler (TuneOptions::cpu_compiler)
   bool write_reference_ = false;
   std::optional<double> best_ns_;
   std::vector<TunePoint> points_;

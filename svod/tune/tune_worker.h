@@ -3,8 +3,8 @@
 //
 // A job (JSON on stdin) names the tune file, the candidates (value indices
 // per parameter), the private folder of reference outputs, whether the first
-// candidate writes them (the start of the search), and the best median known
-// so far. The worker loads the plan and runs the ops before the tuned op, so
+// candidate writes them (the start of the search), the best median known
+// so far and the compiler of the CPU devices ("" for the default). The worker loads the plan and runs the ops before the tuned op, so
 // its buffers hold what the op sees in a real run, and snapshots them. It
 // compiles all candidates at once (compile_many, through the caches), then
 // takes them one at a time: restores the op's buffers, runs the candidate

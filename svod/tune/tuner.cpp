@@ -94,6 +94,7 @@ class WorkerEvaluator final : public TuneEvaluator {
       Json job;
       job["tune_file"] = file_.path.string();
       job["reference_dir"] = reference_dir_.string();
+      job["cpu_compiler"] = options_.cpu_compiler;
       job["write_reference"] = round == 0;  // the start candidate, alone in round 0
       // The worker stops timing a candidate only once it lost to this.
       job["best_known_ns"] = best_ ? Json(best_->median_ns) : Json(nullptr);

@@ -73,6 +73,9 @@ struct TuneOptions {
   // How to start a worker: the svod binary and its arguments, e.g.
   // {"/usr/bin/svod", "tune", "--worker"}.
   std::vector<std::string> worker_command;
+  // The compiler of the workers' CPU devices (LoadOptions::cpu_compiler;
+  // empty: the workers' default), sent to them with each job.
+  std::string cpu_compiler;
   // Called after each finished candidate, on the calling thread; every
   // round ends with a call whose done equals total.
   std::function<void(const TuneProgress&)> on_progress;

@@ -2,6 +2,8 @@
 // header in svod/, python/ and tools/ must name a module in the including
 // file's own layer or a lower one. The layer table below is the one place the
 // order is defined; the document quotes it and a test keeps the two equal.
+// And no side channel past the layers: no source sets one of svod's own
+// environment variables for other code of the process to read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,10 +131,12 @@ std::string layer_listing() {
   return listing;
 }
 
-TEST(Layering, NoFileIncludesAModuleAboveItsOwn) {
+// Calls fn(path relative to the source root, text) for every C and C++ source
+// of svod/, python/ and tools/; returns how many.
+template <typename Fn>
+std::size_t for_each_source(Fn&& fn) {
   const fs::path root = SVOD_SOURCE_DIR;
   std::size_t scanned = 0;
-  std::vector<Violation> violations;
   for (const char* top : {"svod", "python", "tools"}) {
     if (!fs::exists(root / top)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
@@ -141,17 +145,36 @@ TEST(Layering, NoFileIncludesAModuleAboveItsOwn) {
           (extension != ".h" && extension != ".cpp" && extension != ".hpp" && extension != ".c")) {
         continue;
       }
-      const std::string relative = entry.path().lexically_relative(root).generic_string();
-      auto found = check_file(relative, read_text(entry.path()));
-      violations.insert(violations.end(), found.begin(), found.end());
+      fn(entry.path().lexically_relative(root).generic_string(), read_text(entry.path()));
       ++scanned;
     }
   }
   EXPECT_GT(scanned, 100u) << "the scan found almost no sources under " << root;
+  return scanned;
+}
+
+TEST(Layering, NoFileIncludesAModuleAboveItsOwn) {
+  std::vector<Violation> violations;
+  for_each_source([&](const std::string& relative, const std::string& text) {
+    auto found = check_file(relative, text);
+    violations.insert(violations.end(), found.begin(), found.end());
+  });
   for (const Violation& v : violations) {
     ADD_FAILURE() << v.file << (v.include.empty() ? "" : ": #include \"" + v.include + "\"")
                   << ": " << v.why;
   }
+}
+
+// A choice reaches the code that needs it as an argument or an option (e.g.
+// LoadOptions::cpu_compiler), never by setting SVOD_* in the process's
+// environment: that would reach every later reader, other threads and child
+// processes included, and race with them.
+TEST(Layering, NoSourceSetsSvodsOwnEnvironmentVariables) {
+  const std::regex sets_variable(R"((setenv|putenv)\s*\(\s*"SVOD_)");
+  for_each_source([&](const std::string& relative, const std::string& text) {
+    std::smatch found;
+    if (std::regex_search(text, found, sets_variable)) ADD_FAILURE() << relative << ": " << found.str();
+  });
 }
 
 TEST(Layering, DocumentStatesTheSameOrder) {

@@ -21,6 +21,22 @@ def test_features_plan_runs_and_checks():
     assert "arena" in plan.buffers and plan.buffers["src"].shape == (256,)
 
 
+def test_backend_picks_the_plans_cpu_compiler_at_any_time():
+    """backend= is the plan's own compiler, also after the process's CPU device opened with the
+    default one, and svod leaves SVOD_CPU_BACKEND in the process's environment as it was."""
+    import ctypes
+    getenv = ctypes.CDLL(None).getenv
+    getenv.restype = ctypes.c_char_p
+    before = getenv(b"SVOD_CPU_BACKEND")
+    svod.device("CPU")
+    for backend in ("clang", "dlopen", "CLANG"):
+        probs = svod.load_plan(MLP, backend=backend).run(check=True)["probs"]
+        assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    assert getenv(b"SVOD_CPU_BACKEND") == before
+    with pytest.raises(svod.ValidationError, match='unknown CPU backend "gcc": expected clang, llvm or dlopen'):
+        svod.load_plan(MLP, backend="gcc")
+
+
 def test_variables_at_load_and_run():
     plan = svod.load_plan(FEATURES, vars={"N": 64})
     assert plan.variables == {"N": 64}

@@ -199,8 +199,8 @@ void write_roofline(RankOutput& output, const std::string& path, const std::vect
 // ranks still depend on each other (loading, running, timing) aborts the
 // communicator so that the others stop waiting for this one; writing rank
 // 0's files concerns rank 0 alone.
-int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const std::shared_ptr<Communicator>& comm,
-               RankOutput& output) {
+int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const std::string& cpu_compiler,
+               const std::shared_ptr<Communicator>& comm, RankOutput& output) {
   const bool rank0 = !comm || comm->rank() == 0;
   bool timed = false;
   auto failed = [&](const Error& e) { return rank_failed("bench", e, comm, !timed, output); };
@@ -210,7 +210,8 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
     // Before the work: rank 0's outputs can be written when it is done.
     if (rank0) check_outputs({{"--json", options.json}, {"--plot", options.plot}, {"--profile", options.profile}});
     file = parse_plan_file(options.plan);
-    loaded.emplace(load_plan(file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm}));
+    loaded.emplace(load_plan(
+        file, LoadOptions{.vars = parse_vars(options.vars), .communicator = comm, .cpu_compiler = cpu_compiler}));
   } catch (const Error& e) {
     return failed(e);
   }
@@ -261,8 +262,9 @@ int bench(const BenchOptions& options) {
   config.max_runs = std::max(options.runs, options.max_runs);
   config.min_total = std::chrono::milliseconds(options.min_time_ms);
   config.cache_flush_bytes = options.flush ? size_t{16} << 20 : 0;
+  std::string cpu_compiler;
   try {
-    select_cpu_backend(options.backend);
+    cpu_compiler = cpu_compiler_option(options.backend);
   } catch (const Error& e) {
     return fail("bench", e);
   }
@@ -272,7 +274,7 @@ int bench(const BenchOptions& options) {
   return run_on_ranks(
       "bench", options.plan, RanksOptions{options.ranks, options.all_ranks},
       [&](const std::shared_ptr<Communicator>& comm, RankOutput& output) {
-        return bench_rank(options, config, comm, output);
+        return bench_rank(options, config, cpu_compiler, comm, output);
       });
 }
 

@@ -81,16 +81,13 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) 
   return out;
 }
 
-void select_cpu_backend(const std::string& backend) {
-  if (backend.empty()) return;
+std::string cpu_compiler_option(const std::string& backend) {
+  if (backend.empty()) return {};
   try {
-    parse_cpu_backend(backend);
+    return std::string(to_string(parse_cpu_backend(backend)));
   } catch (const Error&) {
     throw make_error(ErrorKind::Validation, "--backend {}: expected clang, llvm or dlopen", backend);
   }
-  // Plans open their CPU device through the registry, which creates the
-  // device of the default backend; the variable decides that default.
-  ::setenv("SVOD_CPU_BACKEND", backend.c_str(), 1);
 }
 
 void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err) {

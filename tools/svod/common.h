@@ -40,10 +40,10 @@ void check_outputs(std::initializer_list<std::pair<std::string_view, std::string
 // --var NAME=VALUE arguments as a map; Error(Validation) for a malformed one.
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars);
 
-// --backend: makes `backend` (clang, llvm or dlopen) the CPU device's default
-// for this process, before any plan opens the device. Empty: no change.
-// Error(Validation) for an unknown name.
-void select_cpu_backend(const std::string& backend);
+// --backend: `backend` (clang, llvm or dlopen, any letter case) as the
+// compiler of a plan's CPU devices (LoadOptions::cpu_compiler), in lower
+// case; empty stays empty (the default). Error(Validation) for another name.
+std::string cpu_compiler_option(const std::string& backend);
 
 // ---- ranks: svod run, bench and pack on several ranks -----------------------
 

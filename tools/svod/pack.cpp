@@ -61,12 +61,14 @@ void print_summary(RankOutput& output, const PackOptions& options, const std::ve
 // stop waiting for this one; signing and writing concern rank 0 alone, once
 // a barrier has shown that every rank loaded it (a rank that failed leaves
 // the old package as it was).
-int pack_rank(const PackOptions& options, const std::shared_ptr<Communicator>& comm, RankOutput& output) {
+int pack_rank(const PackOptions& options, const std::string& cpu_compiler, const std::shared_ptr<Communicator>& comm,
+              RankOutput& output) {
   bool loaded = false;
   auto failed = [&](const Error& e) { return rank_failed("pack", e, comm, !loaded, output); };
   if (comm && comm->rank() != 0) {
     try {
-      load_plan(parse_plan_file(options.plan), LoadOptions{.vars = parse_vars(options.vars), .communicator = comm});
+      load_plan(parse_plan_file(options.plan),
+                LoadOptions{.vars = parse_vars(options.vars), .communicator = comm, .cpu_compiler = cpu_compiler});
       loaded = true;
       comm->barrier();  // rank 0 writes only once every rank has loaded
     } catch (const Error& e) {
@@ -82,6 +84,7 @@ int pack_rank(const PackOptions& options, const std::shared_ptr<Communicator>& c
     svod::PackOptions pack_options;
     pack_options.vars = parse_vars(options.vars);
     pack_options.communicator = comm;
+    pack_options.cpu_compiler = cpu_compiler;
     bytes = pack_plan(options.plan, pack_options);
     loaded = true;
     // A rank that failed to load fails this barrier too: the old package
@@ -110,6 +113,7 @@ bool same_file(const std::string& a, const std::string& b) {
 }  // namespace
 
 int pack(const PackOptions& options) {
+  std::string cpu_compiler;
   try {
     if (!options.keygen.empty()) {
       if (launched_by_mpi())
@@ -130,13 +134,13 @@ int pack(const PackOptions& options) {
     if (!options.sign.empty() && same_file(options.out, options.sign))
       throw make_error(ErrorKind::Validation,
                        "-o {}: that is the secret key given to --sign; write the package elsewhere", options.out);
-    select_cpu_backend(options.backend);
+    cpu_compiler = cpu_compiler_option(options.backend);
   } catch (const Error& e) {
     return fail("pack", e);
   }
   return run_on_ranks("pack", options.plan, RanksOptions{options.ranks, false},
                       [&](const std::shared_ptr<Communicator>& comm, RankOutput& output) {
-                        return pack_rank(options, comm, output);
+                        return pack_rank(options, cpu_compiler, comm, output);
                       });
 }
 

@@ -121,16 +121,18 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   // asked for, the clang backend serves the rare recompile (a foreign CPU):
   // choosing it costs nothing, while the default llvm backend opens its LLVM
   // plugin (several milliseconds, a large part of a package's start-up).
-  if (package && options.backend.empty() && !std::getenv("SVOD_CPU_BACKEND")) select_cpu_backend("clang");
-  select_cpu_backend(options.backend);
+  std::string compiler = cpu_compiler_option(options.backend);
+  if (package && compiler.empty() && !std::getenv("SVOD_CPU_BACKEND")) compiler = "clang";
   if (package) {
-    LoadedPackage loaded_package = load_package(
-        options.plan, PackageLoadOptions{parse_vars(options.vars), comm, named_files(options.inputs, "--input")});
+    LoadedPackage loaded_package =
+        load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm,
+                                                      named_files(options.inputs, "--input"), compiler});
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);
   LoadedPlan loaded = load_plan(file, LoadOptions{.vars = parse_vars(options.vars),
                                                   .communicator = comm,
+                                                  .cpu_compiler = compiler,
                                                   .inputs = named_files(options.inputs, "--input")});
   return {std::move(file), std::move(loaded)};
 }

@@ -69,10 +69,9 @@ int tune(const TuneOptions& options) {
   try {
     // Before the search: its results can be written when it is done.
     check_outputs({{"--json", options.json}, {"--plot", options.plot}});
-    // Workers inherit the environment, so they compile with this backend too.
-    select_cpu_backend(options.backend);
-    const TuneFile file = parse_tune_file(options.tune_file);
     svod::TuneOptions run;
+    run.cpu_compiler = cpu_compiler_option(options.backend);  // the workers compile
+    const TuneFile file = parse_tune_file(options.tune_file);
     // Workers are this very binary.
     std::error_code no_link;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", no_link);

@@ -47,6 +47,11 @@ Device* ExecutionPlan::op_device(size_t index) const {
   return state_->devices[index];
 }
 
+std::span<const std::pair<size_t, Access>> ExecutionPlan::op_accesses(size_t index) const {
+  op(index);
+  return state_->access[index];
+}
+
 std::optional<int64_t> ExecutionPlan::variable(std::string_view name) const {
   std::lock_guard lock(state_->mutex);
   return state_->variables().find(name);

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -245,6 +246,11 @@ class ExecutionPlan {
   // queue moves a copy in one command; null for work on the host (host
   // functions, collectives, copies staged through host memory).
   Device* op_device(size_t index) const;
+  // The buffers op `index` reads and writes as the plan resolved them, by
+  // slot: a kernel's parameters, a copy's source and destination, a
+  // collective's buffers, a custom function's as its validator declared them
+  // (views and other ops without buffers: none).
+  std::span<const std::pair<size_t, Access>> op_accesses(size_t index) const;
   // The current value of a plan variable (waits for a running execute; do
   // not call it from inside an op of this plan).
   std::optional<int64_t> variable(std::string_view name) const;

@@ -10,9 +10,10 @@
 
 namespace svod {
 
-// The storage ids (Buffer::storage_id) that some op of `plan` writes:
-// kernels' written parameters, copies' destinations, collectives' buffers,
-// and every buffer of a custom function.
+// The storage ids (Buffer::storage_id) that some op of `plan` writes, by the
+// ops' resolved accesses (ExecutionPlan::op_accesses): kernels' written
+// parameters, copies' destinations, collectives' written buffers, the
+// buffers a custom function's validator declared written.
 std::set<uint64_t> written_storages(const ExecutionPlan& plan);
 
 }  // namespace svod

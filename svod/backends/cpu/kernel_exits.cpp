@@ -29,70 +29,54 @@ namespace {
 // throw_exit_call on the same thread).
 thread_local std::string leaving_cause;
 
-// Abandons the kernel at a call that would end the process, as at a fault,
-// for the cause its caller put in leaving_cause (in a statement of its own:
-// the jump runs no destructor). Only loaded kernels reach the functions
-// below (route_kernel_exits), from their own code or, where the compiler
-// made the call a tail call, from the launch's caller.
-[[noreturn]] void leave_kernel(KernelFrame& k) {
-  k.fault = TrappedFault{0, 0, 0, 0, 0, 0, false, leaving_cause.c_str()};
-  svod_trap_unwind(k.resume_sp);
+// On a thread that runs a launch, abandons the kernel at a call that would
+// end the process, as at a fault, for the cause `cause()` makes; elsewhere
+// (a thread the kernel started) returns, and the caller does what the C
+// library would. The cause goes into leaving_cause in a statement of its own,
+// its temporaries gone before the jump (which runs no destructor). Only
+// loaded kernels reach the functions below (route_kernel_exits), from their
+// own code or, where the compiler made the call a tail call, from the
+// launch's caller.
+template <typename Cause>
+void leave_kernel(Cause&& cause) {
+  KernelFrame* k = running_kernel;
+  if (k == nullptr) return;
+  leaving_cause = cause();
+  k->fault = TrappedFault{0, 0, 0, 0, 0, 0, false, leaving_cause.c_str()};
+  svod_trap_unwind(k->resume_sp);
 }
 
-// What route_kernel_exits() puts in place of the C library's functions: on a
-// thread that runs no launch (one the kernel started) they are the C
-// library's.
+// What route_kernel_exits() puts in place of the C library's functions.
 [[noreturn]] void kernel_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called exit({})", status);
-    leave_kernel(*k);
-  }
+  leave_kernel([&] { return fmt::format("called exit({})", status); });
   std::exit(status);
 }
 [[noreturn]] void kernel_quick_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called quick_exit({})", status);
-    leave_kernel(*k);
-  }
+  leave_kernel([&] { return fmt::format("called quick_exit({})", status); });
   std::quick_exit(status);
 }
 [[noreturn]] void kernel_underscore_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called _exit({})", status);
-    leave_kernel(*k);
-  }
+  leave_kernel([&] { return fmt::format("called _exit({})", status); });
   ::_exit(status);
 }
 [[noreturn]] void kernel_underscore_upper_exit(int status) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("called _Exit({})", status);
-    leave_kernel(*k);
-  }
+  leave_kernel([&] { return fmt::format("called _Exit({})", status); });
   std::_Exit(status);
 }
 [[noreturn]] void kernel_abort() {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = "called abort()";
-    leave_kernel(*k);
-  }
+  leave_kernel([] { return std::string("called abort()"); });
   std::abort();
 }
 // assert() in a kernel (glibc's __assert_fail).
 [[noreturn]] void kernel_assert_fail(const char* assertion, const char* file, unsigned line, const char* function) {
-  if (KernelFrame* k = running_kernel) {
-    leaving_cause = fmt::format("failed an assertion: {} ({}:{}, in {})", assertion, file, line, function);
-    leave_kernel(*k);
-  }
+  leave_kernel([&] { return fmt::format("failed an assertion: {} ({}:{}, in {})", assertion, file, line, function); });
   __assert_fail(assertion, file, line, function);
 }
 // syscall(number, ...): six argument words at most, in registers and then on
 // the stack as a variadic call passes them.
 long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
   if (number == SYS_exit_group || number == SYS_exit)
-    if (KernelFrame* k = running_kernel) {
-      leaving_cause = fmt::format("called syscall({}, {})", number == SYS_exit ? "SYS_exit" : "SYS_exit_group", a);
-      leave_kernel(*k);
-    }
+    leave_kernel([&] { return fmt::format("called syscall({}, {})", number == SYS_exit ? "SYS_exit" : "SYS_exit_group", a); });
   return ::syscall(number, a, b, c, d, e, f);
 }
 #endif

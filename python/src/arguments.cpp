@@ -158,6 +158,15 @@ std::map<std::string, int64_t> vars_of(py::handle vars, std::string_view what) {
   return out;
 }
 
+HeldBytes::HeldBytes(py::handle object, std::string_view what, std::string_view expected) {
+  if (!PyObject_CheckBuffer(object.ptr())) throw type_error(what, expected, object);
+  if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    throw make_error(ErrorKind::Validation, "{}: the {} is not one contiguous block of bytes", what,
+                     Py_TYPE(object.ptr())->tp_name);
+  }
+}
+
 namespace {
 
 // The guard reads pybind11 2's function records; with another pybind11,

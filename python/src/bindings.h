@@ -210,6 +210,23 @@ std::vector<size_t> size_list(py::handle obj, std::string_view what);
 std::vector<std::pair<std::string, py::object>> mapping_items(py::handle obj, std::string_view what);
 // Plan variables: a dict of names to integers, or None for none.
 std::map<std::string, int64_t> vars_of(py::handle vars, std::string_view what);
+// The bytes of an object with the buffer protocol (bytes, bytearray,
+// memoryview, a uint8 array), held while this lives — also with the GIL
+// released, and a bytearray cannot resize meanwhile. Error(ArgumentType)
+// for another object, Error(Validation) for memory that is not one block.
+class HeldBytes {
+ public:
+  HeldBytes(py::handle object, std::string_view what, std::string_view expected);
+  ~HeldBytes() { PyBuffer_Release(&view_); }
+  HeldBytes(const HeldBytes&) = delete;
+  HeldBytes& operator=(const HeldBytes&) = delete;
+  std::span<const std::byte> bytes() const noexcept {
+    return {static_cast<const std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
+  }
+
+ private:
+  Py_buffer view_;
+};
 
 // Device.compile's arguments (null handles: not given; None is the same).
 struct CompileArgs {
@@ -222,8 +239,10 @@ CompileArgs compile_args(py::handle dict, const std::string& what);
 // The ProgramSpec of compile()'s arguments (program_spec.cpp): through the
 // plan-file parser's program reader, with numpy dtypes, C parameters inferred
 // from the source when buffers=/scalars= are left out, and declared ones
-// checked against it. `what` ("compile") begins every message.
-ProgramSpec program_spec(const CompileArgs& args, const std::string& what);
+// checked against it. `what` ("compile") begins every message. Without
+// `parameters` (compile_binary: the compiled code does not depend on them),
+// buffers and scalars are neither read from the source nor checked.
+ProgramSpec program_spec(const CompileArgs& args, const std::string& what, bool parameters = true);
 
 // The svod DType of a numpy dtype (native byte order), if svod has one.
 std::optional<DType> dtype_of(PyArray_Descr* descr);

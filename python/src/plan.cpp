@@ -157,19 +157,9 @@ PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm)
     LoadedPackage loaded = svod::load_package(path, options);
     return make_plan(loaded.file, std::move(loaded.loaded));
   }
-  if (!PyObject_CheckBuffer(package.ptr()))
-    throw type_error("load_package", "the package's bytes or a path", package);
-  Py_buffer view;
-  if (PyObject_GetBuffer(package.ptr(), &view, PyBUF_SIMPLE) != 0) {
-    PyErr_Clear();
-    throw make_error(ErrorKind::Validation, "load_package: the {} is not one contiguous block of bytes",
-                     Py_TYPE(package.ptr())->tp_name);
-  }
-  // Held while the GIL is released (which also keeps a bytearray from resizing).
-  const std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
-  const std::span bytes(static_cast<const std::byte*>(view.buf), static_cast<size_t>(view.len));
+  const HeldBytes held(package, "load_package", "the package's bytes or a path");
   GilReleased unlocked;
-  LoadedPackage loaded = svod::load_package(bytes, options);
+  LoadedPackage loaded = svod::load_package(held.bytes(), options);
   return make_plan(loaded.file, std::move(loaded.loaded));
 }
 

@@ -22,6 +22,7 @@
 #include "bindings.h"
 #include "svod/device/compile_many.h"
 #include "svod/guard/checked_mode.h"
+#include "svod/package/program_binary.h"
 #include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/program/cpu_abi.h"
@@ -426,6 +427,39 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
   return std::make_shared<PyProgram>(std::move(compiled));
 }
 
+// dev.compile_binary: what compile() would load, as a program binary
+// (svod/package/program_binary.h); the parameters do not shape it.
+py::bytes compile_binary(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
+                         py::object entry, py::object language, py::object defines, py::object name) {
+  const ProgramSpec spec = program_spec(
+      CompileArgs{source, source_file, entry, language, {}, {}, {}, {}, defines, {}, {}, name}, "compile_binary",
+      /*parameters=*/false);
+  std::vector<std::byte> binary;
+  {
+    GilReleased unlocked;
+    binary = compile_program_binary(*device, spec);
+  }
+  return py::bytes(reinterpret_cast<const char*>(binary.data()), binary.size());
+}
+
+// dev.load_binary: compile()'s arguments with the source a program binary holds.
+std::shared_ptr<PyProgram> load_binary(const std::shared_ptr<Device>& device, py::handle binary_object,
+                                       py::object entry, py::object language, py::object buffers, py::object scalars,
+                                       py::object global_size, py::object local_size, py::object defines,
+                                       py::object flops, py::object bytes, py::object name) {
+  const HeldBytes binary(binary_object, "load_binary", "a program binary's bytes");
+  const py::str source(program_binary_source(binary.bytes()));
+  const ProgramSpec spec = program_spec(CompileArgs{source, {}, entry, language, buffers, scalars, global_size,
+                                                    local_size, defines, flops, bytes, name},
+                                        "load_binary");
+  std::shared_ptr<const Program> loaded;
+  {
+    GilReleased unlocked;
+    loaded = load_program_binary(*device, spec, binary.bytes());
+  }
+  return std::make_shared<PyProgram>(std::move(loaded));
+}
+
 // dev.compile_many: every program's arguments as a dict; compiled together on
 // svod's pool with the GIL released. errors="raise" raises the first
 // failure (by position) after all have finished; "return" puts the
@@ -553,6 +587,20 @@ void bind_devices(py::module_& m) {
            "kind are a ValidationError; other languages: none.\n"
            "a buffer may also give \"min_count\", the elements a launch needs (an expression over the\n"
            "scalars except core_id, as in plan files). Raises CompileError (with .log) when the compiler refuses the source.")
+      .def("compile_binary", &compile_binary, py::arg("source") = py::none(), py::kw_only(),
+           py::arg("source_file") = py::none(), py::arg("entry"), py::arg("language") = "c",
+           py::arg("defines") = py::none(), py::arg("name") = py::none(),
+           "Compiles a kernel as compile() does (through svod's caches) and returns it as a program binary:\n"
+           "bytes that hold the compiled code, the compiler it came from and the source, for a cache of\n"
+           "the caller's own (tinygrad's keeps svod's kernels so). load_binary() loads it.")
+      .def("load_binary", &load_binary, py::arg("binary"), py::kw_only(), py::arg("entry"), py::arg("language") = "c",
+           py::arg("buffers") = py::none(), py::arg("scalars") = py::none(), py::arg("global_size") = py::none(),
+           py::arg("local_size") = py::none(), py::arg("defines") = py::none(), py::arg("flops") = py::none(),
+           py::arg("bytes") = py::none(), py::arg("name") = py::none(),
+           "A Program from a program binary (compile_binary), without compiling where its code suits this\n"
+           "machine (else its source is compiled). Arguments as compile()'s, the source the binary's; the\n"
+           "entry, language and defines must be those it was compiled with (else ValidationError).\n"
+           "A corrupt or truncated binary is a LoadError.")
       .def("compile_many", &compile_many_programs, py::arg("programs"), py::kw_only(), py::arg("errors") = "raise",
            "Compiles many programs at once on svod's thread pool, with the GIL released: `programs` is a\n"
            "list of dicts of compile()'s keyword arguments; returns the Programs in order. errors=\"raise\"\n"

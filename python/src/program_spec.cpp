@@ -290,7 +290,7 @@ CompileArgs compile_args(py::handle dict, const std::string& what) {
   return a;
 }
 
-ProgramSpec program_spec(const CompileArgs& args, const std::string& what) {
+ProgramSpec program_spec(const CompileArgs& args, const std::string& what, bool parameters) {
   auto given = [](py::handle h) { return h.ptr() != nullptr && !h.is_none(); };
   if (!given(args.entry)) throw make_error(ErrorKind::Validation, "{}: entry= is required", what);
   const std::string entry = string_argument(args.entry, fmt::format("{}: entry", what));
@@ -358,7 +358,7 @@ ProgramSpec program_spec(const CompileArgs& args, const std::string& what) {
   // before (their prototypes are not read).
   std::optional<CSignature> sig;
   const auto defines = [&] { return define_values(field(program, "defines")); };
-  if ((infer_buffers || infer_scalars) && language == "c") {
+  if (parameters && (infer_buffers || infer_scalars) && language == "c") {
     std::string file_text;
     bool have_source = given(args.source);
     if (!have_source && given(args.source_file)) {
@@ -392,7 +392,7 @@ ProgramSpec program_spec(const CompileArgs& args, const std::string& what) {
   ProgramSpec& spec = parsed.spec;
   // Declared parameters that disagree with the source: refused here rather
   // than as a wrong call later.
-  if (language == "c" && !(infer_buffers && infer_scalars)) {
+  if (parameters && language == "c" && !(infer_buffers && infer_scalars)) {
     if (!sig) sig = parse_c_signature(spec.source, spec.entry, spec.defines);
     if (sig->found) check_declared(spec, *sig, what);
   }

@@ -14,9 +14,11 @@ svod buffers, and compiles and launches kernels through svod:
 - memory: every tinygrad allocation is one untyped (u8) svod buffer from svod's caching
   allocator, and tinygrad's sub-buffers are svod views of it; host memory of the caller's
   (`Tensor.from_blob`, tinygrad's external_ptr) is wrapped in place (svod.asbuffer);
-- compiling: tinygrad's compile step (`Renderer.compiler`) is the identity, so tinygrad's
-  "binary" is the C source, which `SVODProgram` compiles with svod's in-process compiler (its
-  kernel and object caches make a repeated kernel cost a lookup);
+- compiling: tinygrad's compile step (`SVODCompiler`) compiles with svod's in-process compiler
+  and returns a svod program binary (the object, the compiler it came from, the source), which
+  tinygrad keeps in its own disk cache, so a later process compiles nothing; `SVODProgram` loads
+  it without compiling (from the source only where the object does not suit this CPU). tinygrad
+  compiles where it renders: BEAM search's candidates in its worker processes, in parallel;
 - launching: a kernel is one svod.Program call, given tinygrad's global_size per call; svod
   runs its global_size[0] `core_id` slices on svod's thread pool;
 - TinyJit: `SVODGraph` records each batch that TinyJit captures into one svod.Plan
@@ -28,6 +30,7 @@ svod buffers, and compiles and launches kernels through svod:
 from __future__ import annotations
 
 import platform
+import re
 import sys
 import time
 
@@ -84,13 +87,31 @@ class SVODAllocator(Allocator["SVODDevice"]):
         return buf.view(offset, size, "u8")
 
 
+# The kernel a ClangRenderer source defines: its last `void name(` at the start of a line (helper
+# functions the renderer puts before it are static).
+_KERNEL_NAME = re.compile(r"^void\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
+
+
+class SVODCompiler(Compiler):
+    """tinygrad's compile step by svod: C source to a svod program binary (bytes), through svod's
+    kernel and object caches. tinygrad's compile cache (CCACHE, on by default) keeps the binaries
+    under the key compile_svod_<svod version>."""
+
+    def __init__(self):
+        super().__init__(f"compile_svod_{svod.__version__}")
+
+    def compile(self, src: str) -> bytes:
+        names = _KERNEL_NAME.findall(src)
+        if not names: raise svod.ValidationError("SVOD: the kernel source defines no `void name(...)` function")
+        return _CPU.compile_binary(source=src, entry=names[-1])
+
+
 class SVODRenderer(ClangRenderer):
-    """tinygrad's C renderer whose compile step hands the source on unchanged: svod compiles it
-    when tinygrad loads the kernel (SVODProgram)."""
+    """tinygrad's C renderer with svod as its compiler."""
 
     def __init__(self, target):
         super().__init__(target)
-        self.compiler = Compiler()  # the identity: the "binary" is the C source
+        self.compiler = SVODCompiler()
 
 
 def _svod_dtype(dtype) -> str | None:
@@ -115,8 +136,9 @@ def _buffer_param(index: int, dtype, shape: tuple) -> dict:
 
 
 class SVODProgram(Program["SVODDevice"]):
-    """One tinygrad kernel compiled by svod, called as tinygrad calls a runtime:
-    prg(*buffers, global_size=, local_size=, vals=(one per variable, None for core_id))."""
+    """One tinygrad kernel, loaded from the program binary SVODCompiler made, called as tinygrad
+    calls a runtime: prg(*buffers, global_size=, local_size=, vals=(one per variable, None for
+    core_id))."""
 
     def __init__(self, dev: SVODDevice, obj: TinyELF):
         self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
@@ -126,10 +148,10 @@ class SVODProgram(Program["SVODDevice"]):
         variables = [(name, dtype) for name, _, dtype, shape in obj.signature if shape == ()]
         names = [name for name, _ in variables]
         self.core_id = names.index("core_id") if "core_id" in names else None
-        self.prg = _CPU.compile(source=obj.lib.decode(), entry=obj.name, name=obj.name,
-                                buffers=[_buffer_param(i, dtype, shape) for i, (dtype, shape) in enumerate(buffers)],
-                                scalars=[{"name": name, "type": "i32" if dtype.itemsize <= 4 else "i64"}
-                                         for name, dtype in variables])
+        self.prg = _CPU.load_binary(obj.lib, entry=obj.name, name=obj.name,
+                                    buffers=[_buffer_param(i, dtype, shape) for i, (dtype, shape) in enumerate(buffers)],
+                                    scalars=[{"name": name, "type": "i32" if dtype.itemsize <= 4 else "i64"}
+                                             for name, dtype in variables])
 
     def scalar_args(self, vals: tuple) -> tuple:
         """tinygrad's vals without core_id's place (svod passes core_id itself)."""

@@ -71,16 +71,20 @@ void Device::check_spec(const ProgramSpec&) const {}
 std::shared_ptr<const Program> Device::compile(const ProgramSpec& spec) {
   // The kernel key covers the whole spec, so a hit was checked when it was built.
   return kernel_cache().get_or_build(kernel_key(cache_scope_, spec), [&] {
-    if (!accepts(spec.language)) {
-      std::string runs;
-      for (Language l : languages()) runs += (runs.empty() ? "" : ", ") + std::string(to_string(l));
-      throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs {} programs, not {}", spec.display_name(),
-                       name(), runs.empty() ? "no" : runs, to_string(spec.language));
-    }
-    spec.validate();
-    check_spec(spec);
+    check_compilable(spec);
     return load_or_compile(*this, spec);
   });
+}
+
+void Device::check_compilable(const ProgramSpec& spec) const {
+  if (!accepts(spec.language)) {
+    std::string runs;
+    for (Language l : languages()) runs += (runs.empty() ? "" : ", ") + std::string(to_string(l));
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs {} programs, not {}", spec.display_name(), name(),
+                     runs.empty() ? "no" : runs, to_string(spec.language));
+  }
+  spec.validate();
+  check_spec(spec);
 }
 
 bool Device::direct_copy(const Buffer&, const Buffer&) const noexcept { return false; }

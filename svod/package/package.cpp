@@ -139,7 +139,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   // parse_plan_text checks too, but its message names only the package.
   check_json_depth(plan_text, ErrorKind::Validation, fmt::format("{}: section \"plan\"", reader.source()));
   PlanFile file = parse_plan_text(plan_text, folder, reader.source());
-  const bool may_compile = compile_allowed();  // also checks SVOD_COMPILE's value up front
+  compile_allowed();  // checks SVOD_COMPILE's value before anything loads
   std::atomic<size_t> compiled{0};
 
   LoadOptions load;
@@ -174,51 +174,57 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     if (!data.empty()) std::memcpy(values.data(), data.data(), data.size());
     return values;
   };
-  load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
-    const PackageProgram* entry = nullptr;
-    for (const auto& p : manifest.programs)
-      if (p.name == program.name) entry = &p;
-    if (entry == nullptr)
-      throw make_error(ErrorKind::Load, "section \"manifest\": programs: no entry for program \"{}\"", program.name);
-    if (entry->artifact == PackageProgram::Artifact::Source) {
-      compiled.fetch_add(1);
-      return device.compile(program.spec);
-    }
-    // The packaged object or binary cannot be used: build the source instead when allowed.
-    auto rebuild = [&](std::string_view what, const std::string& why) {
-      if (!may_compile)
-        throw make_error(ErrorKind::Unsupported,
-                         "program \"{}\": the package's {} cannot run here ({}), and compiling is off "
-                         "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
-                         program.name, what, why);
-      if (debug_level() >= 1)
-        log_debug("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
-                      reader.source(), program.name, what, why);
-      compiled.fetch_add(1);
-      return device.compile(program.spec);
-    };
-    // The identity of the compiler that made the artifact (read_manifest
-    // checked that the manifest records it) decides whether it can run on
-    // this device; the device says why not.
-    const CompilerIdentity& made_by =
-        is_cpu_artifact(entry->artifact) ? *manifest.cpu : manifest.devices.at(entry->device);
-    const std::string what = is_cpu_artifact(entry->artifact)
-                                 ? std::string("CPU objects")
-                                 : fmt::format("{} for {}", artifact_description(entry->artifact), entry->device);
-    const std::string why = device.artifact_mismatch(made_by);
-    if (!why.empty()) return rebuild(what, why);
-    try {
-      return device.load(program.spec, artifact_of(reader, program.name, entry->artifact));
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::Load) throw;
-      return rebuild(what, e.what());
-    }
+  load.build_program = [&](const PlanFileProgram& program, Device& device) {
+    return load_packaged_program(reader, manifest, program.name, device, program.spec, compiled);
   };
   LoadedPlan loaded = load_plan(file, load);
   return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load(), signer};
 }
 
 }  // namespace
+
+std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
+                                                     const std::string& name, Device& device, const ProgramSpec& spec,
+                                                     std::atomic<size_t>& compiled) {
+  const PackageProgram* entry = nullptr;
+  for (const auto& p : manifest.programs)
+    if (p.name == name) entry = &p;
+  if (entry == nullptr)
+    throw make_error(ErrorKind::Load, "{}: section \"manifest\": programs: no entry for program \"{}\"", reader.source(),
+                     name);
+  if (entry->artifact == PackageProgram::Artifact::Source) {
+    compiled.fetch_add(1);
+    return device.compile(spec);
+  }
+  // The packaged object or binary cannot be used: build the source instead when allowed.
+  auto rebuild = [&](std::string_view what, const std::string& why) {
+    if (!compile_allowed())
+      throw make_error(ErrorKind::Unsupported,
+                       "program \"{}\": the package's {} cannot run here ({}), and compiling is off "
+                       "(SVOD_COMPILE=0), so it cannot be rebuilt from its source",
+                       name, what, why);
+    if (debug_level() >= 1)
+      log_debug("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
+                reader.source(), name, what, why);
+    compiled.fetch_add(1);
+    return device.compile(spec);
+  };
+  // The identity of the compiler that made the artifact (read_manifest
+  // checked that the manifest records it) decides whether it can run on
+  // this device; the device says why not.
+  const CompilerIdentity& made_by = is_cpu_artifact(entry->artifact) ? *manifest.cpu : manifest.devices.at(entry->device);
+  const std::string what = is_cpu_artifact(entry->artifact)
+                               ? std::string("CPU objects")
+                               : fmt::format("{} for {}", artifact_description(entry->artifact), entry->device);
+  const std::string why = device.artifact_mismatch(made_by);
+  if (!why.empty()) return rebuild(what, why);
+  try {
+    return device.load(spec, artifact_of(reader, name, entry->artifact));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Load) throw;
+    return rebuild(what, e.what());
+  }
+}
 
 std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& options) {
   PlanFile file = parse_plan_file(plan);

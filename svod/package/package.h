@@ -33,6 +33,7 @@
 //    the call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <filesystem>
 #include <map>
@@ -100,6 +101,16 @@ LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOp
 
 // True when `path` is a regular file that starts with the package magic (svod
 // run takes either). Never waits on a FIFO.
+// One program that `reader`'s manifest lists by `name`, on `device` as `spec`:
+// its packaged artifact, loaded when it suits this device (by the compiler
+// identity the manifest records for it: Device::artifact_mismatch, and a
+// load that succeeds); otherwise `spec` compiled from its source where
+// compiling is allowed, else Error(Unsupported) naming why the artifact
+// cannot run. `compiled` counts the programs compiled.
+std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
+                                                     const std::string& name, Device& device, const ProgramSpec& spec,
+                                                     std::atomic<size_t>& compiled);
+
 bool is_package_file(const std::filesystem::path& path);
 
 }  // namespace svod

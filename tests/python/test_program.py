@@ -467,3 +467,36 @@ def test_numpy_dtypes_wherever_dtype_strings_are(cpu):
         cpu.compile(source=ADD_SOURCE, entry="add", buffers=[{"name": "o", "dtype": "float"}])
     with pytest.raises(svod.ValidationError, match=r"scalars\[0\].type"):
         cpu.compile(source=ADD_SOURCE, entry="add", buffers=ADD_BUFFERS, scalars=[{"name": "n", "type": np.float32}])
+
+
+def test_a_program_binary_loads_without_compiling_in_another_process(cpu, tmp_path):
+    binary = cpu.compile_binary(source=ADD_SOURCE, entry="add")
+    assert isinstance(binary, bytes)
+    (tmp_path / "add.bin").write_bytes(binary)
+    # Another process, with an empty object cache and compiling off: the binary's code runs.
+    script = f"""
+import numpy as np, svod
+binary = open({str(tmp_path / "add.bin")!r}, "rb").read()
+add = svod.device("CPU").load_binary(memoryview(binary), entry="add")
+o, a = np.zeros(3, np.float32), np.arange(3, dtype=np.float32)
+add(o, a, a, 3)
+print(o.tolist(), [b["name"] for b in add.buffers])
+"""
+    env = dict(os.environ, SVOD_COMPILE="0", SVOD_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[0.0, 2.0, 4.0] ['o', 'a', 'b']"
+
+
+def test_a_program_binary_refuses_another_spec_damage_and_other_objects(cpu):
+    binary = cpu.compile_binary(source=ADD_SOURCE, entry="add", defines={"UNUSED": 1})
+    with pytest.raises(svod.ValidationError, match="compiled from another source, language, entry or defines"):
+        cpu.load_binary(binary, entry="add")  # without the define
+    assert cpu.load_binary(binary, entry="add", defines={"UNUSED": 1}, name="sum").name == "sum"
+    with pytest.raises(svod.LoadError, match="program binary: .*truncated"):
+        cpu.load_binary(binary[:-1], entry="add")
+    with pytest.raises(svod.ValidationError, match="not an svod package"):
+        cpu.load_binary(b"not a binary", entry="add")
+    with pytest.raises(svod.ArgumentTypeError, match="load_binary: expected a program binary's bytes, got str"):
+        cpu.load_binary(ADD_SOURCE, entry="add")
+    with pytest.raises(svod.CompileError):
+        cpu.compile_binary(source="void add(float* o) { not C }", entry="add")

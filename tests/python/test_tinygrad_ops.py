@@ -296,3 +296,28 @@ def test_from_blob_of_no_address_names_the_address(tg):
     from tinygrad import dtypes
     with pytest.raises(ValueError, match="nonzero host address"):
         Tensor.from_blob(0, (4,), dtype=dtypes.float32, device="SVOD")
+
+
+def test_tinygrads_disk_cache_holds_svod_binaries_so_a_second_process_compiles_nothing(tmp_path):
+    # tinygrad's compile step is svod's (SVODCompiler): it caches program binaries in tinygrad's
+    # own database. The second process has an empty svod object cache, compiling off in svod
+    # (SVOD_COMPILE=0) and tinygrad's ASSERT_COMPILE: any compile would fail it.
+    script = """
+import svod.tinygrad
+from tinygrad import Tensor
+a = Tensor([[float(i * 4 + j) for j in range(4)] for i in range(3)], device="SVOD")
+print(((a @ a.T) + 1).sum(axis=1).tolist())
+"""
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                           env=_env(CACHEDB=str(tmp_path / "tinygrad.db"), SVOD_CACHE_DIR=str(tmp_path / "svod1")))
+    assert first.returncode == 0, first.stderr
+    second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env=_env(CACHEDB=str(tmp_path / "tinygrad.db"), SVOD_CACHE_DIR=str(tmp_path / "svod2"),
+                                     SVOD_COMPILE="0", ASSERT_COMPILE="1"))
+    assert second.returncode == 0, second.stderr
+    assert first.stdout == second.stdout == "[117.0, 381.0, 645.0]\n"
+    # A process without the first one's cache does compile: the check above can fail.
+    third = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                           env=_env(CACHEDB=str(tmp_path / "other.db"), SVOD_CACHE_DIR=str(tmp_path / "svod3"),
+                                    ASSERT_COMPILE="1"))
+    assert third.returncode != 0 and "tried to compile with ASSERT_COMPILE set" in third.stderr

@@ -1,0 +1,75 @@
+#include "svod/package/program_binary.h"
+
+#include <atomic>
+#include <optional>
+
+#include "svod/base/error.h"
+#include "svod/cache/cache_key.h"
+#include "svod/package/package.h"
+
+namespace svod {
+namespace {
+
+constexpr std::string_view kSourceSection = "source";
+constexpr std::string_view kCompiledFromSection = "compiled_from";
+constexpr std::string_view kWhat = "program binary";
+
+// The checked package of a program binary, and its manifest's one program.
+struct BinaryReader {
+  PackageReader reader;
+  PackageManifest manifest;
+
+  explicit BinaryReader(std::span<const std::byte> binary) : reader(binary, std::string(kWhat)) {
+    if (reader.find(kPlanSection) != nullptr)
+      throw make_error(ErrorKind::Validation,
+                       "these bytes are a package of a plan, not a program binary (load them as a package)");
+    manifest = read_manifest(reader.text(kManifestSection), reader.source());
+    if (manifest.programs.size() != 1)
+      throw make_error(ErrorKind::Load, "{}: section \"manifest\" lists {} programs, not one", reader.source(),
+                       manifest.programs.size());
+  }
+  const PackageProgram& program() const { return manifest.programs.front(); }
+};
+
+}  // namespace
+
+std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec& spec) {
+  std::optional<Artifact> made;
+  device.check_compilable(spec);
+  load_or_compile(device, spec, [&](const Artifact& artifact) { made = artifact; });
+
+  PackageManifest manifest;
+  manifest.svod_version = SVOD_VERSION;
+  const PackageProgram::Artifact kind = package_artifact(made->kind);
+  manifest.programs.push_back(PackageProgram{spec.entry, device.name(), kind});
+  const CompilerIdentity& identity = device.compiler().identity();
+  if (is_cpu_artifact(kind)) manifest.cpu = identity;
+  else manifest.devices[device.name()] = identity;
+
+  PackageWriter writer;
+  writer.add(std::string(kManifestSection), write_manifest(manifest));
+  writer.add(std::string(kSourceSection), std::string_view(spec.source));
+  writer.add(std::string(kCompiledFromSection), source_hash(spec).to_hex());
+  writer.add(program_section(spec.entry), std::move(made->bytes));
+  return writer.finish();
+}
+
+std::string program_binary_source(std::span<const std::byte> binary) {
+  return std::string(BinaryReader(binary).reader.text(kSourceSection));
+}
+
+std::shared_ptr<const Program> load_program_binary(Device& device, ProgramSpec spec,
+                                                   std::span<const std::byte> binary) {
+  const BinaryReader read(binary);
+  if (spec.source.empty()) spec.source = std::string(read.reader.text(kSourceSection));
+  if (read.reader.text(kCompiledFromSection) != source_hash(spec).to_hex())
+    throw make_error(ErrorKind::Validation,
+                     "program \"{}\": the {} of \"{}\" was compiled from another source, language, entry or "
+                     "defines than the program has",
+                     spec.display_name(), kWhat, read.program().name);
+  device.check_compilable(spec);
+  std::atomic<size_t> compiled{0};
+  return load_packaged_program(read.reader, read.manifest, read.program().name, device, spec, compiled);
+}
+
+}  // namespace svod

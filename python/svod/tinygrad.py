@@ -159,8 +159,27 @@ class SVODProgram(Program["SVODDevice"]):
 
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False, **kw):
         start = time.perf_counter()
-        self.prg(*bufs, *self.scalar_args(vals), global_size=global_size)
+        try:
+            self.prg(*bufs, *self.scalar_args(vals), global_size=global_size)
+        except _LAUNCH_FAILURES as e:
+            raise _runtime_error(e) from None
         return time.perf_counter() - start if wait else None
+
+
+# A kernel that faults, is stopped or fails as it runs: what tinygrad expects of a device's failed
+# launch is a RuntimeError (BEAM search records such a candidate as failed and goes on).
+_LAUNCH_FAILURES = (svod.KernelFault, svod.ExecutionError, svod.TimeoutError)
+_RUNTIME_ERRORS: dict[type, type] = {}
+
+
+def _runtime_error(e: svod.Error) -> Exception:
+    """`e` as an instance of a class that is both its own class and RuntimeError, with its fields."""
+    cls = type(e)
+    if cls not in _RUNTIME_ERRORS:
+        _RUNTIME_ERRORS[cls] = type(cls.__name__, (cls, RuntimeError), {"__module__": cls.__module__})
+    error = _RUNTIME_ERRORS[cls](*e.args)
+    error.__dict__.update(e.__dict__)
+    return error.with_traceback(e.__traceback__)
 
 
 class _Input:

@@ -321,3 +321,21 @@ print(((a @ a.T) + 1).sum(axis=1).tolist())
                            env=_env(CACHEDB=str(tmp_path / "other.db"), SVOD_CACHE_DIR=str(tmp_path / "svod3"),
                                     ASSERT_COMPILE="1"))
     assert third.returncode != 0 and "tried to compile with ASSERT_COMPILE set" in third.stderr
+
+
+def test_a_kernel_that_faults_is_a_runtime_error_for_tinygrad(tg):
+    """tinygrad takes a RuntimeError from a launch as a failed kernel (BEAM search records the
+    candidate as failed and goes on): a fault is both svod.KernelFault and RuntimeError."""
+    from tinygrad import Device
+    from tinygrad.device import TinyELF
+    from tinygrad.dtype import dtypes
+    backend = tg[3]
+    source = "void bad(float* restrict data0) { *(volatile float*)(data0 - (1L << 40)) = 1.0f; }\n"
+    binary = backend.SVODCompiler().compile(source)
+    obj = TinyELF(lib=binary, name="bad", target=Device["SVOD"].renderer.target,
+                  signature=(("data0", 0, dtypes.float32, (4,)),))
+    program = backend.SVODProgram(Device["SVOD"], obj)
+    with pytest.raises(RuntimeError) as info:
+        program(svod.device("CPU").allocate("u8", 16), wait=True)
+    assert isinstance(info.value, svod.KernelFault) and info.value.signal_name == "SIGSEGV"
+    assert "bad" in str(info.value)

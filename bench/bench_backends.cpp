@@ -20,11 +20,11 @@
 
 namespace {
 
-using svod::CpuBackend;
+using svod::CpuCompiler;
 
-constexpr CpuBackend kBackends[] = {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen};
+constexpr CpuCompiler kBackends[] = {CpuCompiler::Clang, CpuCompiler::Llvm, CpuCompiler::Dlopen};
 
-CpuBackend backend_of(const benchmark::State& state) { return kBackends[state.range(0)]; }
+CpuCompiler backend_of(const benchmark::State& state) { return kBackends[state.range(0)]; }
 
 void name_backends(benchmark::internal::Benchmark* b) {
   b->ArgName("backend")->Arg(0)->Arg(1)->Arg(2);
@@ -75,14 +75,14 @@ BENCHMARK(BM_Compile_LlvmIr)->Apply(name_backends)->Unit(benchmark::kMillisecond
 // svod's ELF loader, a shared library through dlopen (via a private file).
 void BM_Load_ElfLoader(benchmark::State& state) {
   const auto spec = small_c_kernel(3);
-  const svod::Artifact object = svod::cpu_device(CpuBackend::Clang)->compiler().compile(spec);
+  const svod::Artifact object = svod::cpu_device(CpuCompiler::Clang)->compiler().compile(spec);
   for (auto _ : state) benchmark::DoNotOptimize(svod::LoadedImage::load(object.bytes)->symbol("saxpy"));
 }
 BENCHMARK(BM_Load_ElfLoader)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Load_Dlopen(benchmark::State& state) {
   const auto spec = small_c_kernel(3);
-  const svod::Artifact library = svod::cpu_device(CpuBackend::Dlopen)->compiler().compile(spec);
+  const svod::Artifact library = svod::cpu_device(CpuCompiler::Dlopen)->compiler().compile(spec);
   for (auto _ : state)
     benchmark::DoNotOptimize(svod::SharedLibrary::open_image(library.bytes, "saxpy")->symbol("saxpy"));
 }
@@ -96,7 +96,7 @@ struct KernelRun {
   std::vector<int64_t> scalars;
 };
 
-KernelRun add_1m(CpuBackend backend) {
+KernelRun add_1m(CpuCompiler backend) {
   const int n = 1 << 20;
   svod::ProgramSpec spec;
   spec.entry = "add";
@@ -111,7 +111,7 @@ KernelRun add_1m(CpuBackend backend) {
   return run;
 }
 
-KernelRun matmul_128(CpuBackend backend) {
+KernelRun matmul_128(CpuCompiler backend) {
   const int n = 128;
   svod::ProgramSpec spec;
   spec.entry = "matmul";

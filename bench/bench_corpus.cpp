@@ -333,8 +333,8 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 2 ? argv[2] : "";
   setenv("SVOD_CACHE", "0", 1);  // run-time builds must compile, not read the disk cache
 
-  auto clang = svod::cpu_device(svod::CpuBackend::Clang);
-  auto llvm = svod::cpu_device(svod::CpuBackend::Llvm);
+  auto clang = svod::cpu_device(svod::CpuCompiler::Clang);
+  auto llvm = svod::cpu_device(svod::CpuCompiler::Llvm);
   // The first in-process compile pays for the plugin and LLVM's set-up; keep
   // that out of the per-kernel figures (it is in BM_ColdStart of bench_backends).
   (void)llvm->compiler().compile(elementwise_chain(2, 1, false).spec);

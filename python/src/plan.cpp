@@ -11,7 +11,7 @@
 
 #include "plan_objects.h"
 #include "svod/compile/compile_policy.h"
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/package/package.h"
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
@@ -139,7 +139,7 @@ PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object, 
   LoadOptions options{vars_of(vars, "vars")};
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_plan: comm");
   if (const auto backend = optional_string(backend_object, "load_plan: backend"))
-    options.cpu_compiler = to_string(parse_cpu_backend(*backend));
+    options.cpu_compiler = to_string(parse_cpu_compiler(*backend));
   GilReleased unlocked;
   PlanFile file = parse_plan_file(path);
   return make_plan(file, svod::load_plan(file, options));

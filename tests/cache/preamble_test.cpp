@@ -10,7 +10,7 @@
 
 #include "svod/base/subprocess.h"
 #include "svod/cache/object_cache.h"
-#include "tests/backends/backends_built.h"
+#include "tests/support/cpu_compilers_built.h"
 #include "tests/cache/cache_test_support.h"
 
 namespace svod {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "svod/base/error.h"
-#include "svod/compile/cpu_backend.h"
-#include "tests/backends/backends_built.h"
+#include "svod/compile/cpu_compiler.h"
+#include "tests/support/cpu_compilers_built.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -27,7 +27,7 @@ TEST(CompilerCrash, AnInProcessCompilerCrashIsACompileErrorAndTheProcessGoesOn) 
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "a crashed compile leaks what it allocated, by design; LeakSanitizer would report it";
 #endif
-  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuBackend::Llvm);
+  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuCompiler::Llvm);
   try {
     llvm->compile(embedding("embeds"));
     // A clang that no longer crashes here compiles it; the rest still holds.
@@ -64,7 +64,7 @@ std::string repeated(std::string_view piece, size_t times) {
 // now; one far deeper than the compile thread's stack is a CompileError.
 TEST(CompilerCrash, DeeplyNestedSourcesCompileAndDeeperOnesFailAsCompileErrors) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuBackend::Llvm);
+  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuCompiler::Llvm);
   EXPECT_FALSE(llvm->compile(test::c_kernel("negates", "int negates(int x) { return " + repeated("- ", 2000) + "x; }"))
                    .bytes.empty());
   EXPECT_FALSE(
@@ -86,7 +86,7 @@ TEST(CompilerCrash, DeeplyNestedSourcesCompileAndDeeperOnesFailAsCompileErrors) 
 // for six minutes and then ran out of memory with a std::bad_alloc (issue 40).
 TEST(CompilerCrash, IntegerTypesWiderThanTheLimitAreRefusedAtOnce) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuBackend::Llvm);
+  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuCompiler::Llvm);
   ProgramSpec ir;
   ir.name = "wide";
   ir.entry = "wide";

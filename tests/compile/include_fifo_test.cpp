@@ -12,8 +12,8 @@
 
 #include "svod/base/error.h"
 #include "svod/compile/clang_compiler.h"
-#include "svod/compile/cpu_backend.h"
-#include "tests/backends/backends_built.h"
+#include "svod/compile/cpu_compiler.h"
+#include "tests/support/cpu_compilers_built.h"
 #include "tests/planfile/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
@@ -43,7 +43,7 @@ TEST(IncludeFifo, TheInProcessCompilerRefusesItAtOnce) {
   TempDir dir;
   const auto fifo = dir / "pipe.h";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuBackend::Llvm);
+  const std::shared_ptr<const Compiler> llvm = cpu_compiler(CpuCompiler::Llvm);
   {
     test::Watchdog watchdog("the in-process compile of a FIFO #include", 60s);
     const Error e = test::expect_error([&] { llvm->compile(including(fifo)); });

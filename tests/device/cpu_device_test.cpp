@@ -1,6 +1,6 @@
 // The CPU device: launch checks, core_id fan-out, concurrency, buffers and
-// copies. The kernels of every language feature run on each CPU backend in
-// tests/backends/backend_kernels_test.cpp.
+// copies. The kernels of every language feature run on each CPU compiler in
+// tests/compile/cpu_compiler_kernels_test.cpp.
 #include "svod/backends/cpu/cpu_device.h"
 
 #include <fmt/format.h>

@@ -13,7 +13,7 @@
 
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/base/error.h"
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/registry/registry.h"
 
@@ -22,7 +22,7 @@ namespace {
 
 class NullDevice final : public Device {
  public:
-  NullDevice() : compiler_(cpu_compiler(CpuBackend::Clang)) {}
+  NullDevice() : compiler_(cpu_compiler(CpuCompiler::Clang)) {}
 
   std::string name() const override { return "NULL:0"; }
   Buffer allocate(DType dtype, size_t count) override { return allocate_host_buffer(*this, dtype, count); }

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "svod/base/error.h"
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/planfile/temp_dir.h"
@@ -45,9 +45,9 @@ PlanFile bad_plan(const TempDir& dir) {
 
 const ProgramSpec& spec_of(const PlanFile& file, std::string_view name) { return file.find_program(name)->spec; }
 
-std::vector<CpuBackend> backends() {
-  std::vector<CpuBackend> all = {CpuBackend::Clang, CpuBackend::Dlopen};
-  if (SVOD_LLVM_PLUGIN_BUILT) all.push_back(CpuBackend::Llvm);
+std::vector<CpuCompiler> backends() {
+  std::vector<CpuCompiler> all = {CpuCompiler::Clang, CpuCompiler::Dlopen};
+  if (SVOD_LLVM_PLUGIN_BUILT) all.push_back(CpuCompiler::Llvm);
   return all;
 }
 
@@ -55,7 +55,7 @@ TEST(CompileDiagnostics, NameTheKernelsFileWithLineAndColumnOnEveryBackend) {
   TempDir dir;
   const PlanFile file = bad_plan(dir);
   EXPECT_EQ(spec_of(file, "from_file").source_name, "kernels/bad.c");
-  for (CpuBackend backend : backends()) {
+  for (CpuCompiler backend : backends()) {
     SCOPED_TRACE(std::string(to_string(backend)));
     const std::string message =
         test::expect_error([&] { cpu_compiler(backend)->compile(spec_of(file, "from_file")); }).what();
@@ -70,7 +70,7 @@ TEST(CompileDiagnostics, InlineSourceIsNamedByItsPlaceInThePlan) {
   const PlanFile file = bad_plan(dir);
   const std::string where = file.source_name + ": programs.inline.source";
   EXPECT_EQ(spec_of(file, "inline").source_name, where);
-  for (CpuBackend backend : backends()) {
+  for (CpuCompiler backend : backends()) {
     SCOPED_TRACE(std::string(to_string(backend)));
     const std::string message =
         test::expect_error([&] { cpu_compiler(backend)->compile(spec_of(file, "inline")); }).what();
@@ -82,7 +82,7 @@ TEST(CompileDiagnostics, InlineSourceIsNamedByItsPlaceInThePlan) {
 TEST(CompileDiagnostics, ASpecWithoutAFileNameKeepsItsNameDotC) {
   ProgramSpec spec = test::c_kernel("k", "void k(float* x) { x[0] = ; }");
   EXPECT_EQ(spec.diagnostic_file_name(), "k.c");
-  for (CpuBackend backend : backends()) {
+  for (CpuCompiler backend : backends()) {
     SCOPED_TRACE(std::string(to_string(backend)));
     const std::string message = test::expect_error([&] { cpu_compiler(backend)->compile(spec); }).what();
     EXPECT_NE(message.find("k.c:1:27: error"), std::string::npos) << message;

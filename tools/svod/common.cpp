@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "svod/base/file_write.h"
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/guard/running_op.h"
 
 namespace svod::cli {
@@ -84,7 +84,7 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) 
 std::string cpu_compiler_option(const std::string& backend) {
   if (backend.empty()) return {};
   try {
-    return std::string(to_string(parse_cpu_backend(backend)));
+    return std::string(to_string(parse_cpu_compiler(backend)));
   } catch (const Error&) {
     throw make_error(ErrorKind::Validation, "--backend {}: expected clang, llvm or dlopen", backend);
   }

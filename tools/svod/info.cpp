@@ -7,7 +7,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/compile/llvm_plugin.h"
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/registry/registry.h"
 #include "svod/base/cpu_features.h"
 #include "tools/svod/commands.h"
@@ -25,8 +25,8 @@ int info() {
     fmt::print("toolchain: none ({})\n", e.what());
   }
   try {
-    const CpuBackendChoice choice = default_cpu_backend();
-    fmt::print("cpu backend: {} ({})\n", to_string(choice.backend), choice.reason);
+    const CpuCompilerChoice choice = default_cpu_compiler();
+    fmt::print("cpu backend: {} ({})\n", to_string(choice.compiler), choice.reason);
     const LlvmPluginStatus& llvm = llvm_plugin();
     if (llvm.available()) fmt::print("  llvm:    {} ({})\n", llvm.compiler->identity().version, llvm.path);
     else if (choice.reason.find(llvm.error) == std::string::npos) fmt::print("  llvm:    unavailable: {}\n", llvm.error);

@@ -329,7 +329,7 @@ std::shared_ptr<const CpuProgram> CpuDevice::load_library(const ProgramSpec& spe
   return std::make_shared<CpuProgram>(*this, spec, std::move(opened), entry);
 }
 
-std::shared_ptr<CpuDevice> cpu_device(CpuBackend backend) {
+std::shared_ptr<CpuDevice> cpu_device(CpuCompiler backend) {
   static std::mutex mutex;
   static std::shared_ptr<CpuDevice> devices[3];
   std::lock_guard lock(mutex);
@@ -341,7 +341,7 @@ std::shared_ptr<CpuDevice> cpu_device(CpuBackend backend) {
   return device;
 }
 
-std::shared_ptr<CpuDevice> cpu_device() { return cpu_device(default_cpu_backend().backend); }
+std::shared_ptr<CpuDevice> cpu_device() { return cpu_device(default_cpu_compiler().compiler); }
 
 DeviceKind cpu_device_kind() {
   DeviceKind kind;
@@ -349,10 +349,10 @@ DeviceKind cpu_device_kind() {
   kind.indexed = false;
   kind.enumerate = [] { return std::vector<DeviceInfo>{{"CPU", "host memory; kernels in C or LLVM IR"}}; };
   kind.create = [](size_t) -> std::shared_ptr<Device> { return cpu_device(); };
-  for (CpuBackend b : {CpuBackend::Llvm, CpuBackend::Clang, CpuBackend::Dlopen})
+  for (CpuCompiler b : {CpuCompiler::Llvm, CpuCompiler::Clang, CpuCompiler::Dlopen})
     kind.compilers.emplace_back(to_string(b));
   kind.create_with_compiler = [](size_t, std::string_view compiler) -> std::shared_ptr<Device> {
-    return cpu_device(parse_cpu_backend(compiler));
+    return cpu_device(parse_cpu_compiler(compiler));
   };
   return kind;
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "svod/compile/compiler.h"
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/device/device.h"
 #include "svod/device/device_kind.h"
 #include "svod/program/launch_layout.h"
@@ -104,8 +104,8 @@ class CpuDevice final : public Device {
 
 // The process's CPU device for `backend`, made on first use (one per
 // backend). Throws Error(DeviceUnavailable) when the backend cannot work here.
-std::shared_ptr<CpuDevice> cpu_device(CpuBackend backend);
-// The process's CPU device for default_cpu_backend().
+std::shared_ptr<CpuDevice> cpu_device(CpuCompiler backend);
+// The process's CPU device for default_cpu_compiler().
 std::shared_ptr<CpuDevice> cpu_device();
 
 // The "CPU" kind for the device registry; its compiler choices are the CPU

@@ -1,4 +1,4 @@
-// Which CPU backends this build has: clang and dlopen always, llvm when its
+// Which CPU compilers this build has: clang and dlopen always, llvm when its
 // plugin was built (LLVM 19.1 and clang-cpp found at configure time).
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 
 #ifndef SVOD_LLVM_PLUGIN_BUILT
 #define SVOD_LLVM_PLUGIN_BUILT 0
@@ -23,9 +23,9 @@
 
 namespace svod::test {
 
-inline std::vector<CpuBackend> cpu_backends_built() {
-  if (SVOD_LLVM_PLUGIN_BUILT) return {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen};
-  return {CpuBackend::Clang, CpuBackend::Dlopen};
+inline std::vector<CpuCompiler> cpu_compilers_built() {
+  if (SVOD_LLVM_PLUGIN_BUILT) return {CpuCompiler::Clang, CpuCompiler::Llvm, CpuCompiler::Dlopen};
+  return {CpuCompiler::Clang, CpuCompiler::Dlopen};
 }
 
 }  // namespace svod::test

@@ -1,4 +1,4 @@
-#include "svod/compile/cpu_backend.h"
+#include "svod/compile/cpu_compiler.h"
 
 #include <algorithm>
 #include <cctype>
@@ -87,27 +87,27 @@ class LlvmPluginCompiler final : public Compiler {
 
 }  // namespace
 
-std::string_view to_string(CpuBackend backend) noexcept {
-  switch (backend) {
-    case CpuBackend::Clang: return "clang";
-    case CpuBackend::Llvm: return "llvm";
-    case CpuBackend::Dlopen: return "dlopen";
+std::string_view to_string(CpuCompiler compiler) noexcept {
+  switch (compiler) {
+    case CpuCompiler::Clang: return "clang";
+    case CpuCompiler::Llvm: return "llvm";
+    case CpuCompiler::Dlopen: return "dlopen";
   }
   return "unknown";
 }
 
-CpuBackend parse_cpu_backend(std::string_view name) {
+CpuCompiler parse_cpu_compiler(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (CpuBackend b : {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen})
+  for (CpuCompiler b : {CpuCompiler::Clang, CpuCompiler::Llvm, CpuCompiler::Dlopen})
     if (lower == to_string(b)) return b;
   throw make_error(ErrorKind::Validation, "unknown CPU backend \"{}\": expected clang, llvm or dlopen", name);
 }
 
-CpuBackendChoice default_cpu_backend() {
+CpuCompilerChoice default_cpu_compiler() {
   if (auto requested = env_string("SVOD_CPU_BACKEND")) {
     try {
-      return {parse_cpu_backend(*requested), "SVOD_CPU_BACKEND=" + *requested};
+      return {parse_cpu_compiler(*requested), "SVOD_CPU_BACKEND=" + *requested};
     } catch (const Error& e) {
       throw make_error(ErrorKind::Validation, "SVOD_CPU_BACKEND: {}", e.what());
     }
@@ -115,29 +115,29 @@ CpuBackendChoice default_cpu_backend() {
   // Decided by the file, not by opening it: opening costs milliseconds that
   // a process running stored objects never needs to spend.
   if (const auto file = llvm_plugin_file())
-    return {CpuBackend::Llvm, "in-process LLVM, the fastest to compile, from " + *file};
-  return {CpuBackend::Clang, "the llvm backend is unavailable: " + llvm_plugin().error};
+    return {CpuCompiler::Llvm, "in-process LLVM, the fastest to compile, from " + *file};
+  return {CpuCompiler::Clang, "the llvm backend is unavailable: " + llvm_plugin().error};
 }
 
-std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend) {
-  switch (backend) {
-    case CpuBackend::Clang: {
+std::shared_ptr<const Compiler> cpu_compiler(CpuCompiler which) {
+  switch (which) {
+    case CpuCompiler::Clang: {
       static const std::shared_ptr<const Compiler> clang =
           std::make_shared<DeferredCompiler>([] { return std::make_shared<ClangCompiler>(); });
       return clang;
     }
-    case CpuBackend::Llvm: {
+    case CpuCompiler::Llvm: {
       if (!llvm_plugin_file()) throw Error(ErrorKind::DeviceUnavailable, llvm_plugin().error);
       static const std::shared_ptr<const Compiler> llvm = std::make_shared<LlvmPluginCompiler>();
       return llvm;
     }
-    case CpuBackend::Dlopen: {
+    case CpuCompiler::Dlopen: {
       static const std::shared_ptr<const Compiler> dlopen =
           std::make_shared<DeferredCompiler>([] { return std::make_shared<DlopenCompiler>(); });
       return dlopen;
     }
   }
-  throw make_error(ErrorKind::Internal, "CPU backend {} has no compiler", static_cast<int>(backend));
+  throw make_error(ErrorKind::Internal, "CPU compiler {} is not known", static_cast<int>(which));
 }
 
 }  // namespace svod

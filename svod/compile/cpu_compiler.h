@@ -1,4 +1,5 @@
-// CPU backends: how C and LLVM IR become running code on the CPU device.
+// CPU compilers: how C and LLVM IR become running code on the CPU device
+// (users pick one by the name "backend": svod run --backend, SVOD_CPU_BACKEND).
 //
 //   clang   a clang process per kernel (source on stdin, object on stdout),
 //           loaded by svod's ELF loader;
@@ -18,23 +19,23 @@
 
 namespace svod {
 
-enum class CpuBackend { Clang, Llvm, Dlopen };
+enum class CpuCompiler { Clang, Llvm, Dlopen };
 
-std::string_view to_string(CpuBackend backend) noexcept;
+std::string_view to_string(CpuCompiler compiler) noexcept;
 // "clang", "llvm" or "dlopen" (any letter case); anything else is an
 // Error(Validation) that lists the valid names.
-CpuBackend parse_cpu_backend(std::string_view name);
+CpuCompiler parse_cpu_compiler(std::string_view name);
 
-struct CpuBackendChoice {
-  CpuBackend backend = CpuBackend::Clang;
-  std::string reason;  // one line: why this backend
+struct CpuCompilerChoice {
+  CpuCompiler compiler = CpuCompiler::Clang;
+  std::string reason;  // one line: why this compiler
 };
 
-// SVOD_CPU_BACKEND when set (an unknown name throws as parse_cpu_backend),
+// SVOD_CPU_BACKEND when set (an unknown name throws as parse_cpu_compiler),
 // else llvm when libsvod_llvm.so is there, else clang. Asking opens nothing.
-CpuBackendChoice default_cpu_backend();
+CpuCompilerChoice default_cpu_compiler();
 
-// The process's compiler for `backend`, created on first use. Throws
+// The process's compiler `which`, created on first use. Throws
 // Error(DeviceUnavailable) saying why when the llvm library is missing. No
 // compiler starts before it is needed: the llvm plugin opens at the first
 // compile (or when its identity is asked for and the object cache does not
@@ -42,6 +43,6 @@ CpuBackendChoice default_cpu_backend();
 // DeviceUnavailable error then), and the clang and dlopen compilers look for
 // clang at their first use, so a CPU device without a toolchain still runs
 // stored objects.
-std::shared_ptr<const Compiler> cpu_compiler(CpuBackend backend);
+std::shared_ptr<const Compiler> cpu_compiler(CpuCompiler which);
 
 }  // namespace svod

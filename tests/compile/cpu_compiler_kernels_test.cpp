@@ -1,13 +1,13 @@
 // Every foundation kernel (tests/device/cpu_device_test.cpp) on each CPU
-// backend — clang process, in-process LLVM, dlopen — with the same expected
-// results, C and LLVM IR alike; plus compile errors and identities per backend.
+// compiler — clang process, in-process LLVM, dlopen — with the same expected
+// results, C and LLVM IR alike; plus compile errors and identities per compiler.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "svod/base/error.h"
 #include "svod/backends/cpu/cpu_device.h"
-#include "tests/backends/backends_built.h"
+#include "tests/support/cpu_compilers_built.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -15,7 +15,7 @@ namespace {
 
 using test::c_kernel;
 
-class BackendKernels : public ::testing::TestWithParam<CpuBackend> {
+class CpuCompilerKernels : public ::testing::TestWithParam<CpuCompiler> {
  protected:
   std::shared_ptr<CpuDevice> cpu = cpu_device(GetParam());
 
@@ -36,18 +36,18 @@ class BackendKernels : public ::testing::TestWithParam<CpuBackend> {
   }
 };
 
-TEST_P(BackendKernels, IdentityNamesTheBackend) {
+TEST_P(CpuCompilerKernels, IdentityNamesTheBackend) {
   const CompilerIdentity& id = cpu->compiler().identity();
   EXPECT_EQ(id.backend, to_string(GetParam()));
   EXPECT_FALSE(id.target_cpu.empty());
   EXPECT_FALSE(id.target_features.empty());
-  for (CpuBackend other : test::cpu_backends_built()) {
+  for (CpuCompiler other : test::cpu_compilers_built()) {
     if (other == GetParam()) continue;
     EXPECT_NE(cpu_device(other)->compiler().identity().hash(), id.hash()) << to_string(other);
   }
 }
 
-TEST_P(BackendKernels, Float4VectorMath) {
+TEST_P(CpuCompilerKernels, Float4VectorMath) {
   auto p = cpu->compile(c_kernel("axpy4",
                                  "typedef float float4 __attribute__((ext_vector_type(4)));\n"
                                  "void axpy4(float4* restrict y, const float4* restrict x, int n) {\n"
@@ -61,7 +61,7 @@ TEST_P(BackendKernels, Float4VectorMath) {
   EXPECT_EQ(std::vector<float>(y.span<float>().begin(), y.span<float>().end()), want);
 }
 
-TEST_P(BackendKernels, LibmThroughMathHeader) {
+TEST_P(CpuCompilerKernels, LibmThroughMathHeader) {
   auto p = cpu->compile(c_kernel("mathk",
                                  "#include <math.h>\n#include <stdint.h>\n"
                                  "void mathk(float* restrict o, const float* restrict x) {\n"
@@ -78,7 +78,7 @@ TEST_P(BackendKernels, LibmThroughMathHeader) {
   EXPECT_FLOAT_EQ(r[3], std::pow(3.0f, 1.5f) * 3);
 }
 
-TEST_P(BackendKernels, LookupTableAndJumpTableSwitch) {
+TEST_P(CpuCompilerKernels, LookupTableAndJumpTableSwitch) {
   auto p = cpu->compile(c_kernel("lut",
                                  "static const int table[8] = {3, 1, 4, 1, 5, 9, 2, 6};\n"
                                  "void lut(int* restrict o, int n) {\n"
@@ -100,7 +100,7 @@ TEST_P(BackendKernels, LookupTableAndJumpTableSwitch) {
   for (int i = 0; i < 40; ++i) EXPECT_EQ(o.span<int32_t>()[i], (i % 9 + 1) * 11 * 100 + table[i % 8]) << i;
 }
 
-TEST_P(BackendKernels, StaticMutableStateAndHelperFunction) {
+TEST_P(CpuCompilerKernels, StaticMutableStateAndHelperFunction) {
   auto p = cpu->compile(c_kernel("count",
                                  "static int calls;\nstatic int history[4] = {7, 7, 7, 7};\n"
                                  "int helper_square(int v) { return v * v; }\n"
@@ -116,7 +116,7 @@ TEST_P(BackendKernels, StaticMutableStateAndHelperFunction) {
   EXPECT_EQ(std::vector<int32_t>(r.begin(), r.end()), (std::vector<int32_t>{3, 0, 1, 4, 7}));
 }
 
-TEST_P(BackendKernels, SixtyFourBitScalars) {
+TEST_P(CpuCompilerKernels, SixtyFourBitScalars) {
   auto p = cpu->compile(c_kernel("wide",
                                  "void wide(long long* restrict o, long long big, int small, long long neg) {\n"
                                  "  o[0] = big; o[1] = small; o[2] = neg; o[3] = big / 3;\n}\n",
@@ -131,7 +131,7 @@ TEST_P(BackendKernels, SixtyFourBitScalars) {
   EXPECT_EQ(std::vector<int64_t>(r.begin(), r.end()), (std::vector<int64_t>{big, -7, -(int64_t{1} << 35), big / 3}));
 }
 
-TEST_P(BackendKernels, Int128Division) {
+TEST_P(CpuCompilerKernels, Int128Division) {
   auto p = cpu->compile(c_kernel("div128",
                                  "void div128(unsigned long long* restrict o, const unsigned long long* restrict a) {\n"
                                  "  unsigned __int128 n = ((unsigned __int128)a[0] << 64) | a[1];\n"
@@ -155,7 +155,7 @@ TEST_P(BackendKernels, Int128Division) {
   EXPECT_EQ(r[3], static_cast<uint64_t>(m));
 }
 
-TEST_P(BackendKernels, Float16Arithmetic) {
+TEST_P(CpuCompilerKernels, Float16Arithmetic) {
   auto p = cpu->compile(c_kernel("half",
                                  "void half(_Float16* restrict o, const _Float16* restrict a, const float* restrict f) {\n"
                                  "  o[0] = a[0] + a[1]; o[1] = a[0] * a[1]; o[2] = (_Float16)f[0];\n}\n",
@@ -170,7 +170,7 @@ TEST_P(BackendKernels, Float16Arithmetic) {
   EXPECT_TRUE(std::isinf(f16_to_float(o.span<uint16_t>()[2])));
 }
 
-TEST_P(BackendKernels, LlvmIrScalarKernel) {
+TEST_P(CpuCompilerKernels, LlvmIrScalarKernel) {
   ProgramSpec spec = c_kernel("scale",
                               "define void @scale(ptr noalias %o, ptr noalias %x, i32 %k) {\n"
                               "  %v = load float, ptr %x\n  %kf = sitofp i32 %k to float\n"
@@ -185,7 +185,7 @@ TEST_P(BackendKernels, LlvmIrScalarKernel) {
   EXPECT_EQ(o.span<float>()[0], -10.0f);
 }
 
-TEST_P(BackendKernels, LlvmIrLoopWithLibmCall) {
+TEST_P(CpuCompilerKernels, LlvmIrLoopWithLibmCall) {
   // A loop the optimiser vectorises and an external call the loader resolves.
   ProgramSpec spec = c_kernel("ir_loop",
                               "declare float @sqrtf(float)\n"
@@ -210,7 +210,7 @@ TEST_P(BackendKernels, LlvmIrLoopWithLibmCall) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(o.span<float>()[i], (4.0f + float(i)) * 2.0f) << i;
 }
 
-TEST_P(BackendKernels, MillionElementAdd) {
+TEST_P(CpuCompilerKernels, MillionElementAdd) {
   const int n = 1 << 20;
   ProgramSpec spec = c_kernel("add",
                               "void add(float* restrict o, const float* restrict a, const float* restrict b, int n) {\n"
@@ -228,7 +228,7 @@ TEST_P(BackendKernels, MillionElementAdd) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(o.span<float>()[i], a.span<float>()[i] + b.span<float>()[i]) << i;
 }
 
-TEST_P(BackendKernels, CoreIdSlicesEachRunOnce) {
+TEST_P(CpuCompilerKernels, CoreIdSlicesEachRunOnce) {
   const int slices = 64;
   ProgramSpec spec = c_kernel("slices",
                               "void slices(int* restrict hits, int scale, int core_id) { hits[core_id] += scale + core_id; }",
@@ -242,7 +242,7 @@ TEST_P(BackendKernels, CoreIdSlicesEachRunOnce) {
   for (int i = 0; i < slices; ++i) EXPECT_EQ(hits.span<int32_t>()[i], 1000 + i);
 }
 
-TEST_P(BackendKernels, DefinesReachTheSource) {
+TEST_P(CpuCompilerKernels, DefinesReachTheSource) {
   ProgramSpec spec = c_kernel("defined", "void defined(int* o) { o[0] = SCALE * 2; }", {{"o", Access::Write}});
   spec.defines = {{"SCALE", "21"}};
   auto p = cpu->compile(spec);
@@ -252,14 +252,14 @@ TEST_P(BackendKernels, DefinesReachTheSource) {
   EXPECT_EQ(o.span<int32_t>()[0], 42);
 }
 
-TEST_P(BackendKernels, CSyntaxErrorIsACompileErrorWithDiagnostics) {
+TEST_P(CpuCompilerKernels, CSyntaxErrorIsACompileErrorWithDiagnostics) {
   Error e = compile_error(c_kernel("broken", "void broken(int* o) { o[0] = undeclared_name + ; }", {{"o"}}));
   EXPECT_EQ(e.kind(), ErrorKind::Compile);
   EXPECT_NE(std::string(e.what()).find("undeclared_name"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("error"), std::string::npos) << e.what();
 }
 
-TEST_P(BackendKernels, IrParseErrorIsACompileError) {
+TEST_P(CpuCompilerKernels, IrParseErrorIsACompileError) {
   ProgramSpec spec = c_kernel("bad_ir", "define void @bad_ir(ptr %o) {\n  store i32 1, ptr %o\n  ret void\n", {{"o"}});
   spec.language = Language::LlvmIr;
   Error e = compile_error(spec);
@@ -267,21 +267,21 @@ TEST_P(BackendKernels, IrParseErrorIsACompileError) {
   EXPECT_NE(std::string(e.what()).find("bad_ir"), std::string::npos) << e.what();
 }
 
-TEST_P(BackendKernels, MissingEntryNamesTheSymbol) {
+TEST_P(CpuCompilerKernels, MissingEntryNamesTheSymbol) {
   Error e = compile_error(c_kernel("not_there", "void other(int* o) { o[0] = 1; }", {{"o"}}));
   EXPECT_EQ(e.kind(), ErrorKind::UndefinedSymbol);
   EXPECT_NE(std::string(e.what()).find("not_there"), std::string::npos) << e.what();
 }
 
-TEST_P(BackendKernels, UndefinedExternalSymbolIsReported) {
+TEST_P(CpuCompilerKernels, UndefinedExternalSymbolIsReported) {
   Error e = compile_error(
       c_kernel("k_undef", "void svod_no_such_function(void);\nvoid k_undef(int* o) { svod_no_such_function(); }", {{"o"}}));
   EXPECT_EQ(e.kind(), ErrorKind::UndefinedSymbol);
   EXPECT_NE(std::string(e.what()).find("svod_no_such_function"), std::string::npos) << e.what();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCpuBackends, BackendKernels, ::testing::ValuesIn(test::cpu_backends_built()),
-                         [](const ::testing::TestParamInfo<CpuBackend>& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(AllCpuCompilers, CpuCompilerKernels, ::testing::ValuesIn(test::cpu_compilers_built()),
+                         [](const ::testing::TestParamInfo<CpuCompiler>& info) { return std::string(to_string(info.param)); });
 
 }  // namespace
 }  // namespace svod

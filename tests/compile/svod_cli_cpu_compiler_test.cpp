@@ -1,4 +1,4 @@
-// The svod tool and the CPU backends: `svod run --backend` on each, `svod
+// The svod tool and the CPU compilers: `svod run --backend` on each, `svod
 // info` saying which backend is the default and why, and a clang-only run
 // that never opens libLLVM.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "svod/base/subprocess.h"
-#include "tests/backends/backends_built.h"
+#include "tests/support/cpu_compilers_built.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -59,7 +59,7 @@ class SvodCli : public ::testing::Test {
 TEST_F(SvodCli, RunGivesTheSameOutputsOnEveryBackend) {
   ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
   std::string reference;
-  for (CpuBackend b : test::cpu_backends_built()) {
+  for (CpuCompiler b : test::cpu_compilers_built()) {
     const std::string backend(to_string(b));
     SCOPED_TRACE(backend);
     ProcessResult r = svod({"run", plan_, "--backend", backend});

@@ -1,4 +1,4 @@
-// Choosing a CPU backend, the llvm plugin loaded on demand (and only then),
+// Choosing a CPU compiler, the llvm plugin loaded on demand (and only then),
 // concurrent in-process compiles, and the lifetime of dlopen'ed libraries,
 // compiled or prebuilt.
 #include <dlfcn.h>
@@ -16,7 +16,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/backends/cpu/cpu_device.h"
-#include "tests/backends/backends_built.h"
+#include "tests/support/cpu_compilers_built.h"
 #include "tests/cache/cache_test_support.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
@@ -45,16 +45,16 @@ ErrorKind expect_error_kind(Fn&& fn) {
   return ErrorKind::Internal;
 }
 
-TEST(CpuBackendSelection, NamesParseInAnyCase) {
-  EXPECT_EQ(parse_cpu_backend("clang"), CpuBackend::Clang);
-  EXPECT_EQ(parse_cpu_backend("LLVM"), CpuBackend::Llvm);
-  EXPECT_EQ(parse_cpu_backend("Dlopen"), CpuBackend::Dlopen);
-  for (CpuBackend b : {CpuBackend::Clang, CpuBackend::Llvm, CpuBackend::Dlopen}) EXPECT_EQ(parse_cpu_backend(to_string(b)), b);
+TEST(CpuCompilerSelection, NamesParseInAnyCase) {
+  EXPECT_EQ(parse_cpu_compiler("clang"), CpuCompiler::Clang);
+  EXPECT_EQ(parse_cpu_compiler("LLVM"), CpuCompiler::Llvm);
+  EXPECT_EQ(parse_cpu_compiler("Dlopen"), CpuCompiler::Dlopen);
+  for (CpuCompiler b : {CpuCompiler::Clang, CpuCompiler::Llvm, CpuCompiler::Dlopen}) EXPECT_EQ(parse_cpu_compiler(to_string(b)), b);
 }
 
-TEST(CpuBackendSelection, UnknownNameIsAnErrorListingTheValidOnes) {
+TEST(CpuCompilerSelection, UnknownNameIsAnErrorListingTheValidOnes) {
   try {
-    parse_cpu_backend("gcc");
+    parse_cpu_compiler("gcc");
     FAIL() << "gcc parsed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Validation);
@@ -63,7 +63,7 @@ TEST(CpuBackendSelection, UnknownNameIsAnErrorListingTheValidOnes) {
   }
   ScopedEnv env("SVOD_CPU_BACKEND", "mlir");
   try {
-    default_cpu_backend();
+    default_cpu_compiler();
     FAIL() << "SVOD_CPU_BACKEND=mlir accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Validation);
@@ -73,35 +73,35 @@ TEST(CpuBackendSelection, UnknownNameIsAnErrorListingTheValidOnes) {
   EXPECT_THROW(cpu_device(), Error);
 }
 
-TEST(CpuBackendSelection, EnvironmentPicksTheBackend) {
-  for (CpuBackend b : test::cpu_backends_built()) {
+TEST(CpuCompilerSelection, EnvironmentPicksTheBackend) {
+  for (CpuCompiler b : test::cpu_compilers_built()) {
     ScopedEnv env("SVOD_CPU_BACKEND", std::string(to_string(b)));
-    const CpuBackendChoice choice = default_cpu_backend();
-    EXPECT_EQ(choice.backend, b);
+    const CpuCompilerChoice choice = default_cpu_compiler();
+    EXPECT_EQ(choice.compiler, b);
     EXPECT_EQ(choice.reason, "SVOD_CPU_BACKEND=" + std::string(to_string(b)));
     EXPECT_EQ(cpu_device(), cpu_device(b));
     EXPECT_EQ(cpu_device()->compiler().identity().backend, to_string(b));
   }
 }
 
-TEST(CpuBackendSelection, DefaultIsLlvmWhenItsLibraryIsThereElseClang) {
+TEST(CpuCompilerSelection, DefaultIsLlvmWhenItsLibraryIsThereElseClang) {
   ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
   const LlvmPluginStatus& plugin = llvm_plugin();
-  const CpuBackendChoice choice = default_cpu_backend();
+  const CpuCompilerChoice choice = default_cpu_compiler();
   if (!SVOD_LLVM_PLUGIN_BUILT) {
     EXPECT_FALSE(plugin.available());
-    EXPECT_EQ(choice.backend, CpuBackend::Clang);
+    EXPECT_EQ(choice.compiler, CpuCompiler::Clang);
     EXPECT_NE(choice.reason.find("libsvod_llvm.so"), std::string::npos) << choice.reason;
-    EXPECT_EQ(expect_error_kind([] { cpu_compiler(CpuBackend::Llvm); }), ErrorKind::DeviceUnavailable);
+    EXPECT_EQ(expect_error_kind([] { cpu_compiler(CpuCompiler::Llvm); }), ErrorKind::DeviceUnavailable);
     return;
   }
   ASSERT_TRUE(plugin.available()) << plugin.error;  // built beside libsvod_runtime.so in this tree
-  EXPECT_EQ(choice.backend, CpuBackend::Llvm);
+  EXPECT_EQ(choice.compiler, CpuCompiler::Llvm);
   EXPECT_NE(choice.reason.find(plugin.path), std::string::npos) << choice.reason;
   EXPECT_EQ(plugin.compiler->identity().path, plugin.path);
 }
 
-TEST(CpuBackendSelection, PluginIsLookedForBesideTheRuntimeOrWhereTheEnvironmentSays) {
+TEST(CpuCompilerSelection, PluginIsLookedForBesideTheRuntimeOrWhereTheEnvironmentSays) {
   {
     ScopedEnv env("SVOD_LLVM_PLUGIN", std::nullopt);
     const auto candidates = llvm_plugin_candidates();
@@ -115,11 +115,11 @@ TEST(CpuBackendSelection, PluginIsLookedForBesideTheRuntimeOrWhereTheEnvironment
 // A process that only ever uses the clang backend never maps libLLVM. Runs in
 // a fresh process (the threadsafe death-test style re-executes the binary),
 // since other tests in this one load the plugin.
-TEST(CpuBackendSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
+TEST(CpuCompilerSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        auto cpu = cpu_device(CpuBackend::Clang);
+        auto cpu = cpu_device(CpuCompiler::Clang);
         auto p = cpu->compile(c_kernel("clang_only", "void clang_only(int* o) { o[0] = 7; }", {{"o", Access::Write}}));
         Buffer o = cpu->allocate(DType::I32, 1);
         Buffer bufs[] = {o};
@@ -135,7 +135,7 @@ TEST(CpuBackendSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
 
 TEST(LlvmBackend, EightThreadsCompileAtOnce) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = cpu_device(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
   constexpr int kThreads = 8, kPerThread = 4;
   std::atomic<int> correct{0};
@@ -182,7 +182,7 @@ TEST(LlvmBackend, EightThreadsCompileAtOnce) {
 // it; the front end, optimisation and code generation are each timed.
 TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = cpu_device(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
   ProgramSpec c = c_kernel("dot8",
                            "void dot8(float* restrict o, const float* restrict a, int n) {\n"
@@ -220,7 +220,7 @@ TEST(LlvmBackend, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   // Without the object cache the first compile parses the headers itself.
   const test::ScopedObjectCache no_cache(nullptr);
-  auto cpu = cpu_device(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
   std::string folder = (std::filesystem::temp_directory_path() / "svod-preamble-XXXXXX").string();
   ASSERT_NE(mkdtemp(folder.data()), nullptr);
@@ -258,7 +258,7 @@ TEST(LlvmBackend, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
 
 TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = cpu_device(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
   std::vector<ProgramSpec> specs = {
       c_kernel("axpy", "void axpy(float* restrict y, const float* restrict x, int n) {\n"
@@ -289,7 +289,7 @@ TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
 // without the verifier, so the clang and dlopen backends accept this module.
 TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
   SVOD_REQUIRE_LLVM_PLUGIN();
-  auto cpu = cpu_device(CpuBackend::Llvm);
+  auto cpu = cpu_device(CpuCompiler::Llvm);
   // Forward references parse; using %x before its definition does not verify.
   ProgramSpec spec = c_kernel("use_before_def",
                               "define void @use_before_def(ptr %o) {\n  store i32 %x, ptr %o\n"
@@ -306,7 +306,7 @@ TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
 }
 
 TEST(DlopenBackend, LibraryClosesWhenItsLastProgramIsReleased) {
-  auto cpu = cpu_device(CpuBackend::Dlopen);
+  auto cpu = cpu_device(CpuCompiler::Dlopen);
   ProgramSpec spec = c_kernel("dlopen_lifetime_probe", "void dlopen_lifetime_probe(int* o) { o[0] = 5; }", {{"o", Access::Write}});
   const Artifact artifact = cpu->compiler().compile(spec);
   ASSERT_EQ(artifact.kind, ArtifactKind::SharedLibrary);
@@ -352,7 +352,7 @@ class PrebuiltLibrary : public ::testing::Test {
 };
 
 TEST_F(PrebuiltLibrary, LoadsWithADeclaredSpecRunsAndClosesOnRelease) {
-  auto cpu = cpu_device(CpuBackend::Clang);
+  auto cpu = cpu_device(CpuCompiler::Clang);
   ProgramSpec spec;
   spec.entry = "prebuilt_scale";
   spec.buffers = {{"o", Access::Write, DType::F32, Expr::parse("n")}, {"a", Access::Read, DType::F32, Expr::parse("n")}};
@@ -374,7 +374,7 @@ TEST_F(PrebuiltLibrary, LoadsWithADeclaredSpecRunsAndClosesOnRelease) {
 }
 
 TEST_F(PrebuiltLibrary, EntriesMustBeTheLibrarysOwn) {
-  auto cpu = cpu_device(CpuBackend::Clang);
+  auto cpu = cpu_device(CpuCompiler::Clang);
   for (const char* entry : {"hidden_helper", "no_such_kernel", "sqrtf"}) {
     ProgramSpec spec;
     spec.entry = entry;
@@ -390,7 +390,7 @@ TEST_F(PrebuiltLibrary, EntriesMustBeTheLibrarysOwn) {
 }
 
 TEST_F(PrebuiltLibrary, MissingOrInvalidFilesAreLoadErrors) {
-  auto cpu = cpu_device(CpuBackend::Clang);
+  auto cpu = cpu_device(CpuCompiler::Clang);
   ProgramSpec spec;
   spec.entry = "prebuilt_scale";
   try {

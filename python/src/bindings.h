@@ -277,8 +277,10 @@ py::object numpy_view(const Buffer& buffer, const std::vector<size_t>& shape);
 // anything else).
 std::shared_ptr<const Program> program_from_object(py::handle obj, std::string_view what);
 
-// The process's CPU device (the registry's), owner of wrapped host memory.
-Device& host_device();
+// The process's CPU device (the registry's, as svod::cpu_device()), owner of
+// wrapped host memory. (svod::host_device() is the kernel-less device that
+// stages copies.)
+Device& cpu_device();
 
 // The BenchmarkConfig of svod.benchmark's arguments: `runs` is both the
 // least and the most timed runs; times are in seconds.

@@ -17,7 +17,7 @@ namespace {
 class BorrowedStorage final : public Storage {
  public:
   BorrowedStorage(void* data, size_t bytes, std::function<void()> release, bool read_only = false)
-      : Storage(host_device(), bytes, data), release_(std::move(release)) {
+      : Storage(cpu_device(), bytes, data), release_(std::move(release)) {
     if (read_only) set_read_only();
   }
   ~BorrowedStorage() override {

@@ -237,7 +237,7 @@ DType dtype_from_object(py::handle obj) {
   throw make_error(ErrorKind::Validation, "dtype {}: svod has no such element type", text);
 }
 
-Device& host_device() {
+Device& cpu_device() {
   static Device& device = *open_device("CPU");
   return device;
 }

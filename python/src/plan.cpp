@@ -520,7 +520,7 @@ std::optional<BenchmarkResult> benchmark_if_plan(py::handle target, py::handle a
         p.loaded->execute();
         return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
       },
-      host_device(), config);
+      cpu_device(), config);
 }
 
 // svod.Plan is registered first, so that the signatures of the functions (and

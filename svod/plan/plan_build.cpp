@@ -1,6 +1,6 @@
 // ExecutionPlanBuilder and build time: the definition checked, views and
-// variables resolved, each op compiled to its run, the hazard DAG, queues and
-// bound addresses. finalize() ends by evaluating every kernel once through
+// variables resolved, each op resolved into its run (slots checked, accesses,
+// launch layout), the hazard DAG, queues and bound addresses. finalize() ends by evaluating every kernel once through
 // prepare() (plan_run.cpp), so bad initial values fail the build.
 #include <algorithm>
 #include <string_view>
@@ -29,7 +29,7 @@ void PlanState::finalize() {
   derive_views();
   check_variables();
   resolve_dependencies();
-  compile_ops();
+  resolve_ops();
   check_writes();
   schedule();
   bind_addresses();
@@ -165,7 +165,7 @@ void PlanState::resolve_dependencies() {
   declared_order = Dag(declared, [&](size_t i) { return op_name(i); }).order();
 }
 
-void PlanState::compile_ops() {
+void PlanState::resolve_ops() {
   const size_t nbuf = buffers.size();
   runs.clear();
   access.assign(ops.size(), {});
@@ -178,7 +178,7 @@ void PlanState::compile_ops() {
     const PreparedOp& op = ops[i];
     if (const auto* k = std::get_if<PreparedKernel>(&op)) {
       for (size_t p = 0; p < k->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), k->buffers[p]);
-      compile_kernel(i, *k);
+      resolve_kernel(i, *k);
     } else if (const auto* c = std::get_if<PreparedCopy>(&op)) {
       check_slot(i, "the destination", c->dst);
       check_slot(i, "the source", c->src);
@@ -190,16 +190,16 @@ void PlanState::compile_ops() {
       runs.emplace_back(CopyRun{c->dst, c->src});
     } else if (const auto* f = std::get_if<PreparedCustomFunction>(&op)) {
       for (size_t p = 0; p < f->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), f->buffers[p]);
-      compile_custom(i, *f);
+      resolve_custom(i, *f);
     } else if (const auto* c = std::get_if<PreparedCollective>(&op)) {
-      compile_collective(i, *c);
+      resolve_collective(i, *c);
     } else {
       runs.emplace_back(ViewOpRun{});
     }
   }
 }
 
-void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
+void PlanState::resolve_kernel(size_t i, const PreparedKernel& k) {
   const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
   if (!k.program) throw make_error(ErrorKind::Validation, "{}: no program", where);
   const ProgramSpec& spec = k.program->spec();
@@ -281,7 +281,7 @@ void PlanState::compile_kernel(size_t i, const PreparedKernel& k) {
   runs.emplace_back(std::move(run));
 }
 
-void PlanState::compile_collective(size_t i, const PreparedCollective& c) {
+void PlanState::resolve_collective(size_t i, const PreparedCollective& c) {
   const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
   const size_t nbuf = buffers.size();
   const size_t ranks = static_cast<size_t>(comm->size());
@@ -326,7 +326,7 @@ void PlanState::compile_collective(size_t i, const PreparedCollective& c) {
   runs.emplace_back(std::move(run));
 }
 
-void PlanState::compile_custom(size_t i, const PreparedCustomFunction& c) {
+void PlanState::resolve_custom(size_t i, const PreparedCustomFunction& c) {
   const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
   CustomRun run;
   run.attrs = &c.attrs;

@@ -187,10 +187,12 @@ struct PlanState {
   void derive_views();
   void check_variables();
   void resolve_dependencies();
-  void compile_ops();
-  void compile_kernel(size_t i, const PreparedKernel& k);
-  void compile_custom(size_t i, const PreparedCustomFunction& c);
-  void compile_collective(size_t i, const PreparedCollective& c);
+  // Each op resolved into its run (OpRun) and its buffer accesses; nothing is
+  // compiled here (programs come compiled).
+  void resolve_ops();
+  void resolve_kernel(size_t i, const PreparedKernel& k);
+  void resolve_custom(size_t i, const PreparedCustomFunction& c);
+  void resolve_collective(size_t i, const PreparedCollective& c);
   // Error(Validation) naming the op when an op writes read-only memory.
   void check_writes() const;
   void schedule();

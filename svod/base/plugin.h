@@ -6,6 +6,8 @@
 // the libraries svod opens at run time are tried (NVRTC, NCCL).
 #pragma once
 
+#include <dlfcn.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -33,5 +35,26 @@ void* open_plugin_symbol(const std::string& path, int flags, const char* symbol,
 // listing each candidate and why ("/x/libfoo.so (no such file), libfoo.so.2
 // (<the loader's message>)"). A library that opened stays open.
 void* open_first_library(const std::vector<std::string>& candidates, std::string& path, std::string& tried);
+
+// Binds a library's functions to typed pointers by name, remembering the
+// first required one the library lacks, for one error that names it:
+//   SymbolBinder bind(handle);
+//   bind(api.cuInit, "cuInit");
+//   if (bind.missing()) ...
+class SymbolBinder {
+ public:
+  explicit SymbolBinder(void* handle) noexcept : handle_(handle) {}
+  template <typename Fn>
+  void operator()(Fn*& fn, const char* name, bool required = true) noexcept {
+    fn = reinterpret_cast<Fn*>(::dlsym(handle_, name));
+    if (fn == nullptr && required && missing_ == nullptr) missing_ = name;
+  }
+  // The first required function not found; null when all were.
+  const char* missing() const noexcept { return missing_; }
+
+ private:
+  void* handle_;
+  const char* missing_ = nullptr;
+};
 
 }  // namespace svod::detail

@@ -73,11 +73,7 @@ LoadedNccl load_nccl(const std::optional<std::string>& configured) {
     return out;
   }
   NcclApi& api = out.api;
-  const char* missing = nullptr;
-  auto bind = [&](auto& fn, const char* name, bool required = true) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-    if (!fn && required && !missing) missing = name;
-  };
+  detail::SymbolBinder bind(handle);
   bind(api.ncclGetVersion, "ncclGetVersion");
   bind(api.ncclGetErrorString, "ncclGetErrorString");
   bind(api.ncclGetLastError, "ncclGetLastError", false);
@@ -92,9 +88,9 @@ LoadedNccl load_nccl(const std::optional<std::string>& configured) {
   bind(api.ncclReduceScatter, "ncclReduceScatter");
   bind(api.ncclSend, "ncclSend");
   bind(api.ncclRecv, "ncclRecv");
-  if (missing) {
+  if (bind.missing()) {
     out.failure.emplace(make_error(ErrorKind::DeviceUnavailable, "NCCL at {} has no {} (svod needs NCCL {}.{} or newer)",
-                                   api.path, missing, kMinMajor, kMinMinor));
+                                   api.path, bind.missing(), kMinMajor, kMinMinor));
     return out;
   }
   const int status = api.ncclGetVersion(&api.version);

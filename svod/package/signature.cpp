@@ -11,11 +11,11 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <type_traits>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/file_read.h"
+#include "svod/base/plugin.h"
 #include "svod/package/package_format.h"
 
 namespace svod {
@@ -65,21 +65,17 @@ LoadedSodium load_sodium() {
                                    why ? why : "not found"));
     return out;
   }
-  const char* missing = nullptr;
-  auto bind = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-    if (fn == nullptr && missing == nullptr) missing = name;
-  };
+  detail::SymbolBinder bind(handle);
   bind(out.api.bin2hex, "sodium_bin2hex");
   bind(out.api.hex2bin, "sodium_hex2bin");
   bind(out.api.random_bytes, "randombytes_buf");
   bind(out.api.seed_keypair, "crypto_sign_seed_keypair");
   bind(out.api.sign_detached, "crypto_sign_detached");
   bind(out.api.verify_detached, "crypto_sign_verify_detached");
-  auto init = reinterpret_cast<decltype(&::sodium_init)>(dlsym(handle, "sodium_init"));
-  if (missing != nullptr || init == nullptr)
-    out.failure.emplace(
-        make_error(ErrorKind::DeviceUnavailable, "libsodium has no {}", missing ? missing : "sodium_init"));
+  decltype(&::sodium_init) init = nullptr;
+  bind(init, "sodium_init");
+  if (bind.missing() != nullptr)
+    out.failure.emplace(make_error(ErrorKind::DeviceUnavailable, "libsodium has no {}", bind.missing()));
   else if (init() < 0)
     out.failure.emplace(make_error(ErrorKind::Internal, "libsodium failed to initialise"));
   // The handle stays open for the process.

@@ -142,11 +142,7 @@ LoadedNvrtc load_nvrtc(const std::optional<std::string>& cuda_path) {
     return out;
   }
   NvrtcApi& api = out.api;
-  const char* missing = nullptr;
-  auto bind = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-    if (!fn && !missing) missing = name;
-  };
+  detail::SymbolBinder bind(handle);
   bind(api.nvrtcVersion, "nvrtcVersion");
   bind(api.nvrtcGetErrorString, "nvrtcGetErrorString");
   bind(api.nvrtcCreateProgram, "nvrtcCreateProgram");
@@ -158,9 +154,9 @@ LoadedNvrtc load_nvrtc(const std::optional<std::string>& cuda_path) {
   bind(api.nvrtcGetPTX, "nvrtcGetPTX");
   bind(api.nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
   bind(api.nvrtcGetCUBIN, "nvrtcGetCUBIN");
-  if (missing) {
+  if (bind.missing()) {
     out.failure.emplace(make_error(ErrorKind::DeviceUnavailable, "NVRTC at {} has no {} (svod needs CUDA 11.2 or newer)",
-                                   api.path, missing));
+                                   api.path, bind.missing()));
     return out;
   }
   api.nvrtcVersion(&api.major, &api.minor);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "svod/base/error.h"
+#include "svod/base/plugin.h"
 #include "svod/backends/opencl/cl_handle.h"
 
 namespace svod::detail {
@@ -33,17 +34,13 @@ Loaded load() {
     return out;
   }
   OpenClApi& api = out.api;
-  const char* missing = nullptr;
-  auto bind = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-    if (!fn && !missing) missing = name;
-  };
+  detail::SymbolBinder bind(handle);
 #define SVOD_CL_BIND(name) bind(api.name, #name);
   SVOD_OPENCL_FUNCTIONS(SVOD_CL_BIND)
 #undef SVOD_CL_BIND
-  if (missing) {
+  if (bind.missing()) {
     out.failure.emplace(make_error(ErrorKind::DeviceUnavailable,
-                                   "the OpenCL ICD loader has no {} (it predates OpenCL 1.2)", missing));
+                                   "the OpenCL ICD loader has no {} (it predates OpenCL 1.2)", bind.missing()));
   }
   // The handle stays open for the process: devices and their objects live
   // until exit.

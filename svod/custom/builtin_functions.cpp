@@ -7,11 +7,10 @@
 #include <cstring>
 
 #include "svod/base/error.h"
+#include "svod/comm/reduce.h"
 
 namespace svod::detail {
 namespace {
-
-enum class ReduceOp { Sum, Max, Min };
 
 void require_host(std::string_view function, std::span<const Buffer> buffers) {
   for (size_t i = 0; i < buffers.size(); ++i)
@@ -21,17 +20,18 @@ void require_host(std::string_view function, std::span<const Buffer> buffers) {
 
 // ---- all_reduce -----------------------------------------------------------
 
-ReduceOp parse_reduce_op(const Attrs& attrs) {
+// sum, prod, min or max, as the collectives name them.
+ReduceOp parse_all_reduce_op(const Attrs& attrs) {
   const std::string& op = attr_string("all_reduce", attrs, "op");
-  if (op == "sum") return ReduceOp::Sum;
-  if (op == "max") return ReduceOp::Max;
-  if (op == "min") return ReduceOp::Min;
-  throw make_error(ErrorKind::Validation, "custom function \"all_reduce\": op \"{}\" is not one of sum, max, min", op);
+  for (ReduceOp known : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+    if (op == to_string(known)) return known;
+  throw make_error(ErrorKind::Validation, "custom function \"all_reduce\": op \"{}\" is not one of sum, prod, min, max",
+                   op);
 }
 
 std::vector<Access> validate_all_reduce(std::span<const Buffer> buffers, const Attrs& attrs) {
   check_attr_names("all_reduce", attrs, {"op"});
-  parse_reduce_op(attrs);
+  parse_all_reduce_op(attrs);
   if (buffers.empty()) throw make_error(ErrorKind::Validation, "custom function \"all_reduce\" needs at least one buffer");
   require_host("all_reduce", buffers);
   for (size_t i = 1; i < buffers.size(); ++i) {
@@ -49,96 +49,17 @@ std::vector<Access> validate_all_reduce(std::span<const Buffer> buffers, const A
   return std::vector<Access>(buffers.size(), Access::ReadWrite);
 }
 
-// How one dtype is reduced: the element type in memory, the type arithmetic
-// happens in, and the conversions between them. Integer sums wrap (computed
-// unsigned), floats propagate NaN through max and min, and the 16-bit floats
-// are reduced in float and rounded once, to nearest even, at the end.
-template <typename T>
-struct Plain {
-  using Elem = T;
-  using Acc = T;
-  static Acc load(Elem v) { return v; }
-  static Elem store(Acc v) { return v; }
-};
-struct Half {
-  using Elem = uint16_t;
-  using Acc = float;
-  static Acc load(Elem v) { return f16_to_float(v); }
-  static Elem store(Acc v) { return float_to_f16(v); }
-};
-struct BHalf {
-  using Elem = uint16_t;
-  using Acc = float;
-  static Acc load(Elem v) { return bf16_to_float(v); }
-  static Elem store(Acc v) { return float_to_bf16(v); }
-};
-struct Boolean {
-  using Elem = uint8_t;
-  using Acc = bool;
-  static Acc load(Elem v) { return v != 0; }
-  static Elem store(Acc v) { return v ? 1 : 0; }
-};
-
-template <typename A>
-A combine(ReduceOp op, A a, A b) {
-  if constexpr (std::is_same_v<A, bool>) {
-    // For truth values sum and max are "any", min is "all".
-    return op == ReduceOp::Min ? (a && b) : (a || b);
-  } else if constexpr (std::is_floating_point_v<A>) {
-    switch (op) {
-      case ReduceOp::Sum: return a + b;
-      case ReduceOp::Max: return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? b : a);
-      case ReduceOp::Min: return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
-    }
-    return a;
-  } else {
-    using U = std::make_unsigned_t<A>;
-    switch (op) {
-      case ReduceOp::Sum: return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-      case ReduceOp::Max: return a < b ? b : a;
-      case ReduceOp::Min: return b < a ? b : a;
-    }
-    return a;
-  }
-}
-
-template <typename Rule>
-void reduce(std::span<const Buffer> buffers, ReduceOp op) {
-  using Elem = typename Rule::Elem;
-  const size_t n = buffers[0].count();
-  std::vector<Elem*> data(buffers.size());
-  for (size_t k = 0; k < buffers.size(); ++k) data[k] = static_cast<Elem*>(buffers[k].data());
-  for (size_t i = 0; i < n; ++i) {
-    Elem first;
-    std::memcpy(&first, data[0] + i, sizeof(Elem));
-    typename Rule::Acc acc = Rule::load(first);
-    for (size_t k = 1; k < data.size(); ++k) {
-      Elem e;
-      std::memcpy(&e, data[k] + i, sizeof(Elem));
-      acc = combine(op, acc, Rule::load(e));
-    }
-    const Elem out = Rule::store(acc);
-    for (Elem* d : data) std::memcpy(d + i, &out, sizeof(Elem));
-  }
-}
-
+// The ranks' arithmetic of the collectives (comm/reduce.h), with every
+// buffer both an input and an output.
 void run_all_reduce(std::span<const Buffer> buffers, const Attrs& attrs, const VariableValues&) {
-  const ReduceOp op = parse_reduce_op(attrs);
-  switch (buffers[0].dtype()) {
-    case DType::Bool: return reduce<Boolean>(buffers, op);
-    case DType::I8: return reduce<Plain<int8_t>>(buffers, op);
-    case DType::U8: return reduce<Plain<uint8_t>>(buffers, op);
-    case DType::I16: return reduce<Plain<int16_t>>(buffers, op);
-    case DType::U16: return reduce<Plain<uint16_t>>(buffers, op);
-    case DType::I32: return reduce<Plain<int32_t>>(buffers, op);
-    case DType::U32: return reduce<Plain<uint32_t>>(buffers, op);
-    case DType::I64: return reduce<Plain<int64_t>>(buffers, op);
-    case DType::U64: return reduce<Plain<uint64_t>>(buffers, op);
-    case DType::F16: return reduce<Half>(buffers, op);
-    case DType::BF16: return reduce<BHalf>(buffers, op);
-    case DType::F32: return reduce<Plain<float>>(buffers, op);
-    case DType::F64: return reduce<Plain<double>>(buffers, op);
+  const ReduceOp op = parse_all_reduce_op(attrs);
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  for (const Buffer& b : buffers) {
+    inputs.push_back(b.data());
+    outputs.push_back(b.data());
   }
+  reduce_in_rank_order(buffers[0].dtype(), op, inputs, outputs, buffers[0].count());
 }
 
 // ---- fill -----------------------------------------------------------------

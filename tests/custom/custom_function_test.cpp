@@ -59,12 +59,14 @@ void expect_validation(Fn&& fn, std::string_view fragment) {
 
 TEST(AllReduce, EveryDtypeEveryOp) {
   for (DType t : kAllDTypes) {
-    for (std::string op : {"sum", "max", "min"}) {
+    for (std::string op : {"sum", "prod", "max", "min"}) {
       std::vector<Buffer> bufs{make(t, {1, 5, 0, 7}), make(t, {2, 3, 0, 1}), make(t, {4, 0, 1, 2})};
       std::vector<double> expected;
       if (t == DType::Bool) {
-        // Truth values: sum and max are "any", min is "all".
-        expected = op == "min" ? std::vector<double>{1, 0, 0, 1} : std::vector<double>{1, 1, 1, 1};
+        // Truth values: sum and max are "any", prod and min are "all" (as the collectives').
+        expected = op == "min" || op == "prod" ? std::vector<double>{1, 0, 0, 1} : std::vector<double>{1, 1, 1, 1};
+      } else if (op == "prod") {
+        expected = {8, 0, 0, 14};
       } else if (op == "sum") {
         expected = {7, 8, 1, 10};
       } else if (op == "max") {

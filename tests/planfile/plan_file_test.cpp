@@ -474,7 +474,7 @@ TEST(PlanFile, InvalidPlansNameTheField) {
       {"custom attr type", [](Json& j) { j["ops"][2]["attrs"]["op"] = true; }, K::Validation,
        "ops[2].attrs.op: expected a number or a string, got true/false"},
       {"custom unknown", [](Json& j) { j["ops"][2]["custom"] = "frobnicate"; }, K::Validation, "ops[2]: "},
-      {"custom attrs", [](Json& j) { j["ops"][2]["attrs"]["op"] = "prod"; }, K::Validation, "ops[2]: "},
+      {"custom attrs", [](Json& j) { j["ops"][2]["attrs"]["op"] = "mean"; }, K::Validation, "ops[2]: "},
       {"custom buffer", [](Json& j) { j["ops"][2]["buffers"][0] = "q"; }, K::Validation,
        "ops[2].buffers[0]: no buffer named \"q\""},
       {"output buffer", [](Json& j) { j["outputs"]["nope"] = Json::object(); }, K::Validation,

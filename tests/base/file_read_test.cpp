@@ -13,7 +13,7 @@
 #include <string>
 
 #include "svod/base/error.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "svod/base/error.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod {

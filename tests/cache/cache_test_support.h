@@ -17,28 +17,10 @@
 #include "svod/cache/object_cache.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/backends/cpu/cpu_device.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod::test {
-
-class CacheTempDir {
- public:
-  CacheTempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "svod_cache_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~CacheTempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  CacheTempDir(const CacheTempDir&) = delete;
-  CacheTempDir& operator=(const CacheTempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // The real clang-process compiler, counting how many compiles reached it.
 // hold() makes compiles wait until release(), so a test can line up waiters

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 TEST(CacheCliTest, StatsAndClear) {
   const fs::path cli = fs::path(SVOD_BINARY_DIR) / "svod";
   if (!fs::exists(cli)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
-  test::CacheTempDir dir;
+  test::TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   Artifact a;
   a.bytes.assign(2048, std::byte{7});

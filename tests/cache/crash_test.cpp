@@ -72,7 +72,7 @@ pid_t start_writer(const fs::path& dir, uint64_t child, uint64_t limit) {
 }
 
 TEST(ObjectCacheCrash, KilledWritersNeverLeaveAPartialEntryAndTheirTempFilesAreCleaned) {
-  test::CacheTempDir dir;
+  test::TempDir dir;
   std::mt19937 random(12345);
   // At least kKills kills; more (up to kMaxKills) until some kill landed
   // mid-write and some entries were published, which on a loaded machine can

@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::add_kernel;
-using test::CacheTempDir;
+using test::TempDir;
 using test::CountingCompiler;
 using test::object_cache_in;
 using test::run_add_kernel;
@@ -76,7 +76,7 @@ std::shared_ptr<const Program> compile_through(ObjectCache* cache, CpuDevice& de
 }
 
 TEST(ObjectCacheTest, StoresAndReturnsAnArtifact) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   const Hash128 key{1, 2};
   EXPECT_FALSE(cache.get(key));
@@ -104,7 +104,7 @@ TEST(ObjectCacheTest, StoresAndReturnsAnArtifact) {
 // cleared: "removed 0 files", status 0 (issue 40). A folder with an entry's
 // name cannot be removed as a file, whoever runs it.
 TEST(ObjectCacheTest, ClearSaysWhatItCouldNotRemove) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   cache.put(Hash128{1, 2}, bytes_artifact(100, 0x11));
   const fs::path stuck = cache.entry_path(Hash128{3, 4});
@@ -120,7 +120,7 @@ TEST(ObjectCacheTest, ClearSaysWhatItCouldNotRemove) {
 }
 
 TEST(ObjectCacheTest, DamagedOrForeignEntriesAreMissesAndRemoved) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   const Hash128 key{11, 22}, other{33, 44};
   cache.put(key, bytes_artifact(500, 1));
@@ -152,7 +152,7 @@ TEST(ObjectCacheTest, DamagedOrForeignEntriesAreMissesAndRemoved) {
 }
 
 TEST(ObjectCacheTest, CorruptEntryOfARealKernelIsRecompiledAndReplaced) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   CountingCompiler compiler;
   CpuDevice device(std::shared_ptr<const Compiler>(&compiler, [](const Compiler*) {}));
@@ -175,7 +175,7 @@ TEST(ObjectCacheTest, CorruptEntryOfARealKernelIsRecompiledAndReplaced) {
 // forever: it reads as a damaged entry, at once, is removed and the kernel is
 // compiled again and stored. A folder there is damaged too (and stays).
 TEST(ObjectCacheTest, AFifoOrFolderInAnEntrysPlaceIsAMissAndTheKernelIsRecompiled) {
-  CacheTempDir dir;
+  TempDir dir;
   test::Watchdog watchdog("reading a FIFO cache entry", std::chrono::seconds(120));
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   const Hash128 key{5, 6};
@@ -203,7 +203,7 @@ TEST(ObjectCacheTest, AFifoOrFolderInAnEntrysPlaceIsAMissAndTheKernelIsRecompile
 }
 
 TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   const ProgramSpec spec = add_kernel(1);
 
@@ -233,7 +233,7 @@ TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
 
   // The same clang reached through another path is another toolchain as far
   // as the cache can tell (SVOD_CLANG is how users pick one).
-  CacheTempDir bin;
+  TempDir bin;
   const fs::path link = bin.path() / "clang-wrapper";
   fs::create_symlink(fs::canonical(ClangCompiler::find_clang()), link);
   {
@@ -246,7 +246,7 @@ TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
 }
 
 TEST(ObjectCacheTest, BudgetEvictsLeastRecentlyUsed) {
-  CacheTempDir dir;
+  TempDir dir;
   const uint64_t kEntry = 1000 + 56;  // payload + header
   ObjectCache cache({dir.path(), 5000});
   std::vector<Hash128> keys;
@@ -276,7 +276,7 @@ TEST(ObjectCacheTest, BudgetEvictsLeastRecentlyUsed) {
 }
 
 TEST(ObjectCacheTest, EvictionBoundsManyWrites) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), 20'000});
   for (uint64_t i = 0; i < 100; ++i) cache.put({i, 7}, bytes_artifact(500, 1));
   EXPECT_LE(cache.usage().bytes, 20'000u);
@@ -284,7 +284,7 @@ TEST(ObjectCacheTest, EvictionBoundsManyWrites) {
 }
 
 TEST(ObjectCacheTest, ConcurrentWritersOfOneKeyLeaveOneWholeEntry) {
-  CacheTempDir dir;
+  TempDir dir;
   ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
   const Artifact a = bytes_artifact(64 * 1024, 0x5a);
   std::vector<std::thread> threads;
@@ -345,7 +345,7 @@ TEST(ObjectCacheConfigTest, ReadsTheEnvironment) {
 }
 
 TEST(ObjectCacheTest, DisabledCacheWritesNothing) {
-  CacheTempDir dir;
+  TempDir dir;
   ScopedEnv where("SVOD_CACHE_DIR", dir.path().string());
   ScopedEnv off("SVOD_CACHE", "0");
   test::ScopedObjectCache scoped(std::make_shared<ObjectCache>(ObjectCacheConfig::from_env()));
@@ -363,7 +363,7 @@ TEST(ObjectCacheTest, DisabledCacheWritesNothing) {
 // from things no user can create files in: a path below a regular file
 // (ENOTDIR) and an existing directory in /proc.
 TEST(ObjectCacheTest, UnwritableDirectoryDegradesWithOneWarning) {
-  CacheTempDir dir;
+  TempDir dir;
   const fs::path file = dir.path() / "plain-file";
   write_file(file, "not a directory");
   for (const fs::path& place : {file / "cache", fs::path("/proc/self")}) {
@@ -407,7 +407,7 @@ class SourcedCompiler final : public Compiler {
 };
 
 TEST(ObjectCacheTest, CompilerIdentitiesAreRememberedUnderTheirSource) {
-  CacheTempDir dir;
+  TempDir dir;
   SourcedCompiler compiler(Hash128{7, 9});
   compiler.identity_.version = "1";
   const Hash128 expected = compiler.identity_.hash();
@@ -476,7 +476,7 @@ TEST(ObjectCacheTest, CompilerIdentitiesAreRememberedUnderTheirSource) {
 }
 
 TEST(ObjectCacheTest, DeviceCompileGoesThroughTheProcessObjectCache) {
-  CacheTempDir dir;
+  TempDir dir;
   auto cache = object_cache_in(dir.path());
   test::ScopedObjectCache scoped(cache);
   auto compiler = std::make_shared<CountingCompiler>();

@@ -58,7 +58,7 @@ class PreambleCacheTest : public ::testing::Test {
     return found.value_or(std::pair<Hash128, Artifact>{});
   }
 
-  test::CacheTempDir dir_;
+  test::TempDir dir_;
   const fs::path cache_dir_ = dir_.path() / "cache";
   const fs::path header_ = dir_.path() / "scale.h";
   const fs::path cli_ = fs::path(SVOD_BINARY_DIR) / "svod";

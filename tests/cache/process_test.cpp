@@ -16,7 +16,7 @@ namespace svod {
 namespace {
 
 namespace fs = std::filesystem;
-using test::CacheTempDir;
+using test::TempDir;
 using test::ScopedEnv;
 
 struct ChildReport {
@@ -66,7 +66,7 @@ size_t count_files(const fs::path& dir, std::string_view suffix) {
 }
 
 TEST(ObjectCacheProcessTest, TwoProcessesWriteOneKeyThenAThirdHits) {
-  CacheTempDir dir;
+  TempDir dir;
   ScopedEnv where("SVOD_CACHE_DIR", dir.path().string());
   ScopedEnv on("SVOD_CACHE", std::nullopt);
 
@@ -101,7 +101,7 @@ TEST(ObjectCacheProcessTest, KernelCacheCapacityComesFromTheEnvironment) {
 }
 
 TEST(ObjectCacheProcessTest, CacheOffInTheEnvironmentMeansNoFiles) {
-  CacheTempDir dir;
+  TempDir dir;
   ScopedEnv where("SVOD_CACHE_DIR", dir.path().string());
   ScopedEnv off("SVOD_CACHE", "0");
   for (int i = 0; i < 2; ++i) {

@@ -21,7 +21,7 @@
 #include "svod/custom/custom_function.h"
 #include "svod/package/package.h"
 #include "tests/capi/capi_test_support.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace {

@@ -18,6 +18,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "tests/support/cpu_compilers_built.h"
 #include "tests/cache/cache_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
 
@@ -222,13 +223,8 @@ TEST(LlvmBackend, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
   const test::ScopedObjectCache no_cache(nullptr);
   auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
-  std::string folder = (std::filesystem::temp_directory_path() / "svod-preamble-XXXXXX").string();
-  ASSERT_NE(mkdtemp(folder.data()), nullptr);
-  struct Remove {
-    std::string path;
-    ~Remove() { std::filesystem::remove_all(path); }
-  } remove{folder};
-  const std::filesystem::path header = std::filesystem::path(folder) / "scale.h";
+  const test::TempDir folder;
+  const std::filesystem::path header = folder / "scale.h";
   std::ofstream(header) << "#define SCALE 2.0f\n";
   auto spec = [&](int i) {
     return c_kernel("k",
@@ -328,9 +324,6 @@ TEST(DlopenBackend, LibraryClosesWhenItsLastProgramIsReleased) {
 class PrebuiltLibrary : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "svod-prebuilt-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     library_ = dir_ / "libprebuilt_kernels.so";
     // Built elsewhere: plain `clang -shared`, nothing from svod.
     ProcessResult r = run_process({ClangCompiler::find_clang(), "-shared", "-fPIC", "-O2", "-x", "c", "-", "-o", library_.string()},
@@ -340,7 +333,6 @@ class PrebuiltLibrary : public ::testing::Test {
                                   std::chrono::seconds(60));
     ASSERT_TRUE(r.ok()) << r.err;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   bool loaded() const {
     void* handle = dlopen(library_.c_str(), RTLD_NOW | RTLD_NOLOAD);
@@ -348,7 +340,8 @@ class PrebuiltLibrary : public ::testing::Test {
     return handle != nullptr;
   }
 
-  std::filesystem::path dir_, library_;
+  test::TempDir dir_;
+  std::filesystem::path library_;
 };
 
 TEST_F(PrebuiltLibrary, LoadsWithADeclaredSpecRunsAndClosesOnRelease) {

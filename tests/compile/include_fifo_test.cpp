@@ -14,7 +14,7 @@
 #include "svod/compile/clang_compiler.h"
 #include "svod/compile/cpu_compiler.h"
 #include "tests/support/cpu_compilers_built.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
 

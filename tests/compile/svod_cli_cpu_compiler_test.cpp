@@ -8,6 +8,7 @@
 
 #include "svod/base/subprocess.h"
 #include "tests/support/cpu_compilers_built.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -34,13 +35,9 @@ constexpr const char* kPlan = R"J({
 class SvodCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "svod-cli-backend-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     plan_ = (dir_ / "plan.json").string();
     std::ofstream(plan_) << kPlan;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   static ProcessResult svod(std::vector<std::string> args) {
     args.insert(args.begin(), SVOD_BINARY_DIR "/svod");
@@ -52,7 +49,7 @@ class SvodCli : public ::testing::Test {
     return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
   }
 
-  std::filesystem::path dir_;
+  test::TempDir dir_;
   std::string plan_;
 };
 

@@ -25,7 +25,7 @@
 #include "svod/compile/compile_policy.h"
 #include "svod/package/package.h"
 #include "svod/planfile/plan_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod {

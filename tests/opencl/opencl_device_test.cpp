@@ -371,7 +371,7 @@ TEST_F(OpenCl, ProgramsAreCachedPerSpec) {
 // bytes the device refuses are a Load error (which the cache path answers by
 // compiling afresh).
 TEST_F(OpenCl, BinariesGoThroughTheObjectCache) {
-  test::CacheTempDir dir;
+  test::TempDir dir;
   test::ScopedObjectCache scoped(test::object_cache_in(dir.path()));
   ProgramSpec spec = opencl_spec(
       "__kernel void twice(__global float* o, __global const float* a) { int i = get_global_id(0); o[i] = 2 * a[i]; }",

@@ -18,7 +18,7 @@
 #include "svod/base/cpu_features.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/package/package.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
 

@@ -8,7 +8,7 @@
 
 #include "svod/package/package.h"
 #include "svod/package/signature.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod {

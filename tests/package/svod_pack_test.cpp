@@ -14,7 +14,7 @@
 #include "svod/base/cpu_features.h"
 #include "svod/package/package.h"
 #include "svod/package/signature.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace svod {
 namespace {

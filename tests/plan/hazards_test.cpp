@@ -10,7 +10,7 @@
 
 #include "svod/base/thread_pool.h"
 #include "svod/plan/dag.h"
-#include "tests/plan/plan_test_util.h"
+#include "tests/plan/plan_test_support.h"
 
 namespace svod::detail {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "svod/comm/communicator.h"
 #include "svod/plan/execution_plan.h"
-#include "tests/plan/plan_test_util.h"
+#include "tests/plan/plan_test_support.h"
 #include "tests/support/comm_checks.h"
 
 namespace svod {

@@ -8,7 +8,7 @@
 
 #include "svod/base/thread_pool.h"
 #include "svod/plan/execution_plan.h"
-#include "tests/plan/plan_test_util.h"
+#include "tests/plan/plan_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace svod {

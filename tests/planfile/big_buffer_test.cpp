@@ -10,7 +10,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/base/host_memory.h"
 #include "svod/planfile/plan_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/rss.h"
 #include "tests/support/test_support.h"
 

@@ -9,7 +9,7 @@
 #include "svod/compile/cpu_compiler.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/planfile/plan_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 #ifndef SVOD_LLVM_PLUGIN_BUILT

@@ -11,7 +11,7 @@
 #include "svod/base/error.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/tune_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace svod {
 namespace {

@@ -16,7 +16,7 @@
 #include "svod/package/package_format.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/tune_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace svod {
 namespace {

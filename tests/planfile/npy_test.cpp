@@ -9,7 +9,7 @@
 #include <string>
 
 #include "svod/base/error.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 
 namespace svod {

@@ -10,7 +10,7 @@
 #include "svod/comm/communicator.h"
 #include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/comm_checks.h"
 #include "tests/support/test_support.h"
 

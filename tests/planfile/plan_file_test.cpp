@@ -14,7 +14,7 @@
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "svod/registry/registry.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
 

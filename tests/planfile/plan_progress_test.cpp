@@ -15,7 +15,7 @@
 #include <string>
 
 #include "svod/planfile/plan_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace svod {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "svod/base/error.h"
 #include "svod/planfile/plan_file.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace svod {

@@ -21,7 +21,7 @@
 
 #include "svod/base/npy.h"
 #include "svod/capi/svod.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/orphans.h"
 #include "tests/support/watchdog.h"
 

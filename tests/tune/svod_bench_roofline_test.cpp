@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "svod/base/subprocess.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace svod {
 namespace {

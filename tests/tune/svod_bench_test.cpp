@@ -9,7 +9,7 @@
 #include <regex>
 
 #include "svod/base/subprocess.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace svod {
 namespace {

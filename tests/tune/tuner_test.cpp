@@ -20,7 +20,7 @@
 #include "svod/base/json_depth.h"
 #include "svod/base/subprocess.h"
 #include "svod/tune/tune_worker.h"
-#include "tests/planfile/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
 

@@ -14,7 +14,7 @@ namespace svod::test {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "svod_planfile_XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "svod_test_XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) std::abort();
     path_ = pattern;
   }

@@ -1,4 +1,4 @@
-#include "tests/plan/plan_test_util.h"
+#include "tests/plan/plan_test_support.h"
 
 #include <mutex>
 

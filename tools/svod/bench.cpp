@@ -49,19 +49,17 @@ struct OpTiming {
   std::string note;  // why the op was not timed
 };
 
-// The device whose memory a cache flush for op `index` should write.
+// The device whose memory a cache flush for op `index` should write: the
+// device that runs it, else that of its first buffer in device memory (one
+// it writes first), else that of its first buffer; null for an op without
+// buffers.
 Device* flush_device(const ExecutionPlan& plan, size_t index) {
-  const PreparedOp& op = plan.op(index);
-  if (const auto* k = std::get_if<PreparedKernel>(&op)) return &k->program->device();
-  if (const auto* c = std::get_if<PreparedCopy>(&op)) {
-    const Buffer& dst = plan.buffer(c->dst);
-    return dst.is_host() ? &plan.buffer(c->src).device() : &dst.device();
-  }
-  if (const auto* f = std::get_if<PreparedCustomFunction>(&op); f && !f->buffers.empty())
-    return &plan.buffer(f->buffers.front()).device();
-  if (const auto* c = std::get_if<PreparedCollective>(&op))
-    return &plan.buffer(c->buffers.empty() ? c->src : c->buffers.front()).device();
-  return nullptr;
+  if (Device* device = plan.op_device(index)) return device;
+  const auto accesses = plan.op_accesses(index);
+  for (const bool writes : {true, false})
+    for (const auto& [slot, access] : accesses)
+      if ((access != Access::Read) == writes && !plan.buffer(slot).is_host()) return &plan.buffer(slot).device();
+  return accesses.empty() ? nullptr : &plan.buffer(accesses.front().first).device();
 }
 
 // A collective's measurement: the same number of calls on every rank, so
@@ -80,7 +78,7 @@ BenchmarkConfig collective_config(BenchmarkConfig config) {
 OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config,
                  Profiler* profiler, Communicator* comm) {
   OpTiming t{&description, std::nullopt, {}};
-  if (std::holds_alternative<PreparedBufferView>(plan.op(index))) {
+  if (description.kind == "view") {
     t.note = "view, no work";
     return t;
   }
@@ -89,7 +87,7 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
     t.note = "no buffers, not timed";
     return t;
   }
-  const bool collective = std::holds_alternative<PreparedCollective>(plan.op(index));
+  const bool collective = description.kind == "collective";
   if (collective && comm) comm->barrier();
   t.result = benchmark_operation(
       [&] {

@@ -87,8 +87,8 @@ class SVODAllocator(Allocator["SVODDevice"]):
         return buf.view(offset, size, "u8")
 
 
-# The kernel a ClangRenderer source defines: its last `void name(` at the start of a line (helper
-# functions the renderer puts before it are static).
+# The kernel a ClangRenderer source defines: the last `void name(` at the start of a line (the
+# renderer writes the kernel after anything it puts before it).
 _KERNEL_NAME = re.compile(r"^void\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
 
 
@@ -240,7 +240,10 @@ class SVODGraph(MultiGraphRunner):
         for i in self.inputs:
             if i.changed(input_uops): self.plan.rebind(i.slot, i.mem)
         start = time.perf_counter()
-        self.plan.execute(vars={name: var_vals[v] for v, name in self.var_names.items()} if self.var_names else None)
+        try:
+            self.plan.execute(vars={name: var_vals[v] for v, name in self.var_names.items()} if self.var_names else None)
+        except _LAUNCH_FAILURES as e:
+            raise _runtime_error(e) from None
         return time.perf_counter() - start if wait else None
 
 

@@ -1,5 +1,5 @@
 // The CPU device: host buffers, kernels compiled from C or LLVM IR by one of
-// the CPU backends (cpu_backend.h) and loaded by svod's ELF loader (objects)
+// the CPU compilers (cpu_compiler.h) and loaded by svod's ELF loader (objects)
 // or dlopen (shared libraries), and launches that fan core_id slices out over
 // the thread pool.
 #pragma once

@@ -447,15 +447,16 @@ std::shared_ptr<PyProgram> load_binary(const std::shared_ptr<Device>& device, py
                                        py::object entry, py::object language, py::object buffers, py::object scalars,
                                        py::object global_size, py::object local_size, py::object defines,
                                        py::object flops, py::object bytes, py::object name) {
-  const HeldBytes binary(binary_object, "load_binary", "a program binary's bytes");
-  const py::str source(program_binary_source(binary.bytes()));
+  const HeldBytes bytes_held(binary_object, "load_binary", "a program binary's bytes");
+  const ProgramBinary binary(bytes_held.bytes());
+  const py::str source(binary.source().data(), binary.source().size());
   const ProgramSpec spec = program_spec(CompileArgs{source, {}, entry, language, buffers, scalars, global_size,
                                                     local_size, defines, flops, bytes, name},
                                         "load_binary");
   std::shared_ptr<const Program> loaded;
   {
     GilReleased unlocked;
-    loaded = load_program_binary(*device, spec, binary.bytes());
+    loaded = binary.load(*device, spec);
   }
   return std::make_shared<PyProgram>(std::move(loaded));
 }

@@ -14,23 +14,6 @@ constexpr std::string_view kSourceSection = "source";
 constexpr std::string_view kCompiledFromSection = "compiled_from";
 constexpr std::string_view kWhat = "program binary";
 
-// The checked package of a program binary, and its manifest's one program.
-struct BinaryReader {
-  PackageReader reader;
-  PackageManifest manifest;
-
-  explicit BinaryReader(std::span<const std::byte> binary) : reader(binary, std::string(kWhat)) {
-    if (reader.find(kPlanSection) != nullptr)
-      throw make_error(ErrorKind::Validation,
-                       "these bytes are a package of a plan, not a program binary (load them as a package)");
-    manifest = read_manifest(reader.text(kManifestSection), reader.source());
-    if (manifest.programs.size() != 1)
-      throw make_error(ErrorKind::Load, "{}: section \"manifest\" lists {} programs, not one", reader.source(),
-                       manifest.programs.size());
-  }
-  const PackageProgram& program() const { return manifest.programs.front(); }
-};
-
 }  // namespace
 
 std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec& spec) {
@@ -54,22 +37,29 @@ std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec&
   return writer.finish();
 }
 
-std::string program_binary_source(std::span<const std::byte> binary) {
-  return std::string(BinaryReader(binary).reader.text(kSourceSection));
+ProgramBinary::ProgramBinary(std::span<const std::byte> bytes) : reader_(bytes, std::string(kWhat)) {
+  if (reader_.find(kPlanSection) != nullptr)
+    throw make_error(ErrorKind::Validation,
+                     "these bytes are a package of a plan, not a program binary (load them as a package)");
+  manifest_ = read_manifest(reader_.text(kManifestSection), reader_.source());
+  if (manifest_.programs.size() != 1)
+    throw make_error(ErrorKind::Load, "{}: section \"manifest\" lists {} programs, not one", reader_.source(),
+                     manifest_.programs.size());
 }
 
-std::shared_ptr<const Program> load_program_binary(Device& device, ProgramSpec spec,
-                                                   std::span<const std::byte> binary) {
-  const BinaryReader read(binary);
-  if (spec.source.empty()) spec.source = std::string(read.reader.text(kSourceSection));
-  if (read.reader.text(kCompiledFromSection) != source_hash(spec).to_hex())
+std::string_view ProgramBinary::source() const { return reader_.text(kSourceSection); }
+
+std::shared_ptr<const Program> ProgramBinary::load(Device& device, ProgramSpec spec) const {
+  const std::string& name = manifest_.programs.front().name;
+  if (spec.source.empty()) spec.source = std::string(source());
+  if (reader_.text(kCompiledFromSection) != source_hash(spec).to_hex())
     throw make_error(ErrorKind::Validation,
                      "program \"{}\": the {} of \"{}\" was compiled from another source, language, entry or "
                      "defines than the program has",
-                     spec.display_name(), kWhat, read.program().name);
+                     spec.display_name(), kWhat, name);
   device.check_compilable(spec);
   std::atomic<size_t> compiled{0};
-  return load_packaged_program(read.reader, read.manifest, read.program().name, device, spec, compiled);
+  return load_packaged_program(reader_, manifest_, name, device, spec, compiled);
 }
 
 }  // namespace svod

@@ -18,9 +18,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "svod/device/device.h"
+#include "svod/package/package_format.h"
 #include "svod/program/program_spec.h"
 
 namespace svod {
@@ -30,17 +32,25 @@ namespace svod {
 // Unsupported errors as Device::compile throws them.
 std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec& spec);
 
-// The source a program binary holds. Error(Validation) for bytes that are
-// not a program binary (a plan's package included), Error(Load) for a
-// truncated or corrupt one.
-std::string program_binary_source(std::span<const std::byte> binary);
+// A program binary's bytes, checked once (every digest, the manifest and its
+// one program) for reading its source and loading it. Error(Validation) for
+// bytes that are not a program binary (a plan's package included),
+// Error(Load) for a truncated or corrupt one. The bytes must outlive it.
+class ProgramBinary {
+ public:
+  explicit ProgramBinary(std::span<const std::byte> bytes);
 
-// `spec` on `device` from a program binary, without compiling where its
-// artifact suits the device. `spec.source` left empty is the binary's.
-// Error(Validation) when the binary was compiled from another source,
-// language, entry or defines than `spec` has; the binary's errors as
-// program_binary_source's.
-std::shared_ptr<const Program> load_program_binary(Device& device, ProgramSpec spec,
-                                                   std::span<const std::byte> binary);
+  std::string_view source() const;
+
+  // `spec` on `device`, without compiling where the artifact suits the
+  // device. `spec.source` left empty is the binary's. Error(Validation) when
+  // the binary was compiled from another source, language, entry or defines
+  // than `spec` has.
+  std::shared_ptr<const Program> load(Device& device, ProgramSpec spec) const;
+
+ private:
+  PackageReader reader_;
+  PackageManifest manifest_;
+};
 
 }  // namespace svod

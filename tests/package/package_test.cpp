@@ -18,6 +18,7 @@
 #include "svod/base/cpu_features.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/package/package.h"
+#include "tests/package/package_test_support.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/watchdog.h"
@@ -26,19 +27,15 @@ namespace svod {
 namespace {
 
 using test::expect_error;
+using test::feature_this_cpu_lacks;
 using test::kind_of;
+using test::NoCompiling;
 using test::TempDir;
+using test::with_manifest;
 
 const std::filesystem::path kMlp = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/mlp/plan.json";
 const std::filesystem::path kFeatures = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/features/plan.json";
 const std::filesystem::path kCrossDevice = std::filesystem::path(SVOD_SOURCE_DIR) / "examples/cross_device/plan.json";
-
-// Forbids compiling for one test (the process-wide C++ option).
-class NoCompiling {
- public:
-  NoCompiling() { set_compile_allowed(false); }
-  ~NoCompiling() { set_compile_allowed(true); }
-};
 
 // Every output of one execution, by name.
 std::map<std::string, std::vector<std::byte>> run_outputs(LoadedPlan& loaded) {
@@ -67,23 +64,6 @@ std::map<std::string, std::vector<std::byte>> plan_outputs(const std::filesystem
   PlanFile file = parse_plan_file(plan);
   LoadedPlan loaded = load_plan(file, LoadOptions{std::move(vars)});
   return run_outputs(loaded);
-}
-
-// Rebuilds `bytes` with the manifest changed by `edit` (every other section kept).
-std::vector<std::byte> with_manifest(std::span<const std::byte> bytes,
-                                     const std::function<void(nlohmann::json&)>& edit) {
-  const PackageReader reader(bytes, "original");
-  PackageWriter writer;
-  for (const auto& s : reader.sections()) {
-    if (s.name == kManifestSection) {
-      auto manifest = nlohmann::json::parse(reader.text(kManifestSection));
-      edit(manifest);
-      writer.add(s.name, manifest.dump());
-    } else {
-      writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
-    }
-  }
-  return writer.finish();
 }
 
 TEST(Package, MlpFromMemoryMatchesThePlanWithoutCompiling) {
@@ -369,9 +349,7 @@ TEST(Package, RefusedOpenClBinaryFallsBackToSource) {
 }
 
 TEST(Package, ForeignCpuIsRefusedOrRecompiled) {
-  std::string lacking;
-  for (const auto& f : known_cpu_features())
-    if (!f.present) lacking = f.name;
+  const std::string lacking = feature_this_cpu_lacks();
   if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature the check knows";
   const auto bytes = pack_plan(kMlp);
   const auto foreign = with_manifest(bytes, [&](nlohmann::json& m) {

@@ -7,17 +7,20 @@
 
 #include <vector>
 
-#include "svod/base/cpu_features.h"
 #include "svod/compile/compile_policy.h"
 #include "svod/package/package.h"
 #include "svod/package/program_binary.h"
 #include "svod/registry/registry.h"
+#include "tests/package/package_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
 
 using test::expect_error;
+using test::feature_this_cpu_lacks;
+using test::NoCompiling;
+using test::with_manifest;
 
 ProgramSpec scale_spec(std::string factor = "3.0f") {
   ProgramSpec spec;
@@ -39,38 +42,15 @@ std::vector<float> run_scale(const Program& program) {
   return {values, values + 4};
 }
 
-class CompilingOff {
- public:
-  CompilingOff() { set_compile_allowed(false); }
-  ~CompilingOff() { set_compile_allowed(true); }
-};
-
-// The binary with its manifest changed by `edit`, every other section kept.
-std::vector<std::byte> with_manifest(std::span<const std::byte> bytes,
-                                     const std::function<void(nlohmann::json&)>& edit) {
-  const PackageReader reader(bytes, "original");
-  PackageWriter writer;
-  for (const auto& s : reader.sections()) {
-    if (s.name != kManifestSection) {
-      writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
-      continue;
-    }
-    auto manifest = nlohmann::json::parse(reader.text(kManifestSection));
-    edit(manifest);
-    writer.add(s.name, manifest.dump());
-  }
-  return writer.finish();
-}
-
 TEST(ProgramBinary, LoadsWithoutCompilingAndRuns) {
   Device& cpu = *device_registry().open("CPU");
   const auto binary = compile_program_binary(cpu, scale_spec());
-  EXPECT_EQ(program_binary_source(binary), scale_spec().source);
-  CompilingOff off;
+  EXPECT_EQ(ProgramBinary(binary).source(), scale_spec().source);
+  NoCompiling off;
   ProgramSpec spec = scale_spec();
   spec.source.clear();  // the binary's
   const uint64_t before = compile_count();
-  const auto program = load_program_binary(cpu, spec, binary);
+  const auto program = ProgramBinary(binary).load(cpu, spec);
   EXPECT_EQ(compile_count(), before);
   EXPECT_EQ(run_scale(*program), (std::vector<float>{3, 6, 9, 12}));
 }
@@ -79,14 +59,14 @@ TEST(ProgramBinary, ASpecOtherThanTheBinarysIsRefused) {
   Device& cpu = *device_registry().open("CPU");
   const auto binary = compile_program_binary(cpu, scale_spec());
   ProgramSpec other = scale_spec("4.0f");
-  Error e = expect_error([&] { load_program_binary(cpu, other, binary); });
+  Error e = expect_error([&] { ProgramBinary(binary).load(cpu, other); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_NE(std::string(e.what()).find("compiled from another source, language, entry or defines"),
             std::string::npos)
       << e.what();
   ProgramSpec defined = scale_spec();
   defined.defines = {{"N", "4"}};
-  EXPECT_EQ(expect_error([&] { load_program_binary(cpu, defined, binary); }).kind(), ErrorKind::Validation);
+  EXPECT_EQ(expect_error([&] { ProgramBinary(binary).load(cpu, defined); }).kind(), ErrorKind::Validation);
 }
 
 TEST(ProgramBinary, DamagedBinariesAndPackagesAreRefused) {
@@ -94,39 +74,37 @@ TEST(ProgramBinary, DamagedBinariesAndPackagesAreRefused) {
   const auto binary = compile_program_binary(cpu, scale_spec());
   for (size_t cut : {size_t{0}, size_t{10}, binary.size() / 2, binary.size() - 1}) {
     const std::span<const std::byte> part(binary.data(), cut);
-    const Error e = expect_error([&] { load_program_binary(cpu, scale_spec(), part); });
+    const Error e = expect_error([&] { ProgramBinary(part).load(cpu, scale_spec()); });
     EXPECT_TRUE(e.kind() == ErrorKind::Load || e.kind() == ErrorKind::Validation) << cut << ": " << e.what();
   }
   for (size_t at = 0; at < binary.size(); at += 97) {
     auto flipped = binary;
     flipped[at] ^= std::byte{0x20};
-    const Error e = expect_error([&] { load_program_binary(cpu, scale_spec(), flipped); });
+    const Error e = expect_error([&] { ProgramBinary(flipped).load(cpu, scale_spec()); });
     EXPECT_TRUE(e.kind() == ErrorKind::Load || e.kind() == ErrorKind::Validation) << at << ": " << e.what();
   }
   PackageWriter plan_package;
   plan_package.add(std::string(kManifestSection), "{}");
   plan_package.add(std::string(kPlanSection), "{}");
-  const Error e = expect_error([&] { program_binary_source(plan_package.finish()); });
+  const Error e = expect_error([&] { ProgramBinary{plan_package.finish()}; });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);
   EXPECT_NE(std::string(e.what()).find("a package of a plan, not a program binary"), std::string::npos) << e.what();
 }
 
 TEST(ProgramBinary, CodeForAnotherCpuIsCompiledFromItsSourceOrRefused) {
-  std::string lacking;
-  for (const auto& f : known_cpu_features())
-    if (!f.present) lacking = f.name;
+  const std::string lacking = feature_this_cpu_lacks();
   if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature the check knows";
   Device& cpu = *device_registry().open("CPU");
   const auto foreign = with_manifest(compile_program_binary(cpu, scale_spec()), [&](nlohmann::json& m) {
     m["cpu"]["target_features"].push_back("+" + lacking);
   });
   {
-    CompilingOff off;
-    const Error e = expect_error([&] { load_program_binary(cpu, scale_spec(), foreign); });
+    NoCompiling off;
+    const Error e = expect_error([&] { ProgramBinary(foreign).load(cpu, scale_spec()); });
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_NE(std::string(e.what()).find("features this CPU lacks: " + lacking), std::string::npos) << e.what();
   }
-  EXPECT_EQ(run_scale(*load_program_binary(cpu, scale_spec(), foreign)), (std::vector<float>{3, 6, 9, 12}));
+  EXPECT_EQ(run_scale(*ProgramBinary(foreign).load(cpu, scale_spec())), (std::vector<float>{3, 6, 9, 12}));
 }
 
 TEST(ProgramBinary, CompileErrorsAndLanguagesAsCompileGivesThem) {

@@ -14,6 +14,7 @@
 #include "svod/base/cpu_features.h"
 #include "svod/package/package.h"
 #include "svod/package/signature.h"
+#include "tests/package/package_test_support.h"
 #include "tests/support/temp_dir.h"
 
 namespace svod {
@@ -150,25 +151,13 @@ TEST(SvodPack, ThePackageIsNeverWrittenOverItsInputs) {
 }
 
 TEST(SvodPack, ForeignCpuPackageIsRecompiledWithANote) {
-  std::string lacking;
-  for (const auto& f : known_cpu_features())
-    if (!f.present) lacking = f.name;
+  const std::string lacking = test::feature_this_cpu_lacks();
   if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature the check knows";
   TempDir dir;
-  const auto bytes = pack_plan(kMlp);
-  const PackageReader reader(bytes, "mlp");
-  PackageWriter writer;
-  for (const auto& s : reader.sections()) {
-    if (s.name != kManifestSection) {
-      writer.add(s.name, std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
-      continue;
-    }
-    auto manifest = nlohmann::json::parse(reader.text(s.name));
-    manifest["cpu"]["target_features"].push_back("+" + lacking);
-    writer.add(s.name, manifest.dump());
-  }
   const auto package = dir / "foreign.svodpkg";
-  write_package(package, writer.finish());
+  write_package(package, test::with_manifest(pack_plan(kMlp), [&](nlohmann::json& m) {
+                  m["cpu"]["target_features"].push_back("+" + lacking);
+                }));
 
   const ProcessResult refused = svod({"SVOD_COMPILE=0"}, {"run", package.string()});
   EXPECT_EQ(refused.exit_code, 2);

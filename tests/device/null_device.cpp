@@ -6,9 +6,17 @@
 //
 // It is made of parts below the registry: host memory, the CPU compilers,
 // svod's ELF loader, and CpuProgram for the launch, under a device of its
-// own, so its programs, kernel cache scope and buffers are its own.
+// own, so its programs, kernel cache scope and buffers are its own. Unlike the
+// CPU's, its queue is not inline: runners submit to it and wait on its events
+// as they do on a GPU's, and it keeps a log of both (null_device.h) for tests
+// that check how a runner waits.
+#include "tests/device/null_device.h"
+
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "svod/backends/cpu/cpu_device.h"
@@ -20,14 +28,72 @@
 namespace svod {
 namespace {
 
+std::mutex log_mutex;
+std::string queue_log;  // guarded by log_mutex
+
+void log_queue(char what) {
+  const std::lock_guard lock(log_mutex);
+  queue_log += what;
+}
+
+// Its command ran when it was submitted, taking `took` on the host clock;
+// waiting for it is logged.
+class NullEvent final : public Event {
+ public:
+  explicit NullEvent(std::chrono::nanoseconds took) : took_(took) {}
+  void wait() const override { log_queue('W'); }
+  std::chrono::nanoseconds duration() const override { return took_; }
+
+ private:
+  std::chrono::nanoseconds took_;
+};
+
+// Runs `command` and returns its event.
+template <typename Command>
+EventPtr run_command(char what, Command&& command) {
+  log_queue(what);
+  const auto start = std::chrono::steady_clock::now();
+  command();
+  return std::make_shared<NullEvent>(std::chrono::steady_clock::now() - start);
+}
+
+// Runs each command on the calling thread as it is submitted (so its events
+// are complete at once), logging the submission.
+class NullQueue final : public Queue {
+ public:
+  explicit NullQueue(Device& device) : device_(&device) {}
+  Device& device() const noexcept override { return *device_; }
+  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
+                  const LaunchDims* dims, std::span<const EventPtr> waits) override {
+    if (&program.device() != device_)
+      throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to NULL:0",
+                       program.spec().display_name(), program.device().name());
+    wait_all(waits);
+    return run_command('L', [&] { program.launch(buffers, scalars, dims); });
+  }
+  EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) override {
+    wait_all(waits);
+    return run_command('C', [&] { (dst.is_host() ? src : dst).device().copy(dst, src); });
+  }
+  EventPtr record(std::span<const EventPtr> waits) override {
+    wait_all(waits);
+    return std::make_shared<NullEvent>(std::chrono::nanoseconds(0));
+  }
+  void finish() override {}
+
+ private:
+  Device* device_;
+};
+
 class NullDevice final : public Device {
  public:
-  NullDevice() : compiler_(cpu_compiler(CpuCompiler::Clang)) {}
+  NullDevice() : compiler_(cpu_compiler(CpuCompiler::Clang)), queue_(*this) {}
 
   std::string name() const override { return "NULL:0"; }
   Buffer allocate(DType dtype, size_t count) override { return allocate_host_buffer(*this, dtype, count); }
   bool memory_is_host() const noexcept override { return true; }
   void copy(const Buffer& dst, const Buffer& src) override { copy_host_buffers(dst, src); }
+  Queue& queue() override { return queue_; }
 
   std::span<const Language> languages() const noexcept override {
     static constexpr Language kLanguages[] = {Language::C};
@@ -44,6 +110,7 @@ class NullDevice final : public Device {
 
  private:
   std::shared_ptr<const Compiler> compiler_;
+  NullQueue queue_;
 };
 
 DeviceKind null_device_kind() {
@@ -59,4 +126,10 @@ DeviceKind null_device_kind() {
 const bool registered = (device_registry().register_kind(null_device_kind()), true);
 
 }  // namespace
+
+std::string take_null_queue_log() {
+  const std::lock_guard lock(log_mutex);
+  return std::exchange(queue_log, {});
+}
+
 }  // namespace svod

@@ -57,7 +57,9 @@ int svod_command_main(int argc, char** argv) {
   };
 
   svod::cli::RunOptions run_options;
-  auto* run = app.add_subcommand("run", "run a plan file or package: print and check its outputs, time its ops");
+  auto* run = app.add_subcommand("run", "run a plan file or package: print and check its outputs, time its runs and ops (a plan "
+                               "with device ops times each op only under --profile or SVOD_PROFILE, which wait for "
+                               "each)");
   add_plan(run, run_options.plan, run_options.vars, run_options.backend);
   run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
       ->check(svod::cli::at_least(1));

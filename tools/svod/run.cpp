@@ -282,12 +282,27 @@ class RunWatchdog {
   std::thread thread_;
 };
 
+// Whether the run watches each op start and end: for the per-op table, the
+// trace (--profile, SVOD_PROFILE), --timeout's and a stuck rank's report of
+// what is running, --isolate's record. Watching costs nothing where every op
+// runs on the host, but a watched device op is waited for as it is submitted
+// (ExecuteOptions::observer), and a plan of one device's kernels then cannot
+// go to it as one graph: such plans are watched only when something asks.
+bool watch_ops(const RunOptions& options, const ExecutionPlan& plan, bool ranks) {
+  if (options.timeout_s > 0 || isolation != nullptr || ranks || !options.profile.empty() || profile_requested())
+    return true;
+  for (size_t op = 0; op < plan.op_count(); ++op)
+    if (Device* device = plan.op_device(op); device != nullptr && !device->queue().runs_inline()) return false;
+  return true;
+}
+
 // Executes the plan --repeat times, the first (cold) execution under `cold`
-// and the others (warm) under `warm`; returns the bytes of each buffer of
-// `captured` (plan buffer indices) as they were after the first execution.
+// and the others (warm) under `warm` (each op watched when `watch_each`,
+// else only the runs); returns the bytes of each buffer of `captured` (plan buffer
+// indices) as they were after the first execution.
 std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
                                                        const std::vector<size_t>& captured, Profiler& cold,
-                                                       Profiler& warm, int rank) {
+                                                       Profiler& warm, int rank, bool watch_each) {
   std::vector<std::vector<std::byte>> snapshots;
   OpWatch watch(cold, loaded.op_labels);
   struct Published {
@@ -305,7 +320,7 @@ std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options
     Profiler& profiler = r == 0 ? cold : warm;
     watch.pass_to(profiler);
     profiler.begin_run();
-    loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = &watch});
+    loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = watch_each ? &watch : nullptr});
     profiler.end_run();
     if (r == 0) {
       for (const size_t slot : captured) {
@@ -387,9 +402,10 @@ bool expectation_met(RankOutput& output, const LoadedOutput& out, DType dtype, c
 
 // The load time, the first (cold) execution's time and the warm ones'
 // median, then the per-op table (and the per-kernel one under SVOD_PROFILE)
-// of the warm executions, or of the cold one when there are none.
+// of the warm executions, or of the cold one when there are none, when the
+// ops were watched.
 void print_times(RankOutput& output, const RunOptions& options, const PlanProfile& cold, const PlanProfile& warm,
-                 const ExecutionPlan& plan, double load_ms) {
+                 const ExecutionPlan& plan, double load_ms, bool watched) {
   output.print("\nload: {:.1f} ms (read, compile or find in the cache, load)\n", load_ms);
   const char* mode = options.sequential ? "sequential" : "parallel";
   const double cold_us = run_times(cold).min_us;
@@ -404,7 +420,10 @@ void print_times(RankOutput& output, const RunOptions& options, const PlanProfil
                  times.min_us);
   }
   const PlanProfile& profile = times.runs == 0 ? cold : warm;
-  if (plan.op_count() > 0) {
+  if (plan.op_count() > 0 && !watched) {
+    output.print("per op: not timed: the device ops went to their devices without a wait for each "
+                 "(--profile FILE or SVOD_PROFILE=1 times each op)\n");
+  } else if (plan.op_count() > 0) {
     output.print("per op {} (each op's own start to end, from the plan's observer hook):\n{}",
                  times.runs == 0 ? "in the cold run" : "over the warm runs", render_table(aggregate_ops(profile), "op"));
     if (profile_requested())
@@ -472,9 +491,10 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   }
 
   Profiler cold = labelled_profiler(loaded), warm = labelled_profiler(loaded);
+  const bool watched = watch_ops(options, loaded.plan, comm && comm->size() > 1);
   std::vector<std::vector<std::byte>> snapshots;
   try {
-    snapshots = execute_repeatedly(options, loaded, captured, cold, warm, comm ? comm->rank() : 0);
+    snapshots = execute_repeatedly(options, loaded, captured, cold, warm, comm ? comm->rank() : 0, watched);
   } catch (const Error& e) {
     return failed(
         make_error(e.kind(), "{}: {}{}", file.source_name, e.what(), inputs_after_failure(file, loaded.plan)));
@@ -513,7 +533,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     output.print("{}: wrote {}\n", out.name, path.string());
   }
 
-  print_times(output, options, cold.profile(), warm.profile(), loaded.plan, load_ms);
+  print_times(output, options, cold.profile(), warm.profile(), loaded.plan, load_ms, watched);
   if (rank0 && !options.profile.empty()) {
     // The warm executions when there are any (each clock is its profiler's own).
     const bool warm_runs = warm.profile().run_count() > 0;

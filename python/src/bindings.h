@@ -293,10 +293,9 @@ std::optional<BenchmarkResult> benchmark_if_plan(py::handle target, py::handle a
 bool profiling() noexcept;
 // Runs `run` (one launch of `program`) as one profiled run of the program.
 void profile_program_call(const std::shared_ptr<const Program>& program, const std::function<void()>& run);
-// Runs `run` with the open profile's observer for the plan `owner` holds
-// (`labels` name its ops in tables, when given).
+// Runs `run` with the open profile's observer for the plan `owner` holds.
 void profile_plan_run(const std::shared_ptr<void>& owner, const ExecutionPlan& plan,
-                      const std::vector<std::string>* labels, const std::function<void(PlanObserver*)>& run);
+                      const std::function<void(PlanObserver*)>& run);
 
 // dev.capture() (capture.cpp): while one is open on this thread, program
 // calls and copies are recorded into its plan instead of run.

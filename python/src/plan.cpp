@@ -31,7 +31,7 @@ void execute(const PyPlan& p, const std::map<std::string, int64_t>& vars, bool s
     }
   };
   GilReleased unlocked;
-  if (profiling()) profile_plan_run(p.loaded, p.plan(), &p.loaded->op_labels, run);
+  if (profiling()) profile_plan_run(p.loaded, p.plan(), run);
   else run(nullptr);
 }
 
@@ -477,10 +477,7 @@ PyPlan PyPlanBuilder::build(const std::string& source) {
     o.shape = shapes[slot];
     outs.push_back(std::move(o));
   }
-  // No labels of its own: profiles name the ops as describe_ops does, by
-  // index, id and what they run ("op 1 (scale) kernel scale").
-  std::vector<std::string> labels;
-  p.loaded = std::make_shared<LoadedPlan>(LoadedPlan{std::move(plan), std::move(labels), std::move(outs), false});
+  p.loaded = std::make_shared<LoadedPlan>(LoadedPlan{std::move(plan), std::move(outs), false});
   p.names = std::move(names);
   p.shapes = std::move(shapes);
   p.variables = std::move(variables);

@@ -131,7 +131,7 @@ void profile_program_call(const std::shared_ptr<const Program>& program, const s
 }
 
 void profile_plan_run(const std::shared_ptr<void>& owner, const ExecutionPlan& plan,
-                      const std::vector<std::string>* labels, const std::function<void(PlanObserver*)>& run) {
+                      const std::function<void(PlanObserver*)>& run) {
   auto session = current();
   if (!session) {
     run(nullptr);
@@ -139,13 +139,7 @@ void profile_plan_run(const std::shared_ptr<void>& owner, const ExecutionPlan& p
   }
   session->record(
       owner,
-      [&] {
-        std::vector<OpDescription> ops = describe_ops(plan);
-        if (labels && labels->size() == ops.size()) {
-          for (size_t i = 0; i < ops.size(); ++i) ops[i].label = (*labels)[i];
-        }
-        return ops;
-      },
+      [&] { return describe_ops(plan); },
       [&](Profiler& profiler) { run(&profiler); });
 }
 

@@ -21,6 +21,11 @@ const Buffer& ExecutionPlan::buffer(size_t index) const {
 
 size_t ExecutionPlan::buffer_count() const { return state_->buffers.size(); }
 
+const std::string& ExecutionPlan::buffer_name(size_t index) const {
+  buffer(index);  // checks the index
+  return state_->buffer_names[index];
+}
+
 std::optional<size_t> ExecutionPlan::find_buffer(std::string_view name) const {
   const auto& names = state_->buffer_names;
   for (size_t i = 0; i < names.size(); ++i)

@@ -238,6 +238,7 @@ class ExecutionPlan {
   const Buffer& buffer(size_t index) const;
   size_t buffer_count() const;
   std::optional<size_t> find_buffer(std::string_view name) const;
+  const std::string& buffer_name(size_t index) const;  // empty for a slot added without a name
   const std::vector<size_t>& outputs() const;
   size_t op_count() const;
   const PreparedOp& op(size_t index) const;

@@ -83,14 +83,6 @@ const std::string& op_label(const void* state, size_t i) {
   return o.id.empty() ? o.label : o.id;
 }
 
-// What SVOD_OP_TIMEOUT's report calls an op: its kind and what it runs.
-std::pair<const char*, const char*> deadline_names(const PreparedOp& op) {
-  if (auto* k = std::get_if<PreparedKernel>(&op)) return {"kernel", k->program->spec().display_name().c_str()};
-  if (auto* c = std::get_if<PreparedCustomFunction>(&op)) return {"custom function", c->name.c_str()};
-  if (std::holds_alternative<PreparedCopy>(op)) return {"copy", nullptr};
-  return {"collective", nullptr};
-}
-
 }  // namespace
 
 void PlanState::run_host_work(size_t i) {
@@ -107,8 +99,12 @@ void PlanState::run_host_work(size_t i) {
 [[gnu::noinline, gnu::cold]] void PlanState::run_host_work_watched(size_t i) {
   RunningOp running{i, this, op_label, caller_stop};
   const RunningOpScope scope(running);
-  const auto [kind, name] = deadline_names(ops[i]);
-  const OpDeadline deadline(&running, kind, name);
+  // SVOD_OP_TIMEOUT's report names the op's kind and, for kernels and custom
+  // functions, what it runs.
+  const OpWords words = op_words(ops[i]);
+  const std::string kind(kind_in_messages(words.kind));
+  const bool named = words.kind == "kernel" || words.kind == "custom";
+  const OpDeadline deadline(&running, kind.c_str(), named ? words.name.c_str() : nullptr);
   if (const StopScope* s = deadline.scope()) running.stop = s;  // the op's kernels run in it
   do_host_work(i);
 }

@@ -30,6 +30,7 @@
 #include "svod/plan/dag.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/execution_plan.h"
+#include "svod/plan/op_description.h"
 #include "svod/program/launch_layout.h"
 
 namespace svod::detail {
@@ -229,15 +230,17 @@ struct PlanState {
   rethrow_with_context(std::current_exception(), where);
 }
 
-// What an op is, for messages: "kernel \"name\"", "copy", "custom function
-// \"name\"", "collective all_reduce", "view".
+// An op kind as messages say it: "custom function" for "custom".
+inline std::string_view kind_in_messages(std::string_view kind) { return kind == "custom" ? "custom function" : kind; }
+
+// What an op is, for messages (from op_words()): "kernel \"name\"", "copy",
+// "custom function \"name\"", "collective all_reduce", "view".
 inline std::string op_kind(const PreparedOp& op) {
-  if (auto* k = std::get_if<PreparedKernel>(&op))
-    return k->program ? fmt::format("kernel \"{}\"", k->program->spec().display_name()) : "kernel";
-  if (std::holds_alternative<PreparedCopy>(op)) return "copy";
-  if (auto* c = std::get_if<PreparedCustomFunction>(&op)) return fmt::format("custom function \"{}\"", c->name);
-  if (auto* c = std::get_if<PreparedCollective>(&op)) return fmt::format("collective {}", to_string(c->kind));
-  return "view";
+  const OpWords words = op_words(op);
+  if (words.kind == "kernel") return words.name.empty() ? "kernel" : fmt::format("kernel \"{}\"", words.name);
+  if (words.kind == "custom") return fmt::format("{} \"{}\"", kind_in_messages(words.kind), words.name);
+  if (words.kind == "collective") return fmt::format("collective {}", words.name);
+  return std::string(words.kind);
 }
 
 }  // namespace svod::detail

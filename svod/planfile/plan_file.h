@@ -215,7 +215,6 @@ struct LoadedOutput {
 
 struct LoadedPlan {
   ExecutionPlan plan;
-  std::vector<std::string> op_labels;  // per op: "ops[3] run mm" or "ops[3] (id) copy"
   std::vector<LoadedOutput> outputs;   // in file order
   bool uses_devices = false;           // some buffer or program is on a device other than the CPU
 

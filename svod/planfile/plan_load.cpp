@@ -172,18 +172,6 @@ std::vector<double> expected_values(const PlanFile& file, const PlanFileOutput& 
   });
 }
 
-std::string op_label(const PlanFileOp& op, size_t index) {
-  std::string label = fmt::format("ops[{}]", index);
-  if (!op.id.empty()) label += fmt::format(" ({})", op.id);
-  switch (op.kind) {
-    case PlanFileOp::Kind::Run: return label + " run " + op.target;
-    case PlanFileOp::Kind::Copy: return label + fmt::format(" copy {} <- {}", op.buffers[0], op.buffers[1]);
-    case PlanFileOp::Kind::Custom: return label + " custom " + op.target;
-    case PlanFileOp::Kind::Collective: return label + " collective " + op.target;
-  }
-  return label;
-}
-
 // Checks with the other ranks that they load the same plan: every rank
 // gathers every rank's digest, so all find the same ranks differing and
 // fail together.
@@ -331,7 +319,7 @@ class PlanLoader {
     }
   }
 
-  // The ops, in file order, each with its label for reports.
+  // The ops, in file order.
   void add_ops() {
     for (size_t i = 0; i < file_.ops.size(); ++i) {
       const PlanFileOp& op = file_.ops[i];
@@ -347,7 +335,6 @@ class PlanLoader {
       if (op.kind == PlanFileOp::Kind::Collective && opts.id.empty()) opts.label = path;
       PreparedOp prepared = prepare_op(op, path);
       at(file_, path, [&] { builder_.add_op(std::move(prepared), std::move(opts)); });
-      labels_.push_back(op_label(op, i));
     }
   }
 
@@ -384,7 +371,7 @@ class PlanLoader {
   LoadedPlan build() {
     ExecutionPlan plan = at(file_, "ops", [&] { return builder_.build(); });
     const bool uses_devices = plan.uses_devices();
-    return LoadedPlan{std::move(plan), std::move(labels_), std::move(outputs_), uses_devices};
+    return LoadedPlan{std::move(plan), std::move(outputs_), uses_devices};
   }
 
  private:
@@ -496,7 +483,6 @@ class PlanLoader {
   std::map<std::string, size_t, std::less<>> slots_;
   std::map<std::string, Buffer, std::less<>> made_;  // for validating custom ops before the plan exists
   std::vector<std::shared_ptr<const Program>> programs_;  // per file.programs
-  std::vector<std::string> labels_;
   std::vector<LoadedOutput> outputs_;
 };
 

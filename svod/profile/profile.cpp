@@ -81,43 +81,6 @@ uint32_t thread_number() noexcept {
   return number;
 }
 
-std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKernel& kernel,
-                                    const std::optional<Expr>& cost) {
-  if (!cost) return std::nullopt;
-  const ProgramSpec& spec = kernel.program->spec();
-  auto value_of = [&](const std::string& name) -> std::optional<int64_t> {
-    size_t caller = 0;
-    for (const auto& s : spec.scalars) {
-      if (s.name == kCoreIdName) continue;
-      if (s.name == name) {
-        const Expr& e = kernel.scalars[caller];
-        std::vector<int64_t> values;
-        for (const auto& v : e.variables()) {
-          auto fixed = kernel.fixed_vars.find(v);
-          auto value = fixed != kernel.fixed_vars.end() ? std::optional<int64_t>(fixed->second) : plan.variable(v);
-          if (!value) return std::nullopt;
-          values.push_back(*value);
-        }
-        return e.evaluate(values);
-      }
-      ++caller;
-    }
-    if (auto fixed = kernel.fixed_vars.find(name); fixed != kernel.fixed_vars.end()) return fixed->second;
-    return plan.variable(name);
-  };
-  try {
-    std::vector<int64_t> values;
-    for (const auto& v : cost->variables()) {
-      auto value = value_of(v);
-      if (!value) return std::nullopt;
-      values.push_back(*value);
-    }
-    return static_cast<double>(cost->evaluate(values));
-  } catch (const Error&) {
-    return std::nullopt;  // an expression that overflows gives no rate rather than a wrong one
-  }
-}
-
 void merge(DurationSummary& into, const DurationSummary& from) {
   if (from.count == 0) return;
   into.min_ns = into.count == 0 ? from.min_ns : std::min(into.min_ns, from.min_ns);
@@ -195,51 +158,6 @@ Json row_json(const KernelProfile& row) {
 }
 
 }  // namespace
-
-std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
-  std::vector<OpDescription> ops(plan.op_count());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    OpDescription& d = ops[i];
-    d.id = plan.op_id(i);
-    std::visit(
-        [&](const auto& op) {
-          using T = std::decay_t<decltype(op)>;
-          if constexpr (std::is_same_v<T, PreparedKernel>) {
-            d.kind = "kernel";
-            d.name = op.program->spec().display_name();
-            d.device = op.program->device().name();
-            d.buffers = op.buffers;
-            d.flops = evaluate_cost(plan, op, op.program->spec().flops);
-            d.bytes = evaluate_cost(plan, op, op.program->spec().bytes);
-          } else if constexpr (std::is_same_v<T, PreparedCopy>) {
-            d.kind = "copy";
-            d.name = "copy";
-            d.device = plan.buffer(op.dst).valid() ? plan.buffer(op.dst).device().name() : "host";
-            d.buffers = {op.dst, op.src};
-            d.bytes = static_cast<double>(2 * plan.buffer(op.src).bytes());
-          } else if constexpr (std::is_same_v<T, PreparedCustomFunction>) {
-            d.kind = "custom";
-            d.name = op.name;
-            d.device = "host";
-            d.buffers = op.buffers;
-          } else if constexpr (std::is_same_v<T, PreparedCollective>) {
-            d.kind = "collective";
-            d.name = std::string(to_string(op.kind));
-            d.device = "host";
-            d.buffers = op.buffers.empty() ? std::vector<size_t>{op.src, op.dst} : op.buffers;
-          } else {
-            d.kind = "view";
-            d.name = "view";
-            d.device = "host";
-            d.buffers = {op.view, op.base};
-          }
-        },
-        plan.op(i));
-    d.label = d.id.empty() ? fmt::format("op {} {} {}", i, d.kind, d.name)
-                           : fmt::format("op {} ({}) {} {}", i, d.id, d.kind, d.name);
-  }
-  return ops;
-}
 
 void DurationSummary::add(int64_t ns) noexcept {
   min_ns = count == 0 ? ns : std::min(min_ns, ns);

@@ -22,20 +22,9 @@
 #include <vector>
 
 #include "svod/plan/execution_plan.h"
+#include "svod/plan/op_description.h"
 
 namespace svod {
-
-// What one op of the plan is, for names, tracks and rates.
-struct OpDescription {
-  std::string name;    // the kernel's display name, the custom function's name, "copy" or "view"
-  std::string label;   // how tables name the op ("op 3 (id) kernel mm" unless the caller says otherwise)
-  std::string id;      // the op's id; empty when it has none
-  std::string kind;    // "kernel", "copy", "custom" or "view"
-  std::string device;  // "CPU", "CL:0", ...; "host" for custom functions and views
-  std::vector<size_t> buffers;
-  std::optional<double> flops;  // per call, from the program's flops expression
-  std::optional<double> bytes;  // per call, from the program's bytes expression
-};
 
 // One op in one run. Times are nanoseconds on the steady clock since the
 // profiler's origin; `thread` is a small process-wide number per thread (1, 2, ...),
@@ -106,11 +95,6 @@ struct KernelProfile {
   std::optional<double> gflops;
   std::optional<double> gbps;
 };
-
-// Describes every op of `plan`, costs evaluated with the plan's current
-// variable values (scalars by name, then the op's fixed values, then plan
-// variables).
-std::vector<OpDescription> describe_ops(const ExecutionPlan& plan);
 
 // Collects RunProfiles. Between begin_run() and end_run() exactly one
 // execution of the described plan may report to it (each op then has one

@@ -9,6 +9,7 @@
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
 #include "svod/registry/registry.h"
+#include "svod/plan/op_description.h"
 #include "svod/planfile/plan_file.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/comm_checks.h"
@@ -74,7 +75,7 @@ TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
         if (comm.rank() != 0) loaded.plan.buffer(*loaded.plan.find_buffer("w")).span<int32_t>()[1] = 99;
         EXPECT_EQ(loaded.plan.variable("rank"), comm.rank());
         EXPECT_EQ(loaded.plan.variable("world_size"), 4);
-        EXPECT_EQ(loaded.op_labels[1], "ops[1] collective all_reduce");
+        EXPECT_EQ(op_label(loaded.plan, 1), "op 1 collective all_reduce");
         loaded.execute();
         EXPECT_EQ(values<float>(loaded, "mine"), std::vector<float>(2, float(comm.rank() + 1 + 9)));
         EXPECT_EQ(values<float>(loaded, "g"), std::vector<float>(4, 4.0f));

@@ -105,8 +105,8 @@ TEST(SvodRun, RunsAPlanAndReportsOutputsAndTimes) {
   EXPECT_NE(r.out.find(" us (cold), then 2 warm runs: median "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("per op over the warm runs ("), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("median", r.out.find("per op")), r.out.find("median us")) << r.out;
-  EXPECT_NE(r.out.find("ops[0] (add) run add"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ops[1] copy b <- out"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("op 0 (add) kernel add"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("op 1 copy b <- out"), std::string::npos) << r.out;
 
   // Without --out, an output's npy file lands beside the plan, in its shape.
   NpyArray written = read_npy(dir / "out.npy");
@@ -306,7 +306,7 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_EQ(r.status, 124) << r.out << r.err;
 #if defined(__SANITIZE_THREAD__)
   // (ThreadSanitizer holds the stop signal back: the run ends as an unstoppable one.)
-  EXPECT_NE(r.err.find("timed out after 1 s (--timeout) running ops[0] (first)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("timed out after 1 s (--timeout) running op 0 (first)"), std::string::npos) << r.err;
 #else
   EXPECT_NE(r.first_err_line().find("svod run: error (timeout): "), std::string::npos) << r.err;
   EXPECT_NE(r.first_err_line().find("op 0 (\"first\") (kernel \"k\") failed: kernel stopped: program \"k\" (entry k) on "
@@ -317,7 +317,7 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   // One waiting in a system call cannot be stopped: a second later the process ends, naming it.
   r = svod_run(dir, {"--timeout", "1", plan_with("pauses", "int pause(void); for (;;) pause();")});
   EXPECT_EQ(r.status, 124) << r.out << r.err;
-  EXPECT_NE(r.err.find("timed out after 1 s (--timeout) running ops[0] (first) run k, which could not be stopped"),
+  EXPECT_NE(r.err.find("timed out after 1 s (--timeout) running op 0 (first) kernel k, which could not be stopped"),
             std::string::npos)
       << r.err;
   // A kernel's exit(0) is stopped at the call like a fault (status 3), never a silent 0.
@@ -477,7 +477,7 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
 #endif
   RunResult r = svod_run(dir, {exit_group, "--isolate"});
   EXPECT_EQ(r.status, 70) << r.out << r.err;
-  EXPECT_NE(r.err.find("the isolated run ended with status 0 before the plan finished, in ops[1] (second)"),
+  EXPECT_NE(r.err.find("the isolated run ended with status 0 before the plan finished, in op 1 (second)"),
             std::string::npos)
       << r.err;
 #if defined(__x86_64__)
@@ -500,7 +500,7 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
   r = svod_run(dir, {two_kernel_plan(dir, "aborts", "o[0] = 1;", "write", "int raise(int);", "raise(6);"), "--isolate"});
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   EXPECT_EQ(r.status, 128 + SIGABRT) << r.out << r.err;
-  EXPECT_NE(r.err.find("the isolated run was ended by SIGABRT (Aborted) in ops[1] (second)"), std::string::npos)
+  EXPECT_NE(r.err.find("the isolated run was ended by SIGABRT (Aborted) in op 1 (second)"), std::string::npos)
       << r.err;
 #endif
   EXPECT_NE(r.err.find("svod: kernel fault: SIGABRT"), std::string::npos) << r.err;
@@ -619,7 +619,7 @@ TEST(SvodRunRanks, LocalRanksRunACollectivePlanAndOnlyRankZeroPrintsAndWrites) {
     EXPECT_EQ(count_of(r.out, "  wrote "), 3u) << r.out;
     EXPECT_NE(r.out.find("part: f32 [1] [120]"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("then 2 warm runs: median"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("ops[1] (sum) collective all_reduce"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("op 1 (sum) collective all_reduce"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("[rank"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("ranks: "), ranks == 1 ? std::string::npos : 0) << r.out;
     EXPECT_EQ(r.err, "");
@@ -731,7 +731,7 @@ TEST(SvodRunRanks, ARankStuckInAKernelEndsTheRunNamingIt) {
 #if defined(__SANITIZE_THREAD__)
   // (ThreadSanitizer holds the stop signal back: the stuck rank is named after the grace.)
   EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("rank(s) 1 still running 1000 ms after another rank failed (running ops[0] (spin) run spin), "
+  EXPECT_NE(r.err.find("rank(s) 1 still running 1000 ms after another rank failed (running op 0 (spin) kernel spin), "
                        "and could not be stopped"),
             std::string::npos)
       << r.err;

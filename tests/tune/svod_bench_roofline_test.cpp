@@ -191,10 +191,10 @@ TEST(SvodBenchRoofline, MlpEveryKernelPlottedAndTheSoftmaxListed) {
   ASSERT_TRUE(r.ok()) << r.err;
   EXPECT_NE(r.out.find("wrote " + (dir / "mlp.svg").string() + " (peak "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("; 3 ops plotted, 1 listed as not plotted)"), std::string::npos) << r.out;
-  check_roofline(dir / "mlp.svg", {"ops[3] (softmax) run softmax — no flop/byte counts"});
+  check_roofline(dir / "mlp.svg", {"op 3 (softmax) kernel softmax — no flop/byte counts"});
   // Each op in the table by its full label.
   const std::string svg = read_text(dir / "mlp.svg");
-  for (const char* label : {">ops[0] (layer1) run layer1</text>", ">ops[1] (layer2) run layer2</text>"})
+  for (const char* label : {">op 0 (layer1) kernel layer1</text>", ">op 1 (layer2) kernel layer2</text>"})
     EXPECT_NE(svg.find(label), std::string::npos) << label;
 
   // The peaks are kept for this machine with how they were measured.
@@ -288,12 +288,12 @@ TEST(SvodBenchRoofline, OpsAboveTheRoofsAreMarkedBesideTheirPointsAndOnStderr) {
   write_text(dir / "plan.json", one_kernel_plan(1, {{1e13, 1e9}, {1e9, 1e11}, {8192, 32768}}).dump());
   const ProcessResult r = bench_plot(dir / "plan.json", dir / "above.svg", dir / "cache");
   ASSERT_TRUE(r.ok()) << r.err;
-  EXPECT_NE(r.err.find("svod bench: note: ops[0] run scale0 reaches "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("svod bench: note: op 0 kernel scale0 reaches "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" times the compute roof ("), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("svod bench: note: ops[1] run scale1 reaches "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("svod bench: note: op 1 kernel scale1 reaches "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" times the L1 cache roof ("), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("ops[2]"), std::string::npos) << r.err;
-  check_roofline(dir / "above.svg", {"ops[3] copy x <- y — no flop/byte counts"});
+  EXPECT_EQ(r.err.find("op 2 "), std::string::npos) << r.err;
+  check_roofline(dir / "above.svg", {"op 3 copy x <- y — no flop/byte counts"});
   const Roofline picture = parse(read_text(dir / "above.svg"));
   ASSERT_EQ(picture.points.size(), 3u);
   EXPECT_EQ(picture.points[0].attrs.at("data-above"), "true");
@@ -343,7 +343,7 @@ TEST(SvodBenchRoofline, ManyOpsAtOnePlaceGetLabelsThatDoNotOverlap) {
   write_text(dir / "plan.json", one_kernel_plan(30, {{8192, 32768}}).dump());
   const ProcessResult r = bench_plot(dir / "plan.json", dir / "many.svg", dir / "cache");
   ASSERT_TRUE(r.ok()) << r.err;
-  check_roofline(dir / "many.svg", {"ops[30] copy x <- y — no flop/byte counts"});
+  check_roofline(dir / "many.svg", {"op 30 copy x <- y — no flop/byte counts"});
   EXPECT_EQ(parse(read_text(dir / "many.svg")).points.size(), 30u);
 }
 
@@ -360,7 +360,7 @@ TEST(SvodBenchRoofline, AnOpIdWithMarkupOrControlCharactersIsDrawnSafely) {
   for (char c : svg)
     EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') << int(c);
   EXPECT_NE(svg.find("k\uFFFD&lt;b&gt;&amp;\uFFFD"), std::string::npos);
-  check_roofline(dir / "id.svg", {"ops[1] copy x <- y — no flop/byte counts"});
+  check_roofline(dir / "id.svg", {"op 1 copy x <- y — no flop/byte counts"});
 }
 
 }  // namespace

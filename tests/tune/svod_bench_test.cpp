@@ -34,8 +34,8 @@ TEST(SvodBench, TimesEveryOpOfAPlanAndWritesJson) {
   ASSERT_TRUE(r.ok()) << r.err;
   EXPECT_EQ(r.err, "");
   // One row per op, kernels with their rates.
-  for (const char* row : {"ops[0] (fill_x) custom fill", "ops[1] (scale) run scale", "ops[2] (add) run add",
-                          "ops[3] copy x <- src", "ops[4] custom all_reduce", "total (sum of medians)"})
+  for (const char* row : {"op 0 (fill_x) custom fill", "op 1 (scale) kernel scale", "op 2 (add) kernel add",
+                          "op 3 copy x <- src", "op 4 custom all_reduce", "total (sum of medians)"})
     EXPECT_NE(r.out.find(row), std::string::npos) << row << " missing from:\n" << r.out;
 
   std::ifstream in(json);
@@ -123,7 +123,7 @@ TEST(SvodBenchRanks, OneRankTimesCollectivesToo) {
   ProcessResult r = svod_bench({kCollectivePlan, "--runs", "2", "--min-time-ms", "0"});
   ASSERT_TRUE(r.ok()) << r.out << r.err;
   EXPECT_EQ(r.out.find("ranks: "), std::string::npos) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\nops\[3\] collective broadcast +2 )"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\nop 3 collective broadcast +2 )"))) << r.out;
   // A plan made for 4 ranks does not load as one.
   r = svod_bench({kGatherPlan});
   EXPECT_EQ(r.exit_code, 2);

@@ -216,8 +216,7 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
   if (comm && comm->size() > 1)
     output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
   ExecutionPlan& plan = loaded->plan;
-  std::vector<OpDescription> ops = describe_ops(plan);
-  for (size_t i = 0; i < ops.size(); ++i) ops[i].label = loaded->op_labels[i];
+  const std::vector<OpDescription> ops = describe_ops(plan);
 
   std::optional<Profiler> profiler;
   // The trace shows every call: the runs are bounded by --max-runs per op.

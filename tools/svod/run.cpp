@@ -137,13 +137,6 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   return {std::move(file), std::move(loaded)};
 }
 
-// A profiler for the plan's ops, each described by its label from the file.
-Profiler labelled_profiler(const LoadedPlan& loaded) {
-  std::vector<OpDescription> ops = describe_ops(loaded.plan);
-  for (size_t op = 0; op < ops.size(); ++op) ops[op].label = loaded.op_labels[op];
-  return Profiler(std::move(ops));
-}
-
 // --isolate: what the process that runs the plan tells the one that waits
 // for it, in memory they share (a mapping made before the fork), so that it
 // is there however the run ends: whether the run finished, which ops were
@@ -157,14 +150,14 @@ struct IsolationRecord {
   std::atomic<bool> running[kOps];
   char labels[kLabelBytes];  // NUL-terminated, one per op, in order
 
-  // The running ops' labels ("ops[2] (layer3) run layer3, ..."), or empty.
+  // The running ops' labels ("op 2 (layer3) kernel layer3, ..."), or empty.
   std::string running_ops() const {
     std::vector<std::string> names;
     const char* label = labels;
     const char* end = labels + kLabelBytes;
     for (size_t op = 0; op < std::min<size_t>(ops.load(), kOps); ++op) {
       const bool has_label = labelled.load() && label < end;
-      if (running[op].load()) names.push_back(has_label && *label ? std::string(label) : fmt::format("ops[{}]", op));
+      if (running[op].load()) names.push_back(has_label && *label ? std::string(label) : fmt::format("op {}", op));
       if (has_label) label += std::strlen(label) + 1;
     }
     return fmt::format("{}", fmt::join(names, ", "));
@@ -192,9 +185,9 @@ void label_ops(const std::vector<std::string>& labels) {
 // on to `inner`.
 class OpWatch final : public PlanObserver {
  public:
-  OpWatch(PlanObserver& inner, const std::vector<std::string>& labels)
-      : inner_(&inner), labels_(labels), running_(labels.size()) {
-    label_ops(labels);
+  OpWatch(PlanObserver& inner, const std::vector<OpDescription>& ops) : inner_(&inner), running_(ops.size()) {
+    for (const OpDescription& op : ops) labels_.push_back(op.label);
+    label_ops(labels_);
   }
   // Passes the ops on to `inner` from the next execution on.
   void pass_to(PlanObserver& inner) noexcept { inner_ = &inner; }
@@ -208,20 +201,20 @@ class OpWatch final : public PlanObserver {
     if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(false);
     running_[op].store(false, std::memory_order_relaxed);
   }
-  // The running ops' labels ("ops[2] (layer3) run layer3, ..."), or empty.
+  // The running ops' labels ("op 2 (layer3) kernel layer3, ..."), or empty.
   std::string running() const {
     std::string text;
     for (size_t op = 0; op < running_.size(); ++op) {
       if (!running_[op].load(std::memory_order_relaxed)) continue;
       if (!text.empty()) text += ", ";
-      text += labels_[op].empty() ? fmt::format("ops[{}]", op) : labels_[op];
+      text += labels_[op];
     }
     return text;
   }
 
  private:
   PlanObserver* inner_;
-  const std::vector<std::string>& labels_;
+  std::vector<std::string> labels_;
   std::vector<std::atomic<bool>> running_;
 };
 
@@ -289,11 +282,8 @@ class RunWatchdog {
 // (ExecuteOptions::observer), and a plan of one device's kernels then cannot
 // go to it as one graph: such plans are watched only when something asks.
 bool watch_ops(const RunOptions& options, const ExecutionPlan& plan, bool ranks) {
-  if (options.timeout_s > 0 || isolation != nullptr || ranks || !options.profile.empty() || profile_requested())
-    return true;
-  for (size_t op = 0; op < plan.op_count(); ++op)
-    if (Device* device = plan.op_device(op); device != nullptr && !device->queue().runs_inline()) return false;
-  return true;
+  return options.timeout_s > 0 || isolation != nullptr || ranks || !options.profile.empty() || profile_requested() ||
+         !plan.uses_devices();
 }
 
 // Executes the plan --repeat times, the first (cold) execution under `cold`
@@ -304,7 +294,7 @@ std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options
                                                        const std::vector<size_t>& captured, Profiler& cold,
                                                        Profiler& warm, int rank, bool watch_each) {
   std::vector<std::vector<std::byte>> snapshots;
-  OpWatch watch(cold, loaded.op_labels);
+  OpWatch watch(cold, cold.profile().ops);
   struct Published {
     Published(const OpWatch& w, int rank) : rank(rank) {
       std::lock_guard lock(watch_mutex);
@@ -490,7 +480,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     return failed(e);
   }
 
-  Profiler cold = labelled_profiler(loaded), warm = labelled_profiler(loaded);
+  Profiler cold(loaded.plan), warm(loaded.plan);
   const bool watched = watch_ops(options, loaded.plan, comm && comm->size() > 1);
   std::vector<std::vector<std::byte>> snapshots;
   try {

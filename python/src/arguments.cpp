@@ -75,6 +75,15 @@ double float_argument(py::handle obj, std::string_view what) {
   return v;
 }
 
+std::chrono::nanoseconds seconds_argument(py::handle obj, std::string_view what, bool zero) {
+  const double seconds = float_argument(obj, what);
+  constexpr double kMost = 9.2e9;  // seconds in INT64_MAX nanoseconds, rounded down
+  if (!(seconds >= 0) || (!zero && seconds == 0) || seconds > kMost)
+    throw make_error(ErrorKind::Validation, "{}: {} seconds is outside {}0, {:g}]", what, seconds, zero ? "[" : "(",
+                     kMost);
+  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+}
+
 std::filesystem::path path_argument(py::handle obj, std::string_view what) {
   auto fspath = py::reinterpret_steal<py::object>(PyOS_FSPath(obj.ptr()));  // str or bytes
   if (!fspath) {

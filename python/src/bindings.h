@@ -199,6 +199,10 @@ bool bool_argument(py::handle obj, std::string_view what);
 size_t size_argument(py::handle obj, std::string_view what);
 // A number argument (float, int, numpy scalars) as a double.
 double float_argument(py::handle obj, std::string_view what);
+// A duration given in seconds, as nanoseconds (which hold ~292 years);
+// Error(Validation) naming `what` when negative, not a number, too long, or
+// zero unless `zero`.
+std::chrono::nanoseconds seconds_argument(py::handle obj, std::string_view what, bool zero);
 // A path argument: str, bytes or os.PathLike, without NUL characters.
 std::filesystem::path path_argument(py::handle obj, std::string_view what);
 // The items of a list, tuple or other iterable argument (a str, bytes or dict

@@ -11,9 +11,11 @@
 
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "svod/guard/checked_mode.h"
+#include "svod/guard/watchdog.h"
 #include "svod/registry/registry.h"
 
 namespace svod::python {
@@ -154,6 +156,36 @@ py::object python_error(const Error& e) {
   return py::reinterpret_steal<py::object>(exc);
 }
 
+// svod.time_limit(seconds): a TimeLimit (svod/guard/watchdog.h) over the
+// with block, on the thread that entered it.
+class PyTimeLimit {
+ public:
+  explicit PyTimeLimit(py::handle seconds)
+      : limit_ns_(seconds_argument(seconds, "time_limit: seconds", false)),
+        what_(fmt::format("the svod.time_limit({:g}) block", static_cast<double>(limit_ns_.count()) * 1e-9)) {}
+  void enter() {
+    if (limit_) throw make_error(ErrorKind::Validation, "{}: entered twice", what_);
+    limit_.emplace(limit_ns_, what_);
+    thread_ = std::this_thread::get_id();
+  }
+  void exit() {
+    if (!limit_) return;
+    if (thread_ != std::this_thread::get_id() || launch_stop_scope() != &limit_->scope())
+      throw make_error(ErrorKind::Validation, "{}: left on another thread or around a block still open inside it",
+                       what_);
+    passed_ = limit_->passed();
+    limit_.reset();
+  }
+  bool passed() const { return limit_ ? limit_->passed() : passed_; }
+
+ private:
+  std::chrono::nanoseconds limit_ns_;
+  std::string what_;
+  std::optional<TimeLimit> limit_;
+  std::thread::id thread_;
+  bool passed_ = false;  // whether the block, once left, had passed its limit
+};
+
 void set_error_classes(py::object base, py::dict by_kind, py::object type_error_class) {
   error_base = base.release().ptr();
   argument_type_error = type_error_class.release().ptr();
@@ -268,6 +300,19 @@ PYBIND11_MODULE(_svod, m) {
   m.def("_set_check_mode", [](py::handle what) {
     svod::set_check_mode(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
   });
+  py::class_<PyTimeLimit>(m, "time_limit",
+                          "with svod.time_limit(seconds): kernels that this thread launches in the block (alone or in "
+                          "plans) and that still run `seconds` after it opened are stopped, their launch raising "
+                          "svod.TimeoutError. Nothing ends the process: a kernel that cannot be stopped (in a system "
+                          "call or a library function) runs to its end.")
+      .def(py::init<py::handle>(), py::arg("seconds"))
+      .def("__enter__",
+           [](py::object self) {
+             py::cast<PyTimeLimit&>(self).enter();
+             return self;
+           })
+      .def("__exit__", [](PyTimeLimit& t, py::args) { t.exit(); })
+      .def_property_readonly("passed", &PyTimeLimit::passed, "whether the block ran past its limit");
   // Classes before the functions that return them, so signatures name them.
   bind_buffers(m);
   bind_programs(m);

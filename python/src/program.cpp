@@ -518,16 +518,6 @@ int run_count(py::handle obj, std::string_view what, int64_t least) {
   return static_cast<int>(n);
 }
 
-// A duration for benchmark, in seconds, as nanoseconds (which hold ~292 years).
-std::chrono::nanoseconds duration(py::handle obj, std::string_view what, bool zero) {
-  const double seconds = float_argument(obj, what);
-  constexpr double kMost = 9.2e9;  // seconds in INT64_MAX nanoseconds, rounded down
-  if (!(seconds >= 0) || (!zero && seconds == 0) || seconds > kMost)
-    throw make_error(ErrorKind::Validation, "{}: {} seconds is outside {}0, {:g}]", what, seconds, zero ? "[" : "(",
-                     kMost);
-  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
-}
-
 }  // namespace
 
 BenchmarkConfig benchmark_config(py::handle warmup, py::handle runs, py::handle min_total_s, py::handle timeout_s) {
@@ -535,8 +525,8 @@ BenchmarkConfig benchmark_config(py::handle warmup, py::handle runs, py::handle 
   config.warmup_runs = run_count(warmup, "benchmark: warmup", 0);
   config.min_runs = run_count(runs, "benchmark: runs", 1);
   config.max_runs = config.min_runs;
-  config.min_total = duration(min_total_s, "benchmark: min_total", true);
-  config.timeout = duration(timeout_s, "benchmark: timeout", false);
+  config.min_total = seconds_argument(min_total_s, "benchmark: min_total", true);
+  config.timeout = seconds_argument(timeout_s, "benchmark: timeout", false);
   return config;
 }
 

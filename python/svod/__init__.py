@@ -23,7 +23,8 @@ import threading
 
 from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
-                    asbuffer, benchmark, device, devices, free_cached, from_dlpack, load_package, load_plan, profile)
+                    asbuffer, benchmark, device, devices, free_cached, from_dlpack, load_package, load_plan, profile,
+                    time_limit)
 
 __version__ = _svod.__version__
 
@@ -173,7 +174,7 @@ def checked(what="memory"):
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
     "asbuffer", "benchmark", "checked", "comm", "device", "devices", "free_cached", "from_dlpack", "load_package",
-    "load_plan", "profile",
+    "load_plan", "profile", "time_limit",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]
 

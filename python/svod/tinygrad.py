@@ -157,10 +157,14 @@ class SVODProgram(Program["SVODDevice"]):
         """tinygrad's vals without core_id's place (svod passes core_id itself)."""
         return vals if self.core_id is None else vals[:self.core_id] + vals[self.core_id + 1:]
 
-    def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False, **kw):
+    def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False, timeout=None, **kw):
         start = time.perf_counter()
         try:
-            self.prg(*bufs, *self.scalar_args(vals), global_size=global_size)
+            if timeout:  # in ms, as tinygrad gives it (BEAM's per-candidate limit); 0 and None: no limit
+                with svod.time_limit(timeout / 1e3):
+                    self.prg(*bufs, *self.scalar_args(vals), global_size=global_size)
+            else:
+                self.prg(*bufs, *self.scalar_args(vals), global_size=global_size)
         except _LAUNCH_FAILURES as e:
             raise _runtime_error(e) from None
         return time.perf_counter() - start if wait else None

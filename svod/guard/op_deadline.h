@@ -1,19 +1,23 @@
 // SVOD_OP_TIMEOUT: the seconds one op (a plan op, or a kernel launched on
-// its own) may run. When an op passes its deadline a watchdog thread asks
-// its StopScope to stop it (kernel_stop.h): a CPU kernel is stopped in its
-// own code and its launch fails with Error(Timeout), the process going on.
-// What cannot be stopped that way (a kernel in a system call or a libc
-// function for a second more, a copy, a host function, a device kernel) is
-// named on stderr and the process ends with kOpTimeoutStatus (124): the
-// caller sees a clear end instead of a hang. `svod run --isolate` turns that
-// end into a report of the run (tools/svod/run.cpp).
+// its own) may run, kept by the process's watchdog (watchdog.h). When an op
+// passes its deadline its StopScope is asked to stop it (kernel_stop.h): a
+// CPU kernel is stopped in its own code and its launch fails with
+// Error(Timeout), the process going on. What cannot be stopped that way (a
+// kernel in a system call or a libc function for a second more, a copy, a
+// host function, a device kernel) is named on stderr and the process ends
+// with kOpTimeoutStatus (124): the caller sees a clear end instead of a
+// hang. `svod run --isolate` turns that end into a report of the run
+// (tools/svod/run.cpp).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
+#include "svod/guard/watchdog.h"
 
 namespace svod {
 
@@ -37,8 +41,16 @@ class OpDeadline {
   OpDeadline& operator=(const OpDeadline&) = delete;
 
  private:
-  struct Slot* slot_ = nullptr;  // null when an outer deadline covers this op
-  std::optional<EnterStopScope> scope_;
+  std::string report(double seconds) const;
+
+  const RunningOp* op_ = nullptr;
+  const char* kind_ = nullptr;
+  const char* name_ = nullptr;
+  std::chrono::steady_clock::time_point started_;
+  // Empty when an outer deadline covers this op.
+  std::optional<StopScope> scope_;
+  std::optional<EnterStopScope> enter_;
+  std::optional<Deadline> deadline_;
 };
 
 }  // namespace svod

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -232,6 +233,49 @@ print("after:", x[0], x[1])
     assert out.count("raised: ") == 3 and "raised on a slice: kernel stopped: program \"spin4\"" in out, out
     assert 'kernel stopped: program "spin" (entry spin) on CPU: it ran past SVOD_OP_TIMEOUT=0.3 s' in out, out
     assert "after: 1.0 0.0" in out, out
+
+
+@pytest.fixture(scope="module")
+def spinners(cpu):
+    """A kernel that spins until o[0] is non-zero, alone and on 4 core_id slices."""
+    buffers = [{"name": "o", "access": "readwrite", "dtype": "f32"}]
+    one = cpu.compile(source="void spin(volatile float* o) { while (o[0] == 0.0f) { } o[1] = 1.0f; }",
+                      entry="spin", buffers=buffers)
+    four = cpu.compile(source="void spin4(volatile float* o, int core_id) { while (o[0] == 0.0f) { } }",
+                       entry="spin4", buffers=buffers, scalars=[{"name": "core_id", "type": "i32", "min": 0, "max": 3}],
+                       global_size=[4])
+    return one, four
+
+
+def test_a_kernel_past_its_time_limit_raises_timeout_error_and_the_next_call_runs(spinners, add):
+    spin, spin4 = spinners
+    x = np.zeros(4, np.float32)
+    for kernel in (spin, spin4):  # alone, and on slices on the pool's threads
+        start = time.perf_counter()
+        with pytest.raises(svod.TimeoutError) as info:
+            with svod.time_limit(0.05) as limit:
+                kernel(x)
+        assert limit.passed and time.perf_counter() - start < 10
+        assert "the svod.time_limit(0.05) block ran past its time limit of 0.05 s" in str(info.value)
+    ones = np.ones(4, np.float32)
+    with svod.time_limit(30) as roomy:
+        add(x, ones, ones, 4)
+    assert not roomy.passed and x[0] == 2.0
+    spin(x)  # o[0] is set: it returns, outside any limit
+    assert x[1] == 1.0
+
+
+def test_a_time_limit_covers_the_plans_run_in_it_and_rejects_bad_seconds(spinners):
+    spin, _ = spinners
+    builder = svod.PlanBuilder()
+    builder.run(spin, [builder.add_buffer(np.zeros(4, np.float32), "o")])
+    plan = builder.build()
+    with pytest.raises(svod.TimeoutError):
+        with svod.time_limit(0.05):
+            plan.execute()
+    for bad in (0, -1, float("nan"), "1"):
+        with pytest.raises((svod.ValidationError, svod.ArgumentTypeError)):
+            svod.time_limit(bad)
 
 
 def test_a_kernel_that_calls_exit_or_its_kin_raises_kernel_fault_and_the_process_goes_on(cpu, add):

@@ -340,3 +340,23 @@ def test_a_kernel_that_faults_is_a_runtime_error_for_tinygrad(tg):
         program(svod.device("CPU").allocate("u8", 16), wait=True)
     assert isinstance(info.value, svod.KernelFault) and info.value.signal_name == "SIGSEGV"
     assert "bad" in str(info.value)
+
+
+
+def test_a_candidate_past_tinygrads_timeout_is_a_runtime_error_and_the_next_call_runs(tg):
+    """BEAM search times each candidate with timeout= (ms, its early stop): svod stops a kernel that
+    runs past it (svod.time_limit), which tinygrad takes as a failed candidate."""
+    from tinygrad import Device
+    from tinygrad.device import TinyELF
+    from tinygrad.dtype import dtypes
+    backend = tg[3]
+    source = "void spin(float* restrict data0) { while (*(volatile float*)data0 == 0.0f) { } }\n"
+    obj = TinyELF(lib=backend.SVODCompiler().compile(source), name="spin", target=Device["SVOD"].renderer.target,
+                  signature=(("data0", 0, dtypes.float32, (4,)),))
+    program = backend.SVODProgram(Device["SVOD"], obj)
+    data = svod.device("CPU").allocate("f32", 4)
+    with pytest.raises(RuntimeError) as info:
+        program(data, wait=True, timeout=50)
+    assert isinstance(info.value, svod.TimeoutError) and "time limit of 0.05 s" in str(info.value)
+    data.numpy()[0] = 1.0
+    assert program(data, wait=True, timeout=50) < 1.0

@@ -5,16 +5,17 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include "svod/base/file_write.h"
 #include "svod/compile/cpu_compiler.h"
 #include "svod/guard/running_op.h"
+#include "svod/guard/watchdog.h"
 
 namespace svod::cli {
 
@@ -112,58 +113,41 @@ void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool 
 namespace {
 
 // Local ranks: ends the process when a rank failed and others are still
-// running `grace` later (see run_on_ranks); `report` prints why, with the
-// stuck ranks still running.
+// running `grace` later (see run_on_ranks), through a deadline armed at the
+// first failure; `report` says why, with the stuck ranks still running.
 class StuckRankWatch {
  public:
-  using Report = std::function<void(const std::vector<int>& stuck)>;
+  using Report = std::function<std::string(const std::vector<int>& stuck)>;
   StuckRankWatch(int ranks, std::chrono::milliseconds grace, Report report)
-      : done_(static_cast<size_t>(ranks), false), grace_(grace), report_(std::move(report)) {
-    thread_ = std::thread([this] { watch(); });
-  }
-  ~StuckRankWatch() {
-    {
-      std::lock_guard lock(mutex_);
-      closing_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
+      : done_(static_cast<size_t>(ranks)), grace_(grace), report_(std::move(report)) {}
   StuckRankWatch(const StuckRankWatch&) = delete;
   StuckRankWatch& operator=(const StuckRankWatch&) = delete;
 
   void finished(int rank, bool failed) {
-    {
-      std::lock_guard lock(mutex_);
-      done_[static_cast<size_t>(rank)] = true;
-      failed_ = failed_ || failed;
+    std::lock_guard lock(mutex_);
+    done_[static_cast<size_t>(rank)].store(true);
+    if (stuck().empty()) {
+      deadline_.reset();
+    } else if (failed && !deadline_) {
+      deadline_.emplace(grace_, DeadlineAction{.report = [this] { return report_(stuck()); }, .status = 2});
     }
-    changed_.notify_all();
   }
 
  private:
-  void watch() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return closing_ || failed_; });
-    if (closing_) return;
-    if (changed_.wait_for(lock, grace_, [&] { return closing_ || all_done(); })) return;
-    std::vector<int> stuck;
+  // Without mutex_: the report runs under the watchdog's lock, which
+  // finished() takes inside mutex_.
+  std::vector<int> stuck() const {
+    std::vector<int> ranks;
     for (size_t r = 0; r < done_.size(); ++r)
-      if (!done_[r]) stuck.push_back(static_cast<int>(r));
-    report_(stuck);
-    std::fflush(nullptr);
-    std::_Exit(2);
+      if (!done_[r].load()) ranks.push_back(static_cast<int>(r));
+    return ranks;
   }
-  bool all_done() const { return std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }); }
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<bool> done_;
-  bool failed_ = false;
-  bool closing_ = false;
+  std::mutex mutex_;  // over deadline_
+  std::vector<std::atomic<bool>> done_;
   const std::chrono::milliseconds grace_;
   const Report report_;
-  std::thread thread_;
+  std::optional<Deadline> deadline_;  // armed from the first failure until every rank is done
 };
 
 }  // namespace
@@ -213,12 +197,11 @@ int run_on_ranks(std::string_view command, const std::string& plan, const RanksO
     for (size_t r = 0; r < ranks; ++r)
       if (std::find(stuck.begin(), stuck.end(), static_cast<int>(r)) == stuck.end()) emit_rank(r);
     const std::string activity = stuck_activity ? stuck_activity() : std::string();
-    fmt::print(stderr,
-               "svod {}: {}: rank(s) {} still running {} ms after another rank failed{}, and could not be stopped "
-               "(only a CPU kernel in its own code can be: not one in a system call, a library function or a "
-               "device), so the run ends with status 2\n",
-               command, plan, detail::rank_list(stuck), grace.count(),
-               activity.empty() ? std::string() : " (" + activity + ")");
+    return fmt::format(
+        "svod {}: {}: rank(s) {} still running {} ms after another rank failed{}, and could not be stopped "
+        "(only a CPU kernel in its own code can be: not one in a system call, a library function or a "
+        "device), so the run ends with status 2\n",
+        command, plan, detail::rank_list(stuck), grace.count(), activity.empty() ? std::string() : " (" + activity + ")");
   });
   try {
     run_local_ranks(options.ranks, [&](Communicator& comm) {

@@ -30,7 +30,6 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
-#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +41,6 @@
 #include <new>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
@@ -50,6 +48,7 @@
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
+#include "svod/guard/watchdog.h"
 #include "svod/package/package.h"
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
@@ -219,7 +218,8 @@ class OpWatch final : public PlanObserver {
 };
 
 // The OpWatch of each execution in progress, by rank (0 for a plain run),
-// for the timeout watchdog and the stuck-rank report; guarded by watch_mutex.
+// for the --timeout deadline's and the stuck-rank report; guarded by
+// watch_mutex.
 std::mutex watch_mutex;
 std::map<int, const OpWatch*> watched;
 
@@ -233,47 +233,6 @@ std::string running_ops() {
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
-
-// --timeout: when `svod run` is still running after its seconds, asks the
-// run's stop scope to stop its kernels (the run then fails with
-// kOpTimeoutStatus, 124, as SVOD_OP_TIMEOUT); what is still running a second
-// later cannot be stopped, and the process ends with 124 after naming it.
-class RunWatchdog {
- public:
-  RunWatchdog(double seconds, std::string plan, StopScope& scope) {
-    if (seconds <= 0) return;
-    thread_ = std::thread([this, seconds, plan = std::move(plan), &scope] {
-      std::unique_lock lock(mutex_);
-      if (done_changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done_; })) return;
-      scope.request(ErrorKind::Timeout, fmt::format("the run timed out after {:g} s (--timeout)", seconds));
-      if (done_changed_.wait_for(lock, std::chrono::seconds(1), [&] { return done_; })) return;
-      std::lock_guard watch(watch_mutex);  // held until the process ends
-      const std::string ops = running_ops();
-      std::fprintf(stderr, "svod run: %s: timed out after %g s (--timeout) %s\n", plan.c_str(), seconds,
-                   ops.empty() ? "while loading, compiling or between ops"
-                               : ("running " + ops + ", which could not be stopped").c_str());
-      std::fflush(stderr);
-      std::_Exit(kOpTimeoutStatus);
-    });
-  }
-  ~RunWatchdog() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    done_changed_.notify_all();
-    thread_.join();
-  }
-  RunWatchdog(const RunWatchdog&) = delete;
-  RunWatchdog& operator=(const RunWatchdog&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable done_changed_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 // Whether the run watches each op start and end: for the per-op table, the
 // trace (--profile, SVOD_PROFILE), --timeout's and a stuck rank's report of
@@ -604,7 +563,28 @@ int run(const RunOptions& options) {
   if (options.isolate) return run_isolated(options);
   StopScope scope;  // every rank's kernels run in it, for --timeout
   const EnterStopScope in_scope(scope);
-  const RunWatchdog watchdog(options.timeout_s, options.plan, scope);
+  // --timeout: past its seconds the run's kernels are asked to stop (the run
+  // then fails with kOpTimeoutStatus, 124, as under SVOD_OP_TIMEOUT); what
+  // is still running a second later cannot be stopped, and the process ends
+  // with 124 after naming it.
+  const std::string timed_out = fmt::format("the run timed out after {:g} s (--timeout)", options.timeout_s);
+  std::optional<Deadline> deadline;
+  if (options.timeout_s > 0)
+    deadline.emplace(nanoseconds_of(options.timeout_s),
+                     DeadlineAction{.stop = &scope,
+                                    .kind = ErrorKind::Timeout,
+                                    .reason = timed_out,
+                                    .report = [&options] {
+                                      std::lock_guard watch(watch_mutex);  // held until the process ends
+                                      const std::string ops = running_ops();
+                                      return fmt::format(
+                                          "svod run: {}: timed out after {:g} s (--timeout) {}\n", options.plan,
+                                          options.timeout_s,
+                                          ops.empty() ? "while loading, compiling or between ops"
+                                                      : "running " + ops + ", which could not be stopped");
+                                    },
+                                    .grace = std::chrono::seconds(1),
+                                    .status = kOpTimeoutStatus});
   try {
     if (!options.check.empty()) set_check_mode(parse_check_mode(options.check, "--check"));
   } catch (const Error& e) {

@@ -239,9 +239,7 @@ void copy_from(const PyBuffer& b, py::handle source) {
     throw make_error(ErrorKind::Validation, "copy_from: the source is {} bytes of {}, the destination {} bytes of {}",
                      src.bytes(), to_string(src.dtype()), dst.bytes(), to_string(dst.dtype()));
   GilReleased unlocked;
-  if (&src.device() == &dst.device() || src.is_host()) dst.device().copy(dst, src);
-  else if (dst.is_host()) src.device().copy(dst, src);
-  else copy_through_host(dst, src);
+  copy_buffer(dst, src);
 }
 
 PyTypeObject* buffer_type = nullptr;  // svod.Buffer, set by bind_buffers

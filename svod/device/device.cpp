@@ -142,6 +142,20 @@ std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec
   return program;
 }
 
+void copy_buffer(const Buffer& dst, const Buffer& src) {
+  if (dst.is_host() && src.is_host()) {
+    copy_host_buffers(dst, src);
+    return;
+  }
+  (dst.is_host() ? src : dst).device().copy(dst, src);
+}
+
+Device* direct_copy_device(const Buffer& dst, const Buffer& src) noexcept {
+  if (dst.device().direct_copy(dst, src)) return &dst.device();
+  if (src.device().direct_copy(dst, src)) return &src.device();
+  return nullptr;
+}
+
 void copy_through_host(const Buffer& dst, const Buffer& src) {
   if (dst.bytes() != src.bytes())
     throw make_error(ErrorKind::Validation, "copy of {} bytes into a buffer of {} bytes: sizes must be equal",

@@ -174,6 +174,16 @@ class Program {
 std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec,
                                                const std::function<void(const Artifact&)>& loaded = {});
 
+// How svod copies a buffer, decided here once:
+// dst <- src (equal byte sizes) now, on the calling thread, wherever either
+// lives: a memmove when both are host memory, else the copy() of the side
+// that is not host memory (dst's when neither is), which stages what no
+// single command of it does.
+void copy_buffer(const Buffer& dst, const Buffer& src);
+// The device whose queue moves dst <- src in one command (Device::
+// direct_copy; dst's device first), or null when only copy_buffer() can.
+Device* direct_copy_device(const Buffer& dst, const Buffer& src) noexcept;
+
 // dst <- src (equal byte sizes) for copies no single command of a device
 // does (between devices, or overlapping bytes of one device storage): a
 // memmove when both are host memory, else through a host buffer, each leg

@@ -39,7 +39,7 @@ EventPtr HostQueue::launch(const Program& program, std::span<const Buffer> buffe
 EventPtr HostQueue::copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) {
   wait_all(waits);
   if (!dst.valid() || !src.valid()) throw make_error(ErrorKind::Validation, "copy of an empty buffer");
-  (dst.is_host() ? src : dst).device().copy(dst, src);
+  copy_buffer(dst, src);
   return nullptr;
 }
 

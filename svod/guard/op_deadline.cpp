@@ -13,14 +13,52 @@
 namespace svod {
 namespace {
 
-// The thread's op under a deadline now, if any: ops inside it (a plan op's
-// kernel) are covered by it.
-thread_local const OpDeadline* current_deadline = nullptr;
-
 // How long a stop may take before the process ends instead.
 constexpr std::chrono::seconds kStopGrace{1};
 
 }  // namespace
+
+// A thread's deadline for its ops, armed while one runs (the first on the
+// thread to start: ops inside it, a plan op's kernel, are covered by it),
+// with the stop scope the op runs in and what its report names.
+struct OpSlot {
+  explicit OpSlot(double seconds)
+      : seconds(seconds),
+        reason(fmt::format("it ran past SVOD_OP_TIMEOUT={:g} s", seconds)),
+        deadline(DeadlineAction{.stop = &scope,
+                                .kind = ErrorKind::Timeout,
+                                .reason = reason,
+                                .report = [this](std::chrono::nanoseconds ran) { return report(ran); },
+                                .grace = kStopGrace,
+                                .status = kOpTimeoutStatus}) {}
+
+  // "plan op 2 (layer3), kernel "k" has run for 2.0 s, past ...".
+  std::string report(std::chrono::nanoseconds ran) const {
+    std::string what;
+    if (op != nullptr) {
+      what = fmt::format("plan op {}", op->index);
+      if (const std::string& label = op->label(op->plan, op->index); !label.empty()) what += " (" + label + ")";
+      what += ", ";
+    }
+    what += kind;
+    if (name != nullptr) what += fmt::format(" \"{}\"", name);
+    return fmt::format(
+        "\nsvod: {} has run for {:.1f} s, past SVOD_OP_TIMEOUT={:g}, and could not be stopped (only a CPU kernel "
+        "in its own code can be: this op is in a system call, a library function, a copy, a host function or a "
+        "device); the process ends with status {}\n",
+        what, std::chrono::duration<double>(ran).count(), seconds, kOpTimeoutStatus);
+  }
+
+  const double seconds;
+  const std::string reason;
+  // The op running under the deadline (set before it is armed).
+  bool running = false;
+  const RunningOp* op = nullptr;
+  const char* kind = nullptr;
+  const char* name = nullptr;
+  StopScope scope;
+  Deadline deadline;
+};
 
 double op_timeout_seconds() {
   // Read once; a bad value is thrown at every call rather than out of the
@@ -45,50 +83,25 @@ double op_timeout_seconds() {
 }
 
 OpDeadline::OpDeadline(const RunningOp* op, const char* kind, const char* name) {
-  if (current_deadline != nullptr) return;  // the enclosing op's deadline holds
-  const double seconds = op_timeout_seconds();
-  op_ = op;
-  kind_ = kind;
-  name_ = name;
-  started_ = std::chrono::steady_clock::now();
-  scope_.emplace();
-  enter_.emplace(*scope_, launch_stop_scope());
-  static const std::string reason = fmt::format("it ran past SVOD_OP_TIMEOUT={:g} s", seconds);
-  deadline_.emplace(nanoseconds_of(seconds),
-                    DeadlineAction{.stop = &*scope_,
-                                   .kind = ErrorKind::Timeout,
-                                   .reason = reason,
-                                   .report = [this, seconds] { return report(seconds); },
-                                   .grace = kStopGrace,
-                                   .status = kOpTimeoutStatus});
-  current_deadline = this;
+  thread_local OpSlot slot(op_timeout_seconds());
+  if (slot.running) return;  // the enclosing op's deadline holds
+  slot.running = true;
+  slot.op = op;
+  slot.kind = kind;
+  slot.name = name;
+  slot_ = &slot;
+  enter_.emplace(slot.scope, launch_stop_scope());
+  slot.deadline.arm(nanoseconds_of(slot.seconds));
 }
 
 OpDeadline::~OpDeadline() {
-  if (!deadline_) return;
-  deadline_.reset();
+  if (slot_ == nullptr) return;
+  slot_->deadline.disarm();
   enter_.reset();
-  current_deadline = nullptr;
+  slot_->scope.withdraw();
+  slot_->running = false;
 }
 
-const StopScope* OpDeadline::scope() const noexcept { return scope_ ? &*scope_ : nullptr; }
-
-// "plan op 2 (layer3), kernel "k" has run for 2.0 s, past ...".
-std::string OpDeadline::report(double seconds) const {
-  std::string op;
-  if (op_ != nullptr) {
-    op = fmt::format("plan op {}", op_->index);
-    if (const std::string& label = op_->label(op_->plan, op_->index); !label.empty()) op += " (" + label + ")";
-    op += ", ";
-  }
-  op += kind_;
-  if (name_ != nullptr) op += fmt::format(" \"{}\"", name_);
-  const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  return fmt::format(
-      "\nsvod: {} has run for {:.1f} s, past SVOD_OP_TIMEOUT={:g}, and could not be stopped (only a CPU kernel in "
-      "its own code can be: this op is in a system call, a library function, a copy, a host function or a device); "
-      "the process ends with status {}\n",
-      op, ran, seconds, kOpTimeoutStatus);
-}
+const StopScope* OpDeadline::scope() const noexcept { return slot_ != nullptr ? &slot_->scope : nullptr; }
 
 }  // namespace svod

@@ -10,10 +10,8 @@
 // (tools/svod/run.cpp).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
@@ -41,16 +39,8 @@ class OpDeadline {
   OpDeadline& operator=(const OpDeadline&) = delete;
 
  private:
-  std::string report(double seconds) const;
-
-  const RunningOp* op_ = nullptr;
-  const char* kind_ = nullptr;
-  const char* name_ = nullptr;
-  std::chrono::steady_clock::time_point started_;
-  // Empty when an outer deadline covers this op.
-  std::optional<StopScope> scope_;
+  struct OpSlot* slot_ = nullptr;  // the thread's; null when an outer deadline covers this op
   std::optional<EnterStopScope> enter_;
-  std::optional<Deadline> deadline_;
 };
 
 }  // namespace svod

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -30,11 +31,12 @@ struct DeadlineAction {
   ErrorKind kind = ErrorKind::Timeout;
   std::string_view reason;  // the stopped launches' message ("it ran past ..."); outlives the deadline
   // The end: when set, called on the watchdog's thread `grace` after the
-  // stop request if the deadline is still armed; it returns what stderr is
-  // told, and the process ends with `status`. It runs with the watchdog's
-  // lock held (so what it reads stays alive): it must not wait for a lock
-  // that a thread holds while it arms or disarms a deadline.
-  std::function<std::string()> report;
+  // stop request if the deadline is still armed, with the time since it was
+  // armed; it returns what stderr is told, and the process ends with
+  // `status`. It runs with the watchdog's lock and the deadline's held (so
+  // what it reads stays alive): it must not wait for a lock that a thread
+  // holds while it makes, arms, disarms or ends a deadline.
+  std::function<std::string(std::chrono::nanoseconds armed_for)> report;
   std::chrono::nanoseconds grace{0};
   int status = 0;
 };
@@ -44,30 +46,39 @@ inline std::chrono::nanoseconds nanoseconds_of(double seconds) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
 }
 
-// Armed from construction to destruction (or disarm()); neither copied nor
-// moved (the watchdog holds its address). Arming and disarming take the
-// watchdog's lock once each and wake its thread only when this deadline is
-// the earliest.
+// A deadline of the watchdog, watched from construction to destruction
+// (neither copied nor moved: the watchdog holds its address) and armed from
+// construction with a time, or by arm(), until disarm() or destruction. A
+// deadline can be armed again and again (one per thread serves every op the
+// thread runs): arming and disarming take only the deadline's own lock, and
+// wake the watchdog's thread only when the new time is earlier than the one
+// it sleeps until; constructing and destroying take the watchdog's lock.
 class Deadline {
  public:
+  explicit Deadline(DeadlineAction action);  // not armed
   Deadline(std::chrono::nanoseconds after, DeadlineAction action);
-  ~Deadline() { disarm(); }
+  ~Deadline();
   Deadline(const Deadline&) = delete;
   Deadline& operator=(const Deadline&) = delete;
 
+  // Arms the deadline `after` from now (again: a new time, not passed).
+  void arm(std::chrono::nanoseconds after);
   // Withdraws the deadline: nothing it asks happens after this returns.
   // The stop request it made, if any, stays (its scope's owner withdraws it).
   void disarm() noexcept;
-  // Whether the deadline passed (and asked its scope to stop).
+  // Whether the deadline passed since it was last armed (and asked its
+  // scope to stop).
   bool passed() const noexcept;
 
  private:
   friend struct Watchdog;
-  int64_t due_ns_;
-  std::atomic<int64_t> stop_asked_ns_{0};  // 0: not passed yet
-  DeadlineAction action_;
-  bool armed_ = false;
-  Deadline* prev_ = nullptr;
+  std::mutex mutex_;  // over the times below, and the action while it runs
+  int64_t armed_ns_ = 0;
+  int64_t due_ns_;    // kNotArmed when not armed
+  int64_t stop_asked_ns_ = 0;  // 0: not passed since armed
+  std::atomic<bool> passed_{false};
+  const DeadlineAction action_;
+  Deadline* prev_ = nullptr;  // the watchdog's list, under its lock
   Deadline* next_ = nullptr;
 };
 

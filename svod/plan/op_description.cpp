@@ -85,11 +85,12 @@ std::string op_label(const ExecutionPlan& plan, size_t index) {
 OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
   const PreparedOp& op = plan.op(index);
   OpWords words = op_words(op);
-  OpDescription d{.name = std::move(words.name),
-                  .label = op_label(plan, index),
-                  .id = plan.op_id(index),
-                  .kind = std::string(words.kind),
-                  .device = "host"};
+  OpDescription d;
+  d.name = std::move(words.name);
+  d.label = op_label(plan, index);
+  d.id = plan.op_id(index);
+  d.kind = words.kind;
+  d.device = "host";
   std::visit(
       [&](const auto& o) {
         using T = std::decay_t<decltype(o)>;

@@ -383,10 +383,7 @@ void PlanState::assign_queues() {
     } else if (const auto* c = std::get_if<CopyRun>(&runs[i])) {
       // The device that moves the bytes in one command; else the host
       // stages the copy.
-      const Buffer& dst = buffers[c->dst];
-      const Buffer& src = buffers[c->src];
-      if (dst.device().direct_copy(dst, src)) queue = &dst.device().queue();
-      else if (src.device().direct_copy(dst, src)) queue = &src.device().queue();
+      if (Device* device = direct_copy_device(buffers[c->dst], buffers[c->src])) queue = &device->queue();
     }
     if (queue) devices[i] = &queue->device();
     if (queue && !queue->runs_inline()) queues[i] = queue;

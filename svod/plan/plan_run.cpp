@@ -125,12 +125,7 @@ void PlanState::do_host_work(size_t i) {
       k->program->launch(k->launch_buffers, k->caller_scalars(), &k->dims);
     }
   } else if (auto* c = std::get_if<CopyRun>(&r)) {
-    const Buffer& dst = buffers[c->dst];
-    const Buffer& src = buffers[c->src];
-    if (dst.is_host() && src.is_host())
-      std::memmove(dst.data(), src.data(), src.bytes());
-    else
-      (dst.is_host() ? src : dst).device().copy(dst, src);
+    copy_buffer(buffers[c->dst], buffers[c->src]);
   } else if (auto* f = std::get_if<CustomRun>(&r)) {
     f->def->run(f->buffers, *f->attrs, variables());
   } else if (auto* c = std::get_if<CollectiveRun>(&r)) {

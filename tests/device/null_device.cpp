@@ -73,7 +73,7 @@ class NullQueue final : public Queue {
   }
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) override {
     wait_all(waits);
-    return run_command('C', [&] { (dst.is_host() ? src : dst).device().copy(dst, src); });
+    return run_command('C', [&] { copy_buffer(dst, src); });
   }
   EventPtr record(std::span<const EventPtr> waits) override {
     wait_all(waits);

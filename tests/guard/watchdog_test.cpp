@@ -48,6 +48,24 @@ TEST(Watchdog, ADisarmedDeadlineAsksNothing) {
   EXPECT_EQ(scope.requested_around(), nullptr);
 }
 
+TEST(Watchdog, ADeadlineArmedAgainPassesAgain) {
+  StopScope scope;
+  Deadline d(DeadlineAction{.stop = &scope, .reason = "again", .report = nullptr});
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(d.passed());  // not armed yet
+  for (int round = 0; round < 3; ++round) {
+    d.arm(5ms);
+    EXPECT_FALSE(d.passed());
+    ASSERT_TRUE(passes_within(d, 10s)) << round;
+    EXPECT_EQ(scope.requested_around(), &scope);
+    d.disarm();
+    scope.withdraw();
+  }
+  d.arm(1h);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(d.passed());
+}
+
 TEST(Watchdog, AnEarlierDeadlineWakesTheThreadSleepingForALaterOne) {
   StopScope late_scope, soon_scope;
   const Deadline late(1h, DeadlineAction{.stop = &late_scope, .reason = "late", .report = nullptr});
@@ -84,7 +102,7 @@ TEST(WatchdogDeathTest, ADeadlineWithAnEndEndsTheProcessWithItsReportAndStatus) 
         StopScope scope;
         const Deadline d(10ms, DeadlineAction{.stop = &scope,
                                               .reason = "stop",
-                                              .report = [] { return std::string("the test's work could not stop\n"); },
+                                              .report = [](std::chrono::nanoseconds) { return std::string("the test's work could not stop\n"); },
                                               .grace = 20ms,
                                               .status = 7});
         std::this_thread::sleep_for(10s);
@@ -97,7 +115,7 @@ TEST(Watchdog, AnEndDisarmedWithinItsGraceNeverComes) {
   {
     Deadline d(5ms, DeadlineAction{.stop = &scope,
                                    .reason = "stop",
-                                   .report = [] { return std::string("must not end\n"); },
+                                   .report = [](std::chrono::nanoseconds) { return std::string("must not end\n"); },
                                    .grace = 300ms,
                                    .status = 7});
     ASSERT_TRUE(passes_within(d, 10s));

@@ -129,7 +129,7 @@ class StuckRankWatch {
     if (stuck().empty()) {
       deadline_.reset();
     } else if (failed && !deadline_) {
-      deadline_.emplace(grace_, DeadlineAction{.report = [this] { return report_(stuck()); }, .status = 2});
+      deadline_.emplace(grace_, DeadlineAction{.report = [this](std::chrono::nanoseconds) { return report_(stuck()); }, .status = 2});
     }
   }
 

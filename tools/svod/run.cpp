@@ -574,7 +574,7 @@ int run(const RunOptions& options) {
                      DeadlineAction{.stop = &scope,
                                     .kind = ErrorKind::Timeout,
                                     .reason = timed_out,
-                                    .report = [&options] {
+                                    .report = [&options](std::chrono::nanoseconds) {
                                       std::lock_guard watch(watch_mutex);  // held until the process ends
                                       const std::string ops = running_ops();
                                       return fmt::format(

@@ -273,7 +273,7 @@ void PlanState::resolve_kernel(size_t i, const PreparedKernel& k) {
     rethrow_with(where);
   }
   run.abi_scalars = abi_names.size();
-  run.env.assign(run.abi_scalars + run.sources.size() + k.scalars.size(), 0);
+  run.values.assign(run.abi_scalars + run.sources.size() + k.scalars.size(), 0);
   if (run.bound)
     run.args.assign(layout.buffer_count() + layout.scalar_count(), 0);
   else

@@ -24,17 +24,17 @@ void PlanState::prepare(const std::vector<int64_t>& values) {
 
 void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values) {
   try {
-    int64_t* named = k.env.data() + k.abi_scalars;
+    int64_t* named = k.values.data() + k.abi_scalars;
     for (size_t s = 0; s < k.sources.size(); ++s)
       named[s] = k.sources[s].fixed ? k.sources[s].value : values[static_cast<size_t>(k.sources[s].value)];
     int64_t* caller = k.caller();
     for (size_t s = 0; s < k.scalars.size(); ++s) caller[s] = k.scalars[s].evaluate({named, k.sources.size()});
-    k.layout->fill_scalars({caller, k.scalars.size()}, k.env.data());
-    const std::span<const int64_t> launch_env(k.env.data(), k.abi_scalars + k.sources.size());
+    k.layout->fill_scalars({caller, k.scalars.size()}, k.values.data());
+    const std::span<const int64_t> launch_values(k.values.data(), k.abi_scalars + k.sources.size());
     LaunchDims dims;
     for (size_t d = 0; d < 3; ++d) {
-      dims.global[d] = k.global[d].evaluate(launch_env);
-      dims.local[d] = k.local[d].evaluate(launch_env);
+      dims.global[d] = k.global[d].evaluate(launch_values);
+      dims.local[d] = k.local[d].evaluate(launch_values);
       if (dims.global[d] < 1)
         throw make_error(ErrorKind::Validation, "global_size[{}] \"{}\" = {} is below 1", d, k.global[d].text(),
                          dims.global[d]);
@@ -46,14 +46,14 @@ void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t
     // are checked by their launch().
     if (k.bound) k.layout->check_slices(dims.global[0]);
     for (size_t p = 0; p < k.slots.size(); ++p) {
-      const auto need = k.layout->min_bytes(p, k.env.data());
+      const auto need = k.layout->min_bytes(p, k.values.data());
       if (need && buffers[k.slots[p]].bytes() < *need)
         throw make_error(ErrorKind::Validation, "parameter \"{}\" gets {} of {} bytes but the launch needs {}",
                          k.program->spec().buffers[p].name, slot_name(k.slots[p]), buffers[k.slots[p]].bytes(),
                          *need);
     }
     k.dims = dims;
-    if (k.bound) std::copy_n(k.env.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
+    if (k.bound) std::copy_n(k.values.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
   } catch (...) {
     rethrow_with(fmt::format("{} ({})", op_name(i), op_kind(ops[i])));
   }

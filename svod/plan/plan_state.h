@@ -54,12 +54,12 @@ struct ViewRule {
 
 // Where a name in a kernel's expressions gets its value: a fixed value of
 // the op, or a plan variable.
-struct EnvSource {
+struct ValueSource {
   bool fixed;
   int64_t value;  // the fixed value, or the plan variable's slot
 };
 
-// A kernel with everything resolved at build time. `env` holds, in order:
+// A kernel with everything resolved at build time. `values` holds, in order:
 // the ABI scalars, the values of the names its expressions use (`sources`),
 // and its caller scalars; the launch-size expressions are bound to the first
 // two parts (scalar parameters take precedence by name), the scalar
@@ -77,14 +77,14 @@ struct KernelRun {
   std::vector<Expr> scalars;
   std::array<Expr, 3> global;
   std::array<Expr, 3> local;
-  std::vector<EnvSource> sources;
-  std::vector<int64_t> env;
+  std::vector<ValueSource> sources;
+  std::vector<int64_t> values;
   size_t abi_scalars = 0;
   std::vector<uint64_t> args;          // bound: buffer addresses, then ABI scalars
   std::vector<Buffer> launch_buffers;  // not bound
   LaunchDims dims;                     // global[0] is the slice count when bound
 
-  int64_t* caller() { return env.data() + abi_scalars + sources.size(); }
+  int64_t* caller() { return values.data() + abi_scalars + sources.size(); }
   std::span<const int64_t> caller_scalars() { return {caller(), scalars.size()}; }
 };
 

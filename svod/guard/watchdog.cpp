@@ -1,12 +1,14 @@
 #include "svod/guard/watchdog.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <limits>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -46,8 +48,42 @@ struct Watchdog {
   bool started = false;
 
   static Watchdog& get() {
-    static Watchdog* const watchdog = new Watchdog();
+    static Watchdog* const watchdog = [] {
+      auto* w = new Watchdog();
+      ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+      return w;
+    }();
     return *watchdog;
+  }
+
+  // A fork copies only the forking thread: the child has no watchdog thread,
+  // and deadlines of threads it does not have, whose locks they may hold. So
+  // the fork waits until the thread is not looking, and the child starts
+  // over: it keeps no deadline of its parent (every one disarmed, each lock
+  // made anew), and the thread starts again at the next deadline armed.
+  static void before_fork() noexcept { get().mutex.lock(); }
+  static void after_fork_in_parent() noexcept { get().mutex.unlock(); }
+  static void after_fork_in_child() noexcept {
+    Watchdog& w = get();
+    for (Deadline* d = w.first; d != nullptr; d = d->next_) {
+      new (&d->mutex_) std::mutex();
+      d->due_ns_ = kNotArmed;
+    }
+    new (&w.wake) std::condition_variable();
+    w.started = false;
+    w.sleeping_until.store(kNotArmed);
+    w.mutex.unlock();
+  }
+
+  // Called with `mutex` held. Without a thread (a process at its thread
+  // limit) nothing is watched.
+  void start() {
+    if (started) return;
+    try {
+      std::thread([this] { watch(); }).detach();
+      started = true;
+    } catch (const std::system_error&) {
+    }
   }
 
   void attach(Deadline& d) {
@@ -55,13 +91,7 @@ struct Watchdog {
     d.next_ = first;
     if (first != nullptr) first->prev_ = &d;
     first = &d;
-    if (started) return;
-    // Without a thread (a process at its thread limit) nothing is watched.
-    try {
-      std::thread([this] { watch(); }).detach();
-      started = true;
-    } catch (const std::system_error&) {
-    }
+    start();
   }
   void detach(Deadline& d) noexcept {
     const std::lock_guard lock(mutex);
@@ -77,6 +107,7 @@ struct Watchdog {
     }
     if (until == kLookAgain || due >= until) return;
     const std::lock_guard lock(mutex);
+    start();  // again in a forked child
     ++wakes;
     wake.notify_one();
   }

@@ -10,7 +10,8 @@
 // (what it guards could not be stopped: a kernel in a system call or a
 // library function, a copy, a device), its report goes to stderr and the
 // process ends with its status, so the caller sees a clear end instead of a
-// hang. Deadlines without an end leave such work to run to its end.
+// hang. Deadlines without an end leave such work to run to its end. The
+// child of a fork keeps no deadline of its parent: every one is disarmed.
 #pragma once
 
 #include <atomic>

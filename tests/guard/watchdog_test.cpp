@@ -7,6 +7,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -108,6 +110,29 @@ TEST(WatchdogDeathTest, ADeadlineWithAnEndEndsTheProcessWithItsReportAndStatus) 
         std::this_thread::sleep_for(10s);
       },
       ::testing::ExitedWithCode(7), "the test's work could not stop");
+}
+
+TEST(Watchdog, AForkedChildKeepsNoDeadlineOfItsParentAndWatchesItsOwn) {
+  StopScope parent_scope;
+  // Armed at the fork, with an end that would end the child 150 ms later.
+  Deadline parents(50ms, DeadlineAction{.stop = &parent_scope,
+                                        .reason = "the parent's",
+                                        .report = [](std::chrono::nanoseconds) { return std::string("ended\n"); },
+                                        .grace = 100ms,
+                                        .status = 9});
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    StopScope scope;
+    const Deadline own(10ms, DeadlineAction{.stop = &scope, .reason = "the child's", .report = nullptr});
+    const bool watched = passes_within(own, 5000ms);
+    std::this_thread::sleep_for(400ms);  // past the parent's deadline and its grace
+    ::_exit(watched && !parents.passed() ? 0 : 1);
+  }
+  parents.disarm();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(Watchdog, AnEndDisarmedWithinItsGraceNeverComes) {

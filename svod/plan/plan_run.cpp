@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "svod/base/error.h"
 #include "svod/guard/checked_mode.h"

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -28,6 +30,17 @@ bool passes_within(const Deadline& d, std::chrono::milliseconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   while (!d.passed() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
   return d.passed();
+}
+
+// An action that asks `scope` to stop and, `grace` later, ends the process
+// with `status` after printing `report`.
+DeadlineAction ending(StopScope& scope, std::string_view reason, std::chrono::milliseconds grace, int status,
+                      std::string report) {
+  return DeadlineAction{.stop = &scope,
+                        .reason = reason,
+                        .report = [report](std::chrono::nanoseconds) { return report; },
+                        .grace = grace,
+                        .status = status};
 }
 
 TEST(Watchdog, APassedDeadlineAsksItsScopeToStop) {
@@ -102,11 +115,7 @@ TEST(WatchdogDeathTest, ADeadlineWithAnEndEndsTheProcessWithItsReportAndStatus) 
   EXPECT_EXIT(
       {
         StopScope scope;
-        const Deadline d(10ms, DeadlineAction{.stop = &scope,
-                                              .reason = "stop",
-                                              .report = [](std::chrono::nanoseconds) { return std::string("the test's work could not stop\n"); },
-                                              .grace = 20ms,
-                                              .status = 7});
+        const Deadline d(10ms, ending(scope, "stop", 20ms, 7, "the test's work could not stop\n"));
         std::this_thread::sleep_for(10s);
       },
       ::testing::ExitedWithCode(7), "the test's work could not stop");
@@ -118,11 +127,7 @@ TEST(Watchdog, AForkedChildKeepsNoDeadlineOfItsParentAndWatchesItsOwn) {
 #endif
   StopScope parent_scope;
   // Armed at the fork, with an end that would end the child 150 ms later.
-  Deadline parents(50ms, DeadlineAction{.stop = &parent_scope,
-                                        .reason = "the parent's",
-                                        .report = [](std::chrono::nanoseconds) { return std::string("ended\n"); },
-                                        .grace = 100ms,
-                                        .status = 9});
+  Deadline parents(50ms, ending(parent_scope, "the parent's", 100ms, 9, "ended\n"));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -141,11 +146,7 @@ TEST(Watchdog, AForkedChildKeepsNoDeadlineOfItsParentAndWatchesItsOwn) {
 TEST(Watchdog, AnEndDisarmedWithinItsGraceNeverComes) {
   StopScope scope;
   {
-    Deadline d(5ms, DeadlineAction{.stop = &scope,
-                                   .reason = "stop",
-                                   .report = [](std::chrono::nanoseconds) { return std::string("must not end\n"); },
-                                   .grace = 300ms,
-                                   .status = 7});
+    Deadline d(5ms, ending(scope, "stop", 300ms, 7, "must not end\n"));
     ASSERT_TRUE(passes_within(d, 10s));
   }
   std::this_thread::sleep_for(500ms);  // past the grace: the process is still here

@@ -76,7 +76,7 @@ std::shared_ptr<OpenClDevice> opencl_or_skip(benchmark::State& state) {
 
 std::shared_ptr<const Program> empty_cl_kernel(OpenClDevice& device) {
   ProgramSpec spec;
-  spec.language = Language::OpenCl;
+  spec.language = Language("opencl");
   spec.entry = "empty";
   spec.source = "__kernel void empty(__global int* c) { if (get_global_id(0) == 1u << 30) c[0] = 0; }";
   spec.buffers = {BufferParam{"c", Access::ReadWrite, DType::I32}};

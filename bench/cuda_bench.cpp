@@ -22,7 +22,7 @@ namespace {
 
 ProgramSpec small_kernel(int variant) {
   ProgramSpec spec;
-  spec.language = Language::Cuda;
+  spec.language = kCudaLanguage;
   spec.entry = "axpy";
   // The variant makes every source distinct, as a compiler emitting many
   // kernels would.
@@ -60,7 +60,7 @@ std::shared_ptr<CudaDevice> gpu(benchmark::State& state) {
 
 ProgramSpec empty_kernel() {
   ProgramSpec spec;
-  spec.language = Language::Cuda;
+  spec.language = kCudaLanguage;
   spec.entry = "touch";
   spec.source = R"(extern "C" __global__ void touch(float* x, int n) { if (threadIdx.x == 0 && n < 0) x[0] = 1.0f; })";
   spec.buffers = {{"x", Access::ReadWrite}};

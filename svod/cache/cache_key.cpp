@@ -93,7 +93,7 @@ bool compiles_by_name(std::string_view source) {
 void write_compiler_input(KeyWriter& w, const ProgramSpec& spec) {
   w.hash(hash_text(spec.source));
   if (compiles_by_name(spec.source)) w.str(spec.diagnostic_file_name());
-  w.u64(static_cast<uint64_t>(spec.language));
+  w.str(spec.language.name());
   w.str(spec.entry);
   w.u64(spec.defines.size());
   for (const auto& [name, value] : spec.defines) {

@@ -27,7 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'S', 'V', 'O', 'D', 'O', 'B', 'J', '1'};
-constexpr uint32_t kEntrySchema = 1;
+// 2: the artifact kind by name (1 held an enum's value).
+constexpr uint32_t kEntrySchema = 2;
 constexpr const char* kEntrySuffix = ".svo";
 constexpr const char* kTempSuffix = ".tmp";
 // A compiler's remembered identity hash: `<identity source>.identity`, one
@@ -46,20 +47,22 @@ constexpr uint64_t kRescanWrites = 256;
 struct EntryHeader {
   char magic[8];
   uint32_t schema;
-  uint32_t kind;
+  uint32_t kind_size;                     // the artifact kind's name: the first kind_size bytes of kind
+  char kind[ArtifactKind::kMaxSize + 1];  // zero after the name
   uint64_t key_low;
   uint64_t key_high;
   uint64_t payload_size;
   uint64_t digest_low;
   uint64_t digest_high;
 };
-static_assert(sizeof(EntryHeader) == 56);
+static_assert(sizeof(EntryHeader) == 72);
 
-bool known_kind(uint32_t kind) {
-  for (ArtifactKind k : {ArtifactKind::ElfObject, ArtifactKind::SharedLibrary, ArtifactKind::Ptx, ArtifactKind::Cubin,
-                         ArtifactKind::OpenClBinary, ArtifactKind::Preamble})
-    if (kind == static_cast<uint32_t>(k)) return true;
-  return false;
+// The kind a header names; nullopt when it names none (a damaged entry).
+std::optional<ArtifactKind> kind_of(const EntryHeader& header) {
+  if (header.kind_size > ArtifactKind::kMaxSize) return std::nullopt;
+  const std::string_view name(header.kind, header.kind_size);
+  if (!ArtifactKind::well_formed(name)) return std::nullopt;
+  return ArtifactKind(name);
 }
 
 bool is_entry(const fs::path& p) { return p.extension() == kEntrySuffix; }
@@ -69,7 +72,14 @@ bool is_temp(const fs::path& p) {
   return name.size() > 1 && name[0] == '.' && p.extension() == kTempSuffix;
 }
 
-Hash128 digest(std::span<const std::byte> payload) { return hash_bytes(payload); }
+// Covers the kind too, so that a flipped byte of its name is damage, not
+// another kind.
+Hash128 digest(const Artifact& artifact) {
+  Hasher h;
+  h.str(artifact.kind.name());
+  h.bytes(artifact.bytes);
+  return h.finish();
+}
 
 // Drops the first `done` bytes from the vector `iov` of `count` pieces.
 void advance(iovec*& iov, int& count, size_t done) {
@@ -212,11 +222,12 @@ std::optional<Artifact> ObjectCache::get(const Hash128& key) {
   iovec iov[2] = {{&header, sizeof header}, {artifact.bytes.data(), artifact.bytes.size()}};
   if (!read_all(fd.get(), iov, artifact.bytes.empty() ? 1 : 2)) return damaged();
   if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0 || header.schema != kEntrySchema ||
-      header.key_low != key.low || header.key_high != key.high || header.payload_size != artifact.bytes.size() ||
-      !known_kind(header.kind))
+      header.key_low != key.low || header.key_high != key.high || header.payload_size != artifact.bytes.size())
     return damaged();
-  if (digest(artifact.bytes) != Hash128{header.digest_low, header.digest_high}) return damaged();
-  artifact.kind = static_cast<ArtifactKind>(header.kind);
+  const std::optional<ArtifactKind> kind = kind_of(header);
+  if (!kind) return damaged();
+  artifact.kind = *kind;
+  if (digest(artifact) != Hash128{header.digest_low, header.digest_high}) return damaged();
 
   const auto mtime = std::chrono::seconds(st.st_mtim.tv_sec);
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
@@ -252,11 +263,13 @@ void ObjectCache::put(const Hash128& key, const Artifact& artifact) {
   EntryHeader header{};
   std::memcpy(header.magic, kMagic, sizeof kMagic);
   header.schema = kEntrySchema;
-  header.kind = static_cast<uint32_t>(artifact.kind);
+  const std::string_view kind = artifact.kind.name();
+  header.kind_size = static_cast<uint32_t>(kind.size());
+  std::memcpy(header.kind, kind.data(), kind.size());
   header.key_low = key.low;
   header.key_high = key.high;
   header.payload_size = artifact.bytes.size();
-  const Hash128 d = digest(artifact.bytes);
+  const Hash128 d = digest(artifact);
   header.digest_low = d.low;
   header.digest_high = d.high;
 

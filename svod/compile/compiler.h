@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "svod/base/hash.h"
+#include "svod/base/short_name.h"
 #include "svod/program/program_spec.h"
 
 namespace svod {
@@ -38,11 +39,27 @@ struct CompilerIdentity {
 std::optional<Hash128> host_tool_identity_source(std::string_view kind, const std::string& path,
                                                  std::initializer_list<std::span<const std::string>> inputs);
 
-// Stored in object cache entries by value: new kinds take new values (4 was
-// OpenCL source, never produced, and stays unused). A Preamble is no program's
-// artifact: the in-process C compiler keeps the precompiled header of a
-// source's leading #include lines in the object cache for later processes.
-enum class ArtifactKind { ElfObject = 0, SharedLibrary = 1, Ptx = 2, Cubin = 3, OpenClBinary = 5, Preamble = 6 };
+// What an Artifact's bytes are, by the name object cache entries and
+// packages record ("elf_object", "cubin"). The CPU compilers' kinds are here;
+// a device whose compiler makes binaries of its own declares their kind in
+// its folder (the CUDA device's "ptx" and "cubin"). A Preamble is no
+// program's artifact: the in-process C compiler keeps the precompiled header
+// of a source's leading #include lines in the object cache for later
+// processes.
+class ArtifactKind : public ShortName<ArtifactKind> {
+ public:
+  constexpr explicit ArtifactKind(std::string_view name) : ShortName(name, "artifact kind") {}
+  static const ArtifactKind ElfObject;      // "elf_object": a relocatable object for svod's loader
+  static const ArtifactKind SharedLibrary;  // "shared_library": for dlopen
+  static const ArtifactKind Preamble;       // "preamble"
+};
+inline constexpr ArtifactKind ArtifactKind::ElfObject{"elf_object"};
+inline constexpr ArtifactKind ArtifactKind::SharedLibrary{"shared_library"};
+inline constexpr ArtifactKind ArtifactKind::Preamble{"preamble"};
+// True for the kinds the CPU compilers make, which run on the host CPU.
+constexpr bool is_cpu_artifact(const ArtifactKind& kind) noexcept {
+  return kind == ArtifactKind::ElfObject || kind == ArtifactKind::SharedLibrary;
+}
 
 // Where one compile's time went (CPU time of the compiling thread), for
 // benchmarks and SVOD_DEBUG logs. Zero for the phases a compiler does not

@@ -121,10 +121,10 @@ class FileImage {
 };
 
 // The packaged artifact of `program`, copied out of the package.
-Artifact artifact_of(const PackageReader& reader, const std::string& program, PackageProgram::Artifact kind) {
+Artifact artifact_of(const PackageReader& reader, const std::string& program, ArtifactKind kind) {
   const auto bytes = reader.get(program_section(program)).bytes;
   Artifact artifact;
-  artifact.kind = artifact_kind(kind);
+  artifact.kind = kind;
   artifact.bytes.assign(bytes.begin(), bytes.end());
   return artifact;
 }
@@ -192,7 +192,7 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
   if (entry == nullptr)
     throw make_error(ErrorKind::Load, "{}: section \"manifest\": programs: no entry for program \"{}\"", reader.source(),
                      name);
-  if (entry->artifact == PackageProgram::Artifact::Source) {
+  if (!entry->artifact) {
     compiled.fetch_add(1);
     return device.compile(spec);
   }
@@ -212,14 +212,14 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
   // The identity of the compiler that made the artifact (read_manifest
   // checked that the manifest records it) decides whether it can run on
   // this device; the device says why not.
-  const CompilerIdentity& made_by = is_cpu_artifact(entry->artifact) ? *manifest.cpu : manifest.devices.at(entry->device);
-  const std::string what = is_cpu_artifact(entry->artifact)
-                               ? std::string("CPU objects")
-                               : fmt::format("{} for {}", artifact_description(entry->artifact), entry->device);
+  const ArtifactKind kind = *entry->artifact;
+  const CompilerIdentity& made_by = is_cpu_artifact(kind) ? *manifest.cpu : manifest.devices.at(entry->device);
+  const std::string what =
+      is_cpu_artifact(kind) ? std::string("CPU objects") : fmt::format("\"{}\" for {}", kind.name(), entry->device);
   const std::string why = device.artifact_mismatch(made_by);
   if (!why.empty()) return rebuild(what, why);
   try {
-    return device.load(spec, artifact_of(reader, name, entry->artifact));
+    return device.load(spec, artifact_of(reader, name, kind));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Load) throw;
     return rebuild(what, e.what());
@@ -244,7 +244,7 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
       const CompilerIdentity& identity = device.compiler().identity();
       std::lock_guard lock(mutex);
       objects[program.name] = artifact;
-      if (is_cpu_artifact(package_artifact(artifact.kind))) {
+      if (is_cpu_artifact(artifact.kind)) {
         if (!cpu_identity) cpu_identity = identity;
       } else {
         device_identities[program.device.empty() ? file.device : program.device] = identity;
@@ -261,9 +261,9 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   manifest.devices = std::move(device_identities);
   PackageWriter writer;
   for (const auto& p : file.programs) {
-    PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, PackageProgram::Artifact::Source};
+    PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, std::nullopt};
     if (auto it = objects.find(p.name); it != objects.end()) {
-      entry.artifact = package_artifact(it->second.kind);
+      entry.artifact = it->second.kind;
       writer.add(program_section(p.name), std::move(it->second.bytes));
     }
     manifest.programs.push_back(std::move(entry));

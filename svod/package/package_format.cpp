@@ -26,6 +26,8 @@ constexpr size_t kEntrySize = 128;
 constexpr size_t kNameField = 96;
 // Far more than any plan has; bounds the table before it is read.
 constexpr uint32_t kMaxSections = 1u << 16;
+// The manifest's artifact of a program the package holds no binary of.
+constexpr std::string_view kSourceArtifact = "source";
 
 size_t align_up(size_t n) { return (n + kPackageAlignment - 1) / kPackageAlignment * kPackageAlignment; }
 
@@ -186,56 +188,8 @@ std::string_view PackageReader::text(std::string_view name) const {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-std::string_view to_string(PackageProgram::Artifact artifact) noexcept {
-  switch (artifact) {
-    case PackageProgram::Artifact::ElfObject: return "elf_object";
-    case PackageProgram::Artifact::SharedLibrary: return "shared_library";
-    case PackageProgram::Artifact::Source: return "source";
-    case PackageProgram::Artifact::OpenClBinary: return "opencl_binary";
-    case PackageProgram::Artifact::Cubin: return "cubin";
-    case PackageProgram::Artifact::Ptx: return "ptx";
-  }
-  return "unknown";
-}
-
-std::string_view artifact_description(PackageProgram::Artifact artifact) noexcept {
-  switch (artifact) {
-    case PackageProgram::Artifact::ElfObject: return "CPU object";
-    case PackageProgram::Artifact::SharedLibrary: return "CPU shared library";
-    case PackageProgram::Artifact::Source: return "source";
-    case PackageProgram::Artifact::OpenClBinary: return "OpenCL binary";
-    case PackageProgram::Artifact::Cubin: return "CUDA cubin";
-    case PackageProgram::Artifact::Ptx: return "CUDA PTX";
-  }
-  return "unknown artifact";
-}
-
-bool is_cpu_artifact(PackageProgram::Artifact artifact) noexcept {
-  return artifact == PackageProgram::Artifact::ElfObject || artifact == PackageProgram::Artifact::SharedLibrary;
-}
-
-ArtifactKind artifact_kind(PackageProgram::Artifact artifact) {
-  switch (artifact) {
-    case PackageProgram::Artifact::ElfObject: return ArtifactKind::ElfObject;
-    case PackageProgram::Artifact::SharedLibrary: return ArtifactKind::SharedLibrary;
-    case PackageProgram::Artifact::OpenClBinary: return ArtifactKind::OpenClBinary;
-    case PackageProgram::Artifact::Cubin: return ArtifactKind::Cubin;
-    case PackageProgram::Artifact::Ptx: return ArtifactKind::Ptx;
-    case PackageProgram::Artifact::Source: break;
-  }
-  throw make_error(ErrorKind::Internal, "a packaged source has no artifact kind");
-}
-
-PackageProgram::Artifact package_artifact(ArtifactKind kind) {
-  switch (kind) {
-    case ArtifactKind::ElfObject: return PackageProgram::Artifact::ElfObject;
-    case ArtifactKind::SharedLibrary: return PackageProgram::Artifact::SharedLibrary;
-    case ArtifactKind::OpenClBinary: return PackageProgram::Artifact::OpenClBinary;
-    case ArtifactKind::Cubin: return PackageProgram::Artifact::Cubin;
-    case ArtifactKind::Ptx: return PackageProgram::Artifact::Ptx;
-    case ArtifactKind::Preamble: break;
-  }
-  return PackageProgram::Artifact::Source;
+std::string_view artifact_name(const std::optional<ArtifactKind>& artifact) noexcept {
+  return artifact ? artifact->name() : kSourceArtifact;
 }
 
 std::string program_section(std::string_view program) { return "program/" + std::string(program); }
@@ -267,7 +221,7 @@ std::string write_manifest(const PackageManifest& m) {
   }
   Json programs = Json::array();
   for (const auto& p : m.programs)
-    programs.push_back({{"name", p.name}, {"device", p.device}, {"artifact", to_string(p.artifact)}});
+    programs.push_back({{"name", p.name}, {"device", p.device}, {"artifact", artifact_name(p.artifact)}});
   j["programs"] = std::move(programs);
   j["buffers"] = m.buffers;
   j["expected"] = m.expected;
@@ -343,21 +297,16 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
     p.name = field(programs[i], "name", T::string, path).get<std::string>();
     p.device = field(programs[i], "device", T::string, path).get<std::string>();
     const auto artifact = field(programs[i], "artifact", T::string, path).get<std::string>();
-    bool known = false;
-    for (auto a : {PackageProgram::Artifact::ElfObject, PackageProgram::Artifact::SharedLibrary,
-                   PackageProgram::Artifact::Source, PackageProgram::Artifact::OpenClBinary,
-                   PackageProgram::Artifact::Cubin, PackageProgram::Artifact::Ptx}) {
-      if (artifact == to_string(a)) {
-        p.artifact = a;
-        known = true;
-      }
+    if (artifact != kSourceArtifact) {
+      if (!ArtifactKind::well_formed(artifact))
+        throw fail(path + ".artifact", fmt::format("\"{}\" is no artifact kind", artifact));
+      p.artifact = ArtifactKind(artifact);
+      if (is_cpu_artifact(*p.artifact) && !m.cpu)
+        throw fail(path + ".artifact", "a CPU object but the manifest records no CPU compiler");
+      if (!is_cpu_artifact(*p.artifact) && !m.devices.contains(p.device))
+        throw fail(path + ".artifact", fmt::format("\"{}\" for {}, but the manifest records no compiler for that device",
+                                                   artifact, p.device));
     }
-    if (!known) throw fail(path + ".artifact", fmt::format("unknown artifact kind \"{}\"", artifact));
-    if (p.artifact != PackageProgram::Artifact::Source && is_cpu_artifact(p.artifact) && !m.cpu)
-      throw fail(path + ".artifact", "a CPU object but the manifest records no CPU compiler");
-    if (p.artifact != PackageProgram::Artifact::Source && !is_cpu_artifact(p.artifact) && !m.devices.contains(p.device))
-      throw fail(path + ".artifact", fmt::format("{} for {}, but the manifest records no compiler for that device",
-                                                 artifact_description(p.artifact), p.device));
     m.programs.push_back(std::move(p));
   }
   m.buffers = strings(field(j, "buffers", T::array, ""), "buffers");

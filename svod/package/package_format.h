@@ -76,14 +76,15 @@ class PackageReader {
 
 // One program of the packaged plan and what the package holds for it.
 struct PackageProgram {
-  // ElfObject, SharedLibrary: made by the compiler PackageManifest::cpu
-  // names. OpenClBinary (CL_PROGRAM_BINARIES), Cubin, Ptx: made by the
-  // compiler PackageManifest::devices[device] names. The source travels in
-  // the plan too, for when the artifact cannot run.
-  enum class Artifact { ElfObject, SharedLibrary, Source, OpenClBinary, Cubin, Ptx };
   std::string name;
   std::string device;  // as the plan names it ("CPU", "CL:0")
-  Artifact artifact = Artifact::Source;
+  // The kind of the program's packaged bytes, recorded by name
+  // ("elf_object", "cubin"); nullopt ("source" in the manifest) when the
+  // package holds none and the program is compiled from the plan's source,
+  // which travels in the package in any case. The CPU compilers' kinds
+  // (is_cpu_artifact) were made by the compiler PackageManifest::cpu names,
+  // every other kind by the one PackageManifest::devices[device] names.
+  std::optional<ArtifactKind> artifact;
 };
 
 // The "manifest" section: what the package was built from and for.
@@ -106,16 +107,8 @@ std::string write_manifest(const PackageManifest& manifest);
 // Error(Load) naming `source` and the field at fault.
 PackageManifest read_manifest(std::string_view json, std::string_view source);
 
-std::string_view to_string(PackageProgram::Artifact artifact) noexcept;
-// "CPU object", "OpenCL binary", "CUDA cubin", ... for messages.
-std::string_view artifact_description(PackageProgram::Artifact artifact) noexcept;
-// True for what PackageManifest::cpu describes (objects, shared libraries).
-bool is_cpu_artifact(PackageProgram::Artifact artifact) noexcept;
-// The artifact kind of a packaged program's bytes; Source has none
-// (Error(Internal)).
-ArtifactKind artifact_kind(PackageProgram::Artifact artifact);
-// How a package records an artifact of `kind`.
-PackageProgram::Artifact package_artifact(ArtifactKind kind);
+// The manifest's word for `artifact`: its name, "source" for none.
+std::string_view artifact_name(const std::optional<ArtifactKind>& artifact) noexcept;
 
 // Section names.
 inline constexpr std::string_view kManifestSection = "manifest";

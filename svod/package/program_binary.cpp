@@ -23,10 +23,9 @@ std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec&
 
   PackageManifest manifest;
   manifest.svod_version = SVOD_VERSION;
-  const PackageProgram::Artifact kind = package_artifact(made->kind);
-  manifest.programs.push_back(PackageProgram{spec.entry, device.name(), kind});
+  manifest.programs.push_back(PackageProgram{spec.entry, device.name(), made->kind});
   const CompilerIdentity& identity = device.compiler().identity();
-  if (is_cpu_artifact(kind)) manifest.cpu = identity;
+  if (is_cpu_artifact(made->kind)) manifest.cpu = identity;
   else manifest.devices[device.name()] = identity;
 
   PackageWriter writer;

@@ -27,8 +27,6 @@ Enum parse_enum(std::string_view what, std::string_view text,
   throw make_error(ErrorKind::Validation, "unknown {} \"{}\" (valid: {})", what, text, valid);
 }
 
-constexpr std::array<std::pair<std::string_view, Language>, 4> kLanguages{
-    {{"c", Language::C}, {"llvm", Language::LlvmIr}, {"cuda", Language::Cuda}, {"opencl", Language::OpenCl}}};
 constexpr std::array<std::pair<std::string_view, Access>, 3> kAccesses{
     {{"read", Access::Read}, {"write", Access::Write}, {"readwrite", Access::ReadWrite}}};
 constexpr std::array<std::pair<std::string_view, ScalarType>, 2> kScalarTypes{
@@ -43,8 +41,6 @@ std::string_view enum_name(Enum value, const std::array<std::pair<std::string_vi
 
 }  // namespace
 
-std::string_view to_string(Language language) noexcept { return enum_name(language, kLanguages); }
-Language parse_language(std::string_view text) { return parse_enum("language", text, kLanguages); }
 std::string_view to_string(Access access) noexcept { return enum_name(access, kAccesses); }
 Access parse_access(std::string_view text) { return parse_enum("access", text, kAccesses); }
 std::string_view to_string(ScalarType type) noexcept { return enum_name(type, kScalarTypes); }

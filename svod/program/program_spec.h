@@ -13,13 +13,28 @@
 #include <vector>
 
 #include "svod/base/dtype.h"
+#include "svod/base/short_name.h"
 #include "svod/program/expr.h"
 
 namespace svod {
 
-enum class Language { C, LlvmIr, Cuda, OpenCl };
-std::string_view to_string(Language language) noexcept;
-Language parse_language(std::string_view text);  // "c", "llvm", "cuda", "opencl"
+// A kernel source language, by the name plan files, packages and Python's
+// compile() give it ("c", "cuda"). The languages of the CPU compilers
+// (svod/compile/) are here; a device with a language of its own declares it
+// in its folder (the CUDA device's "cuda"), and whether a device runs a
+// language is its languages() to say (Device::check_compilable).
+class Language : public ShortName<Language> {
+ public:
+  constexpr explicit Language(std::string_view name) : ShortName(name, "language") {}
+  static const Language C;       // "c"
+  static const Language LlvmIr;  // "llvm": textual LLVM IR
+};
+inline constexpr Language Language::C{"c"};
+inline constexpr Language Language::LlvmIr{"llvm"};
+inline std::string_view to_string(const Language& language) noexcept { return language.name(); }
+// Error(Validation) when `text` is no well-formed name; any such name is a
+// language here, the device refuses one it does not run.
+inline Language parse_language(std::string_view text) { return Language(text); }
 
 enum class Access { Read, Write, ReadWrite };
 std::string_view to_string(Access access) noexcept;

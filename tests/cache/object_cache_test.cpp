@@ -81,11 +81,11 @@ TEST(ObjectCacheTest, StoresAndReturnsAnArtifact) {
   const Hash128 key{1, 2};
   EXPECT_FALSE(cache.get(key));
   Artifact a = bytes_artifact(1000, 0xab);
-  a.kind = ArtifactKind::Ptx;
+  a.kind = ArtifactKind("ptx");
   cache.put(key, a);
   auto back = cache.get(key);
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->kind, ArtifactKind::Ptx);
+  EXPECT_EQ(back->kind, ArtifactKind("ptx"));
   EXPECT_EQ(back->bytes, a.bytes);
   EXPECT_TRUE(fs::exists(cache.entry_path(key)));
   EXPECT_EQ(count_files(dir.path(), ".tmp"), 0u);
@@ -130,7 +130,9 @@ TEST(ObjectCacheTest, DamagedOrForeignEntriesAreMissesAndRemoved) {
 
   const std::vector<std::pair<std::string, std::string>> damages = {
       {"flipped payload byte", [&] { auto s = good; s[s.size() - 7] ^= 0x40; return s; }()},
-      {"flipped key byte", [&] { auto s = good; s[17] ^= 0x01; return s; }()},
+      {"flipped key byte", [&] { auto s = good; s[33] ^= 0x01; return s; }()},
+      {"flipped kind byte", [&] { auto s = good; s[17] ^= 0x01; return s; }()},
+      {"kind of no name", [&] { auto s = good; s[16] = '_'; return s; }()},
       {"flipped magic", [&] { auto s = good; s[0] = 'X'; return s; }()},
       {"truncated payload", good.substr(0, good.size() - 1)},
       {"truncated header", good.substr(0, 20)},
@@ -247,7 +249,7 @@ TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
 
 TEST(ObjectCacheTest, BudgetEvictsLeastRecentlyUsed) {
   TempDir dir;
-  const uint64_t kEntry = 1000 + 56;  // payload + header
+  const uint64_t kEntry = 1000 + 72;  // payload + header
   ObjectCache cache({dir.path(), 5000});
   std::vector<Hash128> keys;
   for (uint64_t i = 0; i < 4; ++i) {

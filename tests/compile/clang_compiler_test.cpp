@@ -56,7 +56,7 @@ TEST(ClangCompiler, DefinesReachTheSource) {
 
 TEST(ClangCompiler, RejectsLanguagesItDoesNotCompile) {
   ProgramSpec spec = test::c_kernel("k", "__global__ void k() {}");
-  spec.language = Language::Cuda;
+  spec.language = Language("cuda");
   EXPECT_EQ(expect_error([&] { ClangCompiler().compile(spec); }).kind(), ErrorKind::Unsupported);
 }
 

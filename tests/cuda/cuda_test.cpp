@@ -44,7 +44,7 @@ extern "C" __global__ void add(float* out, const float* a, const float* b, int n
 
 ProgramSpec cuda_spec(std::string entry, std::string source) {
   ProgramSpec spec;
-  spec.language = Language::Cuda;
+  spec.language = kCudaLanguage;
   spec.entry = std::move(entry);
   spec.source = std::move(source);
   return spec;
@@ -69,7 +69,7 @@ TEST(Nvrtc, CompilesToPtxWithTheEntry) {
   SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   NvrtcCompiler compiler("compute_75");
   const Artifact ptx = compiler.compile(add_spec());
-  EXPECT_EQ(ptx.kind, ArtifactKind::Ptx);
+  EXPECT_EQ(ptx.kind, kPtx);
   const std::string text = text_of(ptx);
   EXPECT_NE(text.find(".entry add("), std::string::npos) << text;
   EXPECT_NE(text.find(".target sm_75"), std::string::npos) << text;
@@ -81,7 +81,7 @@ TEST(Nvrtc, CompilesACubinForAnArchitectureWithoutAGpu) {
   NvrtcCompiler compiler("sm_90");
   EXPECT_TRUE(compiler.produces_cubin());
   const Artifact cubin = compiler.compile(add_spec());
-  EXPECT_EQ(cubin.kind, ArtifactKind::Cubin);
+  EXPECT_EQ(cubin.kind, kCubin);
   ASSERT_GE(cubin.bytes.size(), 4u);
   EXPECT_EQ(text_of(cubin).substr(0, 4), "\x7f" "ELF");
 }
@@ -518,7 +518,7 @@ TEST_F(Cuda, PackagesCarryCubinsThatLoadWithoutCompiling) {
   const PackageReader reader(bytes, "packed");
   const PackageManifest manifest = read_manifest(reader.text(kManifestSection), "packed");
   ASSERT_EQ(manifest.programs.size(), 1u);
-  EXPECT_EQ(manifest.programs[0].artifact, PackageProgram::Artifact::Cubin);
+  EXPECT_EQ(manifest.programs[0].artifact, kCubin);
   ASSERT_TRUE(manifest.devices.contains("CUDA:0"));
   EXPECT_EQ(manifest.devices.at("CUDA:0").target_cpu,
             cuda_sm_target(gpu().details().compute_major, gpu().details().compute_minor));

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,12 +44,16 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
     host_ = &host_device();
     const auto languages = device_->languages();
     ASSERT_FALSE(languages.empty()) << device_->name() << " runs no language";
-    switch (languages.front()) {
-      case Language::C: dialect_ = Dialect::C; break;
-      case Language::OpenCl: dialect_ = Dialect::OpenCl; break;
-      case Language::Cuda: dialect_ = Dialect::Cuda; break;
-      default: FAIL() << device_->name() << ": no conformance kernels in " << to_string(languages.front());
-    }
+    // The first of its languages the suite has kernels in.
+    const std::pair<Language, Dialect> dialects[] = {
+        {Language::C, Dialect::C}, {Language("opencl"), Dialect::OpenCl}, {Language("cuda"), Dialect::Cuda}};
+    for (const Language& language : languages)
+      for (const auto& [known, dialect] : dialects)
+        if (!language_ && language == known) {
+          language_ = language;
+          dialect_ = dialect;
+        }
+    if (!language_) FAIL() << device_->name() << ": no conformance kernels in " << to_string(languages.front());
   }
 
   Device& dev() { return *device_; }
@@ -78,20 +83,18 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
                    const std::string& guard, const std::string& loop) {
     ProgramSpec s;
     s.entry = entry;
+    s.language = *language_;
     switch (dialect_) {
       case Dialect::C:
-        s.language = Language::C;
         s.source = loop.empty() ? fmt::format("void {}({}) {{ int i = core_id; {} }}", entry, params, body)
                                 : fmt::format("void {}({}) {{ for (int i = 0; i < {}; i++) {{ {} }} }}", entry,
                                               params, loop, body);
         break;
       case Dialect::OpenCl:
-        s.language = Language::OpenCl;
         s.source = fmt::format("__kernel void {}({}) {{ int i = get_global_id(0); if ({}) {{ {} }} }}", entry,
                                opencl_params(params), guard, body);
         break;
       case Dialect::Cuda:
-        s.language = Language::Cuda;
         s.source = fmt::format(
             "extern \"C\" __global__ void {}({}) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if ({}) {{ {} }} }}",
             entry, params, guard, body);
@@ -163,6 +166,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<Device> device_;
   Device* host_ = nullptr;
   Dialect dialect_ = Dialect::C;
+  std::optional<Language> language_;  // the language its kernels are in
 };
 
 TEST_P(DeviceConformance, AllocatesZeroedBuffersAndCopiesBothWaysAndWithinTheDevice) {

@@ -4,15 +4,21 @@
 // conformance suite beside this file then runs every check on "NULL:0" with
 // no edit of its own.
 //
-// It is made of parts below the registry: host memory, the CPU compilers,
-// svod's ELF loader, and CpuProgram for the launch, under a device of its
-// own, so its programs, kernel cache scope and buffers are its own. Unlike the
-// CPU's, its queue is not inline: runners submit to it and wait on its events
-// as they do on a GPU's, and it keeps a log of both (null_device.h) for tests
-// that check how a runner waits.
+// It has a language and an artifact kind of its own, declared here and
+// nowhere else: "nullc" (C under NULL's name) and "null_object" (an ELF
+// object behind NULL's magic), which plan files name, the object cache stores
+// and packages carry with no edit of theirs (null_device_test.cpp).
+//
+// It is made of parts below the registry: host memory, the CPU's clang
+// compiler, svod's ELF loader, and CpuProgram for the launch, under a device
+// of its own, so its programs, kernel cache scope and buffers are its own.
+// Unlike the CPU's, its queue is not inline: runners submit to it and wait on
+// its events as they do on a GPU's, and it keeps a log of both
+// (null_device.h) for tests that check how a runner waits.
 #include "tests/device/null_device.h"
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -85,9 +91,36 @@ class NullQueue final : public Queue {
   Device* device_;
 };
 
+constexpr char kNullMagic[8] = {'S', 'V', 'O', 'D', 'N', 'U', 'L', '1'};
+
+// C and nullc through the CPU's clang compiler, the object behind NULL's magic.
+class NullCompiler final : public Compiler {
+ public:
+  NullCompiler() : clang_(cpu_compiler(CpuCompiler::Clang)), identity_(clang_->identity()) {
+    identity_.backend = "null";  // its artifacts are not clang's: keys of their own
+  }
+  const CompilerIdentity& identity() const override { return identity_; }
+  Artifact compile(const ProgramSpec& spec) const override {
+    if (spec.language != kNullLanguage && spec.language != Language::C)
+      throw make_error(ErrorKind::Unsupported, "program \"{}\": NULL compiles nullc and c, not {}",
+                       spec.display_name(), to_string(spec.language));
+    ProgramSpec c = spec;
+    c.language = Language::C;
+    Artifact object = clang_->compile(c);
+    Artifact artifact{kNullObject, std::vector<std::byte>(sizeof kNullMagic), object.phases};
+    std::memcpy(artifact.bytes.data(), kNullMagic, sizeof kNullMagic);
+    artifact.bytes.insert(artifact.bytes.end(), object.bytes.begin(), object.bytes.end());
+    return artifact;
+  }
+
+ private:
+  std::shared_ptr<const Compiler> clang_;
+  CompilerIdentity identity_;
+};
+
 class NullDevice final : public Device {
  public:
-  NullDevice() : compiler_(cpu_compiler(CpuCompiler::Clang)), queue_(*this) {}
+  NullDevice() : queue_(*this) {}
 
   std::string name() const override { return "NULL:0"; }
   Buffer allocate(DType dtype, size_t count) override { return allocate_host_buffer(*this, dtype, count); }
@@ -96,27 +129,30 @@ class NullDevice final : public Device {
   Queue& queue() override { return queue_; }
 
   std::span<const Language> languages() const noexcept override {
-    static constexpr Language kLanguages[] = {Language::C};
+    static constexpr Language kLanguages[] = {kNullLanguage, Language::C};
     return kLanguages;
   }
-  const Compiler& compiler() const override { return *compiler_; }
+  const Compiler& compiler() const override { return compiler_; }
   std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact) override {
-    if (artifact.kind != ArtifactKind::ElfObject)
-      throw make_error(ErrorKind::Load, "program \"{}\": NULL:0 loads ELF objects", spec.display_name());
-    auto image = LoadedImage::load(artifact.bytes);
+    const std::span<const std::byte> bytes(artifact.bytes);
+    if (artifact.kind != kNullObject || bytes.size() < sizeof kNullMagic ||
+        std::memcmp(bytes.data(), kNullMagic, sizeof kNullMagic) != 0)
+      throw make_error(ErrorKind::Load, "program \"{}\": NULL:0 loads null_object artifacts, not {}",
+                       spec.display_name(), artifact.kind.name());
+    auto image = LoadedImage::load(bytes.subspan(sizeof kNullMagic));
     void* entry = image->symbol(spec.entry);
     return std::make_shared<CpuProgram>(*this, spec, std::move(image), entry);
   }
 
  private:
-  std::shared_ptr<const Compiler> compiler_;
+  NullCompiler compiler_;
   NullQueue queue_;
 };
 
 DeviceKind null_device_kind() {
   DeviceKind kind;
   kind.name = "NULL";
-  kind.enumerate = [] { return std::vector<DeviceInfo>{{"NULL:0", "test-only: host memory, C through clang"}}; };
+  kind.enumerate = [] { return std::vector<DeviceInfo>{{"NULL:0", "test-only: host memory, nullc and C through clang"}}; };
   kind.create = [](size_t) -> std::shared_ptr<Device> { return std::make_shared<NullDevice>(); };
   return kind;
 }

@@ -227,7 +227,7 @@ class CrossDevice : public ::testing::Test {
                                             std::vector<BufferParam> buffers, std::vector<ScalarParam> scalars,
                                             const std::string& groups) {
     ProgramSpec spec;
-    spec.language = Language::OpenCl;
+    spec.language = Language("opencl");
     spec.source = source;
     spec.entry = entry;
     spec.buffers = std::move(buffers);
@@ -419,7 +419,7 @@ TEST_F(CrossDevice, PlansWithOpsOnBothDevices) {
       "}\n",
       "square", {{"o", Access::Write}, {"x"}}, {{"n", ScalarType::I32}, {"core_id", ScalarType::I32}}, "S");
   ProgramSpec spec;  // launch sizes over a plan variable the kernel does not take
-  spec.language = Language::OpenCl;
+  spec.language = Language("opencl");
   spec.source =
       "__kernel void add1(__global float* o, __global const float* a, int n) {\n"
       "  int i = get_global_id(0); if (i < n) o[i] = a[i] + 1.0f; }\n";

@@ -57,7 +57,7 @@ class OpenCl : public ::testing::Test {
 
 ProgramSpec opencl_spec(std::string source, std::string entry) {
   ProgramSpec spec;
-  spec.language = Language::OpenCl;
+  spec.language = kOpenClLanguage;
   spec.source = std::move(source);
   spec.entry = std::move(entry);
   return spec;
@@ -399,7 +399,7 @@ TEST_F(OpenCl, BinariesGoThroughTheObjectCache) {
   program->launch(args, {});
   EXPECT_EQ(download(o)[31], 64.0f);
 
-  Artifact junk{ArtifactKind::OpenClBinary, std::vector<std::byte>(64, std::byte{7})};
+  Artifact junk{kOpenClBinary, std::vector<std::byte>(64, std::byte{7})};
   EXPECT_EQ(kind_of([&] { second.load(spec, junk); }), ErrorKind::Load);
   EXPECT_EQ(kind_of([&] { second.load(spec, Artifact{ArtifactKind::ElfObject, {}}); }), ErrorKind::Load);
 }

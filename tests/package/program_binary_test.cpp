@@ -113,7 +113,7 @@ TEST(ProgramBinary, CompileErrorsAndLanguagesAsCompileGivesThem) {
   broken.source = "void scale(float* x, int n) { this is not C }\n";
   EXPECT_EQ(expect_error([&] { compile_program_binary(cpu, broken); }).kind(), ErrorKind::Compile);
   ProgramSpec cuda = scale_spec();
-  cuda.language = Language::Cuda;
+  cuda.language = Language("cuda");
   EXPECT_EQ(expect_error([&] { compile_program_binary(cpu, cuda); }).kind(), ErrorKind::Unsupported);
 }
 

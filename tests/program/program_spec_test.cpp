@@ -25,7 +25,12 @@ TEST(ProgramSpec, ParsesNamesAndListsValidOnes) {
   EXPECT_EQ(parse_language("llvm"), Language::LlvmIr);
   EXPECT_EQ(parse_access("readwrite"), Access::ReadWrite);
   EXPECT_EQ(parse_scalar_type("i64"), ScalarType::I64);
-  EXPECT_NE(error_of([] { parse_language("rust"); }).find("valid: c, llvm, cuda, opencl"), std::string::npos);
+  // Any well-formed name is a language (a device says whether it runs it).
+  EXPECT_EQ(parse_language("rust").name(), "rust");
+  EXPECT_NE(error_of([] { parse_language("Rust"); }).find("language \"Rust\": names are 1 to 15 lower-case"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_language("a_language_too_long"); }).find("a_language_too_long"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_access("rw"); }).find("valid: read, write, readwrite"), std::string::npos);
   EXPECT_EQ(to_string(Access::Write), "write");
 }
 

@@ -35,8 +35,8 @@ void print_summary(RankOutput& output, const PackOptions& options, const std::ve
   const PackageManifest manifest = read_manifest(reader.text(kManifestSection), options.out);
   size_t objects = 0, binaries = 0;
   for (const auto& p : manifest.programs) {
-    if (p.artifact == PackageProgram::Artifact::Source) continue;
-    if (is_cpu_artifact(p.artifact)) ++objects;
+    if (!p.artifact) continue;
+    if (is_cpu_artifact(*p.artifact)) ++objects;
     else ++binaries;
   }
   std::string devices;

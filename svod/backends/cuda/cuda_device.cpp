@@ -215,7 +215,7 @@ Buffer CudaDevice::allocate_host(DType dtype, size_t count) {
 }
 
 std::span<const Language> CudaDevice::languages() const noexcept {
-  static constexpr Language kLanguages[] = {Language::Cuda};
+  static constexpr Language kLanguages[] = {kCudaLanguage};
   return kLanguages;
 }
 
@@ -244,14 +244,14 @@ std::string CudaDevice::artifact_mismatch(const CompilerIdentity& made_by) const
 }
 
 std::shared_ptr<const Program> CudaDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
-  if (artifact.kind != ArtifactKind::Ptx && artifact.kind != ArtifactKind::Cubin)
+  if (artifact.kind != kPtx && artifact.kind != kCubin)
     throw make_error(ErrorKind::Load, "program \"{}\": {} loads PTX or cubins", spec.display_name(), name());
   const auto& api = state_->api;
   state_->make_current();
   cu::CUmodule module = nullptr;
   check_cu(api.cuModuleLoadData(&module, artifact.bytes.data()),
            fmt::format("program \"{}\": loading its {} on {} ({})", spec.display_name(),
-                       artifact.kind == ArtifactKind::Ptx ? "PTX" : "cubin", name(), details_.name),
+                       artifact.kind == kPtx ? "PTX" : "cubin", name(), details_.name),
            ErrorKind::Load);
   cu::CUfunction function = nullptr;
   const cu::CUresult status = api.cuModuleGetFunction(&function, module, spec.entry.c_str());

@@ -66,7 +66,7 @@ NvrtcCompiler::NvrtcCompiler(std::string target) : target_(std::move(target)) {
 
 Artifact NvrtcCompiler::compile(const ProgramSpec& spec) const {
   const std::string& program = spec.display_name();
-  if (spec.language != Language::Cuda)
+  if (spec.language != kCudaLanguage)
     throw make_error(ErrorKind::Unsupported, "program \"{}\": NVRTC compiles CUDA C, not {}", program,
                      to_string(spec.language));
   const auto& api = detail::nvrtc_api();
@@ -97,14 +97,14 @@ Artifact NvrtcCompiler::compile(const ProgramSpec& spec) const {
   Artifact artifact;
   size_t size = 0;
   if (cubin_) {
-    artifact.kind = ArtifactKind::Cubin;
+    artifact.kind = kCubin;
     if (api.nvrtcGetCUBINSize(guard.program, &size) != cu::NVRTC_SUCCESS || size == 0)
       throw make_error(ErrorKind::Compile, "program \"{}\": NVRTC produced no cubin for {}", program, target_);
     artifact.bytes.resize(size);
     api.nvrtcGetCUBIN(guard.program, reinterpret_cast<char*>(artifact.bytes.data()));
     return artifact;
   }
-  artifact.kind = ArtifactKind::Ptx;
+  artifact.kind = kPtx;
   if (api.nvrtcGetPTXSize(guard.program, &size) != cu::NVRTC_SUCCESS || size == 0)
     throw make_error(ErrorKind::Compile, "program \"{}\": NVRTC produced no PTX for {}", program, target_);
   // The size counts the terminating NUL, which cuModuleLoadData needs.

@@ -18,6 +18,11 @@
 
 namespace svod {
 
+// The CUDA device's language and what NVRTC makes of it.
+inline constexpr Language kCudaLanguage{"cuda"};  // CUDA C++ as NVRTC reads it
+inline constexpr ArtifactKind kPtx{"ptx"};        // PTX text, JIT-compiled by the driver at load
+inline constexpr ArtifactKind kCubin{"cubin"};    // a cubin for one architecture
+
 class NvrtcCompiler final : public Compiler {
  public:
   // `target` is "compute_XY" (PTX) or "sm_XY" (cubin), e.g. "sm_90".

@@ -48,7 +48,7 @@ OpenClCompiler::OpenClCompiler(_cl_context* context, _cl_device_id* device, std:
 }
 
 Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {
-  if (spec.language != Language::OpenCl)
+  if (spec.language != kOpenClLanguage)
     throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs OpenCL C programs, not {}", spec.display_name(),
                      device_name_, to_string(spec.language));
   spec.validate();
@@ -87,7 +87,7 @@ Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {
     throw make_error(ErrorKind::Unsupported, "program \"{}\": the OpenCL platform of {} gives no program binaries",
                      spec.display_name(), device_name_);
   Artifact artifact;
-  artifact.kind = ArtifactKind::OpenClBinary;
+  artifact.kind = kOpenClBinary;
   artifact.bytes.resize(size);
   unsigned char* out = reinterpret_cast<unsigned char*>(artifact.bytes.data());
   check_cl(cl.clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof(out), &out, nullptr),

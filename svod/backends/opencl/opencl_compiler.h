@@ -18,6 +18,10 @@ struct _cl_device_id;
 
 namespace svod {
 
+// The OpenCL device's language and what its compiler makes of it.
+inline constexpr Language kOpenClLanguage{"opencl"};           // OpenCL C
+inline constexpr ArtifactKind kOpenClBinary{"opencl_binary"};  // CL_PROGRAM_BINARIES of one device
+
 class OpenClCompiler final : public Compiler {
  public:
   // Compiles for `device` in `context`; `device_name` names it in errors

@@ -260,12 +260,12 @@ Buffer OpenClDevice::allocate(DType dtype, size_t count) {
 }
 
 std::span<const Language> OpenClDevice::languages() const noexcept {
-  static constexpr Language kLanguages[] = {Language::OpenCl};
+  static constexpr Language kLanguages[] = {kOpenClLanguage};
   return kLanguages;
 }
 
 std::shared_ptr<const Program> OpenClDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
-  if (artifact.kind != ArtifactKind::OpenClBinary)
+  if (artifact.kind != kOpenClBinary)
     throw make_error(ErrorKind::Load, "program \"{}\": {} loads OpenCL program binaries", spec.display_name(), name());
   const auto& cl = opencl_api();
   const auto* bytes = reinterpret_cast<const unsigned char*>(artifact.bytes.data());

@@ -64,9 +64,9 @@ class OpenClDevice final : public Device {
   // (build failures are Error(Compile) carrying the build log).
   std::span<const Language> languages() const noexcept override;
   const Compiler& compiler() const override;
-  // Loads a binary made by an OpenClCompiler for this device (ArtifactKind::
-  // OpenClBinary); Error(Load) when the device refuses it, a missing entry
-  // is Error(UndefinedSymbol).
+  // Loads a binary made by an OpenClCompiler for this device
+  // (kOpenClBinary); Error(Load) when the device refuses it, a missing
+  // entry is Error(UndefinedSymbol).
   std::shared_ptr<const Program> load(const ProgramSpec& spec, const Artifact& artifact) override;
   // Synchronous copy; the direct cases (see direct_copy) are one command on
   // the queue, everything else (another context, another device kind,

@@ -16,6 +16,7 @@
 
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/watchdog.h"
+#include "svod/package/program_binary.h"
 #include "svod/registry/registry.h"
 
 namespace svod::python {
@@ -284,6 +285,8 @@ PYBIND11_MODULE(_svod, m) {
   note_main_thread();
   m.doc() = "The compiled part of the svod package; use `import svod`.";
   m.attr("__version__") = SVOD_VERSION;
+  // What tinygrad's cache of svod's binaries is keyed by (svod.tinygrad).
+  m.attr("program_binary_format") = svod::program_binary_format();
   // Errors raised inside pybind11-bound functions take the same path as the
   // raw entry points.
   py::register_exception_translator([](std::exception_ptr p) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "svod/base/error.h"
+#include "svod/base/hash.h"
 #include "svod/cache/cache_key.h"
 #include "svod/package/package.h"
 
@@ -34,6 +35,19 @@ std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec&
   writer.add(std::string(kCompiledFromSection), source_hash(spec).to_hex());
   writer.add(program_section(spec.entry), std::move(made->bytes));
   return writer.finish();
+}
+
+std::string program_binary_format() {
+  // A fixed spec's compiled_from hash, which changes with the hashing.
+  ProgramSpec probe;
+  probe.language = Language::C;
+  probe.entry = "k";
+  probe.source = "void k(void) {}";
+  probe.defines = {{"N", "1"}};
+  const Hash128 scheme = source_hash(probe);
+  Hasher h;
+  h.u64(kPackageFormatVersion).u64(scheme.low).u64(scheme.high);
+  return h.finish().to_hex().substr(0, 8);
 }
 
 ProgramBinary::ProgramBinary(std::span<const std::byte> bytes) : reader_(bytes, std::string(kWhat)) {

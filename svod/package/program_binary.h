@@ -32,6 +32,12 @@ namespace svod {
 // Unsupported errors as Device::compile throws them.
 std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec& spec);
 
+// Eight hex digits that change whenever binaries this svod makes would be
+// refused by one that differs (the package format, or what compiled_from
+// covers and how it is hashed): a cache of binaries keyed by it misses
+// instead of handing out binaries this svod refuses (svod.tinygrad's key).
+std::string program_binary_format();
+
 // A program binary's bytes, checked once (every digest, the manifest and its
 // one program) for reading its source and loading it. Error(Validation) for
 // bytes that are not a program binary (a plan's package included),

@@ -55,6 +55,15 @@ TEST(ProgramBinary, LoadsWithoutCompilingAndRuns) {
   EXPECT_EQ(run_scale(*program), (std::vector<float>{3, 6, 9, 12}));
 }
 
+// The format tag is eight hex digits, the same for every call (it keys
+// tinygrad's cache of binaries).
+TEST(ProgramBinary, FormatTagIsStableHex) {
+  const std::string tag = program_binary_format();
+  ASSERT_EQ(tag.size(), 8u);
+  EXPECT_EQ(tag.find_first_not_of("0123456789abcdef"), std::string::npos) << tag;
+  EXPECT_EQ(program_binary_format(), tag);
+}
+
 TEST(ProgramBinary, ASpecOtherThanTheBinarysIsRefused) {
   Device& cpu = *device_registry().open("CPU");
   const auto binary = compile_program_binary(cpu, scale_spec());

@@ -21,9 +21,6 @@
 // prefixed with --all-ranks; errors always), and only rank 0 writes files.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,7 +35,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <optional>
 #include <set>
 
@@ -46,6 +42,7 @@
 #include "svod/base/hash.h"
 #include "svod/comm/communicator.h"
 #include "svod/guard/checked_mode.h"
+#include "svod/guard/isolation.h"
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
 #include "svod/guard/watchdog.h"
@@ -136,49 +133,6 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   return {std::move(file), std::move(loaded)};
 }
 
-// --isolate: what the process that runs the plan tells the one that waits
-// for it, in memory they share (a mapping made before the fork), so that it
-// is there however the run ends: whether the run finished, which ops were
-// running, and their labels.
-struct IsolationRecord {
-  static constexpr size_t kOps = 16384;  // ops past this are not tracked
-  static constexpr size_t kLabelBytes = 256 * 1024;
-  std::atomic<bool> finished{false};
-  std::atomic<bool> labelled{false};
-  std::atomic<uint32_t> ops{0};
-  std::atomic<bool> running[kOps];
-  char labels[kLabelBytes];  // NUL-terminated, one per op, in order
-
-  // The running ops' labels ("op 2 (layer3) kernel layer3, ..."), or empty.
-  std::string running_ops() const {
-    std::vector<std::string> names;
-    const char* label = labels;
-    const char* end = labels + kLabelBytes;
-    for (size_t op = 0; op < std::min<size_t>(ops.load(), kOps); ++op) {
-      const bool has_label = labelled.load() && label < end;
-      if (running[op].load()) names.push_back(has_label && *label ? std::string(label) : fmt::format("op {}", op));
-      if (has_label) label += std::strlen(label) + 1;
-    }
-    return fmt::format("{}", fmt::join(names, ", "));
-  }
-};
-IsolationRecord* isolation = nullptr;  // set in the process that runs the plan
-
-// Publishes the plan's op labels to the isolation record (the first rank's).
-void label_ops(const std::vector<std::string>& labels) {
-  if (isolation == nullptr || isolation->labelled.load()) return;
-  size_t used = 0;
-  for (const auto& label : labels) {
-    if (used + 1 >= IsolationRecord::kLabelBytes) break;  // the rest are named by index
-    const size_t n = std::min(label.size(), IsolationRecord::kLabelBytes - used - 1);
-    std::memcpy(isolation->labels + used, label.data(), n);
-    isolation->labels[used + n] = '\0';
-    used += n + 1;
-  }
-  isolation->ops.store(static_cast<uint32_t>(std::min(labels.size(), IsolationRecord::kOps)));
-  isolation->labelled.store(true);
-}
-
 // --timeout and --isolate: the ops that are running, for the message of a run
 // that ran out of time or died. It observes the plan's ops and passes them
 // on to `inner`.
@@ -186,18 +140,18 @@ class OpWatch final : public PlanObserver {
  public:
   OpWatch(PlanObserver& inner, const std::vector<OpDescription>& ops) : inner_(&inner), running_(ops.size()) {
     for (const OpDescription& op : ops) labels_.push_back(op.label);
-    label_ops(labels_);
+    isolation_label_ops(labels_);
   }
   // Passes the ops on to `inner` from the next execution on.
   void pass_to(PlanObserver& inner) noexcept { inner_ = &inner; }
   void op_started(size_t op) noexcept override {
     running_[op].store(true, std::memory_order_relaxed);
-    if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(true);
+    isolation_op_started(op);
     inner_->op_started(op);
   }
   void op_finished(size_t op) noexcept override {
     inner_->op_finished(op);
-    if (isolation != nullptr && op < IsolationRecord::kOps) isolation->running[op].store(false);
+    isolation_op_finished(op);
     running_[op].store(false, std::memory_order_relaxed);
   }
   // The running ops' labels ("op 2 (layer3) kernel layer3, ..."), or empty.
@@ -241,7 +195,7 @@ std::string running_ops() {
 // (ExecuteOptions::observer), and a plan of one device's kernels then cannot
 // go to it as one graph: such plans are watched only when something asks.
 bool watch_ops(const RunOptions& options, const ExecutionPlan& plan, bool ranks) {
-  return options.timeout_s > 0 || isolation != nullptr || ranks || !options.profile.empty() || profile_requested() ||
+  return options.timeout_s > 0 || isolated() || ranks || !options.profile.empty() || profile_requested() ||
          !plan.uses_devices();
 }
 
@@ -517,44 +471,25 @@ int run_isolated(RunOptions options) {
     return fail("run", make_error(ErrorKind::Validation,
                                   "--isolate: this process was started by an MPI launcher, whose ranks must be the "
                                   "processes it started; drop --isolate under mpirun"));
-  void* shared = ::mmap(nullptr, sizeof(IsolationRecord), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED)
-    return fail("run", make_error(ErrorKind::Execution, "--isolate: cannot map memory to share with the run: {}",
-                                  std::strerror(errno)));
-  auto* record = new (shared) IsolationRecord();
-  std::fflush(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child < 0)
-    return fail("run", make_error(ErrorKind::Execution, "--isolate: cannot start the process that runs the plan: {}",
-                                  std::strerror(errno)));
-  if (child == 0) {
-    // The run dies with this process, however it ends (kill -9 included).
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) std::_Exit(1);
-    isolation = record;
-    options.isolate = false;
-    const int status = run(options);
-    std::fflush(nullptr);
-    record->finished.store(true);
-    return status;
+  options.isolate = false;
+  IsolatedEnd end;
+  try {
+    end = svod::run_isolated([&] { return run(options); });
+  } catch (const Error& e) {
+    return fail("run", make_error(e.kind(), "--isolate: {}", e.what()));
   }
-  int raw = 0;
-  while (::waitpid(child, &raw, 0) < 0 && errno == EINTR) {
-  }
-  const std::string ops = record->running_ops();
-  const std::string where = ops.empty() ? "outside the plan's ops (loading, compiling or between ops)" : "in " + ops;
-  if (WIFEXITED(raw) && record->finished.load()) return WEXITSTATUS(raw);
-  if (WIFEXITED(raw)) {
-    const int status = WEXITSTATUS(raw);
+  const std::string where =
+      end.running.empty() ? "outside the plan's ops (loading, compiling or between ops)" : "in " + end.running;
+  if (end.exited && end.finished) return end.status;
+  if (end.exited) {
     fmt::print(stderr, "svod run: {}: the isolated run ended with status {} before the plan finished, {}{}\n",
-               options.plan, status, where,
-               status == 0 ? " (a kernel called exit_group or _exit?); reported as status 70" : "");
-    return status == 0 ? kKernelExitStatus : status;
+               options.plan, end.status, where,
+               end.status == 0 ? " (a kernel called exit_group or _exit?); reported as status 70" : "");
+    return end.status == 0 ? kKernelExitStatus : end.status;
   }
-  const int signal = WIFSIGNALED(raw) ? WTERMSIG(raw) : 0;
-  fmt::print(stderr, "svod run: {}: the isolated run was ended by {} {}\n", options.plan, signal_text(signal), where);
-  return 128 + signal;
+  fmt::print(stderr, "svod run: {}: the isolated run was ended by {} {}\n", options.plan, signal_text(end.signal),
+             where);
+  return 128 + end.signal;
 }
 
 }  // namespace

@@ -51,14 +51,14 @@ void run_graph(benchmark::State& state, ExecutionGraph& graph, SyncStrategy stra
 void ExecutorCpuChain(benchmark::State& state) {
   Buffer shared = cpu_device()->allocate(DType::I32, 1);
   ExecutionGraph graph;
-  for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {shared}, {});
+  for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {{shared}, {}});
   run_graph(state, graph);
 }
 BENCHMARK(ExecutorCpuChain)->UseRealTime();
 
 void ExecutorCpuIndependent(benchmark::State& state) {
   ExecutionGraph graph;
-  for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {cpu_device()->allocate(DType::I32, 1)}, {});
+  for (int i = 0; i < kNodes; ++i) graph.add_kernel(empty_cpu_kernel(), {{cpu_device()->allocate(DType::I32, 1)}, {}});
   run_graph(state, graph);
 }
 BENCHMARK(ExecutorCpuIndependent)->UseRealTime();
@@ -91,8 +91,8 @@ void ExecutorTwoDevicesIndependentChains(benchmark::State& state) {
   auto cl_kernel = empty_cl_kernel(*cl);
   ExecutionGraph graph;
   for (int i = 0; i < kNodes / 2; ++i) {
-    graph.add_kernel(empty_cpu_kernel(), {host}, {});
-    graph.add_kernel(cl_kernel, {device}, {});
+    graph.add_kernel(empty_cpu_kernel(), {{host}, {}});
+    graph.add_kernel(cl_kernel, {{device}, {}});
   }
   run_graph(state, graph);
 }
@@ -106,9 +106,9 @@ void ExecutorTwoDevicesPingPong(benchmark::State& state) {
   auto cl_kernel = empty_cl_kernel(*cl);
   ExecutionGraph graph;
   for (int i = 0; i < kNodes / 4; ++i) {
-    graph.add_kernel(empty_cpu_kernel(), {host}, {});
+    graph.add_kernel(empty_cpu_kernel(), {{host}, {}});
     graph.add_copy(device, host);
-    graph.add_kernel(cl_kernel, {device}, {});
+    graph.add_kernel(cl_kernel, {{device}, {}});
     graph.add_copy(host, device);
   }
   run_graph(state, graph);
@@ -127,8 +127,8 @@ void ExecutorTwoQueuesChain(benchmark::State& state) {
   auto second_kernel = empty_cl_kernel(second);
   ExecutionGraph graph;
   for (int i = 0; i < kNodes / 2; ++i) {
-    graph.add_kernel(first_kernel, {device}, {});
-    graph.add_kernel(second_kernel, {device}, {});
+    graph.add_kernel(first_kernel, {{device}, {}});
+    graph.add_kernel(second_kernel, {{device}, {}});
   }
   run_graph(state, graph, state.range(0) ? SyncStrategy::DeviceEvents : SyncStrategy::BlockingHostWait);
   state.SetLabel(state.range(0) ? "device events" : "blocking host wait");
@@ -143,7 +143,7 @@ void OpenClLaunchRoundTrip(benchmark::State& state) {
   kernel->launch(args, {});
   std::chrono::nanoseconds device_time{0};
   for (auto _ : state) {
-    const EventPtr event = cl->queue().launch(*kernel, args, {});
+    const EventPtr event = cl->queue().launch(*kernel, {args});
     device_time += event->duration();  // waits
   }
   state.counters["device_time"] = benchmark::Counter(std::chrono::duration<double>(device_time).count() /
@@ -159,7 +159,7 @@ void OpenClLaunchThroughput(benchmark::State& state) {
   kernel->launch(args, {});
   for (auto _ : state) {
     EventPtr last;
-    for (int i = 0; i < kNodes; ++i) last = cl->queue().launch(*kernel, args, {});
+    for (int i = 0; i < kNodes; ++i) last = cl->queue().launch(*kernel, {args});
     last->wait();
   }
   state.counters["time_per_kernel"] = benchmark::Counter(static_cast<double>(state.iterations() * kNodes),

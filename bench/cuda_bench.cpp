@@ -92,7 +92,7 @@ void cuda_chain(benchmark::State& state, bool as_graph) {
   const Buffer x = device->allocate(DType::F32, 32);
   const auto nodes = static_cast<size_t>(state.range(0));
   ExecutionGraph graph;
-  for (size_t i = 0; i < nodes; ++i) graph.add_kernel(program, {x}, {1});
+  for (size_t i = 0; i < nodes; ++i) graph.add_kernel(program, {{x}, {1}});
   struct Quiet : PlanObserver {
     void op_started(size_t) noexcept override {}
     void op_finished(size_t) noexcept override {}

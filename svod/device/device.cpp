@@ -94,10 +94,9 @@ bool Device::submit_graph(std::span<const KernelLaunch>) { return false; }
 Program::Program(ProgramSpec spec) : spec_(std::move(spec)), layout_(spec_) {}
 Program::~Program() = default;
 
-std::chrono::nanoseconds Program::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                             const LaunchDims* dims) const {
+std::chrono::nanoseconds Program::time_launch(const LaunchArgs& args) const {
   const auto start = std::chrono::steady_clock::now();
-  launch(buffers, scalars, dims);
+  launch(args);
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
 }
 

@@ -132,21 +132,20 @@ class Program {
   const LaunchLayout& layout() const noexcept { return layout_; }
   virtual Device& device() const noexcept = 0;
 
-  // Runs the kernel to completion: the one launch of every device (queues
-  // submit without waiting). `buffers` in declared order; `scalars` for
-  // every declared scalar except core_id, in declared order. `dims`, when
-  // given, replaces the launch sizes the spec gives for these scalars (plans
-  // pass sizes over their variables); on the CPU global[0] is the number of
-  // core_id slices. Counts, dtypes, sizes, devices and bounds (core_id's
-  // against the slice count included) are checked before anything runs.
-  virtual void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                      const LaunchDims* dims = nullptr) const = 0;
+  // Runs the kernel on `args` to completion: the one launch of every device
+  // (queues submit without waiting). Counts, dtypes, sizes, devices and
+  // bounds (core_id's against the slice count included) are checked before
+  // anything runs.
+  virtual void launch(const LaunchArgs& args) const = 0;
+  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars = {},
+              const LaunchDims* dims = nullptr) const {
+    launch(LaunchArgs{buffers, scalars, dims});
+  }
 
   // Runs the kernel once, like launch(), and returns how long it ran: by the
   // device's own events where it has them (OpenCL, CUDA), else by the host's
   // monotonic clock around launch(). For benchmarks and tuning.
-  virtual std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                               const LaunchDims* dims = nullptr) const;
+  virtual std::chrono::nanoseconds time_launch(const LaunchArgs& args) const;
 
   // The pre-bound host path, for programs that run on the calling thread
   // with the CPU ABI (cpu_abi.h): a caller that checked everything once (a

@@ -26,13 +26,12 @@ void wait_all(std::span<const EventPtr> events) {
     if (e) e->wait();
 }
 
-EventPtr HostQueue::launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                           const LaunchDims* dims, std::span<const EventPtr> waits) {
+EventPtr HostQueue::launch(const Program& program, const LaunchArgs& args, std::span<const EventPtr> waits) {
   if (&program.device() != device_)
     throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to the queue of {}",
                      program.spec().display_name(), program.device().name(), device_->name());
   wait_all(waits);
-  program.launch(buffers, scalars, dims);
+  program.launch(args);
   return nullptr;
 }
 

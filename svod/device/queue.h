@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "svod/device/buffer.h"
-#include "svod/program/launch_layout.h"
+#include "svod/device/launch_args.h"
 
 namespace svod {
 
@@ -64,12 +64,10 @@ class Queue {
   // True when this queue can wait on events of `other` without the host.
   virtual bool can_wait_on(const Queue& other) const noexcept { return &other == this; }
 
-  // Launches `program` (a program of this queue's device) after `waits`.
-  // `dims` replaces the launch sizes the spec gives for these scalars (for
-  // sizes over plan variables). Arguments are checked first
-  // (Error(Validation)); nothing is submitted when a check fails.
-  virtual EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                          const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) = 0;
+  // Launches `program` (a program of this queue's device) on `args` after
+  // `waits`. Arguments are checked first (Error(Validation)); nothing is
+  // submitted when a check fails.
+  virtual EventPtr launch(const Program& program, const LaunchArgs& args, std::span<const EventPtr> waits = {}) = 0;
   // dst <- src (equal byte sizes) after `waits`. Host memory involved must
   // stay untouched until the returned event completes.
   virtual EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) = 0;
@@ -89,8 +87,7 @@ class HostQueue final : public Queue {
   explicit HostQueue(Device& device) : device_(&device) {}
   Device& device() const noexcept override { return *device_; }
   bool runs_inline() const noexcept override { return true; }
-  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                  const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
+  EventPtr launch(const Program& program, const LaunchArgs& args, std::span<const EventPtr> waits = {}) override;
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
   EventPtr record(std::span<const EventPtr> waits = {}) override;
   void finish() override {}
@@ -102,15 +99,13 @@ class HostQueue final : public Queue {
 // Waits on the host for each event that is not null.
 void wait_all(std::span<const EventPtr> events);
 
-// One kernel launch with its arguments: the record a runner hands to a
-// device for a whole-graph submission (Device::submit_graph), where `after`
-// orders it within the graph.
+// One kernel of a whole-graph submission (Device::submit_graph): its
+// arguments, with `args.dims` always set (a graph's sizes are resolved), and
+// the earlier kernels of the graph it waits for.
 struct KernelLaunch {
   std::shared_ptr<const Program> program;
-  std::span<const Buffer> buffers;
-  std::span<const int64_t> scalars;  // caller scalars
-  LaunchDims dims;
-  std::span<const size_t> after;  // earlier kernels of the graph this one waits for
+  LaunchArgs args;
+  std::span<const size_t> after;
 };
 
 }  // namespace svod

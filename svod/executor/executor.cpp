@@ -63,8 +63,8 @@ ExecutionGraph::~ExecutionGraph() = default;
 ExecutionGraph::ExecutionGraph(ExecutionGraph&&) noexcept = default;
 ExecutionGraph& ExecutionGraph::operator=(ExecutionGraph&&) noexcept = default;
 
-size_t ExecutionGraph::add_kernel(std::shared_ptr<const Program> program, std::vector<Buffer> buffers,
-                                  std::vector<int64_t> scalars, NodeOptions options) {
+size_t ExecutionGraph::add_kernel(std::shared_ptr<const Program> program, KernelArgs args, NodeOptions options) {
+  auto& [buffers, scalars, dims] = args;
   if (!program) throw make_error(ErrorKind::Validation, "node {}: no program", size());
   state_->check_after(options);
   const ProgramSpec& spec = program->spec();
@@ -81,8 +81,10 @@ size_t ExecutionGraph::add_kernel(std::shared_ptr<const Program> program, std::v
   PreparedKernel k;
   k.buffers = state_->slots(std::move(buffers));
   for (int64_t v : scalars) k.scalars.push_back(Expr::constant(v));
-  if (options.global) k.global = constants(*options.global);
-  if (options.local) k.local = constants(*options.local);
+  if (dims) {
+    k.global = constants(dims->global);
+    k.local = constants(dims->local);
+  }
   if (options.label.empty()) options.label = spec.display_name();
   k.program = std::move(program);
   return state_->add(std::move(k), std::move(options));

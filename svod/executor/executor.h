@@ -49,11 +49,6 @@ struct KernelBufferAccess {
 struct NodeOptions {
   std::string label;          // for errors and traces; "op N" when empty
   std::vector<size_t> after;  // nodes (added earlier) that must finish first
-  // Kernel nodes: launch sizes to use instead of the spec's (work-groups and
-  // work-items per group; for CPU programs global[0] is the core_id slice
-  // count). For sizes that name variables the kernel does not take.
-  std::optional<std::array<int64_t, 3>> global;
-  std::optional<std::array<int64_t, 3>> local;
 };
 
 class UnifiedExecutor;
@@ -65,10 +60,10 @@ class ExecutionGraph {
   ExecutionGraph(ExecutionGraph&&) noexcept;
   ExecutionGraph& operator=(ExecutionGraph&&) noexcept;
 
-  // A kernel on its program's device; its accesses are its buffers with the
-  // access each parameter declares. Counts are checked now (Validation).
-  size_t add_kernel(std::shared_ptr<const Program> program, std::vector<Buffer> buffers,
-                    std::vector<int64_t> scalars, NodeOptions options = {});
+  // A kernel on its program's device, launched on `args` (args.dims, when
+  // set, replace the spec's launch sizes); its accesses are its buffers with
+  // the access each parameter declares. Counts are checked now (Validation).
+  size_t add_kernel(std::shared_ptr<const Program> program, KernelArgs args, NodeOptions options = {});
   // dst <- src (equal byte sizes), on whichever device can do it directly,
   // else staged through host memory.
   size_t add_copy(Buffer dst, Buffer src, NodeOptions options = {});

@@ -121,7 +121,7 @@ void PlanState::do_host_work(size_t i) {
       for (size_t slot : k->slots) arguments.push_back(buffers[slot]);
       k->program->launch(arguments, k->caller_scalars(), &k->dims);
     } else {
-      k->program->launch(k->launch_buffers, k->caller_scalars(), &k->dims);
+      k->program->launch(k->launch_args());
     }
   } else if (auto* c = std::get_if<CopyRun>(&r)) {
     copy_buffer(buffers[c->dst], buffers[c->src]);
@@ -187,7 +187,7 @@ void PlanState::submit(size_t i, const ExecuteOptions& options) {
   const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
   Queue& queue = *queues[i];
   if (auto* k = std::get_if<KernelRun>(&runs[i])) {
-    events[i] = queue.launch(*k->program, k->launch_buffers, k->caller_scalars(), &k->dims, list);
+    events[i] = queue.launch(*k->program, k->launch_args(), list);
   } else {
     const auto& c = std::get<CopyRun>(runs[i]);
     events[i] = queue.copy(buffers[c.dst], buffers[c.src], list);
@@ -217,7 +217,7 @@ bool PlanState::run_as_graph() {
   const auto& preds = runner.dag().predecessors();
   for (size_t i = 0; i < runs.size(); ++i) {
     auto& k = std::get<KernelRun>(runs[i]);
-    kernels.push_back({k.program, k.launch_buffers, k.caller_scalars(), k.dims, preds[i]});
+    kernels.push_back({k.program, k.launch_args(), preds[i]});
   }
   try {
     return graph_device->submit_graph(kernels);
@@ -385,7 +385,7 @@ std::chrono::nanoseconds PlanState::time_op(size_t i) {
   }
   try {
     auto* k = std::get_if<KernelRun>(&runs[i]);
-    if (k && !k->bound) return k->program->time_launch(k->launch_buffers, k->caller_scalars(), &k->dims);
+    if (k && !k->bound) return k->program->time_launch(k->launch_args());
     const auto start = std::chrono::steady_clock::now();
     run_op(i, ExecuteOptions{.sequential = true});
     events[i] = nullptr;

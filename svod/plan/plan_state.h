@@ -86,6 +86,8 @@ struct KernelRun {
 
   int64_t* caller() { return values.data() + abi_scalars + sources.size(); }
   std::span<const int64_t> caller_scalars() { return {caller(), scalars.size()}; }
+  // The launch of a kernel that is not bound.
+  LaunchArgs launch_args() { return {launch_buffers, caller_scalars(), &dims}; }
 };
 
 struct CopyRun {

@@ -120,7 +120,7 @@ BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds
 }
 
 BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args, const BenchmarkConfig& config) {
-  return benchmark_operation([&] { return program.time_launch(args.buffers, args.scalars); }, program.device(), config);
+  return benchmark_operation([&] { return program.time_launch(args.view()); }, program.device(), config);
 }
 
 RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> candidates, const BenchmarkConfig& config) {
@@ -168,7 +168,7 @@ RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> cand
       guarded(i, [&] {
         flushers[i]->flush();
         const auto& c = candidates[i];
-        const double t = static_cast<double>(c.program->time_launch(c.args.buffers, c.args.scalars).count());
+        const double t = static_cast<double>(c.program->time_launch(c.args.view()).count());
         out.results[i].samples.push_back(t);
       });
     }

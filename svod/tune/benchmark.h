@@ -85,13 +85,6 @@ struct BenchmarkResult {
   bool timed_out = false;       // the budget ended the timing before min_runs/min_total
 };
 
-// The arguments of one launch: buffers in declared order, scalars for every
-// declared scalar except core_id, in declared order.
-struct KernelArgs {
-  std::vector<Buffer> buffers;
-  std::vector<int64_t> scalars;
-};
-
 // Times `program` on `args`. Argument errors surface from the first launch
 // as the launch's Error, before anything is timed.
 BenchmarkResult benchmark_kernel(const Program& program, const KernelArgs& args, const BenchmarkConfig& config = {});

@@ -188,7 +188,7 @@ class Worker {
     args_.scalars = scalars(point);
     arm_timer(tune_.timeout);
     restore();
-    program.launch(args_.buffers, args_.scalars);
+    program.launch(args_.view());
     for (size_t w = 0; w < written_.size(); ++w) {
       const Buffer& b = args_.buffers[written_[w]];
       b.device().copy(got_[w], b);

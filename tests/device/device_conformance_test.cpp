@@ -276,7 +276,7 @@ TEST_P(DeviceConformance, QueuesOrderWorkAndEventsTimeIt) {
   const Buffer args[] = {o, da, da};
   const int64_t n[] = {kN};
   const EventPtr waits_in[] = {in};
-  const EventPtr ran = queue.launch(*axpb(), args, n, nullptr, waits_in);
+  const EventPtr ran = queue.launch(*axpb(), {args, n}, waits_in);
   const EventPtr waits_ran[] = {ran};
   const EventPtr out = queue.copy(back, o, waits_ran);
   const EventPtr waits_out[] = {out};
@@ -289,10 +289,10 @@ TEST_P(DeviceConformance, QueuesOrderWorkAndEventsTimeIt) {
   // finish before returning and give no event.
   EXPECT_EQ(ran == nullptr, queue.runs_inline());
   if (ran) EXPECT_GE(ran->duration().count(), 0);
-  EXPECT_GE(axpb()->time_launch(args, n).count(), 0);
+  EXPECT_GE(axpb()->time_launch({args, n}).count(), 0);
   // A launch refused by its checks submits nothing.
   const Buffer bad[] = {o, da};
-  EXPECT_EQ(kind_of([&] { queue.launch(*axpb(), bad, n); }), ErrorKind::Validation);
+  EXPECT_EQ(kind_of([&] { queue.launch(*axpb(), {bad, n}); }), ErrorKind::Validation);
 }
 
 TEST_P(DeviceConformance, PlansTakeLaunchSizesFromVariables) {

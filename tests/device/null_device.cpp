@@ -69,13 +69,12 @@ class NullQueue final : public Queue {
  public:
   explicit NullQueue(Device& device) : device_(&device) {}
   Device& device() const noexcept override { return *device_; }
-  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                  const LaunchDims* dims, std::span<const EventPtr> waits) override {
+  EventPtr launch(const Program& program, const LaunchArgs& call, std::span<const EventPtr> waits) override {
     if (&program.device() != device_)
       throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to NULL:0",
                        program.spec().display_name(), program.device().name());
     wait_all(waits);
-    return run_command('L', [&] { program.launch(buffers, scalars, dims); });
+    return run_command('L', [&] { program.launch(call); });
   }
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) override {
     wait_all(waits);

@@ -105,9 +105,9 @@ TEST(ExecutionGraph, KernelNodesCheckCountsAndDeriveAccesses) {
                        "add", {{"o", Access::ReadWrite}, {"a"}}, {{"n", ScalarType::I32}});
   Buffer o = host_buffer(8), a = host_buffer(8);
   ExecutionGraph g;
-  EXPECT_EQ(kind_of([&] { g.add_kernel(add, {o}, {8}); }), ErrorKind::Validation);
-  EXPECT_EQ(kind_of([&] { g.add_kernel(add, {o, a}, {}); }), ErrorKind::Validation);
-  const size_t id = g.add_kernel(add, {o, a}, {8});
+  EXPECT_EQ(kind_of([&] { g.add_kernel(add, {{o}, {8}}); }), ErrorKind::Validation);
+  EXPECT_EQ(kind_of([&] { g.add_kernel(add, {{o, a}, {}}); }), ErrorKind::Validation);
+  const size_t id = g.add_kernel(add, {{o, a}, {8}});
   const auto& kernel = std::get<PreparedKernel>(g.plan().op(id));
   EXPECT_EQ(kernel.program, add);
   ASSERT_EQ(kernel.buffers.size(), 2u);
@@ -203,7 +203,7 @@ TEST(UnifiedExecutor, KernelNodesTakeExplicitSliceCounts) {
                         {{"o", Access::Write, DType::I32}}, {{"core_id", ScalarType::I32}});
   Buffer o = host_buffer(4, DType::I32);
   ExecutionGraph g;
-  g.add_kernel(mark, {o}, {}, NodeOptions{.global = std::array<int64_t, 3>{4, 1, 1}});
+  g.add_kernel(mark, {{o}, {}, LaunchDims{{4, 1, 1}, {1, 1, 1}}});
   global_executor().execute(g);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(o.span<int32_t>()[i], i + 1);
 }
@@ -272,11 +272,11 @@ TEST_F(CrossDevice, ProduceOnCpuConsumeOnOpenClAndBack) {
   Buffer x = host_buffer(kN), sq = host_buffer(kN), back = host_buffer(kN), sum = host_buffer(1);
   Buffer d_sq = cl_->allocate(DType::F32, kN), d_out = cl_->allocate(DType::F32, kN);
   ExecutionGraph g;
-  g.add_kernel(square, {sq, x}, {kN});                  // 0 CPU
+  g.add_kernel(square, {{sq, x}, {kN}});                  // 0 CPU
   g.add_copy(d_sq, sq);                                 // 1 host -> CL
-  g.add_kernel(affine(*cl_), {d_out, d_sq}, {kN, 2, 1});  // 2 CL
+  g.add_kernel(affine(*cl_), {{d_out, d_sq}, {kN, 2, 1}});  // 2 CL
   g.add_copy(back, d_out);                              // 3 CL -> host
-  g.add_kernel(total, {sum, back}, {kN});               // 4 CPU
+  g.add_kernel(total, {{sum, back}, {kN}});               // 4 CPU
   EXPECT_EQ(g.predecessors(), Preds({{}, {0}, {1}, {2}, {3}}));
   EXPECT_EQ(g.plan().op_device(1), cl_.get());  // direct copies run on the CL queue
   EXPECT_EQ(g.plan().op_device(3), cl_.get());
@@ -303,7 +303,7 @@ TEST_F(CrossDevice, HazardsAcrossDevicesKeepHostMemoryUntilTheDeviceReadIt) {
   ExecutionGraph g;
   g.add_copy(d_x, h);                                      // 0 reads h
   g.add_host([&] { std::fill_n(h.span<float>().begin(), kN, 999.0f); }, {writes(h)});  // 1 WAR
-  g.add_kernel(affine(*cl_), {d_y, d_x}, {kN, 1, 1});       // 2 reads d_x
+  g.add_kernel(affine(*cl_), {{d_y, d_x}, {kN, 1, 1}});       // 2 reads d_x
   g.add_copy(r, d_y);                                      // 3
   EXPECT_EQ(g.predecessors(), Preds({{}, {0}, {0}, {2}}));
   for (int round = 0; round < 10; ++round) {
@@ -323,8 +323,8 @@ TEST_F(CrossDevice, DeviceEventsOrderTwoQueues) {
   Buffer d_a = cl_->allocate(DType::F32, kN), d_b = cl_->allocate(DType::F32, kN), d_c = cl_->allocate(DType::F32, kN);
   ExecutionGraph g;
   g.add_copy(d_a, h);
-  g.add_kernel(affine(*cl_), {d_b, d_a}, {kN, 3, 0});
-  g.add_kernel(affine(second), {d_c, d_b}, {kN, 1, 5});
+  g.add_kernel(affine(*cl_), {{d_b, d_a}, {kN, 3, 0}});
+  g.add_kernel(affine(second), {{d_c, d_b}, {kN, 1, 5}});
   g.add_copy(r, d_c);
   EXPECT_EQ(g.plan().op_device(2), &second);
   EXPECT_TRUE(g.plan().op_device(2)->queue().can_wait_on(g.plan().op_device(1)->queue()));
@@ -364,7 +364,7 @@ TEST_F(CrossDevice, IndependentWorkOnTheTwoDevicesOverlaps) {
       }
     }, {});
     g.add_copy(d_seed, seed);
-    g.add_kernel(affine(*cl_), {d_out, d_seed}, {kN, 2, 2});
+    g.add_kernel(affine(*cl_), {{d_out, d_seed}, {kN, 2, 2}});
     g.add_copy(flag, d_out);
     EXPECT_TRUE(g.predecessors()[0].empty());
     EXPECT_TRUE(g.predecessors()[1].empty());
@@ -379,7 +379,7 @@ TEST_F(CrossDevice, OpenClFailuresNameTheNode) {
   Buffer host = host_buffer(4);
   ExecutionGraph g;
   // Scalars out of the kernel's declared range fail when enqueued.
-  g.add_kernel(affine(*cl_), {small, small}, {4, int64_t{1} << 40, 0}, NodeOptions{.label = "bad scalar"});
+  g.add_kernel(affine(*cl_), {{small, small}, {4, int64_t{1} << 40, 0}}, NodeOptions{.label = "bad scalar"});
   bool ran = false;
   g.add_host([&] { ran = true; }, {reads(small), writes(host)});
   std::string message;

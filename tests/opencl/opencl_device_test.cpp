@@ -308,14 +308,14 @@ TEST_F(OpenCl, EventsTimeLaunchesAndOrderWork) {
   auto program = cl().compile(spec);
   Buffer counter = cl().allocate(DType::I32, 256);
   const Buffer args[] = {counter};
-  const auto took = program->time_launch(args, {});
+  const auto took = program->time_launch({args});
   EXPECT_GE(took.count(), 0);
   // A chain of launches, each waiting on the previous event; the in-order
   // queue would order them anyway, the wait lists must be accepted.
   EventPtr last;
   for (int i = 0; i < 10; ++i) {
     const EventPtr waits[] = {last};
-    last = cl().queue().launch(*program, args, {}, nullptr, waits);
+    last = cl().queue().launch(*program, {args}, waits);
   }
   std::atomic<bool> called{false};
   const auto& event = dynamic_cast<const OpenClEvent&>(*last);

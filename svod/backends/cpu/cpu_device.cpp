@@ -67,8 +67,8 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const v
 
 Device& CpuProgram::device() const noexcept { return *device_; }
 
-void CpuProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                        const LaunchDims* dims) const {
+void CpuProgram::launch(const LaunchArgs& call) const {
+  const auto& [buffers, scalars, dims] = call;
   const size_t nbuf = layout().buffer_count();
   if (buffers.size() != nbuf) [[unlikely]]
     throw make_error(ErrorKind::Validation, "program \"{}\" takes {} buffers, got {}", spec().display_name(), nbuf,

@@ -33,8 +33,8 @@ class CpuProgram final : public Program {
   CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const SharedLibrary> library, void* entry);
 
   Device& device() const noexcept override;
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-              const LaunchDims* dims = nullptr) const override;
+  using Program::launch;
+  void launch(const LaunchArgs& call) const override;
   bool binds_host_arguments() const noexcept override { return true; }
   void run_bound(const uint64_t* args, int64_t slices) const override;
   void* host_entry() const noexcept override { return entry_; }

@@ -98,12 +98,12 @@ void CudaGraphCache::run(std::span<const KernelLaunch> kernels, std::span<CudaKe
 
 bool CudaGraphCache::update(Entry& entry, std::span<const KernelLaunch> kernels, std::span<CudaKernelParams> params) {
   for (size_t i = 0; i < kernels.size(); ++i) {
-    if (entry.dims[i] == kernels[i].dims && entry.params[i].same_values(params[i])) continue;
+    if (entry.dims[i] == *kernels[i].args.dims && entry.params[i].same_values(params[i])) continue;
     const auto& program = static_cast<const CudaProgram&>(*kernels[i].program);
-    const cu::KernelNodeParams p = node_params(program, params[i], kernels[i].dims);
+    const cu::KernelNodeParams p = node_params(program, params[i], *kernels[i].args.dims);
     if (state_.api.cuGraphExecKernelNodeSetParams(entry.exec, entry.nodes[i], &p) != cu::CUDA_SUCCESS) return false;
     entry.params[i] = params[i];
-    entry.dims[i] = kernels[i].dims;
+    entry.dims[i] = *kernels[i].args.dims;
     ++stats_.node_updates;
   }
   return true;
@@ -118,16 +118,16 @@ std::unique_ptr<CudaGraphCache::Entry> CudaGraphCache::build(std::span<const Ker
   entry->nodes.resize(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     const auto& program = static_cast<const CudaProgram&>(*kernels[i].program);
-    const cu::KernelNodeParams p = node_params(program, params[i], kernels[i].dims);
+    const cu::KernelNodeParams p = node_params(program, params[i], *kernels[i].args.dims);
     std::vector<cu::CUgraphNode> deps;
     for (size_t a : kernels[i].after) deps.push_back(entry->nodes[a]);
     check_cu(api.cuGraphAddKernelNode(&entry->nodes[i], entry->graph, deps.empty() ? nullptr : deps.data(),
                                       deps.size(), &p),
              fmt::format("{}: adding kernel {} (\"{}\", {}) to a CUDA graph", name, i, program.spec().display_name(),
-                         dims_text(kernels[i].dims)));
+                         dims_text(*kernels[i].args.dims)));
     entry->programs.push_back(kernels[i].program);
     entry->after.emplace_back(kernels[i].after.begin(), kernels[i].after.end());
-    entry->dims.push_back(kernels[i].dims);
+    entry->dims.push_back(*kernels[i].args.dims);
   }
   entry->params.assign(params.begin(), params.end());
   check_cu(api.cuGraphInstantiateWithFlags(&entry->exec, entry->graph, 0),
@@ -152,8 +152,8 @@ void CudaDevice::run_graph(std::span<const KernelLaunch> kernels) {
       if (p >= i)
         throw make_error(ErrorKind::Validation, "CUDA graph on {}: kernel {} waits for kernel {}, which is not earlier",
                          name(), i, p);
-    program->prepare(kernels[i].buffers, kernels[i].scalars, params[i]);
-    detail::driver_dims(kernels[i].dims, program->spec().display_name());
+    program->prepare(kernels[i].args.buffers, kernels[i].args.scalars, params[i]);
+    detail::driver_dims(*kernels[i].args.dims, program->spec().display_name());
   }
   state_->make_current();
   state_->graphs.run(kernels, params);

@@ -51,11 +51,10 @@ class CudaProgram final : public Program {
 
   Device& device() const noexcept override;
   // Launches on the device's stream and waits for the kernel to finish.
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-              const LaunchDims* dims = nullptr) const override;
+  using Program::launch;
+  void launch(const LaunchArgs& call) const override;
   // Runs the kernel once and returns its device time (CUDA events around it).
-  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                       const LaunchDims* dims = nullptr) const override;
+  std::chrono::nanoseconds time_launch(const LaunchArgs& call) const override;
 
   // The spec's launch sizes for these caller scalars: blocks in `global`,
   // threads per block in `local`.
@@ -107,8 +106,7 @@ class CudaQueue final : public Queue {
   explicit CudaQueue(CudaDevice& device) : device_(&device) {}
   Device& device() const noexcept override;
   bool can_wait_on(const Queue& other) const noexcept override;
-  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                  const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
+  EventPtr launch(const Program& program, const LaunchArgs& call, std::span<const EventPtr> waits = {}) override;
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
   EventPtr record(std::span<const EventPtr> waits = {}) override;
   void finish() override;

@@ -78,8 +78,8 @@ void CudaProgram::enqueue(CudaKernelParams& params, const LaunchDims& dims) cons
   if (debug_level() >= 2) log_debug("launch {} on {}", spec().display_name(), device_->name());
 }
 
-void CudaProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                         const LaunchDims* dims) const {
+void CudaProgram::launch(const LaunchArgs& call) const {
+  const auto& [buffers, scalars, dims] = call;
   CudaKernelParams params;
   prepare(buffers, scalars, params);
   const LaunchDims sizes = dims ? *dims : this->dims(scalars);
@@ -90,9 +90,8 @@ void CudaProgram::launch(std::span<const Buffer> buffers, std::span<const int64_
            fmt::format("program \"{}\" failed on {}", spec().display_name(), device_->name()));
 }
 
-std::chrono::nanoseconds CudaProgram::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                                  const LaunchDims* dims) const {
-  return device_->state().queue.launch(*this, buffers, scalars, dims)->duration();
+std::chrono::nanoseconds CudaProgram::time_launch(const LaunchArgs& call) const {
+  return device_->state().queue.launch(*this, call)->duration();
 }
 
 // ---- events and the queue ------------------------------------------------------------
@@ -145,8 +144,8 @@ void CudaQueue::wait_for(std::span<const EventPtr> waits) {
   }
 }
 
-EventPtr CudaQueue::launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                           const LaunchDims* dims, std::span<const EventPtr> waits) {
+EventPtr CudaQueue::launch(const Program& program, const LaunchArgs& call, std::span<const EventPtr> waits) {
+  const auto& [buffers, scalars, dims] = call;
   if (&program.device() != device_)
     throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to the queue of {}",
                      program.spec().display_name(), program.device().name(), device_->name());

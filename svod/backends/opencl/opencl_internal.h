@@ -94,12 +94,11 @@ class OpenClProgram final : public Program {
 
   Device& device() const noexcept override;
   // Enqueues the kernel and waits for it.
-  void launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-              const LaunchDims* dims = nullptr) const override;
+  using Program::launch;
+  void launch(const LaunchArgs& call) const override;
 
   // Runs the kernel once and returns its device time (profiling counters).
-  std::chrono::nanoseconds time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                       const LaunchDims* dims = nullptr) const override;
+  std::chrono::nanoseconds time_launch(const LaunchArgs& call) const override;
 
  private:
   friend class OpenClQueue;
@@ -107,8 +106,7 @@ class OpenClProgram final : public Program {
   // device's context) and returns its event without waiting: the one launch
   // path, behind OpenClQueue::launch and launch(). Arguments are checked
   // first (Error(Validation)); nothing is enqueued when a check fails.
-  OpenClEvent enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                      std::span<_cl_event* const> waits, const LaunchDims* dims) const;
+  OpenClEvent enqueue(const LaunchArgs& call, std::span<_cl_event* const> waits) const;
 
   OpenClDevice* device_;
   detail::ClHandle<_cl_program*> program_;
@@ -125,8 +123,7 @@ class OpenClQueue final : public Queue {
   explicit OpenClQueue(OpenClDevice& device) : device_(&device) {}
   Device& device() const noexcept override;
   bool can_wait_on(const Queue& other) const noexcept override;
-  EventPtr launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                  const LaunchDims* dims = nullptr, std::span<const EventPtr> waits = {}) override;
+  EventPtr launch(const Program& program, const LaunchArgs& call, std::span<const EventPtr> waits = {}) override;
   EventPtr copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits = {}) override;
   EventPtr record(std::span<const EventPtr> waits = {}) override;
   void flush() override;

@@ -114,8 +114,8 @@ OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, detail::ClH
 
 Device& OpenClProgram::device() const noexcept { return *device_; }
 
-OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                   std::span<cl_event const> waits, const LaunchDims* dims) const {
+OpenClEvent OpenClProgram::enqueue(const LaunchArgs& call, std::span<cl_event const> waits) const {
+  const auto& [buffers, scalars, dims] = call;
   const std::string& program = spec().display_name();
   const auto& state = device_->state();
   const size_t nbuf = layout().buffer_count();
@@ -169,14 +169,10 @@ OpenClEvent OpenClProgram::enqueue(std::span<const Buffer> buffers, std::span<co
   return OpenClEvent(event, state.context);
 }
 
-void OpenClProgram::launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                           const LaunchDims* dims) const {
-  enqueue(buffers, scalars, {}, dims).wait();
-}
+void OpenClProgram::launch(const LaunchArgs& call) const { enqueue(call, {}).wait(); }
 
-std::chrono::nanoseconds OpenClProgram::time_launch(std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                                                    const LaunchDims* dims) const {
-  return enqueue(buffers, scalars, {}, dims).duration();
+std::chrono::nanoseconds OpenClProgram::time_launch(const LaunchArgs& call) const {
+  return enqueue(call, {}).duration();
 }
 
 // ---- OpenClQueue ---------------------------------------------------------------
@@ -202,13 +198,12 @@ std::vector<cl_event> OpenClQueue::device_waits(std::span<const EventPtr> waits)
   return out;
 }
 
-EventPtr OpenClQueue::launch(const Program& program, std::span<const Buffer> buffers, std::span<const int64_t> scalars,
-                             const LaunchDims* dims, std::span<const EventPtr> waits) {
+EventPtr OpenClQueue::launch(const Program& program, const LaunchArgs& call, std::span<const EventPtr> waits) {
   if (&program.device() != device_)
     throw make_error(ErrorKind::Validation, "program \"{}\" belongs to {}, not to the queue of {}",
                      program.spec().display_name(), program.device().name(), device_->name());
   const std::vector<cl_event> list = device_waits(waits);
-  return std::make_shared<OpenClEvent>(static_cast<const OpenClProgram&>(program).enqueue(buffers, scalars, list, dims));
+  return std::make_shared<OpenClEvent>(static_cast<const OpenClProgram&>(program).enqueue(call, list));
 }
 
 EventPtr OpenClQueue::copy(const Buffer& dst, const Buffer& src, std::span<const EventPtr> waits) {

@@ -101,7 +101,7 @@ size_t ExecutionGraph::add_copy(Buffer dst, Buffer src, NodeOptions options) {
   return state_->add(PreparedCopy{slots[0], slots[1]}, std::move(options));
 }
 
-size_t ExecutionGraph::add_host(std::function<void()> function, std::vector<KernelBufferAccess> accesses,
+size_t ExecutionGraph::add_host(std::function<void()> function, std::vector<BufferAccess> accesses,
                                 NodeOptions options) {
   if (!function) throw make_error(ErrorKind::Validation, "node {}: no host function", size());
   state_->check_after(options);

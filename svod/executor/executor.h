@@ -7,7 +7,7 @@
 // becomes the plan op of the same index (a PreparedKernel, PreparedCopy or
 // PreparedCustomFunction) over slots of the buffers it names. Each node
 // states the byte ranges it reads and writes (kernels by their parameters'
-// access, host functions by KernelBufferAccess); the dependencies are the
+// access, host functions by BufferAccess); the dependencies are the
 // read/write hazards between those ranges (RAW, WAR, WAW) plus explicit
 // `after` edges.
 //
@@ -41,7 +41,7 @@
 namespace svod {
 
 // One buffer a node touches and how.
-struct KernelBufferAccess {
+struct BufferAccess {
   Buffer buffer;
   Access access = Access::Read;
 };
@@ -68,7 +68,7 @@ class ExecutionGraph {
   // else staged through host memory.
   size_t add_copy(Buffer dst, Buffer src, NodeOptions options = {});
   // A host function run on the thread pool, touching `accesses`.
-  size_t add_host(std::function<void()> function, std::vector<KernelBufferAccess> accesses, NodeOptions options = {});
+  size_t add_host(std::function<void()> function, std::vector<BufferAccess> accesses, NodeOptions options = {});
 
   size_t size() const noexcept;
   // The graph's plan, built on first use after nodes were added; building

@@ -41,8 +41,8 @@ std::shared_ptr<const Program> c_program(const std::string& source, const std::s
 
 using test::kind_of;
 
-KernelBufferAccess reads(const Buffer& b) { return {b, Access::Read}; }
-KernelBufferAccess writes(const Buffer& b) { return {b, Access::Write}; }
+BufferAccess reads(const Buffer& b) { return {b, Access::Read}; }
+BufferAccess writes(const Buffer& b) { return {b, Access::Write}; }
 
 // ---- graph structure (CPU only) ----------------------------------------------
 
@@ -134,7 +134,7 @@ TEST(UnifiedExecutor, RunsHostWorkInParallelAndInOrder) {
     g.add_host([&, b = cells.back()] { b.span<int32_t>()[0] += 1; ran++; }, {{cells.back(), Access::ReadWrite}});
   }
   Buffer total = host_buffer(1, DType::I32);
-  std::vector<KernelBufferAccess> all;
+  std::vector<BufferAccess> all;
   for (const auto& c : cells) all.push_back(reads(c));
   all.push_back(writes(total));
   g.add_host([&] {

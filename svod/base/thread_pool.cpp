@@ -120,11 +120,14 @@ namespace {
 // oneTBB's one-time start (its allocator and RML libraries opened, the
 // machine's CPUs read), its market and the arena's slots, several
 // milliseconds of one core that the first parallel launch otherwise waits
-// for. It starts no worker: oneTBB creates them at the first parallel launch
-// (about 0.1 ms), so a process that opens the device and forks copies no
-// thread it has not got, and one that never launches never has them.
-// Made once and never destroyed, so that the fork handlers can reach it at
-// any time; ExitJoin and ~Pool wait for the thread at exit.
+// for. Opening the device starts no worker, so a process that opens it and
+// forks copies no thread it has not got, and one that never compiles never
+// has them. Once a program is made (join_thread_pool: launches are likely
+// to follow), a thread of the same kind starts the workers — oneTBB creates
+// them at the first parallel work, 0.2-0.7 ms on the thread that asks, which
+// would otherwise be the first launch's. Made once and never destroyed, so
+// that the fork handlers can reach it at any time; ExitJoin and ~Pool wait
+// for its thread at exit.
 class Starter {
  public:
   void start() noexcept {
@@ -148,6 +151,20 @@ class Starter {
   // Whether the thread has made the pool and set up its arena.
   bool made() const noexcept { return made_.load(std::memory_order_acquire); }
 
+  // Asks for the pool's workers to be started, once, off the calling thread:
+  // by the thread that makes the pool when it has not yet, else by one
+  // started now.
+  void start_workers() noexcept {
+    workers_wanted_.store(true, std::memory_order_release);
+    if (!made() || !claim_workers()) return;
+    std::lock_guard lock(mutex_);
+    if (thread_.joinable()) thread_.join();  // the pool is made: it is ending
+    try {
+      thread_ = std::thread([] { run_workers(); });
+    } catch (...) {  // no thread: the first launch starts them, as before
+    }
+  }
+
  private:
   void run() noexcept {
     if (stopping_.load(std::memory_order_relaxed)) return;
@@ -155,8 +172,25 @@ class Starter {
       pool_arena().initialize();
       made_.store(true, std::memory_order_release);
     } catch (...) {  // a bad SVOD_THREADS: thrown again at the pool's first use
+      return;
+    }
+    if (workers_wanted_.load(std::memory_order_acquire) && claim_workers()) run_workers();
+  }
+
+  // True for the one caller that starts the workers.
+  bool claim_workers() noexcept { return !workers_claimed_.exchange(true, std::memory_order_acq_rel); }
+
+  // Parallel work for every thread of the pool, which makes oneTBB create
+  // its workers.
+  static void run_workers() noexcept {
+    if (stopping_workers()) return;
+    try {
+      const size_t n = static_cast<size_t>(thread_count());
+      if (n > 1) parallel_for(n, [](size_t) {});
+    } catch (...) {
     }
   }
+  static bool stopping_workers() noexcept;
 
   // A fork copies only the thread that forks: one in the middle of making
   // the pool would leave the child's copy half made, its locks held for
@@ -169,12 +203,16 @@ class Starter {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> made_{false};
+  std::atomic<bool> workers_wanted_{false};
+  std::atomic<bool> workers_claimed_{false};
 };
 
 Starter& starter() {
   static Starter* const s = new Starter;
   return *s;
 }
+
+bool Starter::stopping_workers() noexcept { return starter().stopping_.load(std::memory_order_relaxed); }
 
 void Starter::before_fork() noexcept {
   Starter& s = starter();
@@ -211,7 +249,9 @@ void finish_thread_pool_start() noexcept {
 
 void join_thread_pool() noexcept {
   thread_local bool joined = false;
-  if (joined || !start_requested.load(std::memory_order_acquire) || !starter().made()) return;
+  if (joined || !start_requested.load(std::memory_order_acquire)) return;
+  starter().start_workers();
+  if (!starter().made()) return;
   joined = true;
   try {
     // Registers the thread with oneTBB's scheduler (its thread data, and the

@@ -162,6 +162,30 @@ TEST_F(ThreadPoolStartTest, ForkAfterALaunchLeavesAChildThatExits) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// Whether making a program started the pool's workers (all but the calling
+// thread) before any launch, and a launch then runs.
+bool workers_start_with_a_program() {
+  std::thread([] {}).join();  // any thread a sanitizer starts with the first one, counted
+  auto cpu = cpu_device();
+  finish_thread_pool_start();
+  const int before = threads_now();
+  ProgramSpec spec;
+  spec.entry = "nothing";
+  spec.source = "void nothing(int* restrict o, int core_id) {}";
+  spec.buffers = {{"o", Access::Write}};
+  spec.scalars = {{"core_id", ScalarType::I32}};
+  auto program = cpu->compile(spec);
+  finish_thread_pool_start();  // the workers' start
+  return threads_now() >= before + thread_count() - 1 && core_id_launch_works();
+}
+
+// Making a program starts the pool's workers on a thread of svod's, so that
+// the first launch does not wait for oneTBB to create them.
+TEST_F(ThreadPoolStartTest, MakingAProgramStartsTheWorkersAheadOfTheFirstLaunch) {
+  if (thread_count() < 2) GTEST_SKIP() << "a pool of one thread";
+  EXPECT_EXIT(std::exit(workers_start_with_a_program() ? 0 : 1), ::testing::ExitedWithCode(0), "");
+}
+
 // A thread that makes a program once the pool is set up is registered with
 // oneTBB then, and its launches work as any other's; and so do those of a
 // program made before the start has finished.

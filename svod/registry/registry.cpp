@@ -18,6 +18,7 @@ namespace svod {
 
 namespace {
 
+#if !SVOD_HAVE_OPENCL
 // A kind this build lacks: listed and named like the others, so that asking
 // for one of its devices is "not available" saying why, not a typo.
 DeviceKind missing_kind(std::string name, std::string why) {
@@ -29,6 +30,7 @@ DeviceKind missing_kind(std::string name, std::string why) {
   kind.create = [](size_t) -> std::shared_ptr<Device> { return nullptr; };  // enumerate() refuses first
   return kind;
 }
+#endif
 
 // The kinds every registry starts with, the one list of them; a new backend
 // adds its line here.

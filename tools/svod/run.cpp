@@ -47,6 +47,7 @@
 #include "svod/guard/running_op.h"
 #include "svod/guard/watchdog.h"
 #include "svod/package/package.h"
+#include "svod/plan/op_watch.h"
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
@@ -132,44 +133,6 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
                                                   .inputs = named_files(options.inputs, "--input")});
   return {std::move(file), std::move(loaded)};
 }
-
-// --timeout and --isolate: the ops that are running, for the message of a run
-// that ran out of time or died. It observes the plan's ops and passes them
-// on to `inner`.
-class OpWatch final : public PlanObserver {
- public:
-  OpWatch(PlanObserver& inner, const std::vector<OpDescription>& ops) : inner_(&inner), running_(ops.size()) {
-    for (const OpDescription& op : ops) labels_.push_back(op.label);
-    isolation_label_ops(labels_);
-  }
-  // Passes the ops on to `inner` from the next execution on.
-  void pass_to(PlanObserver& inner) noexcept { inner_ = &inner; }
-  void op_started(size_t op) noexcept override {
-    running_[op].store(true, std::memory_order_relaxed);
-    isolation_op_started(op);
-    inner_->op_started(op);
-  }
-  void op_finished(size_t op) noexcept override {
-    inner_->op_finished(op);
-    isolation_op_finished(op);
-    running_[op].store(false, std::memory_order_relaxed);
-  }
-  // The running ops' labels ("op 2 (layer3) kernel layer3, ..."), or empty.
-  std::string running() const {
-    std::string text;
-    for (size_t op = 0; op < running_.size(); ++op) {
-      if (!running_[op].load(std::memory_order_relaxed)) continue;
-      if (!text.empty()) text += ", ";
-      text += labels_[op];
-    }
-    return text;
-  }
-
- private:
-  PlanObserver* inner_;
-  std::vector<std::string> labels_;
-  std::vector<std::atomic<bool>> running_;
-};
 
 // The OpWatch of each execution in progress, by rank (0 for a plain run),
 // for the --timeout deadline's and the stuck-rank report; guarded by

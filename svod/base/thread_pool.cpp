@@ -180,13 +180,14 @@ class Starter {
   // True for the one caller that starts the workers.
   bool claim_workers() noexcept { return !workers_claimed_.exchange(true, std::memory_order_acq_rel); }
 
-  // Parallel work for every thread of the pool, which makes oneTBB create
-  // its workers.
+  // An empty task for each worker, enqueued (this thread takes no slot of
+  // the arena, which a plan run at the same time may want), which makes
+  // oneTBB create the workers.
   static void run_workers() noexcept {
     if (stopping_workers()) return;
     try {
-      const size_t n = static_cast<size_t>(thread_count());
-      if (n > 1) parallel_for(n, [](size_t) {});
+      tbb::task_arena& arena = thread_pool();
+      for (int i = 1; i < thread_count(); ++i) arena.enqueue([] {});
     } catch (...) {
     }
   }

@@ -156,11 +156,11 @@ class Starter {
   // started now.
   void start_workers() noexcept {
 #if defined(__SANITIZE_THREAD__)
-    // Under ThreadSanitizer a worker that has just run its first task missed
-    // the next parallel work for longer than plan tests wait (a plan's two
-    // independent kernels ran one after the other, 6 of 8 fresh processes);
-    // never seen in other builds (30 of 30): workers start at the first
-    // launch there, as they did before.
+    // Under ThreadSanitizer, with the workers started ahead, a plan run
+    // right after its program was made ran its two independent kernels one
+    // after the other (6 of 8 fresh processes; the cause was not found, and
+    // release builds never did, 30 of 30): workers start at the first launch
+    // there, as they did before.
     return;
 #endif
     workers_wanted_.store(true, std::memory_order_release);

@@ -76,10 +76,15 @@ std::shared_ptr<const Program> Device::compile(const ProgramSpec& spec) {
   });
 }
 
+std::string Device::language_names() const {
+  std::string names;
+  for (const Language& l : languages()) names += fmt::format("{}{}", names.empty() ? "" : ", ", l.name());
+  return names;
+}
+
 void Device::check_compilable(const ProgramSpec& spec) const {
   if (!accepts(spec.language)) {
-    std::string runs;
-    for (Language l : languages()) runs += (runs.empty() ? "" : ", ") + std::string(to_string(l));
+    const std::string runs = language_names();
     throw make_error(ErrorKind::Unsupported, "program \"{}\": {} runs {} programs, not {}", spec.display_name(), name(),
                      runs.empty() ? "no" : runs, to_string(spec.language));
   }

@@ -62,6 +62,8 @@ class Device {
   // CUDA C); empty for a device that runs no kernels.
   virtual std::span<const Language> languages() const noexcept = 0;
   bool accepts(Language language) const noexcept;
+  // languages() for messages: "c, llvm"; empty when it runs none.
+  std::string language_names() const;
   // The compiler that turns this device's languages into artifacts it loads.
   // Error(DeviceUnavailable) when it is missing here (NVRTC not installed),
   // Error(Unsupported) for a device that compiles nothing.

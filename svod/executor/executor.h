@@ -22,12 +22,10 @@
 // (later runs throw ErrorKind::PlanPoisoned until a node is added).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>

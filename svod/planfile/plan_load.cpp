@@ -382,8 +382,7 @@ class PlanLoader {
       const std::string path = "programs." + p.name;
       Device& device = devices_.get(p.device, path + ".device");
       if (!device.accepts(p.spec.language)) {
-        std::string runs;
-        for (const Language& l : device.languages()) runs += fmt::format("{}{}", runs.empty() ? "" : ", ", l.name());
+        const std::string runs = device.language_names();
         throw make_error(ErrorKind::Unsupported, "{}: {}.language: {} programs cannot run on the {} device (it runs {})",
                          file_.source_name, path, to_string(p.spec.language), device.name(),
                          runs.empty() ? "none" : runs);

@@ -429,7 +429,7 @@ std::string signal_text(int signal) {
 // its own status when it finished, else what ended it and in which op — a
 // signal, an exit() or exit_group() from a kernel (never a silent 0), a
 // timeout.
-int run_isolated(RunOptions options) {
+int run_plan_isolated(RunOptions options) {
   if (launched_by_mpi())
     return fail("run", make_error(ErrorKind::Validation,
                                   "--isolate: this process was started by an MPI launcher, whose ranks must be the "
@@ -437,7 +437,7 @@ int run_isolated(RunOptions options) {
   options.isolate = false;
   IsolatedEnd end;
   try {
-    end = svod::run_isolated([&] { return run(options); });
+    end = run_isolated([&] { return run(options); });
   } catch (const Error& e) {
     return fail("run", make_error(e.kind(), "--isolate: {}", e.what()));
   }
@@ -458,7 +458,7 @@ int run_isolated(RunOptions options) {
 }  // namespace
 
 int run(const RunOptions& options) {
-  if (options.isolate) return run_isolated(options);
+  if (options.isolate) return run_plan_isolated(options);
   StopScope scope;  // every rank's kernels run in it, for --timeout
   const EnterStopScope in_scope(scope);
   // --timeout: past its seconds the run's kernels are asked to stop (the run

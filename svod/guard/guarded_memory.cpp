@@ -21,11 +21,15 @@ size_t page_size() noexcept {
   return page;
 }
 
-// Where an allocation of `bytes` lies in its mapping.
+// Where an allocation of `bytes` lies in its mapping: a guard, the data's
+// pages, a guard. Each guard is as large as the data's pages (one page at
+// least): inaccessible address space costs no memory, and a kernel that
+// jumps over a page (a row or a tile past the end) still lands in it.
 struct Layout {
   size_t data_pages;  // bytes between the two guards
   size_t span;        // the data rounded up to its alignment
-  size_t mapping() const { return data_pages + 2 * page_size(); }
+  size_t guard;       // bytes of each guard
+  size_t mapping() const { return data_pages + 2 * guard; }
 };
 
 Layout layout(size_t bytes) {
@@ -35,12 +39,13 @@ Layout layout(size_t bytes) {
   while (align > kMinAlignment && bytes % align != 0) align /= 2;
   const size_t span = (bytes + align - 1) / align * align;
   const size_t page = page_size();
-  return {(span + page - 1) / page * page, span};
+  const size_t data_pages = (span + page - 1) / page * page;
+  return {data_pages, span, std::max(data_pages, page)};
 }
 
 std::byte* mapping_of(const void* data, size_t bytes) {
   const Layout l = layout(bytes);
-  return static_cast<std::byte*>(const_cast<void*>(data)) + l.span - l.data_pages - page_size();
+  return static_cast<std::byte*>(const_cast<void*>(data)) + l.span - l.data_pages - l.guard;
 }
 
 // The live allocations, for the fault handler: slots are claimed with a
@@ -81,21 +86,23 @@ void forget(uint64_t data) {
 
 void* allocate_guarded(size_t bytes) {
   const Layout l = layout(bytes);
-  const size_t page = page_size();
-  void* mapped = ::mmap(nullptr, l.mapping(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // All of it inaccessible and unreserved, then the data's pages opened: only
+  // they count against the host's memory.
+  void* mapped =
+      ::mmap(nullptr, l.mapping(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mapped == MAP_FAILED)
-    throw make_error(ErrorKind::Execution, "out of host memory mapping {} bytes of guarded memory (checked mode): {}",
+    throw make_error(ErrorKind::Execution, "out of address space mapping {} bytes of guarded memory (checked mode): {}",
                      l.mapping(), std::strerror(errno));
   auto* base = static_cast<std::byte*>(mapped);
-  if (::mprotect(base, page, PROT_NONE) != 0 || ::mprotect(base + page + l.data_pages, page, PROT_NONE) != 0) {
+  if (l.data_pages != 0 && ::mprotect(base + l.guard, l.data_pages, PROT_READ | PROT_WRITE) != 0) {
     const int error = errno;
     ::munmap(mapped, l.mapping());
-    throw make_error(ErrorKind::Execution, "cannot protect the guard pages of a checked-mode buffer: {}",
+    throw make_error(ErrorKind::Execution, "out of host memory for {} bytes of a checked-mode buffer: {}", bytes,
                      std::strerror(error));
   }
-  std::byte* data = base + page + l.data_pages - l.span;
-  std::memset(base + page, kCanary, l.data_pages - l.span);  // the gap before the data
-  std::memset(data + bytes, kCanary, l.span - bytes);         // and after it
+  std::byte* data = base + l.guard + l.data_pages - l.span;
+  std::memset(base + l.guard, kCanary, l.data_pages - l.span);  // the gap before the data
+  std::memset(data + bytes, kCanary, l.span - bytes);           // and after it
   remember(reinterpret_cast<uint64_t>(data), bytes);
   return data;
 }
@@ -108,7 +115,7 @@ void free_guarded(void* data, size_t bytes) noexcept {
 std::optional<int64_t> first_gap_change(const void* data, size_t bytes) noexcept {
   const Layout l = layout(bytes);
   const auto* p = static_cast<const unsigned char*>(data);
-  const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, bytes)) + page_size();
+  const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, bytes)) + l.guard;
   // Nearest the data first: from the byte just before it down, then from the one just after it up.
   for (const unsigned char* c = p; c-- > first;)
     if (*c != kCanary) return c - p;
@@ -120,22 +127,15 @@ std::optional<int64_t> first_gap_change(const void* data, size_t bytes) noexcept
 bool gaps_intact(const void* data, size_t bytes) noexcept { return !first_gap_change(data, bytes); }
 
 bool find_guard(uint64_t address, GuardHit& hit) noexcept {
-  const uint64_t page = page_size();
   for (const Region& r : regions) {
     const uint64_t data = r.data.load(std::memory_order_relaxed);
     if (data == 0) continue;
     const uint64_t bytes = r.bytes.load(std::memory_order_acquire);
-    const uint64_t first_page = data / page * page;
-    const uint64_t end = data + bytes;
-    const uint64_t guard_end = (end + page - 1) / page * page + page;  // past the trailing guard
-    if (address >= end && address < std::max(guard_end, end + page)) {
-      hit = {data, bytes, true};
-      return true;
-    }
-    if (address < data && address + page >= first_page) {
-      hit = {data, bytes, false};
-      return true;
-    }
+    const auto base = reinterpret_cast<uint64_t>(mapping_of(reinterpret_cast<const void*>(data), bytes));
+    if (address < base || address >= base + layout(bytes).mapping()) continue;
+    if (address >= data && address < data + bytes) continue;  // the data itself (a fault of another cause)
+    hit = {data, bytes, address >= data + bytes};
+    return true;
   }
   return false;
 }

@@ -3,7 +3,9 @@
 #include "svod/guard/checked_mode.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -91,6 +93,37 @@ TEST(GuardedMemory, DataEndsAtTheGuardAndTheTableFindsBothSides) {
     free_guarded(data, bytes);
     EXPECT_FALSE(find_guard(at + bytes, hit)) << bytes;
   }
+}
+
+TEST(GuardedMemory, EachGuardIsAsLargeAsTheData) {
+  // A jump of up to the data's own size past either end (a row or a tile too far) lands in a guard
+  // and is named; one page of guard each side used to let it into whatever was mapped next.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t bytes : {size_t{64}, 4 * page, size_t{1} << 20}) {
+    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes));
+    const auto at = reinterpret_cast<uint64_t>(data);
+    const uint64_t reach = std::max<uint64_t>(bytes, page) - 1;
+    GuardHit hit{};
+    ASSERT_TRUE(find_guard(at + bytes + reach, hit)) << bytes;
+    EXPECT_EQ(hit.data, at);
+    EXPECT_TRUE(hit.after);
+    ASSERT_TRUE(find_guard(at - reach, hit)) << bytes;
+    EXPECT_EQ(hit.data, at);
+    EXPECT_FALSE(hit.after);
+    EXPECT_FALSE(find_guard(at + bytes / 2, hit)) << "the data is no guard";
+    free_guarded(data, bytes);
+  }
+}
+
+TEST(GuardedMemory, AWriteThreePagesPastTheEndFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_DEATH(
+      {
+        auto* data = static_cast<volatile char*>(allocate_guarded(4 * page));
+        data[7 * page] = 1;
+      },
+      "");
 }
 
 TEST(GuardedMemory, TheFirstByteAfterAndBeforeFault) {

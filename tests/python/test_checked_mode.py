@@ -1,8 +1,8 @@
 """Checked mode covers every buffer (issue 35, item 2): under svod.checked(), numpy arrays, DLPack
 tensors, svod.asbuffer() wrappers, views and buffers allocated before the block run on guarded copies,
-so an access past either end of any argument fails the launch naming the buffer and element, and a
-write into the slack before the guard fails it too; the caller's memory is left as it was. What it
-cannot see: a write that jumps past the guard page into other memory, a read of the slack (up to 15
+so an access past either end of any argument (up to the argument's own size beyond it) fails the launch
+naming the buffer and element, and a write into the slack before the guard fails it too; the caller's
+memory is left as it was. What it cannot see: an access further out than that, a read of the slack (up to 15
 bytes when a size is not a multiple of 16) or of the data's first page before its start, and arguments
 that partly overlap another."""
 import json
@@ -41,6 +41,20 @@ def test_numpy_arrays_are_guarded_and_left_as_they_were(k):
         assert not o.any()  # the launch failed on the copy: the array is as it was
         k(o, a, 1024)
     np.testing.assert_array_equal(o, 2.0)
+
+
+def test_a_write_half_the_array_past_its_end_is_caught(cpu):
+    # Two pages past the end of a four-page array: a guard of one page used to let it through into
+    # whatever memory came next.
+    k = cpu.compile(source="void k(float* o, int n) { o[n + n / 2] = 1.0f; }", entry="k",
+                    buffers=BUFFERS[:1], scalars=[{"name": "n", "type": "i32"}])
+    o = np.zeros(4096, np.float32)
+    with svod.checked():
+        with pytest.raises(svod.KernelFault) as info:
+            k(o, 4096)
+    assert info.value.cause == "out of bounds (checked mode)", str(info.value)
+    assert info.value.buffer == 0 and info.value.element == 6144, str(info.value)
+    assert not o.any()
 
 
 def test_a_write_into_the_slack_fails_the_launch_naming_the_element(k):

@@ -35,11 +35,7 @@ struct OpSlot {
   // "plan op 2 (layer3), kernel "k" has run for 2.0 s, past ...".
   std::string report(std::chrono::nanoseconds ran) const {
     std::string what;
-    if (op != nullptr) {
-      what = fmt::format("plan op {}", op->index);
-      if (const std::string& label = op->label(op->plan, op->index); !label.empty()) what += " (" + label + ")";
-      what += ", ";
-    }
+    if (op != nullptr) what = op_name(*op) + ", ";
     what += kind;
     if (name != nullptr) what += fmt::format(" \"{}\"", name);
     return fmt::format(

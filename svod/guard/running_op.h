@@ -23,6 +23,9 @@ struct RunningOp {
   const StopScope* stop = nullptr;
 };
 
+// "plan op 2 (layer3)", as reports name the op (the label when it has one).
+std::string op_name(const RunningOp& op);
+
 // Thread-locals read on every launch: `__thread` (no initialisation guard)
 // in the initial-exec model, one %fs-relative access where the general model
 // calls __tls_get_addr (about 14 ns a launch, measured).

@@ -187,6 +187,8 @@ void PlanState::submit(size_t i, const ExecuteOptions& options) {
   const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
   Queue& queue = *queues[i];
   if (auto* k = std::get_if<KernelRun>(&runs[i])) {
+    const RunningOp running{i, this, op_label, caller_stop};  // names the op while a device runs it (PoCL's threads)
+    const RunningOpScope scope(running);
     events[i] = queue.launch(*k->program, k->launch_args(), list);
   } else {
     const auto& c = std::get<CopyRun>(runs[i]);

@@ -9,6 +9,7 @@
 
 #include "svod/base/error.h"
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/backends/cpu/kernel_fault.h"
 #include "svod/backends/cuda/cuda_device.h"
 #if SVOD_HAVE_OPENCL
 #include "svod/backends/opencl/opencl_device.h"
@@ -222,6 +223,9 @@ std::shared_ptr<Device> DeviceRegistry::open(std::string_view spec, std::string_
   std::shared_ptr<Device> device =
       chosen.empty() ? kind->create(parsed.index) : kind->create_with_compiler(parsed.index, chosen);
   if (!device) throw make_error(ErrorKind::Internal, "device kind {} created no device for \"{}\"", kind->name, spec);
+  // A device may run kernels on host threads (PoCL): svod's fault handler
+  // names them in the report of a fault there, whichever device came first.
+  ensure_fault_reporting();
   cell->device = device;
   return device;
 }

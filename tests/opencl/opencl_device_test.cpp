@@ -18,6 +18,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/backends/opencl/opencl_device.h"
 #include "svod/backends/opencl/opencl_internal.h"  // OpenClEvent::on_complete
+#include "svod/guard/kernels_in_flight.h"
 #include "svod/registry/registry.h"
 #include "tests/cache/cache_test_support.h"
 #include "tests/support/test_support.h"
@@ -325,6 +326,27 @@ TEST_F(OpenCl, EventsTimeLaunchesAndOrderWork) {
   EXPECT_EQ(download<int32_t>(counter), std::vector<int32_t>(256, 11));
   for (int i = 0; i < 1000 && !called; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_TRUE(called.load());
+}
+
+// On a device that runs kernels on host threads (PoCL) each launch is noted
+// for fault reports (kernels_in_flight.h) until it finished: waited for, or
+// released unwaited and then finished. None stays noted.
+TEST_F(OpenCl, KernelsAreNotedInFlightUntilTheyFinish) {
+  if (cl().details().type != "CPU") GTEST_SKIP() << "kernels run on the device, not on host threads";
+  ProgramSpec spec = opencl_spec("__kernel void inc(__global int* o) { o[get_global_id(0)] += 1; }", "inc");
+  spec.buffers = {{"o", Access::ReadWrite}};
+  spec.global_size[0] = Expr::constant(64);
+  auto program = cl().compile(spec);
+  const Buffer args[] = {cl().allocate(DType::I32, 64)};
+  EXPECT_EQ(for_each_kernel_in_flight(nullptr, nullptr), 0u);
+  program->launch(args, {});
+  EXPECT_EQ(for_each_kernel_in_flight(nullptr, nullptr), 0u);
+  for (int i = 0; i < 300; ++i) cl().queue().launch(*program, {args});  // more than the table holds, none waited
+  cl().synchronize();
+  for (int i = 0; i < 1000 && for_each_kernel_in_flight(nullptr, nullptr) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the last ones are forgotten by PoCL's callbacks
+  EXPECT_EQ(for_each_kernel_in_flight(nullptr, nullptr), 0u);
+  EXPECT_EQ(download<int32_t>(args[0]), std::vector<int32_t>(64, 301));
 }
 
 TEST_F(OpenCl, OneProgramLaunchedFromManyThreads) {

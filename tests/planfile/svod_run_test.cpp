@@ -21,6 +21,7 @@
 
 #include "svod/base/npy.h"
 #include "svod/capi/svod.h"
+#include "svod/registry/registry.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/orphans.h"
 #include "tests/support/watchdog.h"
@@ -349,6 +350,34 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   // A run that finishes in time is not affected by --timeout.
   r = svod_run(dir, {"--timeout", "60", SVOD_SOURCE_DIR "/examples/mlp/plan.json"});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+// An OpenCL kernel that faults on PoCL runs on PoCL's threads, where svod
+// stops nothing: the process ends with the signal, but the report names the
+// kernel and the plan op that were in flight (issue 40).
+TEST(SvodRun, AFaultingKernelOnADevicesHostThreadsIsNamedBeforeTheProcessEnds) {
+  bool host_threads = false;
+  for (const auto& d : device_registry().list_devices())
+    host_threads |= d.name == "CL:0" && d.available && d.description.find("(CPU,") != std::string::npos;
+  if (!host_threads) GTEST_SKIP() << "no OpenCL device that runs kernels on host threads (PoCL)";
+  TempDir dir;
+  test::Watchdog watchdog("svod run of a faulting OpenCL kernel", std::chrono::seconds(120));
+  const std::string plan = dir.write("boom.json", R"({"svod_plan": 1, "device": "CL:0",
+    "buffers": {"d": {"dtype": "f32", "count": 64}},
+    "programs": {"boom": {"language": "opencl", "entry": "boom", "global_size": [64],
+                          "buffers": [{"name": "g", "access": "write"}],
+                          "source": "__kernel void boom(__global float* g) { ((__global float*)16)[get_global_id(0)] = 1; }"}},
+    "ops": [{"id": "bad", "run": "boom", "buffers": ["d"]}]})")
+                               .string();
+  const RunResult r = svod_run(dir, {plan});
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // a sanitizer's own handler may end it its way
+  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;
+  EXPECT_NE(r.err.find("on a thread svod did not start, while these device kernels ran on host threads:\n"
+                       "  program \"boom\" (entry boom) on CL:0, plan op 0 (bad)\n"),
+            std::string::npos)
+      << r.err;
+#endif
+  EXPECT_NE(r.status, 0) << r.out << r.err;
 }
 
 // A run that fails says which of the plan's inputs are intact: those no op

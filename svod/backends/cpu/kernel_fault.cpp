@@ -16,6 +16,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/base/error.h"
 #include "svod/guard/guarded_memory.h"
+#include "svod/guard/kernels_in_flight.h"
 #include "svod/guard/signal_stack.h"
 
 namespace svod {
@@ -386,6 +387,23 @@ void report_unlaunched(const char* program, const TrappedFault& f) {
   r.write();
 }
 
+// A fault on a thread svod did not start, while device kernels run on host
+// threads (kernels_in_flight.h, e.g. PoCL's): they are named, one of them
+// being the likely cause.
+void report_kernels_in_flight(const TrappedFault& f) {
+  Report r;
+  r << "\nsvod: kernel fault: " << describe(f.signal);
+  if (address_known(f)) {
+    r << " at address ";
+    r.hex(f.address);
+  }
+  r << " on a thread svod did not start, while these device kernels ran on host threads:\n";
+  const auto name = [](const char* label, void* report) { *static_cast<Report*>(report) << "  " << label << "\n"; };
+  for_each_kernel_in_flight(name, &r);
+  r << "svod: a kernel on a device's own threads cannot be stopped; the process ends with the signal\n";
+  r.write();
+}
+
 // Traps a fault of a running kernel's own code (see trap). Otherwise reports
 // it, then puts back the handler that was there before svod's and lets the
 // signal happen again under it: a fault re-executes the faulting instruction
@@ -411,9 +429,11 @@ void on_fault(int signal, siginfo_t* info, void* context) {
       handed_on.store(true);
     } else if (info->si_code > 0) {
       const TrappedFault f = fault_of(signal, info, context);
+      // Several of a device's threads may fault at once: the first reports.
       if (const char* program = detail::registered_program_at(f.pc)) {
-        report_unlaunched(program, f);
-        handed_on.store(true);
+        if (!handed_on.exchange(true)) report_unlaunched(program, f);
+      } else if (for_each_kernel_in_flight(nullptr, nullptr) > 0 && !handed_on.exchange(true)) {
+        report_kernels_in_flight(f);
       }
     }
     // The handler below may recover (the compiler's crash recovery does):

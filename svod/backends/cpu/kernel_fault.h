@@ -20,7 +20,9 @@
 // 128 + the signal number). Faults outside kernels go straight to the
 // previous handler, except a fault in code svod loaded on a thread that runs
 // no launch (a thread the kernel started), which is reported naming the
-// program first (register_kernel_code). Kernels run on an alternate signal
+// program first (register_kernel_code), and a fault on a thread svod did not
+// start while a device runs kernels on host threads (PoCL's OpenCL kernels),
+// which is reported naming those kernels (kernels_in_flight.h). Kernels run on an alternate signal
 // stack too, so a stack overflow is trapped like any other fault. The same
 // resumption stops a kernel whose StopScope was asked to stop
 // (kernel_stop.h): kKernelStopSignal found the thread in the kernel's own
@@ -170,7 +172,7 @@ void route_kernel_exits();
 // Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
 // or again when another handler (LLVM's crash recovery, enabled by the first
 // in-process compile) was installed over it since; the one it replaces becomes the previous handler. Called for
-// every CpuProgram made (one sigaction query when nothing changed).
+// every CpuProgram made and every device opened (one sigaction query when nothing changed).
 void ensure_fault_reporting();
 
 }  // namespace svod

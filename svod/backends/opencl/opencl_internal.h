@@ -6,6 +6,7 @@
 // copies; opencl_queue.cpp programs, events and the queue.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,7 +47,8 @@ class OpenClEvent final : public Event {
       : event_(owned), context_(context) {}
   OpenClEvent(const OpenClEvent& other);
   OpenClEvent& operator=(const OpenClEvent& other);
-  OpenClEvent(OpenClEvent&& other) noexcept : event_(other.event_), context_(other.context_) {
+  OpenClEvent(OpenClEvent&& other) noexcept
+      : event_(other.event_), context_(other.context_), in_flight_(other.in_flight_.exchange(-1)) {
     other.event_ = nullptr;
   }
   OpenClEvent& operator=(OpenClEvent&& other) noexcept;
@@ -64,10 +67,18 @@ class OpenClEvent final : public Event {
   // on a thread of the OpenCL runtime: fn must return quickly and call no
   // blocking OpenCL function.
   void on_complete(std::function<void(bool ok)> fn) const;
+  // The kernels_in_flight.h slot of the kernel this event completes, which
+  // this event forgets when a wait sees it finish or, at its release, once it
+  // has finished (copies do not carry it).
+  void forget_when_finished(int in_flight_slot) noexcept { in_flight_.store(in_flight_slot); }
 
  private:
+  // Forgets the in-flight slot now when the command finished, else when it does.
+  void release_in_flight() noexcept;
+
   _cl_event* event_ = nullptr;
   _cl_context* context_ = nullptr;
+  mutable std::atomic<int> in_flight_{-1};
 };
 
 // Device memory; host_data() is null. Views at nonzero offsets use
@@ -111,6 +122,9 @@ class OpenClProgram final : public Program {
   OpenClDevice* device_;
   detail::ClHandle<_cl_program*> program_;
   detail::ClHandle<_cl_kernel*> kernel_;
+  // "program "k" (entry k) on CL:0" for kernels_in_flight.h when the device
+  // runs kernels on host threads (PoCL); empty otherwise.
+  std::string in_flight_label_;
   // clSetKernelArg changes the kernel object, so setting arguments and
   // enqueueing is one critical section per program.
   mutable std::mutex mutex_;

@@ -2,12 +2,15 @@
 // completion callbacks), programs (argument checks, kernel arguments and
 // launches) and the queue.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/backends/opencl/opencl_api.h"
 #include "svod/backends/opencl/opencl_internal.h"
+#include "svod/guard/kernels_in_flight.h"
+#include "svod/guard/running_op.h"
 
 namespace svod {
 
@@ -53,22 +56,41 @@ OpenClEvent& OpenClEvent::operator=(const OpenClEvent& other) {
 
 OpenClEvent& OpenClEvent::operator=(OpenClEvent&& other) noexcept {
   if (this != &other) {
+    release_in_flight();
     if (event_) opencl_api().clReleaseEvent(event_);
     event_ = other.event_;
     context_ = other.context_;
+    in_flight_.store(other.in_flight_.exchange(-1));
     other.event_ = nullptr;
   }
   return *this;
 }
 
 OpenClEvent::~OpenClEvent() {
+  release_in_flight();
   if (event_) opencl_api().clReleaseEvent(event_);
+}
+
+void OpenClEvent::release_in_flight() noexcept {
+  const int slot = in_flight_.exchange(-1);
+  if (slot < 0) return;
+  const auto& cl = opencl_api();
+  cl_int state = CL_COMPLETE;
+  cl.clGetEventInfo(event_, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(state), &state, nullptr);
+  const auto forget = [](cl_event, cl_int, void* data) {
+    forget_kernel_in_flight(static_cast<int>(reinterpret_cast<intptr_t>(data)));
+  };
+  // CL_COMPLETE is 0, a failed command's status negative.
+  if (state <= CL_COMPLETE ||
+      cl.clSetEventCallback(event_, CL_COMPLETE, forget, reinterpret_cast<void*>(intptr_t{slot})) != CL_SUCCESS)
+    forget_kernel_in_flight(slot);
 }
 
 void OpenClEvent::wait() const {
   if (!event_) return;
   const auto& cl = opencl_api();
   const cl_int status = cl.clWaitForEvents(1, &event_);
+  forget_kernel_in_flight(in_flight_.exchange(-1));
   cl_int state = CL_COMPLETE;
   cl.clGetEventInfo(event_, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(state), &state, nullptr);
   if (status != CL_SUCCESS || state < 0)
@@ -110,7 +132,11 @@ void OpenClEvent::on_complete(std::function<void(bool ok)> fn) const {
 
 OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, detail::ClHandle<cl_program> program,
                              detail::ClHandle<cl_kernel> kernel)
-    : Program(std::move(spec)), device_(&device), program_(std::move(program)), kernel_(std::move(kernel)) {}
+    : Program(std::move(spec)), device_(&device), program_(std::move(program)), kernel_(std::move(kernel)) {
+  if (device.details().type == "CPU")
+    in_flight_label_ = fmt::format("program \"{}\" (entry {}) on {}", this->spec().display_name(), this->spec().entry,
+                                   device.name());
+}
 
 Device& OpenClProgram::device() const noexcept { return *device_; }
 
@@ -135,6 +161,15 @@ OpenClEvent OpenClProgram::enqueue(const LaunchArgs& call, std::span<cl_event co
     global[d] = static_cast<size_t>(checked_product(sizes.global[d], sizes.local[d], d, program));
     local[d] = static_cast<size_t>(sizes.local[d]);
   }
+  // A device that runs kernels on host threads (PoCL) names this one in the
+  // report of a fault there until it finished (kernels_in_flight.h).
+  struct InFlight {
+    int slot = -1;
+    ~InFlight() { forget_kernel_in_flight(slot); }
+  } in_flight;
+  if (!in_flight_label_.empty())
+    in_flight.slot = note_kernel_in_flight(running_op == nullptr ? in_flight_label_
+                                                                  : in_flight_label_ + ", " + op_name(*running_op));
   const auto& cl = opencl_api();
   cl_event event = nullptr;
   {
@@ -166,7 +201,9 @@ OpenClEvent OpenClProgram::enqueue(const LaunchArgs& call, std::span<cl_event co
   // queue fills, and nothing waiting on its event would make progress.
   cl.clFlush(state.command_queue.get());
   if (debug_level() >= 2) log_debug("launch {} on {}", program, device_->name());
-  return OpenClEvent(event, state.context);
+  OpenClEvent launched(event, state.context);
+  launched.forget_when_finished(std::exchange(in_flight.slot, -1));
+  return launched;
 }
 
 void OpenClProgram::launch(const LaunchArgs& call) const { enqueue(call, {}).wait(); }

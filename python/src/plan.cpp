@@ -136,7 +136,8 @@ PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
 
 PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object, py::handle comm) {
   const std::filesystem::path path = path_argument(path_object, "load_plan: path");
-  LoadOptions options{vars_of(vars, "vars")};
+  LoadOptions options;
+  options.vars = vars_of(vars, "vars");
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_plan: comm");
   if (const auto backend = optional_string(backend_object, "load_plan: backend"))
     options.cpu_compiler = to_string(parse_cpu_compiler(*backend));
@@ -149,7 +150,8 @@ PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object, 
 // with the buffer protocol (bytes, bytearray, memoryview, a uint8 array) is
 // the package in memory, read only during the call.
 PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm) {
-  PackageLoadOptions options{vars_of(vars, "vars")};
+  PackageLoadOptions options;
+  options.vars = vars_of(vars, "vars");
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_package: comm");
   if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
     const auto path = path_argument(package, "load_package: package");

@@ -99,7 +99,8 @@ __attribute__((no_sanitize("address", "undefined", "thread"))) int spawned_child
 // streams; the child is killed when the calling thread ends. Error(Io) when
 // it cannot be started.
 pid_t spawn(const std::string& path, char* const* argv, std::array<int, 3> fds) {
-  SpawnRequest request{.path = path.c_str(), .argv = argv, .fds = {fds[0], fds[1], fds[2]}, .parent = ::getpid()};
+  SpawnRequest request{
+      .path = path.c_str(), .argv = argv, .fds = {fds[0], fds[1], fds[2]}, .parent = ::getpid(), .parent_mask = {}};
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &request.parent_mask);

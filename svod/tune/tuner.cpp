@@ -69,7 +69,9 @@ class WorkerEvaluator final : public TuneEvaluator {
     std::vector<bool> started(points.size(), false);  // the worker began to run it: it compiled
     std::vector<size_t> pending(points.size());
     for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
-    TuneProgress progress{.round = round, .total = points.size()};
+    TuneProgress progress;
+    progress.round = round;
+    progress.total = points.size();
 
     // Records point i's result, keeps the best by the pick rule and tells
     // the progress callback.

@@ -34,6 +34,7 @@ constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
 std::mutex install_mutex;
 struct sigaction previous_action[NSIG];  // what each signal had before svod's handler
 std::atomic<bool> handed_on{false};      // a kernel's fault went to the previous handler
+std::atomic<bool> reported_in_flight{false};  // a fault on a device's host thread was reported
 
 // Text built in a fixed array: a signal handler may not allocate.
 class Report {
@@ -387,6 +388,17 @@ void report_unlaunched(const char* program, const TrappedFault& f) {
   r.write();
 }
 
+// Whether a fault on a device's host thread ends the process once handed on.
+// A memory fault there does; any other signal may be one the device's
+// runtime recovers from (PoCL's own SIGFPE handler steps over a kernel's
+// integer division by zero), unless only the default action comes after
+// svod's handler.
+bool fatal_on_device_thread(int signal) {
+  const struct sigaction& next = previous_action[signal];
+  return signal == SIGSEGV || signal == SIGBUS ||
+         (!(next.sa_flags & SA_SIGINFO) && (next.sa_handler == SIG_DFL || next.sa_handler == SIG_IGN));
+}
+
 // A fault on a thread svod did not start, while device kernels run on host
 // threads (kernels_in_flight.h, e.g. PoCL's): they are named, one of them
 // being the likely cause.
@@ -429,10 +441,11 @@ void on_fault(int signal, siginfo_t* info, void* context) {
       handed_on.store(true);
     } else if (info->si_code > 0) {
       const TrappedFault f = fault_of(signal, info, context);
-      // Several of a device's threads may fault at once: the first reports.
+      // Several threads may fault at once (a device's, a kernel's): the first reports.
       if (const char* program = detail::registered_program_at(f.pc)) {
         if (!handed_on.exchange(true)) report_unlaunched(program, f);
-      } else if (for_each_kernel_in_flight(nullptr, nullptr) > 0 && !handed_on.exchange(true)) {
+      } else if (fatal_on_device_thread(signal) && for_each_kernel_in_flight(nullptr, nullptr) > 0 &&
+                 !reported_in_flight.exchange(true)) {
         report_kernels_in_flight(f);
       }
     }

@@ -22,12 +22,13 @@
 // no launch (a thread the kernel started), which is reported naming the
 // program first (register_kernel_code), and a fault on a thread svod did not
 // start while a device runs kernels on host threads (PoCL's OpenCL kernels),
-// which is reported naming those kernels (kernels_in_flight.h). Kernels run
+// which is reported naming those kernels (kernels_in_flight.h; a memory
+// fault, or any fault nothing but the default action would handle after
+// svod's: PoCL steps over a kernel's division by zero itself). Kernels run
 // on an alternate signal stack too, so a stack overflow is trapped like any
-// other fault. The same
-// resumption stops a kernel whose StopScope was asked to stop
-// (kernel_stop.h): kKernelStopSignal found the thread in the kernel's own
-// code, and the launch throws the scope's Error instead. Traps and stops need
+// other fault. The same resumption stops a kernel whose StopScope was asked
+// to stop (kernel_stop.h): kKernelStopSignal found the thread in the
+// kernel's own code, and the launch throws the scope's Error instead. Traps and stops need
 // the x86-64 trampoline; elsewhere every fault is reported and ends the
 // process, and no kernel is stopped.
 #pragma once

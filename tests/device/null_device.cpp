@@ -18,6 +18,7 @@
 #include "tests/device/null_device.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -106,10 +107,10 @@ class NullCompiler final : public Compiler {
     ProgramSpec c = spec;
     c.language = Language::C;
     Artifact object = clang_->compile(c);
-    Artifact artifact{kNullObject, std::vector<std::byte>(sizeof kNullMagic), object.phases};
-    std::memcpy(artifact.bytes.data(), kNullMagic, sizeof kNullMagic);
-    artifact.bytes.insert(artifact.bytes.end(), object.bytes.begin(), object.bytes.end());
-    return artifact;
+    std::vector<std::byte> bytes(sizeof kNullMagic + object.bytes.size());
+    std::memcpy(bytes.data(), kNullMagic, sizeof kNullMagic);
+    std::copy(object.bytes.begin(), object.bytes.end(), bytes.begin() + sizeof kNullMagic);
+    return Artifact{kNullObject, std::move(bytes), object.phases};
   }
 
  private:

@@ -182,28 +182,44 @@ void CpuProgram::launch_staged(std::span<const Buffer> buffers, uint64_t* args, 
 
 namespace {
 
-// Inlined into run_bound, as before the stop scopes made it larger (three
-// instructions a launch, by callgrind).
-[[gnu::always_inline]] inline void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
+// Several core_id slices: spread over the pool or one after another on the
+// calling thread, as the program's SliceSchedule says. Out of line: it costs
+// microseconds, and the one-slice path stays small.
+[[gnu::noinline]] void run_several_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   const size_t n = program.abi_arg_count();
-  if (slices <= 1) {
-    KernelFrame frame(&program, args, running_op);
-    run_kernel(frame, program.entry(), n);
-    return;
-  }
   const auto core = program.layout().core_id();
   if (!core) [[unlikely]]
     program.layout().check_slices(slices);  // throws: more than one slice needs a core_id
   const size_t core_slot = program.layout().buffer_count() + *core;
   const RunningOp* op = running_op;  // the slices run on other threads
   const StopScope* stop = launch_stop_scope();
-  parallel_for(static_cast<size_t>(slices), [&](size_t slice) {
+  const auto run_slice = [&](size_t slice) {
     uint64_t local[kMaxKernelArgs];
     std::memcpy(local, args, n * sizeof(uint64_t));
     local[core_slot] = slice;
     KernelFrame frame(&program, local, static_cast<int64_t>(slice), op, stop);
     run_kernel(frame, program.entry(), n);
-  });
+  };
+  SliceSchedule& schedule = program.slice_schedule();
+  const SliceSchedule::Choice choice = schedule.next();
+  const auto start = std::chrono::steady_clock::now();
+  if (choice.spread) {
+    parallel_for(static_cast<size_t>(slices), run_slice);
+  } else {
+    for (size_t slice = 0; slice < static_cast<size_t>(slices); ++slice) run_slice(slice);
+  }
+  schedule.record(choice, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
+// Inlined into run_bound, as before the stop scopes made it larger (three
+// instructions a launch, by callgrind).
+[[gnu::always_inline]] inline void run_slices(const CpuProgram& program, const uint64_t* args, int64_t slices) {
+  if (slices <= 1) {
+    KernelFrame frame(&program, args, running_op);
+    run_kernel(frame, program.entry(), program.abi_arg_count());
+    return;
+  }
+  run_several_slices(program, args, slices);
 }
 
 // The program's bytes expression over this launch's ABI scalars; nullopt when

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "svod/backends/cpu/slice_schedule.h"
 #include "svod/compile/compiler.h"
 #include "svod/compile/cpu_compiler.h"
 #include "svod/device/device.h"
@@ -47,6 +48,9 @@ class CpuProgram final : public Program {
   // run_bound without the virtual call, for callers that know the type.
   void run(const uint64_t* args, int64_t slices) const { CpuProgram::run_bound(args, slices); }
 
+  // Whether a launch of several slices spreads them over the pool (slice_schedule.h).
+  SliceSchedule& slice_schedule() const noexcept { return schedule_; }
+
   // Whether `address` is in the program's own machine code. Read by the fault
   // handler: no allocation, no lock, nothing that changes after construction.
   bool owns_code(uintptr_t address) const noexcept {
@@ -71,6 +75,7 @@ class CpuProgram final : public Program {
   std::shared_ptr<const void> owner_;
   void* entry_;
   std::vector<std::span<const std::byte>> code_;
+  mutable SliceSchedule schedule_;
 };
 
 class CpuDevice final : public Device {

@@ -12,9 +12,8 @@
 // launches the other way, every kProbe launches (the first after
 // kFirstProbe); only the second counts, since after launches alone the
 // pool's workers have gone to sleep and the first spread launch pays their
-// waking. Probes are rare for the same reason: waking the workers after one
-// launch alone cost the next spread launch about 5 µs a launch when every
-// 32nd was a probe. A sample counts at most twice the mean, so one stall on a
+// waking. Probes are rare for the same reason: with a probe every 32nd
+// launch, the wakings cost the quiet 2-slice chain above 5 µs a launch. A sample counts at most twice the mean, so one stall on a
 // quiet machine does not turn a program away from the pool.
 #pragma once
 

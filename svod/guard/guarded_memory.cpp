@@ -43,8 +43,8 @@ Layout layout(size_t bytes) {
   return {data_pages, span, std::max(data_pages, page)};
 }
 
-std::byte* mapping_of(const void* data, size_t bytes) {
-  const Layout l = layout(bytes);
+// The mapping's first byte, for data laid out as `l`.
+std::byte* mapping_of(const void* data, const Layout& l) {
   return static_cast<std::byte*>(const_cast<void*>(data)) + l.span - l.data_pages - l.guard;
 }
 
@@ -109,13 +109,14 @@ void* allocate_guarded(size_t bytes) {
 
 void free_guarded(void* data, size_t bytes) noexcept {
   forget(reinterpret_cast<uint64_t>(data));
-  ::munmap(mapping_of(data, bytes), layout(bytes).mapping());
+  const Layout l = layout(bytes);
+  ::munmap(mapping_of(data, l), l.mapping());
 }
 
 std::optional<int64_t> first_gap_change(const void* data, size_t bytes) noexcept {
   const Layout l = layout(bytes);
   const auto* p = static_cast<const unsigned char*>(data);
-  const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, bytes)) + l.guard;
+  const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, l)) + l.guard;
   // Nearest the data first: from the byte just before it down, then from the one just after it up.
   for (const unsigned char* c = p; c-- > first;)
     if (*c != kCanary) return c - p;
@@ -131,8 +132,9 @@ bool find_guard(uint64_t address, GuardHit& hit) noexcept {
     const uint64_t data = r.data.load(std::memory_order_relaxed);
     if (data == 0) continue;
     const uint64_t bytes = r.bytes.load(std::memory_order_acquire);
-    const auto base = reinterpret_cast<uint64_t>(mapping_of(reinterpret_cast<const void*>(data), bytes));
-    if (address < base || address >= base + layout(bytes).mapping()) continue;
+    const Layout l = layout(bytes);
+    const auto base = reinterpret_cast<uint64_t>(mapping_of(reinterpret_cast<const void*>(data), l));
+    if (address < base || address >= base + l.mapping()) continue;
     if (address >= data && address < data + bytes) continue;  // the data itself (a fault of another cause)
     hit = {data, bytes, address >= data + bytes};
     return true;

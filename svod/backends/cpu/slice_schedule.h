@@ -38,8 +38,8 @@ class SliceSchedule {
     const int64_t alone = alone_ns_.load(std::memory_order_relaxed);
     // Until both are known: spread (the first probe measures alone).
     const bool spread_wins = spread == 0 || alone == 0 || spread * 10 <= alone * 11;
-    const uint32_t phase = n < kProbe ? n - kFirstProbe + 1 : n % kProbe + 1;
-    if (n >= kFirstProbe && phase <= 2) return {!spread_wins, static_cast<uint8_t>(phase)};
+    const uint32_t into_probe = n < kProbe ? n - kFirstProbe : n % kProbe;  // 0, 1: the probe's launches
+    if (n >= kFirstProbe && into_probe < 2) return {!spread_wins, static_cast<uint8_t>(into_probe + 1)};
     return {spread_wins, 0};
   }
 

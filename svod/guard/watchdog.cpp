@@ -121,13 +121,14 @@ struct Watchdog {
       const DeadlineAction& a = d->action_;
       if (d->stop_asked_ns_ == 0 && now >= d->due_ns_) {
         d->stop_asked_ns_ = now;
-        d->passed_.store(true, std::memory_order_relaxed);
         if (a.stop != nullptr) {
           try {
             a.stop->request(a.kind, std::string(a.reason));
           } catch (...) {  // no memory for the reason: the end, if any, still comes
           }
         }
+        // After the request: whoever sees passed() sees the scope asked to stop.
+        d->passed_.store(true, std::memory_order_release);
       }
       if (d->stop_asked_ns_ == 0) {
         next = std::min(next, d->due_ns_);
@@ -201,7 +202,7 @@ void Deadline::disarm() noexcept {
   due_ns_ = kNotArmed;
 }
 
-bool Deadline::passed() const noexcept { return passed_.load(std::memory_order_relaxed); }
+bool Deadline::passed() const noexcept { return passed_.load(std::memory_order_acquire); }
 
 TimeLimit::TimeLimit(std::chrono::nanoseconds limit, std::string_view what)
     : reason_(fmt::format("{} ran past its time limit of {:g} s", what, static_cast<double>(limit.count()) * 1e-9)),

@@ -198,8 +198,8 @@ TEST_F(FaultReport, AHandedOnFaultSaysWhyTheProcessEnds) {
             "and the process cannot safely go on; it ends with the signal\n");
   Report refuses;
   describe_handed_on(refuses, launch, f, &p, false);
-  EXPECT_THAT(refuses.str(), HasSubstr("\nsvod: kernels are stopped at a fault on x86-64 only; after a fault here "
-                                       "the process cannot safely go on; it ends with the signal\n"));
+  EXPECT_THAT(refuses.str(), HasSubstr("\nsvod: kernels are stopped at a fault only on x86-64 and AArch64; after a "
+                                       "fault here the process cannot safely go on; it ends with the signal\n"));
 }
 
 TEST_F(FaultReport, FaultsOutsideALaunchNameTheProgramOrTheKernelsInFlight) {

@@ -14,6 +14,7 @@
 #include "svod/backends/cpu/fault_report.h"
 #include "svod/backends/cpu/kernel_fault.h"
 #include "svod/backends/cpu/trap_machine.h"
+#include "svod/base/log.h"
 #include "svod/guard/kernels_in_flight.h"
 #include "svod/guard/signal_stack.h"
 
@@ -252,6 +253,13 @@ void ensure_fault_reporting() {
   // without running anything (svod run --isolate names them).
   static const bool exit_hook = std::atexit(on_exit) == 0 && std::at_quick_exit(on_exit) == 0;
   (void)exit_hook;
+  if constexpr (!detail::kMachineTraps) {
+    static const bool refused = (log_warning("kernels are stopped at a fault or by a time limit only on x86-64 and "
+                                             "AArch64: here a kernel's fault ends the process after its report, and "
+                                             "a running kernel is not stopped"),
+                                 true);
+    (void)refused;
+  }
   for (int signal : kSignals) install(signal, on_fault, 0);
   // A stop signal that finds a thread in a system call restarts the call.
   install(kKernelStopSignal, on_stop, SA_RESTART);

@@ -171,8 +171,8 @@ void describe_handed_on(Report& r, const LaunchView& launch, const TrappedFault&
     r << "svod: the fault is not in the kernel's own code (or the signal was sent), so it cannot be stopped there and "
          "the process cannot safely go on; it ends with the signal\n";
   else
-    r << "svod: kernels are stopped at a fault on x86-64 only; after a fault here the process cannot safely go on; "
-         "it ends with the signal\n";
+    r << "svod: kernels are stopped at a fault only on x86-64 and AArch64; after a fault here the process cannot "
+         "safely go on; it ends with the signal\n";
 }
 
 void describe_unlaunched(Report& r, const char* program, const TrappedFault& f) {

@@ -29,8 +29,9 @@
 // other fault. The same resumption stops a kernel whose StopScope was asked
 // to stop (kernel_stop.h): kKernelStopSignal found the thread in the
 // kernel's own code, and the launch throws the scope's Error instead. Traps and stops need
-// the x86-64 trampoline (trap_machine.h); elsewhere every fault is reported
-// and ends the process, and no kernel is stopped.
+// a trampoline for the machine (trap_machine.h: x86-64 and AArch64);
+// elsewhere every fault is reported and ends the process, no kernel is
+// stopped, and the first program or device made logs that once.
 //
 // The parts: the handlers and their installation (fault_handler.cpp), what
 // they do decided by fault_policy.h, the reports' texts (fault_report.h) and

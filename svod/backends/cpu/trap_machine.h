@@ -1,9 +1,9 @@
 // What trapping a kernel needs of the processor, one file per architecture:
-// trap_x86_64.cpp, a trampoline in assembly and the handler's reading and
-// rewriting of the interrupted thread's registers; trap_unsupported.cpp
-// elsewhere, where kernels run by a plain call and are neither trapped nor
-// stopped (kMachineTraps is false: the handler reports every kernel fault and
-// hands it on).
+// trap_x86_64.cpp and trap_aarch64.cpp, each a trampoline in assembly and
+// the handler's reading and rewriting of the interrupted thread's registers;
+// trap_unsupported.cpp elsewhere, where kernels run by a plain call and are
+// neither trapped nor stopped (kMachineTraps is false: the handler reports
+// every kernel fault and hands it on, and ensure_fault_reporting says so once).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace svod::detail {
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 inline constexpr bool kMachineTraps = true;
 #else
 inline constexpr bool kMachineTraps = false;
@@ -26,8 +26,8 @@ void read_machine_state(const void* context, TrappedFault& f) noexcept;
 
 // The return address of a leaf function the interrupted thread is in, one
 // that has saved nothing yet (x86-64: the word at the stack pointer, read
-// only when the fault is not an overflow of the stack); 0 when it cannot be
-// read safely.
+// only when the fault is not an overflow of the stack; AArch64: the link
+// register); 0 when it cannot be read safely.
 uint64_t leaf_return_address(const TrappedFault& f, const void* context) noexcept;
 
 // Makes the handler return into svod_trap_resume on the launch boundary's

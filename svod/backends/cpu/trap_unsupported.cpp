@@ -2,7 +2,7 @@
 // and the handler never resumes one (kMachineTraps is false).
 #include "svod/backends/cpu/trap_machine.h"
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) && !defined(__aarch64__)
 #include <cstdlib>
 
 namespace svod::detail {

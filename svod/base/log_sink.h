@@ -4,7 +4,7 @@
 //
 // What never goes to a sink: the reports written just before svod ends the
 // process or from a signal handler — a kernel fault the handler cannot stop
-// (svod/backends/cpu/kernel_fault.cpp), an op past SVOD_OP_TIMEOUT
+// (svod/backends/cpu/fault_handler.cpp), an op past SVOD_OP_TIMEOUT
 // (svod/guard/op_deadline.cpp) — which keep writing to stderr with
 // async-signal-safe calls, and the CLI's own output and progress lines.
 #pragma once

@@ -11,22 +11,19 @@
 #include <string>
 
 #include "svod/backends/cpu/kernel_fault.h"
+#include "svod/backends/cpu/trap_machine.h"
 #include "svod/loader/elf_loader.h"
 
 // glibc's, which <assert.h> declares only without NDEBUG.
 extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line, const char* function) noexcept
     __attribute__((__noreturn__));
 
-// The launch boundary's stack pointer, jumped to from ordinary code
-// (kernel_fault.cpp's assembly).
-extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
-
 namespace svod {
 namespace {
 
 #if defined(__x86_64__)
-// Why the kernel running on this thread was left at a call (read by
-// throw_exit_call on the same thread).
+// Why the kernel running on this thread was left at a call (read when its
+// launch throws, on the same thread).
 thread_local std::string leaving_cause;
 
 // On a thread that runs a launch, abandons the kernel at a call that would
@@ -42,8 +39,9 @@ void leave_kernel(Cause&& cause) {
   KernelFrame* k = running_kernel;
   if (k == nullptr) return;
   leaving_cause = cause();
-  k->fault = TrappedFault{0, 0, 0, 0, 0, 0, false, leaving_cause.c_str()};
-  svod_trap_unwind(k->resume_sp);
+  k->fault = TrappedFault{};
+  k->fault.call_cause = leaving_cause.c_str();
+  detail::svod_trap_unwind(k->resume_sp);
 }
 
 // What route_kernel_exits() puts in place of the C library's functions.
@@ -99,18 +97,4 @@ void route_kernel_exits() {
 #endif
 }
 
-namespace detail {
-
-// The launch of a kernel stopped at its call of exit() or its kin.
-void throw_exit_call(const KernelFrame& k) {
-  KernelFaultInfo info = launch_fault_info(k);
-  info.cause = k.fault.call_cause;
-  std::string message = fmt::format(
-      "kernel fault: the kernel {}, which would end the process\n  in {}\n  the kernel was stopped at the call and "
-      "the launch failed; what it wrote before stays written",
-      info.cause, launch_name(k));
-  throw KernelFault(std::move(info), message);
-}
-
-}  // namespace detail
 }  // namespace svod

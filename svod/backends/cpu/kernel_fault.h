@@ -29,8 +29,14 @@
 // other fault. The same resumption stops a kernel whose StopScope was asked
 // to stop (kernel_stop.h): kKernelStopSignal found the thread in the
 // kernel's own code, and the launch throws the scope's Error instead. Traps and stops need
-// the x86-64 trampoline; elsewhere every fault is reported and ends the
-// process, and no kernel is stopped.
+// a trampoline for the machine (trap_machine.h: x86-64 and AArch64);
+// elsewhere every fault is reported and ends the process, no kernel is
+// stopped, and the first program or device made logs that once.
+//
+// The parts: the handlers and their installation (fault_handler.cpp), what
+// they do decided by fault_policy.h, the reports' texts (fault_report.h) and
+// where an address lies (fault_location.h), the trampoline per architecture
+// (trap_machine.h), and the errors a launch throws afterwards (fault_throw.cpp).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +46,8 @@
 #include <string>
 #include <string_view>
 
+#include "svod/backends/cpu/fault_location.h"
+#include "svod/backends/cpu/trap_machine.h"
 #include "svod/guard/fault_handlers.h"
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
@@ -48,21 +56,6 @@
 namespace svod {
 
 class CpuProgram;
-
-// What the handler saw when it trapped a fault.
-struct TrappedFault {
-  int signal;
-  int code;          // si_code
-  uint64_t address;  // si_addr
-  uint64_t pc;       // the faulting instruction
-  uint64_t sp;       // the stack pointer at the fault
-  int access;        // 0: unknown, 1: read, 2: write (x86-64 page faults)
-  bool in_callee;    // the pc is in a function the kernel called, not in its own code
-  // A call that would have ended the process ("called _exit(0)", "failed an
-  // assertion: ..."; signal 0): the kernel was stopped at the call
-  // (route_kernel_exits).
-  const char* call_cause = nullptr;
-};
 
 struct KernelFrame {
   // Leaves resume_sp and fault unset: the trampoline and the handler write
@@ -85,13 +78,6 @@ struct KernelFrame {
 };
 
 extern SVOD_HOT_THREAD_LOCAL KernelFrame* running_kernel;
-
-// The element of `size` bytes that holds the byte at `offset` from a buffer's
-// start; negative before it (-1 for the element just before).
-inline int64_t element_at(int64_t offset, size_t size) {
-  const auto s = static_cast<int64_t>(size);
-  return offset >= 0 ? offset / s : -((-offset + s - 1) / s);
-}
 
 namespace detail {
 // The fault_handlers_epoch() this thread was last prepared for (0: never).
@@ -118,24 +104,15 @@ class KernelFrameScope {
 };
 
 namespace detail {
-// Calls caller(entry, args) and returns 0; returns 1 when the handler
-// trapped a fault in it (frame.fault says which). resume_sp receives the
-// stack pointer the handler resumes at. Written in assembly (kernel_fault.cpp).
-extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* args, uintptr_t* resume_sp);
-// Throws the KernelFault for a trapped frame, or the stop scope's Error for
-// a stopped one (out of line and cold).
+// Throws the KernelFault for a trapped frame (one left at a call of exit()
+// or its kin included), or the stop scope's Error for a stopped one (out of
+// line and cold; fault_throw.cpp).
 [[noreturn]] void throw_kernel_fault(const KernelFrame& frame);
-
-// The pieces in their own files: the kernel's calls of exit() and its kin
-// (kernel_exits.cpp) and the table of registered code (kernel_code.cpp).
-// KernelFault for a frame left at such a call (frame.fault.call_cause).
-[[noreturn]] void throw_exit_call(const KernelFrame& frame);
-// The program, entry, slice and plan op of a frame, as KernelFaultInfo.
-KernelFaultInfo launch_fault_info(const KernelFrame& frame);
-// "program "f" (entry f) on CPU, core_id slice 1, plan op 0 (x)".
-std::string launch_name(const KernelFrame& frame);
+// The frame as the reports and locate() read it; no allocation, for the
+// fault handler too.
+LaunchView launch_view(const KernelFrame& frame) noexcept;
 // The name of the registered program whose code holds `pc`, or nullptr; no
-// locks, for the fault handler.
+// locks, for the fault handler (kernel_code.cpp).
 const char* registered_program_at(uintptr_t pc) noexcept;
 }  // namespace detail
 

@@ -19,6 +19,7 @@ packages=(
   python3-torch  # what tinygrad's operator tests compare against (tests/python/test_tinygrad_ops.py)
   librsvg2-bin  # rsvg-convert: the roofline test renders `svod bench --plot` (tests/tune/svod_bench_roofline_test.cpp)
   libopenmpi-dev openmpi-bin
+  g++-aarch64-linux-gnu qemu-user  # the AArch64 trap trampoline, built and run alone (tests/cpu/trampoline/)
 )
 
 missing=()

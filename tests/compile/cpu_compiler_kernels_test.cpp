@@ -1,4 +1,4 @@
-// Every foundation kernel (tests/device/cpu_device_test.cpp) on each CPU
+// Every foundation kernel (tests/cpu/cpu_device_test.cpp) on each CPU
 // compiler — clang process, in-process LLVM, dlopen — with the same expected
 // results, C and LLVM IR alike; plus compile errors and identities per compiler.
 #include <gtest/gtest.h>

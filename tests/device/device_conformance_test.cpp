@@ -2,9 +2,10 @@
 // and ExecutionPlan, and instantiated for device 0 of every kind the registry
 // holds (CPU, CL:0, CUDA:0, and any kind a test registers, like the NULL
 // device beside this file). A device this machine lacks skips with the
-// reason. Each kernel exists in the device's own language (its first
-// Device::languages(): C, OpenCL C, CUDA C) with the same parameters, so the
-// checks are the same everywhere: allocation,
+// reason. Each kernel runs in the device's own language: the first of its
+// Device::languages() whose kernels a test folder registered
+// (conformance_kernels.h), with the same parameters everywhere, so the checks
+// are the same everywhere: allocation,
 // copies both ways and device to device, views at offsets, elementwise and
 // reduction kernels against the CPU, launch checks, events and timing, plans
 // with variables in launch sizes, poisoning and rebinding. Device-only
@@ -13,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,13 +23,14 @@
 #include "svod/device/queue.h"
 #include "svod/registry/registry.h"
 #include "svod/plan/execution_plan.h"
+#include "tests/device/conformance_kernels.h"
+#include "tests/device/null_device.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
 
-enum class Dialect { C, OpenCl, Cuda };
-
+using test::ConformanceKernels;
 using test::kind_of;
 
 class DeviceConformance : public ::testing::TestWithParam<std::string> {
@@ -42,22 +43,17 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
       GTEST_SKIP() << GetParam() << " is not available here: " << e.what();
     }
     host_ = &host_device();
-    const auto languages = device_->languages();
-    ASSERT_FALSE(languages.empty()) << device_->name() << " runs no language";
-    // The first of its languages the suite has kernels in.
-    const std::pair<Language, Dialect> dialects[] = {
-        {Language::C, Dialect::C}, {Language("opencl"), Dialect::OpenCl}, {Language("cuda"), Dialect::Cuda}};
-    for (const Language& language : languages)
-      for (const auto& [known, dialect] : dialects)
-        if (!language_ && language == known) {
-          language_ = language;
-          dialect_ = dialect;
-        }
-    if (!language_) FAIL() << device_->name() << ": no conformance kernels in " << to_string(languages.front());
+    try {
+      kernels_ = &test::conformance_kernels_for(device_->languages());
+    } catch (const Error& e) {
+      FAIL() << device_->name() << ": " << e.what();
+    }
   }
 
   Device& dev() { return *device_; }
-  bool grid() const { return dialect_ != Dialect::C; }
+  // Whether the kernels run over a grid of work-items, or on host threads
+  // in core_id slices (ConformanceKernels::Launch).
+  bool grid() const { return kernels_->launch == ConformanceKernels::Launch::Grid; }
 
   Buffer host(DType dtype, size_t count) { return host_->allocate(dtype, count); }
   template <typename T>
@@ -76,54 +72,18 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
     return {s.begin(), s.end()};
   }
 
-  // The kernel as source of this device's language. Grid kernels compute
-  // `i` from their ids and skip when `guard` fails; C kernels either loop
-  // `i` over [0, loop) or, with a core_id, take i = core_id.
-  ProgramSpec spec(const std::string& entry, const std::string& params, const std::string& body,
-                   const std::string& guard, const std::string& loop) {
+  // The spec of one of the kernels, for the caller to declare its parameters.
+  ProgramSpec spec(const std::string& entry, const std::string& source) const {
     ProgramSpec s;
     s.entry = entry;
-    s.language = *language_;
-    switch (dialect_) {
-      case Dialect::C:
-        s.source = loop.empty() ? fmt::format("void {}({}) {{ int i = core_id; {} }}", entry, params, body)
-                                : fmt::format("void {}({}) {{ for (int i = 0; i < {}; i++) {{ {} }} }}", entry,
-                                              params, loop, body);
-        break;
-      case Dialect::OpenCl:
-        s.source = fmt::format("__kernel void {}({}) {{ int i = get_global_id(0); if ({}) {{ {} }} }}", entry,
-                               opencl_params(params), guard, body);
-        break;
-      case Dialect::Cuda:
-        s.source = fmt::format(
-            "extern \"C\" __global__ void {}({}) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if ({}) {{ {} }} }}",
-            entry, params, guard, body);
-        break;
-    }
+    s.language = kernels_->language;
+    s.source = source;
     return s;
-  }
-
-  // "float* o, const float* a" -> "__global float* o, __global const float* a".
-  static std::string opencl_params(const std::string& params) {
-    std::string out;
-    size_t start = 0;
-    while (start <= params.size()) {
-      size_t comma = params.find(',', start);
-      if (comma == std::string::npos) comma = params.size();
-      std::string part = params.substr(start, comma - start);
-      while (!part.empty() && part.front() == ' ') part.erase(0, 1);
-      if (part.find('*') != std::string::npos) part = "__global " + part;
-      if (!out.empty()) out += ", ";
-      out += part;
-      start = comma + 1;
-    }
-    return out;
   }
 
   // o[i] = 2 a[i] + b[i] for i < n; every buffer declares n elements.
   std::shared_ptr<const Program> axpb() {
-    ProgramSpec s = spec("axpb", "float* o, const float* a, const float* b, int n", "o[i] = 2.0f * a[i] + b[i];",
-                         "i < n", "n");
+    ProgramSpec s = spec("axpb", kernels_->axpb);
     s.buffers = {{"o", Access::Write, DType::F32, Expr::parse("n")},
                  {"a", Access::Read, DType::F32, Expr::parse("n")},
                  {"b", Access::Read, DType::F32, Expr::parse("n")}};
@@ -137,18 +97,17 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
 
   // s[0] = a[0] + ... + a[n-1], summed in order by one work-item.
   std::shared_ptr<const Program> total() {
-    ProgramSpec s = spec("total", "float* s, const float* a, int n",
-                         "float t = 0.0f; for (int k = 0; k < n; k++) t += a[k]; s[0] = t;", "i == 0", "1");
+    ProgramSpec s = spec("total", kernels_->total);
     s.buffers = {{"s", Access::Write, DType::F32, Expr::constant(1)}, {"a", Access::Read, DType::F32, Expr::parse("n")}};
     s.scalars = {{"n", ScalarType::I32, 1, 1 << 24}};
     return dev().compile(s);
   }
 
-  // o[i] = i + 1 for every work-item (grid devices) or core_id slice (CPU);
+  // o[i] = i + 1 for every work-item (grid kernels) or core_id slice;
   // the launch size names plan variables G (groups or slices) and L (items
   // per group), which the kernel does not take.
   std::shared_ptr<const Program> mark() {
-    ProgramSpec s = spec("mark", grid() ? "int* o" : "int* o, int core_id", "o[i] = i + 1;", "1", "");
+    ProgramSpec s = spec("mark", kernels_->mark);
     s.buffers = {{"o", Access::Write, DType::I32}};
     if (!grid()) s.scalars = {{"core_id", ScalarType::I32}};
     s.global_size[0] = Expr::parse("G");
@@ -165,8 +124,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
 
   std::shared_ptr<Device> device_;
   Device* host_ = nullptr;
-  Dialect dialect_ = Dialect::C;
-  std::optional<Language> language_;  // the language its kernels are in
+  const ConformanceKernels* kernels_ = nullptr;  // in the device's language
 };
 
 TEST_P(DeviceConformance, AllocatesZeroedBuffersAndCopiesBothWaysAndWithinTheDevice) {
@@ -253,7 +211,7 @@ TEST_P(DeviceConformance, LaunchesAreCheckedBeforeAnythingRuns) {
   EXPECT_EQ(kind_of([&] { program->launch(three, {}); }), ErrorKind::Validation);
   const Buffer with_empty[] = {o, Buffer{}, a};
   EXPECT_EQ(kind_of([&] { program->launch(with_empty, n64); }), ErrorKind::Validation);
-  if (grid()) {
+  if (!dev().memory_is_host()) {
     // Host memory is not an argument of a device kernel.
     const Buffer with_host[] = {o, host(DType::F32, 64), a};
     EXPECT_EQ(kind_of([&] { program->launch(with_host, n64); }), ErrorKind::Validation);
@@ -264,7 +222,7 @@ TEST_P(DeviceConformance, LaunchesAreCheckedBeforeAnythingRuns) {
 TEST_P(DeviceConformance, QueuesOrderWorkAndEventsTimeIt) {
   Queue& queue = dev().queue();
   EXPECT_EQ(&queue.device(), &dev());
-  if (grid()) EXPECT_FALSE(queue.runs_inline());  // a host device's queue may be either
+  if (!dev().memory_is_host()) EXPECT_FALSE(queue.runs_inline());  // a host device's queue may be either
   EXPECT_TRUE(queue.can_wait_on(queue));
   constexpr size_t kN = 4096;
   const auto a = ramp(kN);
@@ -377,7 +335,29 @@ TEST_P(DeviceConformance, RebindingMovesResultsAndReplicasAreIndependent) {
   // The replacement must match the slot: size, dtype and device.
   EXPECT_EQ(kind_of([&] { plan.rebind(so, dev().allocate(DType::F32, kN + 1)); }), ErrorKind::Validation);
   EXPECT_EQ(kind_of([&] { plan.rebind(so, dev().allocate(DType::I32, kN)); }), ErrorKind::Validation);
-  if (grid()) EXPECT_EQ(kind_of([&] { plan.rebind(so, host(DType::F32, kN)); }), ErrorKind::Validation);
+  if (!dev().memory_is_host())
+    EXPECT_EQ(kind_of([&] { plan.rebind(so, host(DType::F32, kN)); }), ErrorKind::Validation);
+}
+
+// NULL runs the suite in its own language with the kernels NULL's files
+// register (null_conformance_kernels.cpp), although it runs C too.
+TEST(ConformanceKernels, NullRunsTheSuiteInItsOwnLanguage) {
+  EXPECT_EQ(test::conformance_kernels_for(open_device("NULL:0")->languages()).language, kNullLanguage);
+}
+
+TEST(ConformanceKernels, ADeviceWhoseLanguagesHaveNoneIsToldWhatIsMissing) {
+  const Language languages[] = {Language("glsl"), Language("spirv")};
+  std::string message;
+  EXPECT_EQ(kind_of([&] { test::conformance_kernels_for(languages); }, &message), ErrorKind::Unsupported);
+  EXPECT_NE(message.find("no conformance kernels in its languages (glsl, spirv)"), std::string::npos) << message;
+  EXPECT_NE(message.find("nullc"), std::string::npos) << message;  // one that has some
+}
+
+TEST(ConformanceKernels, OneLanguageHasOneSet) {
+  std::string message;
+  EXPECT_EQ(kind_of([&] { test::register_conformance_kernels({.language = kNullLanguage}); }, &message),
+            ErrorKind::Validation);
+  EXPECT_NE(message.find("conformance kernels in nullc are registered twice"), std::string::npos) << message;
 }
 
 std::string device_test_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -2,7 +2,8 @@
 // show what adding a device takes: a Device that keeps the contract (memory,
 // languages, a compiler, load, copy) and one register_kind call. The
 // conformance suite beside this file then runs every check on "NULL:0" with
-// no edit of its own.
+// no edit of its own, in nullc with the kernels null_conformance_kernels.cpp
+// registers.
 //
 // It has a language and an artifact kind of its own, declared here and
 // nowhere else: "nullc" (C under NULL's name) and "null_object" (an ELF

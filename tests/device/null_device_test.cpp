@@ -3,7 +3,8 @@
 // ("null_object") of its own, and plan files, the object cache and packages
 // take them with no edit of theirs. The files that made NULL are
 // tests/device/null_device.h and null_device.cpp (its register_kind line
-// included); the last test checks that no code of svod's names either.
+// included), and its conformance kernels, null_conformance_kernels.cpp; the
+// last test checks that no code of svod's names either.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -10,8 +10,9 @@ install(TARGETS svod_runtime svod_c EXPORT svodTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# (The backends' *_internal.h headers are private to their folders: they name
-# driver types the public headers keep opaque.)
+# (The *_internal.h headers are private to their folders: the backends' name
+# driver types the public headers keep opaque, expr_internal.h holds Expr's
+# instruction set.)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/svod DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h" PATTERN "capi" EXCLUDE PATTERN "*_internal.h" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/svod/capi/svod.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/svod)

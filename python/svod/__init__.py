@@ -26,7 +26,7 @@ from threading import Lock as _Lock
 from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
                     asbuffer, benchmark, device, devices, free_cached, from_dlpack, load_package, load_plan, profile,
-                    time_limit)
+                    program_binary_format, time_limit)
 
 __version__ = _svod.__version__
 
@@ -176,7 +176,7 @@ def checked(what="memory"):
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
     "asbuffer", "benchmark", "checked", "comm", "device", "devices", "free_cached", "from_dlpack", "load_package",
-    "load_plan", "profile", "time_limit",
+    "load_plan", "profile", "program_binary_format", "time_limit",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]
 

@@ -5,26 +5,48 @@
 #    ("consumer" when not given);
 #  - with PKG_CONFIG_SOURCE, that one C file compiled by C_COMPILER with
 #    C_FLAGS and what `pkg-config --cflags --libs svod` says, as a Makefile
-#    would; the program then finds the libraries through LD_LIBRARY_PATH.
+#    would; the program then finds the libraries through LD_LIBRARY_PATH;
+#  - with PKG_CONFIG_SOURCE and UNINSTALLED, the same against the build tree
+#    itself, nothing installed: `pkg-config svod-uninstalled` with
+#    PKG_CONFIG_PATH=SVOD_BINARY_DIR, and the program finds the library
+#    through the run path that file gives (LD_LIBRARY_PATH unset).
 file(REMOVE_RECURSE ${SCRATCH_DIR})
+file(MAKE_DIRECTORY ${SCRATCH_DIR})
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "failed (${rc}): ${ARGV}")
   endif()
 endfunction()
-run(${CMAKE_COMMAND} --install ${SVOD_BINARY_DIR} --prefix ${SCRATCH_DIR}/prefix)
+if(UNINSTALLED)
+  set(pc_dir ${SVOD_BINARY_DIR})
+  set(pc_package svod-uninstalled)
+  # Only the uninstalled file is there: an svod.pc in the build root would
+  # give C users of the build the paths of an installation.
+  if(EXISTS ${SVOD_BINARY_DIR}/svod.pc)
+    message(FATAL_ERROR "${SVOD_BINARY_DIR}/svod.pc exists: the build root has svod-uninstalled.pc only")
+  endif()
+else()
+  run(${CMAKE_COMMAND} --install ${SVOD_BINARY_DIR} --prefix ${SCRATCH_DIR}/prefix)
+  set(pc_dir ${SCRATCH_DIR}/prefix/lib/pkgconfig)
+  set(pc_package svod)
+endif()
 if(PKG_CONFIG_SOURCE)
-  set(ENV{PKG_CONFIG_PATH} ${SCRATCH_DIR}/prefix/lib/pkgconfig)
-  execute_process(COMMAND pkg-config --cflags --libs svod OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE
-                  RESULT_VARIABLE rc)
+  set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+  unset(ENV{PKG_CONFIG_LIBDIR})
+  execute_process(COMMAND pkg-config --cflags --libs ${pc_package} OUTPUT_VARIABLE flags
+                  OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "pkg-config does not find svod in ${SCRATCH_DIR}/prefix/lib/pkgconfig")
+    message(FATAL_ERROR "pkg-config does not find ${pc_package} in ${pc_dir}")
   endif()
   separate_arguments(flags UNIX_COMMAND "${C_FLAGS} ${flags}")
   set(program ${SCRATCH_DIR}/pkg_config_consumer)
   run(${C_COMPILER} ${PKG_CONFIG_SOURCE} ${flags} -lm -o ${program})
-  set(ENV{LD_LIBRARY_PATH} ${SCRATCH_DIR}/prefix/lib)
+  if(UNINSTALLED)
+    unset(ENV{LD_LIBRARY_PATH})
+  else()
+    set(ENV{LD_LIBRARY_PATH} ${SCRATCH_DIR}/prefix/lib)
+  endif()
 else()
   if(NOT CONSUMER_EXECUTABLE)
     set(CONSUMER_EXECUTABLE consumer)

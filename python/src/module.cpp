@@ -285,7 +285,8 @@ PYBIND11_MODULE(_svod, m) {
   note_main_thread();
   m.doc() = "The compiled part of the svod package; use `import svod`.";
   m.attr("__version__") = SVOD_VERSION;
-  // What tinygrad's cache of svod's binaries is keyed by (svod.tinygrad).
+  // What a cache of program binaries (compile_binary) is keyed by, as
+  // svod.tinygrad's is: svod.program_binary_format.
   m.attr("program_binary_format") = svod::program_binary_format();
   // Errors raised inside pybind11-bound functions take the same path as the
   // raw entry points.

@@ -5,13 +5,13 @@
 // files accept exactly the same programs, with the same messages. Python adds
 // numpy dtypes (and numpy's names) where a dtype is written, and, for C, the
 // parameters read from the source when buffers=/scalars= are left out, and a
-// check of declared ones against it (c_signature.h).
+// check of declared ones against it (svod/program/c_signature.h).
 #include <Python.h>
 
 #include <filesystem>
 
 #include "bindings.h"
-#include "c_signature.h"
+#include "svod/program/c_signature.h"
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_parser.h"
 
@@ -185,40 +185,25 @@ const Json* field(const Json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-// buffers= and scalars= from the source's signature; nullopt with `problem`
-// when it cannot say.
-std::optional<std::pair<Json, Json>> inferred_parameters(const CSignature& sig, std::string_view entry,
-                                                         std::string& problem) {
-  if (!sig.understood) {
-    problem = sig.problem;
-    return std::nullopt;
-  }
+// buffers= and scalars= from the source's signature (c_parameters) as a plan
+// file's program gives them; nullopt with `problem` when it cannot say.
+std::optional<std::pair<Json, Json>> inferred_parameters(const CSignature& sig, std::string& problem) {
+  const std::optional<CParameters> parameters = c_parameters(sig, problem);
+  if (!parameters) return std::nullopt;
   Json buffers = Json::array();
   Json scalars = Json::array();
-  for (size_t i = 0; i < sig.parameters.size(); ++i) {
-    const CParameter& p = sig.parameters[i];
-    if (!p.problem.empty()) {
-      problem = fmt::format("parameter {} (\"{}\"): {}", i, p.name, p.problem);
-      return std::nullopt;
-    }
-    if (p.pointer) {
-      if (!scalars.empty()) {
-        problem = fmt::format("pointer parameter {} (\"{}\") follows an integer one; svod passes every buffer "
-                              "before every scalar",
-                              i, p.name);
-        return std::nullopt;
-      }
-      Json b = Json::object();
-      b["name"] = p.name;
-      b["access"] = p.read_only ? "read" : "readwrite";
-      if (p.dtype) b["dtype"] = std::string(to_string(*p.dtype));
-      buffers.push_back(std::move(b));
-    } else {
-      Json s = Json::object();
-      s["name"] = p.name;
-      s["type"] = std::string(to_string(*p.scalar));
-      scalars.push_back(std::move(s));
-    }
+  for (const BufferParam& p : parameters->buffers) {
+    Json b = Json::object();
+    b["name"] = p.name;
+    b["access"] = std::string(to_string(p.access));
+    if (p.dtype) b["dtype"] = std::string(to_string(*p.dtype));
+    buffers.push_back(std::move(b));
+  }
+  for (const ScalarParam& p : parameters->scalars) {
+    Json s = Json::object();
+    s["name"] = p.name;
+    s["type"] = std::string(to_string(p.type));
+    scalars.push_back(std::move(s));
   }
   return std::make_pair(std::move(buffers), std::move(scalars));
 }
@@ -373,7 +358,7 @@ ProgramSpec program_spec(const CompileArgs& args, const std::string& what, bool 
     if (have_source) {
       sig = parse_c_signature(source_text, entry, defines());
       std::string problem;
-      if (auto inferred = inferred_parameters(*sig, entry, problem)) {
+      if (auto inferred = inferred_parameters(*sig, problem)) {
         if (infer_buffers) program["buffers"] = std::move(inferred->first);
         if (infer_scalars) program["scalars"] = std::move(inferred->second);
       } else if (infer_buffers && infer_scalars) {

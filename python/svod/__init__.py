@@ -17,14 +17,16 @@ subclass svod.ArgumentTypeError, also a TypeError. svod.TimeoutError is also the
 TimeoutError, and svod.IoError an OSError.
 """
 
-import builtins
-import contextlib
-import threading
+# What svod needs of other modules, under private names and never the modules themselves: a module
+# imported here would be an attribute of svod (svod.threading) to every user and their tools.
+from builtins import TimeoutError as _BuiltinTimeoutError
+from contextlib import contextmanager as _contextmanager
+from threading import Lock as _Lock
 
 from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
                     asbuffer, benchmark, device, devices, free_cached, from_dlpack, load_package, load_plan, profile,
-                    time_limit)
+                    program_binary_format, time_limit)
 
 __version__ = _svod.__version__
 
@@ -74,7 +76,7 @@ class PlanPoisonedError(Error):
     """A plan failed mid-run; rebuild it before running it again."""
 
 
-class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 - svod.TimeoutError, as the kind is named
+class TimeoutError(Error, _BuiltinTimeoutError):  # noqa: A001 - svod.TimeoutError, as the kind is named
     """A process or operation ran past its time limit. Also the builtin TimeoutError (so an OSError)."""
 
 
@@ -133,7 +135,7 @@ for _kind, _cls in _ERRORS.items():
 _svod._set_error_classes(Error, _ERRORS, ArgumentTypeError)
 
 
-_checked_lock = threading.Lock()
+_checked_lock = _Lock()
 _checked_open = []        # the mode of every open checked() block, in every thread
 _checked_outside = "off"  # the mode before the first of them opened
 
@@ -143,7 +145,7 @@ def _checked_union():
     return ",".join("memory" if m == "1" else m for m in modes if m not in ("", "0", "off")) or "off"
 
 
-@contextlib.contextmanager
+@_contextmanager
 def checked(what="memory"):
     """Checked mode inside the block (as SVOD_CHECK): "memory" puts guard pages around every host buffer
     allocated in it, so a kernel's first access past either end raises svod.KernelFault naming the
@@ -174,7 +176,7 @@ def checked(what="memory"):
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
     "asbuffer", "benchmark", "checked", "comm", "device", "devices", "free_cached", "from_dlpack", "load_package",
-    "load_plan", "profile", "time_limit",
+    "load_plan", "profile", "program_binary_format", "time_limit",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]
 

@@ -10,6 +10,9 @@ from . import comm as comm
 from .comm import Communicator
 
 __version__: str
+# Changes whenever program binaries (Device.compile_binary) this svod makes would be refused by one
+# that differs: a cache of binaries keyed by it misses instead of handing out ones this svod refuses.
+program_binary_format: str
 
 class Error(Exception):
     kind: str

@@ -14,8 +14,6 @@ transport. Plans whose ops include collectives take the communicator as
 svod.load_plan(path, comm=c) and svod.load_package(package, comm=c).
 """
 
-import sys
-
 from ._svod import Communicator, _comm_run_local, _comm_world
 
 REDUCE_OPS = ("sum", "prod", "min", "max")
@@ -33,6 +31,8 @@ def world(backend="auto"):
 
 
 def _abort_on_uncaught_exception(comm):
+    import sys  # here, so that svod.comm has no module sys (svod/__init__.py says why)
+
     global _hooked
     if _hooked:
         return

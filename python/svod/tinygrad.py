@@ -99,7 +99,7 @@ class SVODCompiler(Compiler):
     earlier svod made, which this one would refuse, are not found there."""
 
     def __init__(self):
-        super().__init__(f"compile_svod_{svod.__version__}_{svod._svod.program_binary_format}")
+        super().__init__(f"compile_svod_{svod.__version__}_{svod.program_binary_format}")
 
     def compile(self, src: str) -> bytes:
         names = _KERNEL_NAME.findall(src)

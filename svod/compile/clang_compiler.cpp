@@ -126,7 +126,8 @@ std::optional<Hash128> ClangCompiler::identity_source() const {
 }
 
 std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,
-                                     std::string_view doing, std::chrono::milliseconds timeout) {
+                                     std::string_view doing, std::chrono::milliseconds timeout,
+                                     std::string& diagnostics) {
   ProcessResult r = run_process(argv, clang_input(spec), timeout);
   if (r.timed_out)
     throw make_error(ErrorKind::Timeout, "clang did not finish {} \"{}\" within {} ms and was killed", doing,
@@ -137,6 +138,7 @@ std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const
   if (r.exit_code != 0)
     throw make_error(ErrorKind::Compile, "clang failed {} \"{}\" ({}):\n{}", doing, spec.display_name(),
                      to_string(spec.language), r.err);
+  diagnostics = std::move(r.err);
   return std::move(r.out);
 }
 
@@ -155,9 +157,9 @@ Artifact ClangCompiler::compile(const ProgramSpec& spec) const {
     throw make_error(ErrorKind::Unsupported, "program \"{}\": the clang backend compiles C and LLVM IR, not {}",
                      spec.display_name(), to_string(spec.language));
   const auto start = std::chrono::steady_clock::now();
-  const std::string object = run_clang(command(spec), spec, "compiling", options_.timeout);
-  log_compile(spec, "clang", start, object.size());
   Artifact a;
+  const std::string object = run_clang(command(spec), spec, "compiling", options_.timeout, a.diagnostics);
+  log_compile(spec, "clang", start, object.size());
   a.kind = ArtifactKind::ElfObject;
   const auto* p = reinterpret_cast<const std::byte*>(object.data());
   a.bytes.assign(p, p + object.size());

@@ -73,7 +73,11 @@ struct CompilePhases {
 struct Artifact {
   ArtifactKind kind = ArtifactKind::ElfObject;
   std::vector<std::byte> bytes;
-  CompilePhases phases;  // not part of the artifact's content or cache entry
+  // Neither is part of the artifact's content or cache entry: where the
+  // compile's time went, and what the compiler said about a source it
+  // compiled (warnings; empty when it said nothing), for `svod compile`.
+  CompilePhases phases;
+  std::string diagnostics;
 };
 
 class Compiler {

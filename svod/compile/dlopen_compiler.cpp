@@ -66,8 +66,8 @@ Artifact DlopenCompiler::compile(const ProgramSpec& spec) const {
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
   argv.insert(argv.end(), {"-", "-o", library.string()});
-  ClangCompiler::run_clang(argv, spec, "building a shared library from", options_.timeout);
   Artifact a;
+  ClangCompiler::run_clang(argv, spec, "building a shared library from", options_.timeout, a.diagnostics);
   a.kind = ArtifactKind::SharedLibrary;
   a.bytes = read_file(library);
   if (a.bytes.empty()) throw make_error(ErrorKind::Compile, "clang wrote an empty library for \"{}\"", spec.display_name());

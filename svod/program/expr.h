@@ -27,7 +27,7 @@ namespace svod {
 
 namespace detail {
 class ExprParser;
-enum class ExprOp : uint8_t;  // the instruction set, defined in expr.cpp
+enum class ExprOp : uint8_t;  // the instruction set, defined in expr_internal.h
 }  // namespace detail
 
 class Expr {

@@ -119,7 +119,7 @@ TEST_F(PreambleCacheTest, ADamagedPrecompiledHeaderIsCompiledWithoutAndRemoved) 
 
   // Bytes that are not a stored preamble at all read as none.
   ObjectCache({cache_dir_, ObjectCacheConfig::kDefaultMaxBytes})
-      .put(stored_preamble().first, Artifact{.kind = ArtifactKind::Preamble, .bytes = {std::byte{9}}, .phases = {}});
+      .put(stored_preamble().first, Artifact{.kind = ArtifactKind::Preamble, .bytes = {std::byte{9}}, .phases = {}, .diagnostics = {}});
   r = run(4);
   ASSERT_TRUE(r.ok()) << r.err;
   EXPECT_TRUE(says(r, "preamble of k: unreadable in the object cache, removed")) << r.err;

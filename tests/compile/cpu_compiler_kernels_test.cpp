@@ -47,6 +47,22 @@ TEST_P(CpuCompilerKernels, IdentityNamesTheBackend) {
   }
 }
 
+// What the compiler says about a source it compiles comes back with the
+// object, naming the source as the spec does (`svod compile` prints it); a
+// clean source says nothing.
+TEST_P(CpuCompilerKernels, WarningsComeBackWithTheObject) {
+  ProgramSpec spec = c_kernel("shifty", "void shifty(int* o) { o[0] = 1 << 40; }\n", {{"o", Access::Write}});
+  spec.source_name = "kernels/shifty.c";
+  const Artifact warned = cpu->compiler().compile(spec);
+  EXPECT_FALSE(warned.bytes.empty());
+  EXPECT_NE(warned.diagnostics.find("kernels/shifty.c:1:"), std::string::npos) << warned.diagnostics;
+  EXPECT_NE(warned.diagnostics.find("warning: shift count >= width of type"), std::string::npos)
+      << warned.diagnostics;
+  const Artifact clean =
+      cpu->compiler().compile(c_kernel("quiet", "void quiet(int* o) { o[0] = 1; }\n", {{"o", Access::Write}}));
+  EXPECT_EQ(clean.diagnostics, "");
+}
+
 TEST_P(CpuCompilerKernels, Float4VectorMath) {
   auto p = cpu->compile(c_kernel("axpy4",
                                  "typedef float float4 __attribute__((ext_vector_type(4)));\n"

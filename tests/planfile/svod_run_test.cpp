@@ -896,7 +896,8 @@ TEST(SvodCli, TheManualPageHoldsEveryCommandsHelp) {
   TempDir dir;
   const std::string page = read_text(SVOD_BINARY_DIR "/tools/svod/svod.1");
   ASSERT_EQ(page.find(".TH SVOD 1 "), page.find('\n') + 1) << page.substr(0, 200);
-  for (const char* command : {"info", "demo", "run", "pack", "bench", "tune", "cache", "cache stats", "cache clear"}) {
+  for (const char* command :
+       {"info", "demo", "run", "pack", "bench", "compile", "tune", "cache", "cache stats", "cache clear"}) {
     EXPECT_NE(page.find(fmt::format("\n.SS svod {}\n", command)), std::string::npos) << command;
     EXPECT_NE(page.find(fmt::format("Usage: svod {} [OPTIONS]", command)), std::string::npos) << command;
   }

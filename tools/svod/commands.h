@@ -84,6 +84,21 @@ struct BenchOptions {
 };
 int bench(const BenchOptions& options);
 
+// `svod compile FILE …`: compiles one kernel source (no cache asked) and
+// loads it, printing the parameters read from a C entry's signature, the
+// object's kind and size, the compile time and the compiler's diagnostics,
+// warnings included. Exit 0, or 2 when the source does not compile or load
+// (the compiler's message on stderr).
+struct CompileOptions {
+  std::string source_file;
+  std::string entry;     // empty: the file's name without its extension
+  std::string language;  // empty: from the extension (.ll llvm, .cl opencl, .cu cuda), else c
+  std::string device = "CPU";
+  std::string cpu_compiler;          // clang, llvm or dlopen; empty: SVOD_CPU_BACKEND or the default
+  std::vector<std::string> defines;  // NAME=VALUE, or NAME for NAME=1
+};
+int compile(const CompileOptions& options);
+
 // `svod tune TUNE.json …` (svod/tune/tune_file.h): exit 0 when the search
 // ran, 2 when the tune file or plan is bad or the start candidate fails.
 struct TuneOptions {

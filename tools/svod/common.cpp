@@ -82,12 +82,12 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) 
   return out;
 }
 
-std::string cpu_compiler_option(const std::string& backend) {
+std::string cpu_compiler_option(const std::string& backend, std::string_view flag) {
   if (backend.empty()) return {};
   try {
     return std::string(to_string(parse_cpu_compiler(backend)));
   } catch (const Error&) {
-    throw make_error(ErrorKind::Validation, "--backend {}: expected clang, llvm or dlopen", backend);
+    throw make_error(ErrorKind::Validation, "{} {}: expected clang, llvm or dlopen", flag, backend);
   }
 }
 

@@ -42,8 +42,9 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars);
 
 // --backend: `backend` (clang, llvm or dlopen, any letter case) as the
 // compiler of a plan's CPU devices (LoadOptions::cpu_compiler), in lower
-// case; empty stays empty (the default). Error(Validation) for another name.
-std::string cpu_compiler_option(const std::string& backend);
+// case; empty stays empty (the default). Error(Validation) naming `flag` for
+// another name.
+std::string cpu_compiler_option(const std::string& backend, std::string_view flag = "--backend");
 
 // ---- ranks: svod run, bench and pack on several ranks -----------------------
 

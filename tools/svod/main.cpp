@@ -33,9 +33,9 @@ int svod_command_main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
   auto* demo = app.add_subcommand("demo", "compile, load and run a few kernels, printing results and timings");
 
-  // Options the plan commands share.
-  auto add_backend = [](CLI::App* command, std::string& backend) {
-    command->add_option("--backend", backend,
+  // Options the plan commands share (the CPU compiler's also `svod compile`, as --cpu-compiler).
+  auto add_backend = [](CLI::App* command, std::string& backend, const std::string& flag = "--backend") {
+    command->add_option(flag, backend,
                         "CPU compiler backend: clang, llvm or dlopen (default: SVOD_CPU_BACKEND, else llvm when its "
                         "library loads, else clang)");
   };
@@ -128,6 +128,22 @@ int svod_command_main(int argc, char** argv) {
             "prints its table and writes --json, --profile and --plot.");
   bench->add_flag("--all-ranks", bench_options.all_ranks, "print every rank's table, each line prefixed \"[rank K] \"");
 
+  svod::cli::CompileOptions compile_options;
+  auto* compile = app.add_subcommand("compile", "compile one kernel source and print its diagnostics (warnings too), "
+                                                "the parameters read from its signature, its object's size and the "
+                                                "compile time");
+  compile->add_option("file", compile_options.source_file, "the kernel's source file")->required();
+  compile->add_option("--entry", compile_options.entry, "the entry function (default: the file's name without its "
+                                                        "extension)");
+  compile->add_option("--language", compile_options.language,
+                      "c, llvm, opencl or cuda (default: from the file's extension: .ll llvm, .cl opencl, .cu cuda, "
+                      "else c)");
+  compile->add_option("--device", compile_options.device, "the device to compile for and load on (default CPU)");
+  add_backend(compile, compile_options.cpu_compiler, "--cpu-compiler");
+  compile->add_option("-D,--define", compile_options.defines, "NAME=VALUE, or NAME for NAME=1: a macro (repeatable)")
+      ->type_size(1)
+      ->allow_extra_args(false);
+
   svod::cli::TuneOptions tune_options;
   auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
   tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)")->required();
@@ -161,6 +177,7 @@ int svod_command_main(int argc, char** argv) {
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
     if (tune->parsed()) return svod::cli::tune(tune_options);
+    if (compile->parsed()) return svod::cli::compile(compile_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

@@ -95,6 +95,7 @@ Artifact NvrtcCompiler::compile(const ProgramSpec& spec) const {
   if (debug_level() >= 1 && !log.empty()) log_debug("NVRTC log for {}:\n{}", program, log);
 
   Artifact artifact;
+  artifact.diagnostics = std::move(log);
   size_t size = 0;
   if (cubin_) {
     artifact.kind = kCubin;

@@ -65,15 +65,15 @@ Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {
   ClHandle<cl_program> program(cl.clCreateProgramWithSource(context_, 1, &text, &length, &status));
   check_cl(status, fmt::format("program \"{}\": clCreateProgramWithSource", spec.display_name()));
   status = cl.clBuildProgram(program.get(), 1, &device_, options.c_str(), nullptr, nullptr);
-  if (status != CL_SUCCESS) {
-    size_t size = 0;
-    cl.clGetProgramBuildInfo(program.get(), device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-    std::string log(size, '\0');
-    if (size) cl.clGetProgramBuildInfo(program.get(), device_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-    log.resize(std::strlen(log.c_str()));
+  // The build log: the errors of a failed build, the warnings of one that built.
+  size_t log_size = 0;
+  cl.clGetProgramBuildInfo(program.get(), device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size) cl.clGetProgramBuildInfo(program.get(), device_, CL_PROGRAM_BUILD_LOG, log_size, log.data(), nullptr);
+  log.resize(std::strlen(log.c_str()));
+  if (status != CL_SUCCESS)
     throw make_error(ErrorKind::Compile, "program \"{}\" does not build for {} ({}): {}\n{}", spec.display_name(),
                      device_name_, identity_.target_cpu, cl_status_text(status), log);
-  }
   // A missing entry is a compile-time error, before anything is cached.
   ClHandle<cl_kernel> kernel(cl.clCreateKernel(program.get(), spec.entry.c_str(), &status));
   if (status == CL_INVALID_KERNEL_NAME)
@@ -88,6 +88,7 @@ Artifact OpenClCompiler::compile(const ProgramSpec& spec) const {
                      spec.display_name(), device_name_);
   Artifact artifact;
   artifact.kind = kOpenClBinary;
+  artifact.diagnostics = std::move(log);
   artifact.bytes.resize(size);
   unsigned char* out = reinterpret_cast<unsigned char*>(artifact.bytes.data());
   check_cl(cl.clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof(out), &out, nullptr),

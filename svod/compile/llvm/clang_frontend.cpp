@@ -288,7 +288,8 @@ class ClangFrontend::Preambles {
     if (build) {
       ready = precompile(invocation, source, bounds);
       if (ready && cache)
-        cache->put(stored_key, Artifact{.kind = ArtifactKind::Preamble, .bytes = ready->serialise(), .phases = {}});
+        cache->put(stored_key, Artifact{.kind = ArtifactKind::Preamble, .bytes = ready->serialise(), .phases = {},
+                                        .diagnostics = {}});
       log_debug("preamble of {}: {}", name,
                 !ready ? "cannot be precompiled" : cache ? "precompiled, kept in the object cache" : "precompiled");
     }
@@ -452,7 +453,8 @@ ClangFrontend::~ClangFrontend() = default;
 
 std::string ClangFrontend::version() { return clang::getClangFullVersion(); }
 
-std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context) const {
+std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context,
+                                                     std::string& diagnostics) const {
   auto invocation = std::make_shared<clang::CompilerInvocation>(*invocation_);
   std::string key;
   for (const auto& [name, value] : spec.defines) {
@@ -511,6 +513,7 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   if (!module)
     throw make_error(ErrorKind::Compile, "clang (in-process) failed to compile \"{}\" (c):\n{}", spec.display_name(),
                      text);
+  diagnostics = std::move(text);
   return module;
 }
 

@@ -361,7 +361,8 @@ class LlvmCompiler final : public Compiler {
     {
       llvm::LLVMContext context;
       std::unique_ptr<llvm::Module> module =
-          spec.language == Language::C ? frontend_.emit_ir(spec, context) : parse_llvm_ir(spec, context);
+          spec.language == Language::C ? frontend_.emit_ir(spec, context, artifact.diagnostics)
+                                       : parse_llvm_ir(spec, context);
       artifact.phases.front_end_ms = thread_cpu_ms() - cpu_start;
       check_integer_widths(*module, spec.display_name());
       // Set after the front end, which installs and removes its own handler.

@@ -53,8 +53,10 @@ class ClangFrontend {
   static std::string version();
 
   // C source to an unoptimised module in `context`. Throws Error(Compile)
-  // with clang's diagnostics.
-  std::unique_ptr<llvm::Module> emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context) const;
+  // with clang's diagnostics; what clang said about a source it compiled
+  // (warnings) goes to `diagnostics`.
+  std::unique_ptr<llvm::Module> emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context,
+                                        std::string& diagnostics) const;
 
  private:
   class Preambles;

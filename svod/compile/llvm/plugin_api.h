@@ -13,8 +13,8 @@
 
 namespace svod::detail {
 
-// 2: ProgramSpec::source_name.
-inline constexpr uint32_t kLlvmPluginAbi = 2;
+// 2: ProgramSpec::source_name. 3: Artifact::diagnostics.
+inline constexpr uint32_t kLlvmPluginAbi = 3;
 inline constexpr char kLlvmPluginFactoryName[] = "svod_llvm_create_compiler";
 inline constexpr char kLlvmPluginFileName[] = "libsvod_llvm.so";
 

@@ -1,6 +1,6 @@
 // A C kernel's parameters from its source text (c_signature.h says what is
 // understood and why the compiler is not asked).
-#include "c_signature.h"
+#include "svod/program/c_signature.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <array>
 #include <climits>
 
-namespace svod::python {
+namespace svod {
 
 namespace {
 
@@ -417,4 +417,32 @@ CSignature parse_c_signature(std::string_view source, std::string_view entry,
   return none;
 }
 
-}  // namespace svod::python
+std::optional<CParameters> c_parameters(const CSignature& sig, std::string& problem) {
+  if (!sig.understood) {
+    problem = sig.problem;
+    return std::nullopt;
+  }
+  CParameters out;
+  for (size_t i = 0; i < sig.parameters.size(); ++i) {
+    const CParameter& p = sig.parameters[i];
+    if (!p.problem.empty()) {
+      problem = fmt::format("parameter {} (\"{}\"): {}", i, p.name, p.problem);
+      return std::nullopt;
+    }
+    if (p.pointer) {
+      if (!out.scalars.empty()) {
+        problem = fmt::format("pointer parameter {} (\"{}\") follows an integer one; svod passes every buffer "
+                              "before every scalar",
+                              i, p.name);
+        return std::nullopt;
+      }
+      out.buffers.push_back(BufferParam{.name = p.name, .access = p.read_only ? Access::Read : Access::ReadWrite,
+                                        .dtype = p.dtype, .min_count = std::nullopt});
+    } else {
+      out.scalars.push_back(ScalarParam{.name = p.name, .type = *p.scalar, .min = std::nullopt, .max = std::nullopt});
+    }
+  }
+  return out;
+}
+
+}  // namespace svod

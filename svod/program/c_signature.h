@@ -1,5 +1,6 @@
-// The parameters of a C kernel read from its source, for Device.compile
-// without buffers=/scalars= and to check declared ones against the source.
+// The parameters of a C kernel read from its source, for the callers that are
+// not told them (Python's Device.compile without buffers=/scalars=, `svod
+// compile`) and to check declared ones against the source.
 //
 // The in-process compiler is not asked: with opaque pointers LLVM IR says
 // `ptr` for every pointer (no pointee type, no const), clang's AST is only
@@ -29,7 +30,7 @@
 #include "svod/base/dtype.h"
 #include "svod/program/program_spec.h"
 
-namespace svod::python {
+namespace svod {
 
 struct CParameter {
   std::string name;      // "arg2" for an unnamed one
@@ -56,4 +57,16 @@ struct CSignature {
 CSignature parse_c_signature(std::string_view source, std::string_view entry,
                              const std::vector<std::pair<std::string, std::string>>& defines);
 
-}  // namespace svod::python
+// What a kernel with an understood signature takes: every pointer a buffer
+// (read-only when it points to const, else read and written; its pointee's
+// dtype when svod has one), every integer a scalar, in order.
+struct CParameters {
+  std::vector<BufferParam> buffers;
+  std::vector<ScalarParam> scalars;
+};
+// The parameters of `sig`; nullopt with `problem` saying why when it is not
+// understood, a parameter is neither a buffer nor a scalar, or a pointer
+// follows an integer (svod passes every buffer before every scalar).
+std::optional<CParameters> c_parameters(const CSignature& sig, std::string& problem);
+
+}  // namespace svod

@@ -7,7 +7,6 @@
 // iteration, so no cache answers. Kernel timings compare like with like: the
 // same source, buffers and launch path; only the backend differs.
 #include <benchmark/benchmark.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -149,16 +148,17 @@ std::string svod_binary() {
 }
 
 // Runs `svod args...` as a process per iteration. With plugin == 0 the
-// child looks for the llvm plugin where there is none (SVOD_LLVM_PLUGIN).
+// child looks for the llvm plugin where there is none (SVOD_LLVM_PLUGIN in
+// the child's environment).
 void time_svod_process(benchmark::State& state, const std::vector<std::string>& args, bool plugin) {
   std::vector<std::string> argv = {svod_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  if (!plugin) setenv("SVOD_LLVM_PLUGIN", "/nonexistent/libsvod_llvm.so", 1);
+  std::vector<std::string> environment;
+  if (!plugin) environment.push_back("SVOD_LLVM_PLUGIN=/nonexistent/libsvod_llvm.so");
   for (auto _ : state) {
-    svod::ProcessResult r = svod::run_process(argv, "", std::chrono::seconds(60));
+    svod::ProcessResult r = svod::run_process(argv, "", std::chrono::seconds(60), {}, environment);
     if (!r.ok()) state.SkipWithError(r.err.c_str());
   }
-  unsetenv("SVOD_LLVM_PLUGIN");
 }
 
 // Process start-up alone, for reference.

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/cache/object_cache.h"
 #include "svod/loader/elf_loader.h"
 
 namespace {
@@ -331,7 +332,8 @@ std::pair<double, double> run_times(const Kernel& kernel, const Launch& a, const
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
   const std::string filter = argc > 2 ? argv[2] : "";
-  setenv("SVOD_CACHE", "0", 1);  // run-time builds must compile, not read the disk cache
+  // Run-time builds must compile, not read the disk cache: no cache directory.
+  svod::set_object_cache(std::make_shared<svod::ObjectCache>(svod::ObjectCacheConfig{}));
 
   auto clang = svod::cpu_device(svod::CpuCompiler::Clang);
   auto llvm = svod::cpu_device(svod::CpuCompiler::Llvm);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -20,18 +22,9 @@ namespace svod {
 
 CommOptions default_comm_options() {
   CommOptions options;
-  const int64_t seconds = env_int("SVOD_COMM_TIMEOUT", 60);
-  // At most about 31 years (as svod run --timeout): a deadline in
-  // nanoseconds from now must not overflow the clock.
-  constexpr int64_t kLongest = 1'000'000'000;
-  if (seconds <= 0 || seconds > kLongest)
-    throw make_error(ErrorKind::Validation, "SVOD_COMM_TIMEOUT={} must be a positive number of seconds, at most {}",
-                     seconds, kLongest);
-  options.timeout = std::chrono::seconds(seconds);
-  const int64_t part_bytes = env_int("SVOD_COMM_PART_BYTES", static_cast<int64_t>(options.part_bytes));
-  if (part_bytes <= 0)
-    throw make_error(ErrorKind::Validation, "SVOD_COMM_PART_BYTES={} must be a positive number of bytes", part_bytes);
-  options.part_bytes = static_cast<size_t>(part_bytes);
+  if (const auto seconds = env_seconds(EnvVar::CommTimeout))  // a millisecond at least
+    options.timeout = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*seconds * 1000)));
+  options.part_bytes = static_cast<size_t>(env_int(EnvVar::CommPartBytes, static_cast<int64_t>(options.part_bytes)));
   return options;
 }
 
@@ -354,7 +347,7 @@ void Communicator::abort(std::string_view reason) {
 }
 
 bool launched_by_mpi() {
-  return env_string("OMPI_COMM_WORLD_SIZE") || env_string("PMI_SIZE") || env_string("PMIX_RANK");
+  return foreign_env("OMPI_COMM_WORLD_SIZE") || foreign_env("PMI_SIZE") || foreign_env("PMIX_RANK");
 }
 
 Communicator& world_communicator(std::string_view backend, CommOptions options) {

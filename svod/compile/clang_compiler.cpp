@@ -71,7 +71,7 @@ const std::vector<std::string>& ClangCompiler::object_flags() {
 }
 
 std::string ClangCompiler::find_clang() {
-  if (auto requested = env_string("SVOD_CLANG")) {
+  if (auto requested = env_string(EnvVar::Clang)) {
     if (auto found = find_executable(*requested)) return *found;
     throw make_error(ErrorKind::DeviceUnavailable, "SVOD_CLANG=\"{}\" is not an executable", *requested);
   }

@@ -1,5 +1,7 @@
 #include "svod/compile/cpu_compiler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <exception>
@@ -104,14 +106,19 @@ CpuCompiler parse_cpu_compiler(std::string_view name) {
   throw make_error(ErrorKind::Validation, "unknown CPU backend \"{}\": expected clang, llvm or dlopen", name);
 }
 
-CpuCompilerChoice default_cpu_compiler() {
-  if (auto requested = env_string("SVOD_CPU_BACKEND")) {
-    try {
-      return {parse_cpu_compiler(*requested), "SVOD_CPU_BACKEND=" + *requested};
-    } catch (const Error& e) {
-      throw make_error(ErrorKind::Validation, "SVOD_CPU_BACKEND: {}", e.what());
-    }
+std::optional<CpuCompilerChoice> requested_cpu_compiler() {
+  const auto requested = env_value(EnvVar::CpuBackend);
+  if (!requested) return std::nullopt;
+  try {
+    return CpuCompilerChoice{parse_cpu_compiler(requested->text),
+                             fmt::format("{}={}", requested->name, requested->text)};
+  } catch (const Error&) {
+    throw env_error(*requested, "clang, llvm or dlopen");
   }
+}
+
+CpuCompilerChoice default_cpu_compiler() {
+  if (auto requested = requested_cpu_compiler()) return std::move(*requested);
   // Decided by the file, not by opening it: opening costs milliseconds that
   // a process running stored objects never needs to spend.
   if (const auto file = llvm_plugin_file())

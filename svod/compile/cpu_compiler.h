@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,8 +32,13 @@ struct CpuCompilerChoice {
   std::string reason;  // one line: why this compiler
 };
 
-// SVOD_CPU_BACKEND when set (an unknown name throws as parse_cpu_compiler),
-// else llvm when libsvod_llvm.so is there, else clang. Asking opens nothing.
+// The compiler SVOD_CPU_BACKEND names, with the setting as the reason;
+// nullopt when it is unset. Error(Validation) naming the variable for a name
+// parse_cpu_compiler does not know.
+std::optional<CpuCompilerChoice> requested_cpu_compiler();
+
+// requested_cpu_compiler() when set, else llvm when libsvod_llvm.so is there,
+// else clang. Asking opens nothing.
 CpuCompilerChoice default_cpu_compiler();
 
 // The process's compiler `which`, created on first use. Throws

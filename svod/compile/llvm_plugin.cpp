@@ -40,7 +40,7 @@ LlvmPluginStatus open_plugin() {
 }  // namespace
 
 std::vector<std::string> llvm_plugin_candidates() {
-  return detail::plugin_candidates("SVOD_LLVM_PLUGIN", detail::kLlvmPluginFileName);
+  return detail::plugin_candidates(EnvVar::LlvmPlugin, detail::kLlvmPluginFileName);
 }
 
 namespace {

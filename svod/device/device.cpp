@@ -15,7 +15,11 @@
 
 namespace svod {
 
-Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)), cache_scope_(new_cache_scope()) {}
+Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)), cache_scope_(new_cache_scope()) {
+  // debug_level() is read where nothing may throw: a malformed SVOD_DEBUG is
+  // refused here, where every use of svod starts.
+  check_debug_level();
+}
 Device::~Device() = default;
 
 Buffer Device::allocate_host(DType dtype, size_t count) { return host_device().allocate(dtype, count); }

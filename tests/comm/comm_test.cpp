@@ -501,13 +501,16 @@ TEST(CommOptions, TimeoutComesFromTheEnvironment) {
     test::ScopedEnv env("SVOD_COMM_TIMEOUT", "5");
     EXPECT_EQ(default_comm_options().timeout, 5s);
   }
+  {
+    test::ScopedEnv env("SVOD_COMM_TIMEOUT", "0.25");  // seconds as for SVOD_OP_TIMEOUT: fractions too
+    EXPECT_EQ(default_comm_options().timeout, 250ms);
+  }
   for (const char* bad : {"0", "9223372036854775807"}) {  // the largest used to time out "after -1000 ms"
     test::ScopedEnv env("SVOD_COMM_TIMEOUT", bad);
     const Error e = test::expect_error([] { default_comm_options(); });
     EXPECT_EQ(e.kind(), ErrorKind::Validation) << bad;
-    EXPECT_NE(std::string(e.what()).find("must be a positive number of seconds, at most 1000000000"),
-              std::string::npos)
-        << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("SVOD_COMM_TIMEOUT=\"{}\": expected a positive number of seconds, at most 1000000000", bad));
   }
   EXPECT_EQ(test::expect_error([] { parse_reduce_op("avg"); }).kind(), ErrorKind::Validation);
   EXPECT_EQ(parse_reduce_op("prod"), ReduceOp::Prod);

@@ -469,6 +469,11 @@ def test_checked_restores_the_mode_and_refuses_unknown_checks():
         with svod.checked("all"):
             pass
         assert svod._svod._check_mode() == "nan"
+        # The switch words of every svod variable (docs/ENVIRONMENT.md): on is memory.
+        with svod.checked("On"):
+            assert svod._svod._check_mode() == "memory,nan"
+        with svod.checked("false"):
+            assert svod._svod._check_mode() == "nan"
     assert svod._svod._check_mode() == "off"
     with pytest.raises(svod.ValidationError, match='unknown check "bounds"'):
         with svod.checked("bounds"):

@@ -56,7 +56,7 @@ int info() {
   try {
     const int threads = thread_count();
     fmt::print("threads: {} ({})\n", threads,
-               env_int("SVOD_THREADS", 0) > 0 ? "SVOD_THREADS"
+               env_int(EnvVar::Threads, 0) > 0 ? "SVOD_THREADS"
                                               : "the CPUs this process may run on; SVOD_THREADS sets another count");
   } catch (const Error& e) {
     fmt::print("threads: {}\n", e.what());

@@ -41,6 +41,7 @@
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
 #include "svod/comm/communicator.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/isolation.h"
 #include "svod/guard/kernel_stop.h"
@@ -119,7 +120,7 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   // choosing it costs nothing, while the default llvm backend opens its LLVM
   // plugin (several milliseconds, a large part of a package's start-up).
   std::string compiler = cpu_compiler_option(options.backend);
-  if (package && compiler.empty() && !std::getenv("SVOD_CPU_BACKEND")) compiler = "clang";
+  if (package && compiler.empty() && !requested_cpu_compiler()) compiler = "clang";
   if (package) {
     LoadedPackage loaded_package =
         load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm,

@@ -24,7 +24,7 @@ constexpr EnvVariable kVariables[] = {
     {EnvVar::CommPartBytes, "SVOD_COMM_PART_BYTES", EnvType::Integer, 1, kNoLimit},
     {EnvVar::CommTimeout, "SVOD_COMM_TIMEOUT", EnvType::Seconds, 0, kLongestSeconds},
     {EnvVar::Compile, "SVOD_COMPILE", EnvType::Switch},
-    {EnvVar::CpuBackend, "SVOD_CPU_BACKEND", EnvType::Text},  // parse_cpu_compiler's names
+    {EnvVar::CpuCompiler, "SVOD_CPU_COMPILER", EnvType::Text, 0, 0, "SVOD_CPU_BACKEND"},  // parse_cpu_compiler's
     {EnvVar::CudaDriver, "SVOD_CUDA_DRIVER", EnvType::Text},
     {EnvVar::CudaPath, "SVOD_CUDA_PATH", EnvType::Text},
     {EnvVar::Debug, "SVOD_DEBUG", EnvType::Level, 0, 4},
@@ -51,6 +51,16 @@ std::string_view trimmed(std::string_view text) {
   const size_t first = text.find_first_not_of(kWhitespace);
   if (first == std::string_view::npos) return {};
   return text.substr(first, text.find_last_not_of(kWhitespace) - first + 1);
+}
+
+// The variable `name` (a literal of the table: NUL-terminated), trimmed;
+// nullopt when unset or blank.
+std::optional<EnvValue> read_variable(std::string_view name) {
+  const char* value = std::getenv(name.data());
+  if (value == nullptr) return std::nullopt;
+  const std::string_view text = trimmed(value);
+  if (text.empty()) return std::nullopt;
+  return EnvValue{name, std::string(text)};
 }
 
 const EnvVariable& typed(EnvVar var, EnvType type) {
@@ -81,11 +91,13 @@ const EnvVariable& env_variable(EnvVar var) noexcept { return kVariables[static_
 
 std::optional<EnvValue> env_value(EnvVar var) {
   const EnvVariable& variable = env_variable(var);
-  const char* value = std::getenv(variable.name.data());
-  if (value == nullptr) return std::nullopt;
-  const std::string_view text = trimmed(value);
-  if (text.empty()) return std::nullopt;
-  return EnvValue{variable.name, std::string(text)};
+  std::optional<EnvValue> value = read_variable(variable.name);
+  if (variable.alias.empty()) return value;
+  std::optional<EnvValue> old = read_variable(variable.alias);
+  if (value && old && value->text != old->text)
+    throw make_error(ErrorKind::Validation, "{} and {} differ ({} is the old name of {}): set one", to_string(*value),
+                     to_string(*old), variable.alias, variable.name);
+  return value ? value : old;
 }
 
 std::string to_string(const EnvValue& value) { return fmt::format("{}=\"{}\"", value.name, value.text); }

@@ -12,6 +12,9 @@
 //   - A malformed value is an Error(Validation) that names the variable,
 //     quotes the value and says what was expected:
 //       SVOD_CACHE="maybe": expected 1 or 0 (or true/false, yes/no, on/off)
+//   - A variable that was renamed is still read under its old name (its
+//     alias); both set to different values is an Error(Validation) naming
+//     both.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +39,7 @@ enum class EnvVar {
   CommPartBytes,
   CommTimeout,
   Compile,
-  CpuBackend,
+  CpuCompiler,
   CudaDriver,
   CudaPath,
   Debug,
@@ -64,15 +67,17 @@ struct EnvVariable {
   EnvVar var;
   std::string_view name;
   EnvType type;
-  int64_t min = 0;  // Integer and Level
-  int64_t max = 0;  // Integer, Level and Seconds
+  int64_t min = 0;         // Integer and Level
+  int64_t max = 0;         // Integer, Level and Seconds
+  std::string_view alias;  // the variable's old name, still read; empty when it has none
 };
 
 // The table, in EnvVar order.
 std::span<const EnvVariable> env_variables() noexcept;
 const EnvVariable& env_variable(EnvVar var) noexcept;
 
-// A variable as it is set: its name and its text, whitespace trimmed.
+// A variable as it is set: the name it is set under (its own, or its
+// alias) and its text, whitespace trimmed.
 struct EnvValue {
   std::string_view name;
   std::string text;

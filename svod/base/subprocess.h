@@ -1,4 +1,4 @@
-// Child processes with in-memory stdin/stdout/stderr: the clang backend feeds
+// Child processes with in-memory stdin/stdout/stderr: the clang compiler feeds
 // source on stdin and reads the object from stdout, so nothing touches disk.
 #pragma once
 

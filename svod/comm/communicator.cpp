@@ -164,7 +164,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   std::lock_guard lock(mutex_);
   if (!broken_.empty())
     throw make_error(ErrorKind::Execution, "{} communicator rank {} of {}: unusable after an earlier failure: {}",
-                     backend(), rank_, size_, broken_);
+                     transport(), rank_, size_, broken_);
   // Point-to-point calls take no number: ranks make different numbers of
   // them, and the numbers must stay in step for the collectives.
   if (desc.kind != CollectiveKind::Send) desc.seq = seq_++;
@@ -177,7 +177,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   std::exception_ptr staging_error;
   if (!desc.invalid) {
     try {
-      // A backend that takes every operand natively gets its own addresses;
+      // A transport that takes every operand natively gets its own addresses;
       // otherwise device operands are staged through host memory.
       desc.native = operands.size() > 0 && std::all_of(operands.begin(), operands.end(), [&](const Operand& operand) {
                       return native_address(*operand.buffer) != nullptr;
@@ -229,7 +229,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
     for (const auto& operand : staged)
       if (operand) operand->finish();
   } catch (const Error& error) {
-    // Backends raise Validation only when every rank saw the same mismatch
+    // Transports raise Validation only when every rank saw the same mismatch
     // before any data moved, so the ranks stay in step and the communicator
     // usable. Anything else may have left them out of step.
     if (error.kind() != ErrorKind::Validation) broken_ = error.what();
@@ -350,19 +350,19 @@ bool launched_by_mpi() {
   return foreign_env("OMPI_COMM_WORLD_SIZE") || foreign_env("PMI_SIZE") || foreign_env("PMIX_RANK");
 }
 
-Communicator& world_communicator(std::string_view backend, CommOptions options) {
-  if (backend != "auto" && backend != "mpi" && backend != "local")
-    throw make_error(ErrorKind::Validation, "unknown communicator backend \"{}\" (expected auto, mpi or local)",
-                     backend);
-  const bool use_mpi = backend == "mpi" || (backend == "auto" && launched_by_mpi());
+Communicator& world_communicator(std::string_view transport, CommOptions options) {
+  if (transport != "auto" && transport != "mpi" && transport != "local")
+    throw make_error(ErrorKind::Validation, "unknown communicator transport \"{}\" (expected auto, mpi or local)",
+                     transport);
+  const bool use_mpi = transport == "mpi" || (transport == "auto" && launched_by_mpi());
   static std::mutex mutex;
   static std::unique_ptr<Communicator> world;
   std::lock_guard lock(mutex);
   if (!world) {
     world = use_mpi ? open_mpi_communicator(options) : std::move(create_local_communicators(1, options).front());
-  } else if (backend != "auto" && world->backend() != backend) {
+  } else if (transport != "auto" && world->transport() != transport) {
     throw make_error(ErrorKind::Validation, "the world communicator of this process is already \"{}\", not \"{}\"",
-                     world->backend(), backend);
+                     world->transport(), transport);
   }
   return *world;
 }

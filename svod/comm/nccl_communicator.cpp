@@ -240,7 +240,7 @@ class NcclCommunicator final : public Communicator {
     if (comm_) (failed_ ? api_.ncclCommAbort : api_.ncclCommDestroy)(comm_);
   }
 
-  std::string_view backend() const noexcept override { return "nccl"; }
+  std::string_view transport() const noexcept override { return "nccl"; }
   int local_rank() const noexcept override { return host_.local_rank(); }
   int local_size() const noexcept override { return host_.local_size(); }
   void mark_failed() noexcept { failed_ = true; }

@@ -1,5 +1,6 @@
 // CPU compilers: how C and LLVM IR become running code on the CPU device
-// (users pick one by the name "backend": svod run --backend, SVOD_CPU_BACKEND).
+// (users pick one: svod run --cpu-compiler, SVOD_CPU_COMPILER, Python's
+// cpu_compiler=; --backend, SVOD_CPU_BACKEND and backend= are the old names).
 //
 //   clang   a clang process per kernel (source on stdin, object on stdout),
 //           loaded by svod's ELF loader;
@@ -7,8 +8,8 @@
 //           loaded by svod's ELF loader — no process per kernel;
 //   dlopen  a clang process builds a shared library, opened with dlopen.
 //
-// The default is llvm when its library is there, else clang; SVOD_CPU_BACKEND
-// (clang|llvm|dlopen) overrides it.
+// The default is llvm when its library is there, else clang;
+// SVOD_CPU_COMPILER (clang|llvm|dlopen) overrides it.
 #pragma once
 
 #include <memory>
@@ -32,7 +33,7 @@ struct CpuCompilerChoice {
   std::string reason;  // one line: why this compiler
 };
 
-// The compiler SVOD_CPU_BACKEND names, with the setting as the reason;
+// The compiler SVOD_CPU_COMPILER names, with the setting as the reason;
 // nullopt when it is unset. Error(Validation) naming the variable for a name
 // parse_cpu_compiler does not know.
 std::optional<CpuCompilerChoice> requested_cpu_compiler();

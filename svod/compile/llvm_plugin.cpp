@@ -30,7 +30,7 @@ LlvmPluginStatus open_plugin() {
     }
     status.compiler = std::move(compiler);
     status.path = path;
-    if (debug_level() >= 1) log_debug("llvm backend: {} ({})", path, status.compiler->identity().describe());
+    if (debug_level() >= 1) log_debug("llvm compiler: {} ({})", path, status.compiler->identity().describe());
     return status;
   }
   status.error = fmt::format("{} is not usable here:{}", detail::kLlvmPluginFileName, tried);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -124,6 +125,27 @@ TEST(Env, SizesTakeBinarySuffixes) {
   }
 }
 
+TEST(Env, ARenamedVariableIsReadUnderItsOldNameToo) {
+  ScopedEnv unset("SVOD_CPU_COMPILER", std::nullopt);
+  ScopedEnv old("SVOD_CPU_BACKEND", " clang ");
+  std::optional<EnvValue> value = env_value(EnvVar::CpuCompiler);
+  ASSERT_TRUE(value);
+  EXPECT_EQ(value->name, "SVOD_CPU_BACKEND");
+  EXPECT_EQ(value->text, "clang");
+  {
+    ScopedEnv same("SVOD_CPU_COMPILER", "clang");
+    value = env_value(EnvVar::CpuCompiler);
+    ASSERT_TRUE(value);
+    EXPECT_EQ(value->name, "SVOD_CPU_COMPILER");
+  }
+  ScopedEnv other("SVOD_CPU_COMPILER", "llvm");
+  const Error e = test::expect_error([] { env_value(EnvVar::CpuCompiler); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_EQ(message_of(e),
+            "SVOD_CPU_COMPILER=\"llvm\" and SVOD_CPU_BACKEND=\"clang\" differ (SVOD_CPU_BACKEND is the old name of "
+            "SVOD_CPU_COMPILER): set one");
+}
+
 TEST(Env, AReaderOfTheWrongTypeIsAnInternalError) {
   EXPECT_EQ(test::expect_error([] { env_switch(EnvVar::Threads); }).kind(), ErrorKind::Internal);
   EXPECT_EQ(test::expect_error([] { env_string(EnvVar::Debug); }).kind(), ErrorKind::Internal);
@@ -142,6 +164,10 @@ TEST(Env, TheTableNamesEachVariableOnce) {
   for (const EnvVariable& variable : env_variables()) {
     EXPECT_TRUE(variable.name.starts_with("SVOD_")) << variable.name;
     EXPECT_TRUE(names.insert(variable.name).second) << variable.name << " twice";
+    if (!variable.alias.empty()) {
+      EXPECT_TRUE(variable.alias.starts_with("SVOD_")) << variable.alias;
+      EXPECT_TRUE(names.insert(variable.alias).second) << variable.alias << " twice";
+    }
     EXPECT_EQ(&env_variable(variable.var), &variable);
   }
 }
@@ -175,12 +201,18 @@ TEST(Env, TheDocumentListsTheTable) {
   ASSERT_NE(section, std::string::npos);
   const size_t section_end = doc.find("\n## ", section + 1);
   std::stringstream rows(doc.substr(section, section_end - section));
-  std::map<std::string, std::string> documented;  // name -> value column
+  struct Row {
+    std::string name_column;
+    std::string value_column;
+  };
+  std::map<std::string, Row> documented;  // by the variable's name
   for (std::string line; std::getline(rows, line);) {
     if (!line.starts_with("| `SVOD_")) continue;
     const size_t name_end = line.find('`', 3);
-    const size_t value_end = line.find(" |", name_end + 3);
-    documented[line.substr(3, name_end - 3)] = line.substr(name_end + 4, value_end - name_end - 4);
+    const size_t name_column_end = line.find(" | ", name_end);
+    const size_t value_end = line.find(" | ", name_column_end + 3);
+    documented[line.substr(3, name_end - 3)] = {line.substr(2, name_column_end - 2),
+                                                line.substr(name_column_end + 3, value_end - name_column_end - 3)};
   }
   for (const EnvVariable& variable : env_variables()) {
     const auto row = documented.find(std::string(variable.name));
@@ -188,12 +220,15 @@ TEST(Env, TheDocumentListsTheTable) {
       ADD_FAILURE() << variable.name << " has no row in docs/ENVIRONMENT.md";
       continue;
     }
-    EXPECT_NE(row->second.find(documented_type(variable)), std::string::npos)
-        << variable.name << ": the value column \"" << row->second << "\" does not say \""
+    EXPECT_NE(row->second.value_column.find(documented_type(variable)), std::string::npos)
+        << variable.name << ": the value column \"" << row->second.value_column << "\" does not say \""
         << documented_type(variable) << "\"";
+    if (!variable.alias.empty())  // "`SVOD_CPU_COMPILER` (old name: `SVOD_CPU_BACKEND`)"
+      EXPECT_NE(row->second.name_column.find(fmt::format("old name: `{}`", variable.alias)), std::string::npos)
+          << variable.name << "'s row does not give its old name " << variable.alias;
     documented.erase(row);
   }
-  for (const auto& [name, value] : documented) ADD_FAILURE() << name << " is documented but svod does not read it";
+  for (const auto& [name, row] : documented) ADD_FAILURE() << name << " is documented but svod does not read it";
 }
 
 }  // namespace

@@ -406,7 +406,7 @@ TEST_F(OpenCl, BinariesGoThroughTheObjectCache) {
   ObjectCacheStats stats = object_cache()->stats();
   EXPECT_EQ(stats.misses, 1u);
   EXPECT_EQ(stats.writes, 1u);
-  EXPECT_EQ(cl().compiler().identity().backend, "opencl");
+  EXPECT_EQ(cl().compiler().identity().name, "opencl");
 
   OpenClDevice second(cl().index());
   auto program = second.compile(spec);

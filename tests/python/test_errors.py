@@ -97,8 +97,10 @@ def test_arguments_of_the_wrong_type_name_the_parameter(cpu):
     # Before: pybind11's "incompatible function arguments" for each.
     with raises_type_error(r"svod\.device: name: expected a str, got int"):
         svod.device(1)
-    with raises_type_error(r"svod\.device: backend: expected a str, got int"):
+    with raises_type_error(r"svod\.device: cpu_compiler: expected a str, got int"):
         svod.device("CPU", 5)
+    with raises_type_error(r"svod\.device: backend: expected a str, got int"):
+        svod.device("CPU", backend=5)
     with raises_type_error(r"allocate: zero: expected a bool, got str"):
         cpu.allocate("f32", 4, zero="no")
     with raises_type_error(r"svod\.Buffer\.view: byte_offset: expected an integer, got str"):
@@ -115,6 +117,8 @@ def test_arguments_of_the_wrong_type_name_the_parameter(cpu):
         cpu.compile_many([], errors=1)
     with raises_type_error(r"load_plan: path: expected a path \(str, bytes or os\.PathLike\), got int"):
         svod.load_plan(5)
+    with raises_type_error(r"load_plan: cpu_compiler: expected a str, got int"):
+        svod.load_plan(FEATURES, cpu_compiler=5)
     with raises_type_error(r"load_plan: backend: expected a str, got int"):
         svod.load_plan(FEATURES, backend=5)
     with raises_type_error(r"run: check: expected a bool, got str"):

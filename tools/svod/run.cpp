@@ -115,11 +115,11 @@ struct RankPlan {
 // for a plain run).
 RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communicator>& comm) {
   const bool package = is_package_file(options.plan);
-  // A package's CPU programs are compiled already, so unless a backend is
-  // asked for, the clang backend serves the rare recompile (a foreign CPU):
-  // choosing it costs nothing, while the default llvm backend opens its LLVM
+  // A package's CPU programs are compiled already, so unless a compiler is
+  // asked for, the clang compiler serves the rare recompile (a foreign CPU):
+  // choosing it costs nothing, while the default llvm compiler opens its LLVM
   // plugin (several milliseconds, a large part of a package's start-up).
-  std::string compiler = cpu_compiler_option(options.backend);
+  std::string compiler = cpu_compiler_option(options.cpu_compiler);
   if (package && compiler.empty() && !requested_cpu_compiler()) compiler = "clang";
   if (package) {
     LoadedPackage loaded_package =
@@ -333,7 +333,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   const PlanFile& file = rank_plan->file;
   LoadedPlan& loaded = rank_plan->loaded;
   if (comm && comm->size() > 1)
-    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
+    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->transport(), comm->rank());
 
   // The outputs, then the buffers --output asks for (rank 0 writes them).
   std::vector<size_t> captured;

@@ -1,13 +1,13 @@
 """Cold start of `svod run` on the MLP example (issue 17): each run gets a fresh, empty
 SVOD_CACHE_DIR, so every program is compiled. Alternates, round by round, this build with the
-llvm backend, this build with the clang backend and, when given, a baseline: another build's
+llvm compiler, this build with the clang compiler and, when given, a baseline: another build's
 `svod` binary whose folder also holds the libsvod_runtime.so* and libsvod_llvm.so it was built
 with (LD_LIBRARY_PATH points there, so it opens its own plugin too).
 
     /usr/bin/python3 bench/bench_cold_start.py [rounds=10] [baseline folder]
 
 Each round also runs every variant a second time on the cache its cold run filled (a warm
-start: nothing compiles, but the llvm backend still opens its plugin for the cache key).
+start: nothing compiles, but the llvm compiler still opens its plugin for the cache key).
 Prints each variant's median and range of wall time and its median user + system CPU time,
 cold and warm, and the baseline's median wall times over this build's.
 """
@@ -32,7 +32,7 @@ def main():
         folder = os.path.abspath(sys.argv[2])
         variants["baseline"] = ([os.path.join(folder, "svod"), "run", PLAN], {"LD_LIBRARY_PATH": folder})
     variants["this build"] = ([SVOD, "run", PLAN], {})
-    variants["this build, clang"] = ([SVOD, "run", "--backend", "clang", PLAN], {})
+    variants["this build, clang"] = ([SVOD, "run", "--cpu-compiler", "clang", PLAN], {})
     kinds = ("cold", "warm")
     wall = {(name, kind): [] for name in variants for kind in kinds}
     cpu = {(name, kind): [] for name in variants for kind in kinds}
@@ -40,6 +40,7 @@ def main():
         for name, (argv, extra) in variants.items():
             cache = tempfile.mkdtemp(prefix="svod_cold_")
             env = dict(os.environ, SVOD_CACHE_DIR=cache, **extra)
+            env.pop("SVOD_CPU_COMPILER", None)
             env.pop("SVOD_CPU_BACKEND", None)
             for kind in kinds:
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)

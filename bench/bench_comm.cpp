@@ -1,7 +1,7 @@
 // The local communicator (ranks as threads): all_reduce of 64 MiB f32 on 2
 // ranks against a single-threaded memcpy of the same buffer, the same on
 // OpenCL buffers (staged through host memory), the 8-byte all_reduce
-// latency, and a one-rank call's cost. The mpi backend's bench is
+// latency, and a one-rank call's cost. The mpi transport's bench is
 // bench/mpi/ (run under mpirun).
 #include <benchmark/benchmark.h>
 

@@ -1,4 +1,4 @@
-// Compile speed on kernels shaped like code-generator output, per CPU backend.
+// Compile speed on kernels shaped like code-generator output, per CPU compiler.
 //
 // The corpus is generated here: fully unrolled reductions with 8-64
 // accumulators, register-tiled matmuls (4x4 and 8x4 tiles, k unrolled),
@@ -6,15 +6,15 @@
 // inputs, core_id-threaded variants and f16 inputs widened to f32, from about
 // 15 to 500 lines each. For every kernel it reports the compile time of the
 // clang process (one `clang-19 -O2` per kernel, svod's flags) and of the
-// in-process llvm backend, the llvm backend's breakdown (front end, IR
+// in-process llvm compiler, the llvm compiler's breakdown (front end, IR
 // optimisation, code generation) plus the ELF load time, and the kernel's run
-// time built by each backend. Compiles call the backends' compilers directly,
-// so no cache answers.
+// time built by each compiler. Compiles call the compilers directly, so no
+// cache answers.
 //
 //   taskset -c 0 build/release/bench/bench_corpus [repeats=3] [filter]
 //
 // Pin it to one core: the targets compare single-core compile time. Compile
-// times are CPU time (the compiling thread's for the in-process backend, the
+// times are CPU time (the compiling thread's for the in-process compiler, the
 // child's user + system time for the clang process), so that other load on
 // the machine does not inflate them; each compile is repeated `repeats` times
 // and the median kept. Run times are the fastest of 25 launches, the two
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/cache/object_cache.h"
 #include "svod/loader/elf_loader.h"
 
 namespace {
@@ -331,7 +332,8 @@ std::pair<double, double> run_times(const Kernel& kernel, const Launch& a, const
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
   const std::string filter = argc > 2 ? argv[2] : "";
-  setenv("SVOD_CACHE", "0", 1);  // run-time builds must compile, not read the disk cache
+  // Run-time builds must compile, not read the disk cache: no cache directory.
+  svod::set_object_cache(std::make_shared<svod::ObjectCache>(svod::ObjectCacheConfig{}));
 
   auto clang = svod::cpu_device(svod::CpuCompiler::Clang);
   auto llvm = svod::cpu_device(svod::CpuCompiler::Llvm);
@@ -364,7 +366,8 @@ int main(int argc, char** argv) {
       if (r == 0) {
         first_object = artifact.bytes;
       } else if (artifact.bytes != first_object) {
-        fmt::print(stderr, "{}: the llvm backend produced a different object on compile {}\n", kernel.spec.entry, r + 1);
+        fmt::print(stderr, "{}: the llvm compiler produced a different object on compile {}\n", kernel.spec.entry,
+                   r + 1);
         return 1;
       }
     }

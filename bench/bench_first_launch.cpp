@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/base/env.h"
 #include "svod/base/thread_pool.h"
 
 extern char** environ;
@@ -120,6 +121,10 @@ std::string fmt_pause() { return "compiled " + std::to_string(kLatePauseMs) + " 
 // The object cache made for this run, if it made one: removed on every way out.
 std::filesystem::path temporary_cache;
 
+// The children's environment: this process's, with SVOD_CACHE_DIR naming the
+// temporary cache when this run made one.
+std::vector<std::string> child_environment;
+
 struct ChildRun {
   double wall_us = 0, cpu_us = 0;
   std::map<std::string, double> figures;  // what the child printed
@@ -131,6 +136,9 @@ ChildRun run_child(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& s : child_environment) envp.push_back(s.data());
+  envp.push_back(nullptr);
   int out[2];
   if (::pipe(out) != 0) std::abort();
   posix_spawn_file_actions_t actions;
@@ -139,7 +147,7 @@ ChildRun run_child(const std::vector<std::string>& args) {
   posix_spawn_file_actions_addclose(&actions, out[0]);
   pid_t pid = 0;
   const auto start = Clock::now();
-  if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ) != 0) std::abort();
+  if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data()) != 0) std::abort();
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   std::string text;
@@ -170,11 +178,14 @@ ChildRun run_child(const std::vector<std::string>& args) {
 }
 
 int parent(int processes) {
-  if (std::getenv("SVOD_CACHE_DIR") == nullptr) {
+  const bool cache_named = svod::env_string(svod::EnvVar::CacheDir).has_value();
+  for (char** entry = environ; *entry != nullptr; ++entry)
+    if (cache_named || std::strncmp(*entry, "SVOD_CACHE_DIR=", 15) != 0) child_environment.emplace_back(*entry);
+  if (!cache_named) {
     char name[] = "/tmp/svod_first_launch_XXXXXX";
     if (::mkdtemp(name) == nullptr) std::abort();
     temporary_cache = name;
-    ::setenv("SVOD_CACHE_DIR", name, 1);
+    child_environment.push_back(std::string("SVOD_CACHE_DIR=") + name);
   }
   (void)run_child({"--child", "launch"});  // fills the object cache
   struct Kind {
@@ -200,8 +211,9 @@ int parent(int processes) {
       return it == r.figures.end() ? 0.0 : it->second;
     });
   };
+  const auto threads = svod::env_value(svod::EnvVar::Threads);
   std::printf("%d fresh processes per kind, medians; pool threads: %d (SVOD_THREADS=%s)\n", processes,
-              svod::thread_count(), std::getenv("SVOD_THREADS") ? std::getenv("SVOD_THREADS") : "unset");
+              svod::thread_count(), threads ? threads->text.c_str() : "unset");
   for (int i = 0; i < 2; ++i) {
     const Kind& launch = kinds[i];
     std::printf("%s: core_id launch, 16 slices: first %.1f us, second %.1f us, warm %.2f us; "

@@ -63,6 +63,7 @@ def main():
     work = tempfile.mkdtemp(prefix="svod_startup_")
     try:
         env = dict(os.environ, SVOD_CACHE_DIR=os.path.join(work, "cache"))
+        env.pop("SVOD_CPU_COMPILER", None)
         env.pop("SVOD_CPU_BACKEND", None)
         env.pop("SVOD_CACHE", None)
         packaged = dict(env, SVOD_CACHE="0", SVOD_COMPILE="0")

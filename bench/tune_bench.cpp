@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 
+#include "svod/cache/object_cache.h"
 #include "svod/registry/registry.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/tuner.h"
@@ -22,12 +22,12 @@ namespace fs = std::filesystem;
 
 const fs::path kTuneFile = fs::path(SVOD_SOURCE_DIR) / "examples/tune_matmul/tune.json";
 
-// A fresh object cache directory for the process and the workers it starts.
+// A fresh object cache directory, the process's object cache from now on.
 fs::path fresh_cache(const char* tag) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("svod-tune-bench-{}-{}", tag, ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ::setenv("SVOD_CACHE_DIR", dir.c_str(), 1);
+  svod::set_object_cache(std::make_shared<svod::ObjectCache>(svod::ObjectCacheConfig{.directory = dir}));
   return dir;
 }
 
@@ -38,7 +38,10 @@ void BM_TuneSearch(benchmark::State& state) {
   const svod::TuneFile file = svod::parse_tune_file(kTuneFile);
   const fs::path cache = fresh_cache("search");
   svod::TuneOptions options;
-  options.worker_command = {(fs::path(SVOD_BINARY_DIR) / "svod").string(), "tune", "--worker"};
+  // The workers are other processes: their cache is named in their own
+  // environment (env(1)), not in this process's.
+  options.worker_command = {"env", "SVOD_CACHE_DIR=" + cache.string(), (fs::path(SVOD_BINARY_DIR) / "svod").string(),
+                            "tune", "--worker"};
   for (auto _ : state) {
     const svod::TuneReport report = svod::tune(file, options);
     state.counters["candidates"] = double(report.candidates.size());

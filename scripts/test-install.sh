@@ -83,7 +83,7 @@ step() { echo "== test-install (${SECONDS}s): $*"; }
 # PREFIX (the first argument), compiles with the llvm plugin, and runs the MLP plan.
 check_python() {
   local interpreter=$1 prefix=$2
-  (cd "$work" && SVOD_CPU_BACKEND=llvm "$interpreter" - "$prefix" "$src" <<'EOF'
+  (cd "$work" && SVOD_CPU_COMPILER=llvm "$interpreter" - "$prefix" "$src" <<'EOF'
 import os, sys
 import numpy as np
 import svod
@@ -149,7 +149,7 @@ opens_command() {
 # The environment's svod command COMMAND (pip's console script) runs the package's own
 # svod/svod (PACKAGE/svod) from $work: that launcher opens the command's library beside it,
 # which finds libsvod_runtime beside it, the llvm plugin is found beside the runtime
-# (SVOD_CPU_BACKEND=llvm fails without it), the example plans run, and the exit status is the
+# (SVOD_CPU_COMPILER=llvm fails without it), the example plans run, and the exit status is the
 # binary's. A copy of the launcher without the library beside it says so.
 check_command() {
   local command=$1 package=$2 rc_command rc_binary rc_lonely
@@ -161,8 +161,8 @@ check_command() {
   [ "$(cd "$work" && "$command" --version)" = "$("$package/svod" --version)" ] || fail "$command --version differs"
   (cd "$work" && "$command" info) | grep -qF "$package/libsvod_llvm.so" ||
     fail "$command info names no llvm plugin in $package"
-  (cd "$work" && SVOD_CPU_BACKEND=llvm "$command" run "$src/examples/mlp/plan.json" >/dev/null)
-  (cd "$work" && SVOD_CPU_BACKEND=llvm "$command" run "$src/examples/features/plan.json" >/dev/null)
+  (cd "$work" && SVOD_CPU_COMPILER=llvm "$command" run "$src/examples/mlp/plan.json" >/dev/null)
+  (cd "$work" && SVOD_CPU_COMPILER=llvm "$command" run "$src/examples/features/plan.json" >/dev/null)
   (cd "$work" && "$command" run --ranks 2 "$src/examples/data_parallel/plan.json" >/dev/null)
   rc_command=0; (cd "$work" && "$command" run "$work/no-such-plan.json" 2>/dev/null) || rc_command=$?
   rc_binary=0; (cd "$work" && "$package/svod" run "$work/no-such-plan.json" 2>/dev/null) || rc_binary=$?
@@ -248,7 +248,7 @@ step "the installed svod command on the example plans"
 cd "$work"
 svod --version
 svod info | grep -qF "lib/$multiarch/libsvod_llvm.so" || fail "svod info names no llvm plugin in $libdir"
-SVOD_CPU_BACKEND=llvm svod run "$src/examples/mlp/plan.json" >/dev/null
+SVOD_CPU_COMPILER=llvm svod run "$src/examples/mlp/plan.json" >/dev/null
 svod run "$src/examples/features/plan.json" >/dev/null
 svod run --ranks 2 "$src/examples/data_parallel/plan.json" --repeat 2 >/dev/null
 

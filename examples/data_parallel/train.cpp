@@ -131,7 +131,7 @@ bool train(const Args& args, const PlanFile& file, Communicator& comm) {
           fmt::format("the weights differ from make_data.py's reference (error {:.3g} x tolerance)", worst_reference));
   if (ok)
     fmt::print("{} ranks ({}): weights bitwise identical on every rank; within {:.2g} x tolerance of one rank{}\n",
-               comm.size(), comm.backend(), worst_alone,
+               comm.size(), comm.transport(), worst_alone,
                have_reference ? fmt::format(" and {:.2g} x of the float64 reference", worst_reference)
                               : std::string(" (no reference for this many steps)"));
   return ok;

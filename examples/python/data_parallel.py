@@ -124,7 +124,7 @@ def main():
     args = parser.parse_args()
     kernels = compile_kernels()
     world = svod.comm.world()
-    if world.backend == "mpi":
+    if world.transport == "mpi":
         results = [train(world, kernels, args.steps)]
         ranks, rank = world.world_size, world.rank
     else:
@@ -138,7 +138,7 @@ def main():
     error = np.abs(params - reference(args.steps)).max()
     if error > 1e-4:
         raise SystemExit(f"the weights are {error:.3g} away from the float64 reference")
-    print(f"{ranks} ranks ({world.backend if world.backend == 'mpi' else 'local'}): weights bitwise identical "
+    print(f"{ranks} ranks ({world.transport if world.transport == 'mpi' else 'local'}): weights bitwise identical "
           f"on every rank, {error:.2g} from the float64 reference")
     print(f"weights sha256 {hashlib.sha256(params.tobytes()).hexdigest()}")
 

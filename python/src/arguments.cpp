@@ -41,6 +41,16 @@ std::optional<std::string> optional_string(py::handle obj, std::string_view what
   return string_argument(obj, what);
 }
 
+std::optional<std::string> renamed_string(py::handle obj, py::handle old_obj, std::string_view function,
+                                          std::string_view name, std::string_view old_name) {
+  std::optional<std::string> value = optional_string(obj, fmt::format("{}: {}", function, name));
+  std::optional<std::string> old = optional_string(old_obj, fmt::format("{}: {}", function, old_name));
+  if (value && old && *value != *old)
+    throw make_error(ErrorKind::Validation, "{}: {}=\"{}\" and {}=\"{}\" differ ({} is the old name of {}): give one",
+                     function, name, *value, old_name, *old, old_name, name);
+  return value ? value : old;
+}
+
 bool bool_argument(py::handle obj, std::string_view what) {
   if (obj.ptr() == Py_True) return true;
   if (obj.ptr() == Py_False) return false;

@@ -193,6 +193,11 @@ std::string repr_text(py::handle obj);
 std::string string_argument(py::handle obj, std::string_view what);
 // A str argument, or nullopt for None.
 std::optional<std::string> optional_string(py::handle obj, std::string_view what);
+// A str argument of `function` that has an old name too (cpu_compiler= and
+// backend=): the one given, or nullopt when both are None. Both given with
+// different values is Error(Validation) naming both.
+std::optional<std::string> renamed_string(py::handle obj, py::handle old_obj, std::string_view function,
+                                          std::string_view name, std::string_view old_name);
 // A bool argument: True or False, a numpy.bool_ or an integer.
 bool bool_argument(py::handle obj, std::string_view what);
 // A non-negative integer argument (below 2^63).

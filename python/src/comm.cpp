@@ -88,8 +88,10 @@ void bind_comm(py::module_& m) {
       .def_property_readonly(
           "local_size", [](const PyComm& c) { return get(c).local_size(); },
           "The number of ranks on this rank's machine (local: world_size).")
-      .def_property_readonly("backend", [](const PyComm& c) { return std::string(get(c).backend()); },
+      .def_property_readonly("transport", [](const PyComm& c) { return std::string(get(c).transport()); },
                              "\"mpi\" (one rank per process) or \"local\" (ranks as threads).")
+      .def_property_readonly("backend", [](const PyComm& c) { return std::string(get(c).transport()); },
+                             "The old name of transport.")
       .def(
           "barrier",
           [](const PyComm& c) {
@@ -188,18 +190,18 @@ void bind_comm(py::module_& m) {
           "reason. The communicator is unusable afterwards.")
       .def("__repr__", [](const PyComm& c) {
         return fmt::format("svod.comm.Communicator(rank {} of {}, {})", get(c).rank(), get(c).size(),
-                           get(c).backend());
+                           get(c).transport());
       });
   refuse_construction(cls, "use svod.comm.world() or svod.comm.run_local()");
 
   m.def(
       "_comm_world",
-      [](py::handle backend) {
-        const std::string name = string_argument(backend, "world: backend");
+      [](py::handle transport, py::handle backend) {
+        const std::string name = renamed_string(transport, backend, "world", "transport", "backend").value_or("auto");
         GilReleased unlocked;  // MPI starts here, which takes a while
         return PyComm{borrowed(world_communicator(name))};
       },
-      py::arg("backend"));
+      py::arg("transport"), py::arg("backend"));
   m.def(
       "_comm_run_local",
       [](py::handle ranks, py::handle fn) {

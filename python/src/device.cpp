@@ -117,15 +117,15 @@ void bind_devices(py::module_& m) {
       "Every device svod knows, available or not (like `svod info`).");
   m.def(
       "device",
-      [](py::handle name_object, py::handle backend_object) -> std::shared_ptr<Device> {
+      [](py::handle name_object, py::handle compiler_object, py::handle backend_object) -> std::shared_ptr<Device> {
         const std::string name = string_argument(name_object, "svod.device: name");
-        const auto backend = optional_string(backend_object, "svod.device: backend");
+        const auto compiler = renamed_string(compiler_object, backend_object, "svod.device", "cpu_compiler", "backend");
         GilReleased unlocked;
-        return device_registry().open(name, backend.value_or(""));
+        return device_registry().open(name, compiler.value_or(""));
       },
-      py::arg("name") = "CPU", py::arg("backend") = py::none(),
+      py::arg("name") = "CPU", py::arg("cpu_compiler") = py::none(), py::kw_only(), py::arg("backend") = py::none(),
       "The device named `name` (\"CPU\", \"CL:0\", \"CUDA:0\"), shared across the process.\n"
-      "backend= picks the CPU compiler (\"llvm\", \"clang\" or \"dlopen\").");
+      "cpu_compiler= picks the CPU compiler (\"llvm\", \"clang\" or \"dlopen\"); backend= is its old name.");
 
   py::class_<Device, std::shared_ptr<Device>> device(m, "Device", "A device: compiles programs and allocates buffers.");
   device.def_property_readonly("name", &Device::name)

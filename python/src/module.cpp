@@ -304,6 +304,9 @@ PYBIND11_MODULE(_svod, m) {
   m.def("_set_check_mode", [](py::handle what) {
     svod::set_check_mode(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
   });
+  m.def("_check_mode_of", [](py::handle what) {
+    return svod::to_string(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
+  });
   py::class_<PyTimeLimit>(m, "time_limit",
                           "with svod.time_limit(seconds): kernels that this thread launches in the block (alone or in "
                           "plans) and that still run `seconds` after it opened are stopped, their launch raising "

@@ -134,13 +134,14 @@ PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
   return p;
 }
 
-PyPlan load(py::handle path_object, py::handle vars, py::handle backend_object, py::handle comm) {
+PyPlan load(py::handle path_object, py::handle vars, py::handle compiler_object, py::handle comm,
+            py::handle backend_object) {
   const std::filesystem::path path = path_argument(path_object, "load_plan: path");
   LoadOptions options;
   options.vars = vars_of(vars, "vars");
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_plan: comm");
-  if (const auto backend = optional_string(backend_object, "load_plan: backend"))
-    options.cpu_compiler = to_string(parse_cpu_compiler(*backend));
+  if (const auto compiler = renamed_string(compiler_object, backend_object, "load_plan", "cpu_compiler", "backend"))
+    options.cpu_compiler = to_string(parse_cpu_compiler(*compiler));
   GilReleased unlocked;
   PlanFile file = parse_plan_file(path);
   return make_plan(file, svod::load_plan(file, options));
@@ -297,14 +298,14 @@ void bind_plan_class(py::module_& m) {
 
 // svod.load_plan and svod.load_package, and the private _compile_count.
 void bind_load_functions(py::module_& m) {
-  m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("backend") = py::none(),
-        py::arg("comm") = py::none(),
+  m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("cpu_compiler") = py::none(),
+        py::arg("comm") = py::none(), py::kw_only(), py::arg("backend") = py::none(),
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
-        "the plan. vars= overrides variable values; backend= picks the compiler of the plan's CPU\n"
-        "devices (\"llvm\", \"clang\" or \"dlopen\"; default: SVOD_CPU_BACKEND, else llvm when its\n"
-        "plugin is there, else clang), at any time; comm= (a svod.comm.Communicator) is\n"
-        "the ranks its collectives run on, this process or thread being comm.rank (the ranks first\n"
-        "check that they loaded the same plan and values).");
+        "the plan. vars= overrides variable values; cpu_compiler= (backend= is its old name) picks\n"
+        "the compiler of the plan's CPU devices (\"llvm\", \"clang\" or \"dlopen\"; default:\n"
+        "SVOD_CPU_COMPILER, else llvm when its plugin is there, else clang), at any time; comm= (a\n"
+        "svod.comm.Communicator) is the ranks its collectives run on, this process or thread being\n"
+        "comm.rank (the ranks first check that they loaded the same plan and values).");
   m.def("load_package", &load_package_object, py::arg("package"), py::arg("vars") = py::none(),
         py::arg("comm") = py::none(),
         "Loads an ahead-of-time package (made by `svod pack`) into a Plan, without compiling when\n"

@@ -141,8 +141,8 @@ _checked_outside = "off"  # the mode before the first of them opened
 
 
 def _checked_union():
-    modes = [_checked_outside, *_checked_open]
-    return ",".join("memory" if m == "1" else m for m in modes if m not in ("", "0", "off")) or "off"
+    modes = [_checked_outside, *_checked_open]  # each as _check_mode() writes it
+    return ",".join(m for m in modes if m != "off") or "off"
 
 
 @_contextmanager
@@ -154,12 +154,11 @@ def checked(what="memory"):
     several threads it is everything any of them asks for, and when the last one closes the mode from
     before the first returns."""
     global _checked_outside
-    if not isinstance(what, str):
-        _svod._set_check_mode(what)  # raises ArgumentTypeError naming the argument
+    mode = _svod._check_mode_of(what)  # raises ArgumentTypeError or ValidationError naming the argument
     with _checked_lock:
         if not _checked_open:
             _checked_outside = _svod._check_mode()
-        _checked_open.append(what)
+        _checked_open.append(mode)
         try:
             _svod._set_check_mode(_checked_union())
         except BaseException:
@@ -169,7 +168,7 @@ def checked(what="memory"):
         yield
     finally:
         with _checked_lock:
-            _checked_open.remove(what)
+            _checked_open.remove(mode)
             _svod._set_check_mode(_checked_union())
 
 

@@ -19,13 +19,14 @@ from ._svod import Communicator, _comm_run_local, _comm_world
 REDUCE_OPS = ("sum", "prod", "min", "max")
 
 
-def world(backend="auto"):
+def world(transport=None, *, backend=None):
     """This process's world communicator: "mpi" when started by a launcher (mpirun, srun; OpenMPI is loaded
-    then, on first use) or when backend="mpi"; otherwise one rank ("local"). The same communicator every call.
+    then, on first use) or when transport="mpi"; otherwise one rank ("local"). The same communicator every
+    call. transport is "auto" (the default), "mpi" or "local"; backend= is its old name.
     With several mpi ranks, an exception that ends this process aborts the communicator (after Python prints
     it), so that the other ranks fail at once naming this one instead of waiting for it until they time out."""
-    comm = _comm_world(backend)
-    if comm.backend == "mpi" and comm.world_size > 1:
+    comm = _comm_world(transport, backend)
+    if comm.transport == "mpi" and comm.world_size > 1:
         _abort_on_uncaught_exception(comm)
     return comm
 

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -18,6 +18,8 @@
 #include <cxxabi.h>
 #endif
 
+#include "svod/base/env.h"
+#include "svod/base/error.h"
 #include "svod/base/log_sink.h"
 
 namespace svod {
@@ -105,14 +107,31 @@ void emit(LogLevel level, std::string_view message) {
   if (!to_sink(level, message)) log_to_stderr(message);
 }
 
+// SVOD_DEBUG, read once: its level, or 0 and the error of a malformed value.
+struct DebugSetting {
+  int level = 0;
+  std::optional<Error> error;
+};
+
+const DebugSetting& debug_setting() noexcept {
+  static const DebugSetting setting = [] {
+    DebugSetting s;
+    try {
+      s.level = env_level(EnvVar::Debug);
+    } catch (const Error& e) {
+      s.error = e;
+    }
+    return s;
+  }();
+  return setting;
+}
+
 }  // namespace
 
-int debug_level() noexcept {
-  static const int level = [] {
-    const char* value = std::getenv("SVOD_DEBUG");
-    return value ? std::atoi(value) : 0;
-  }();
-  return level;
+int debug_level() noexcept { return debug_setting().level; }
+
+void check_debug_level() {
+  if (const std::optional<Error>& error = debug_setting().error) throw *error;
 }
 
 void log_to_stderr(std::string_view message) noexcept {

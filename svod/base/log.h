@@ -14,8 +14,12 @@
 
 namespace svod {
 
-// SVOD_DEBUG, read once per process (0 when unset).
+// SVOD_DEBUG, read once per process: 0 when unset, and 0 when malformed,
+// being read where nothing may throw (as the library loads, in launches).
 int debug_level() noexcept;
+// Throws the Error(Validation) of a malformed SVOD_DEBUG. Every device's
+// construction calls it, so the error comes when a process starts using svod.
+void check_debug_level();
 
 // Writes "svod: `message`\n" to stderr in one write, so lines from several
 // threads do not interleave (or passes it to the sink, as a debug line).

@@ -16,7 +16,7 @@ std::filesystem::path runtime_folder() {
   return std::filesystem::path(info.dli_fname).parent_path();
 }
 
-std::vector<std::string> plugin_candidates(const char* env_var, const char* file_name) {
+std::vector<std::string> plugin_candidates(EnvVar env_var, const char* file_name) {
   if (auto requested = env_string(env_var)) return {*requested};
   std::vector<std::string> paths;
   if (auto folder = runtime_folder(); !folder.empty()) paths.push_back((folder / file_name).string());

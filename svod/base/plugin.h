@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "svod/base/env.h"
+
 namespace svod::detail {
 
 // The folder of the shared object holding this code (libsvod_runtime.so);
@@ -21,7 +23,7 @@ std::filesystem::path runtime_folder();
 // The paths to try for plugin `file_name`, in order: only the value of the
 // environment variable `env_var` when it is set; otherwise beside the
 // runtime, then the install library folder (once, when they are the same).
-std::vector<std::string> plugin_candidates(const char* env_var, const char* file_name);
+std::vector<std::string> plugin_candidates(EnvVar env_var, const char* file_name);
 
 // dlopen()s `path` with `flags` and looks up `symbol` in it. On failure
 // returns null and appends a line to `tried` saying why (the loader's own

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstddef>
@@ -56,6 +57,7 @@ constexpr long kKernelSigsetBytes = 8;
 struct SpawnRequest {
   const char* path;
   char* const* argv;
+  char* const* envp;
   int fds[3];  // become the child's stdin, stdout and stderr
   pid_t parent;
   sigset_t parent_mask;
@@ -89,18 +91,22 @@ __attribute__((no_sanitize("address", "undefined", "thread"))) int spawned_child
   ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (::syscall(SYS_getppid) != request->parent) ::syscall(SYS_exit, 127);
   ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &request->parent_mask, nullptr, kKernelSigsetBytes);
-  ::syscall(SYS_execve, request->path, request->argv, environ);
+  ::syscall(SYS_execve, request->path, request->argv, request->envp);
   request->error = errno;
   ::syscall(SYS_exit, 127);
   return 127;
 }
 
-// Starts `path` with `argv` and the three descriptors as its standard
-// streams; the child is killed when the calling thread ends. Error(Io) when
-// it cannot be started.
-pid_t spawn(const std::string& path, char* const* argv, std::array<int, 3> fds) {
-  SpawnRequest request{
-      .path = path.c_str(), .argv = argv, .fds = {fds[0], fds[1], fds[2]}, .parent = ::getpid(), .parent_mask = {}};
+// Starts `path` with `argv`, the environment `envp` and the three
+// descriptors as its standard streams; the child is killed when the calling
+// thread ends. Error(Io) when it cannot be started.
+pid_t spawn(const std::string& path, char* const* argv, char* const* envp, std::array<int, 3> fds) {
+  SpawnRequest request{.path = path.c_str(),
+                       .argv = argv,
+                       .envp = envp,
+                       .fds = {fds[0], fds[1], fds[2]},
+                       .parent = ::getpid(),
+                       .parent_mask = {}};
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &request.parent_mask);
@@ -117,6 +123,20 @@ pid_t spawn(const std::string& path, char* const* argv, std::array<int, 3> fds) 
     throw make_error(ErrorKind::Io, "cannot start '{}': {}", path, std::strerror(request.error));
   }
   return pid;
+}
+
+// This process's environment with `changes` (NAME=VALUE each) in place of
+// the entries of the same names.
+std::vector<std::string> changed_environment(const std::vector<std::string>& changes) {
+  auto name_of = [](std::string_view entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view name = name_of(*entry);
+    if (std::none_of(changes.begin(), changes.end(), [&](const std::string& c) { return name_of(c) == name; }))
+      entries.emplace_back(*entry);
+  }
+  entries.insert(entries.end(), changes.begin(), changes.end());
+  return entries;
 }
 
 bool is_executable(const std::string& path) {
@@ -147,7 +167,8 @@ std::optional<std::string> find_executable(std::string_view name) {
 
 ProcessResult run_process(const std::vector<std::string>& argv, std::string_view input,
                           std::chrono::milliseconds timeout,
-                          const std::function<void(std::string_view)>& on_stdout) {
+                          const std::function<void(std::string_view)>& on_stdout,
+                          const std::vector<std::string>& environment) {
   if (argv.empty()) throw make_error(ErrorKind::Validation, "run_process: empty argv");
   Pipe in(/*socket=*/true), out, err;
 
@@ -157,7 +178,14 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::string_view
   args.push_back(nullptr);
   const std::optional<std::string> path = find_executable(argv[0]);
   if (!path) throw make_error(ErrorKind::Io, "cannot start '{}': {}", argv[0], std::strerror(ENOENT));
-  const pid_t pid = spawn(*path, args.data(), {in.fd[0], out.fd[1], err.fd[1]});
+  std::vector<std::string> env_entries;
+  std::vector<char*> envp;
+  if (!environment.empty()) {
+    env_entries = changed_environment(environment);
+    for (auto& e : env_entries) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+  const pid_t pid = spawn(*path, args.data(), envp.empty() ? environ : envp.data(), {in.fd[0], out.fd[1], err.fd[1]});
 
   in.close_end(0);
   out.close_end(1);

@@ -1,4 +1,4 @@
-// Child processes with in-memory stdin/stdout/stderr: the clang backend feeds
+// Child processes with in-memory stdin/stdout/stderr: the clang compiler feeds
 // source on stdin and reads the object from stdout, so nothing touches disk.
 #pragma once
 
@@ -27,9 +27,12 @@ struct ProcessResult {
 // with it when the process dies in any way (a crash, kill -9).
 // `on_stdout`, when set, also sees each piece of stdout as it arrives (for
 // children that report progress while they run); it must not throw.
+// `environment` (NAME=VALUE each) sets variables for the child alone, in
+// place of this process's values of the same names.
 ProcessResult run_process(const std::vector<std::string>& argv, std::string_view input,
                           std::chrono::milliseconds timeout,
-                          const std::function<void(std::string_view)>& on_stdout = {});
+                          const std::function<void(std::string_view)>& on_stdout = {},
+                          const std::vector<std::string>& environment = {});
 
 // The absolute path of an executable: `name` itself when it contains '/',
 // else the first match in PATH. nullopt when there is none.

@@ -29,9 +29,7 @@ int thread_count() {
   static const Count count = [] {
     Count c;
     try {
-      const int64_t requested = env_int("SVOD_THREADS", 0);
-      if (requested < 0 || requested > 4096)
-        throw make_error(ErrorKind::Validation, "SVOD_THREADS={} is out of range [1, 4096]", requested);
+      const int64_t requested = env_int(EnvVar::Threads, 0);
       c.threads = requested > 0 ? static_cast<int>(requested) : tbb::info::default_concurrency();
     } catch (const Error& e) {
       c.error = e;

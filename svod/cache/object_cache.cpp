@@ -167,15 +167,13 @@ std::vector<ScannedEntry> scan(const fs::path& dir) {
 
 ObjectCacheConfig ObjectCacheConfig::from_env() {
   ObjectCacheConfig config;
-  const int64_t max = env_int("SVOD_CACHE_MAX_BYTES", static_cast<int64_t>(kDefaultMaxBytes));
-  if (max < 0) throw make_error(ErrorKind::Validation, "SVOD_CACHE_MAX_BYTES={} must be 0 or more", max);
-  config.max_bytes = static_cast<uint64_t>(max);
-  if (env_switch("SVOD_CACHE") == false) return config;
-  if (auto dir = env_string("SVOD_CACHE_DIR"))
+  config.max_bytes = static_cast<uint64_t>(env_int(EnvVar::CacheMaxBytes, static_cast<int64_t>(kDefaultMaxBytes)));
+  if (env_switch(EnvVar::Cache) == false) return config;
+  if (auto dir = env_string(EnvVar::CacheDir))
     config.directory = *dir;
-  else if (auto xdg = env_string("XDG_CACHE_HOME"))
+  else if (auto xdg = foreign_env("XDG_CACHE_HOME"))
     config.directory = fs::path(*xdg) / "svod";
-  else if (auto home = env_string("HOME"))
+  else if (auto home = foreign_env("HOME"))
     config.directory = fs::path(*home) / ".cache" / "svod";
   return config;
 }

@@ -41,7 +41,7 @@ struct svod_program {
 
 struct svod_comm {
   std::shared_ptr<svod::Communicator> comm;  // borrowed for the world communicator
-  std::string backend;                      // for svod_comm_backend
+  std::string transport;                    // for svod_comm_transport
 };
 
 struct svod_plan {

@@ -30,7 +30,7 @@ void load_on_rank(svod_comm* comm, svod_plan** out, Load&& load) {
 
 std::unique_ptr<svod_comm> comm_handle(std::shared_ptr<Communicator> comm) {
   auto handle = std::make_unique<svod_comm>();
-  handle->backend = comm->backend();
+  handle->transport = comm->transport();
   handle->comm = std::move(comm);
   return handle;
 }
@@ -94,11 +94,11 @@ using svod::capi::require;
 
 extern "C" {
 
-svod_status* svod_comm_world(const char* backend, svod_comm** out) {
+svod_status* svod_comm_world(const char* transport, svod_comm** out) {
   return guarded(__func__, [&] {
-    require(backend, "backend");
+    require(transport, "transport");
     require(out, "out");
-    svod::capi::hand_out(svod::capi::comm_handle(svod::borrowed(svod::world_communicator(backend))), out);
+    svod::capi::hand_out(svod::capi::comm_handle(svod::borrowed(svod::world_communicator(transport))), out);
   });
 }
 
@@ -115,7 +115,8 @@ int svod_comm_rank(const svod_comm* comm) { return comm ? comm->comm->rank() : -
 
 int svod_comm_size(const svod_comm* comm) { return comm ? comm->comm->size() : 0; }
 
-const char* svod_comm_backend(const svod_comm* comm) { return comm ? comm->backend.c_str() : nullptr; }
+const char* svod_comm_transport(const svod_comm* comm) { return comm ? comm->transport.c_str() : nullptr; }
+const char* svod_comm_backend(const svod_comm* comm) { return svod_comm_transport(comm); }
 
 int svod_comm_local_rank(const svod_comm* comm) { return comm ? comm->comm->local_rank() : -1; }
 

@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 6
+#define SVOD_API_VERSION_MINOR 7
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -259,7 +259,7 @@ SVOD_C_EXPORT svod_status* svod_plan_release(svod_plan* plan);
 /* ---- Communicators (1.3) ------------------------------------------------- */
 
 /* A job is N ranks, numbered 0 to N-1, each with its own buffers; a
- * communicator is one rank's end of it. Two backends carry the data: "mpi",
+ * communicator is one rank's end of it. Two transports carry the data: "mpi",
  * one rank per process, started by a launcher (mpirun, srun; the MPI plugin
  * libsvod_comm_mpi is loaded only then), and "local", N ranks as threads of
  * one process.
@@ -279,7 +279,7 @@ SVOD_C_EXPORT svod_status* svod_plan_release(svod_plan* plan);
  *
  * Reductions are deterministic: element i is combined in rank order, x0 op
  * x1 op ... op x(N-1), by one rank and copied to the others, so every rank
- * gets the same bits, in every run and on either backend. f16 and bf16 are
+ * gets the same bits, in every run and on either transport. f16 and bf16 are
  * combined in f32 and rounded once; integers wrap on overflow; bool sum and
  * max are "or", prod and min "and"; a NaN in a float min or max wins.
  *
@@ -293,7 +293,7 @@ SVOD_C_EXPORT svod_status* svod_plan_release(svod_plan* plan);
  * meant for as many threads, and one thread calling a collective on two
  * ranks of a group waits for itself until the timeout. Calls on one handle
  * from several threads run one at a time, in an order that must still match
- * across ranks. svod_comm_rank, svod_comm_size and svod_comm_backend are
+ * across ranks. svod_comm_rank, svod_comm_size and svod_comm_transport are
  * thread-safe. */
 
 typedef struct svod_comm svod_comm;
@@ -307,16 +307,16 @@ typedef enum svod_reduce_op {
   SVOD_REDUCE_MAX = 3
 } svod_reduce_op;
 
-/* This process's rank of its world: `backend` "mpi" (the job an MPI
+/* This process's rank of its world: `transport` "mpi" (the job an MPI
  * launcher started; MPI starts at the first call and ends at exit), "local"
  * (a job of this process alone: rank 0 of 1), or "auto" ("mpi" when the
  * process was started by an MPI launcher, else "local"). The world
  * communicator is made once per process and lives until it exits; every call
  * returns a new handle to it, and releasing a handle leaves it alone.
- * Errors: VALIDATION for another backend name, or one that differs from the
+ * Errors: VALIDATION for another transport name, or one that differs from the
  * world's ("local" after "mpi"); DEVICE_UNAVAILABLE when the MPI plugin is
  * missing or MPI fails to start. Thread-safe. */
-SVOD_C_EXPORT svod_status* svod_comm_world(const char* backend, svod_comm** out);
+SVOD_C_EXPORT svod_status* svod_comm_world(const char* transport, svod_comm** out);
 /* A new local group of `ranks` ranks (1 to 1024), for as many threads of
  * this process: out[i] (an array of `ranks` handles, all written on success)
  * is rank i. Each handle is released by the caller, once its rank has made
@@ -324,11 +324,13 @@ SVOD_C_EXPORT svod_status* svod_comm_world(const char* backend, svod_comm** out)
  * a plan loaded on a rank keeps it alive. VALIDATION for a count out of
  * range or a bad SVOD_COMM_TIMEOUT. Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_comm_create_local(int ranks, svod_comm** out);
-/* This handle's rank, the job's number of ranks, and the backend ("mpi",
- * "local", alive as long as the handle); -1, 0 and NULL for a NULL
- * handle. */
+/* This handle's rank, the job's number of ranks, and (1.7) the transport
+ * ("mpi", "local", alive as long as the handle); -1, 0 and NULL for a NULL
+ * handle. svod_comm_backend is svod_comm_transport's name before 1.7, kept
+ * for the programs that call it. */
 SVOD_C_EXPORT int svod_comm_rank(const svod_comm* comm);
 SVOD_C_EXPORT int svod_comm_size(const svod_comm* comm);
+SVOD_C_EXPORT const char* svod_comm_transport(const svod_comm* comm);
 SVOD_C_EXPORT const char* svod_comm_backend(const svod_comm* comm);
 /* (1.4) This handle's index among the ranks on its own machine (0 to
  * svod_comm_local_size() - 1) and how many ranks that machine has: with

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -20,18 +22,9 @@ namespace svod {
 
 CommOptions default_comm_options() {
   CommOptions options;
-  const int64_t seconds = env_int("SVOD_COMM_TIMEOUT", 60);
-  // At most about 31 years (as svod run --timeout): a deadline in
-  // nanoseconds from now must not overflow the clock.
-  constexpr int64_t kLongest = 1'000'000'000;
-  if (seconds <= 0 || seconds > kLongest)
-    throw make_error(ErrorKind::Validation, "SVOD_COMM_TIMEOUT={} must be a positive number of seconds, at most {}",
-                     seconds, kLongest);
-  options.timeout = std::chrono::seconds(seconds);
-  const int64_t part_bytes = env_int("SVOD_COMM_PART_BYTES", static_cast<int64_t>(options.part_bytes));
-  if (part_bytes <= 0)
-    throw make_error(ErrorKind::Validation, "SVOD_COMM_PART_BYTES={} must be a positive number of bytes", part_bytes);
-  options.part_bytes = static_cast<size_t>(part_bytes);
+  if (const auto seconds = env_seconds(EnvVar::CommTimeout))  // a millisecond at least
+    options.timeout = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*seconds * 1000)));
+  options.part_bytes = static_cast<size_t>(env_int(EnvVar::CommPartBytes, static_cast<int64_t>(options.part_bytes)));
   return options;
 }
 
@@ -171,7 +164,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   std::lock_guard lock(mutex_);
   if (!broken_.empty())
     throw make_error(ErrorKind::Execution, "{} communicator rank {} of {}: unusable after an earlier failure: {}",
-                     backend(), rank_, size_, broken_);
+                     transport(), rank_, size_, broken_);
   // Point-to-point calls take no number: ranks make different numbers of
   // them, and the numbers must stay in step for the collectives.
   if (desc.kind != CollectiveKind::Send) desc.seq = seq_++;
@@ -184,7 +177,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
   std::exception_ptr staging_error;
   if (!desc.invalid) {
     try {
-      // A backend that takes every operand natively gets its own addresses;
+      // A transport that takes every operand natively gets its own addresses;
       // otherwise device operands are staged through host memory.
       desc.native = operands.size() > 0 && std::all_of(operands.begin(), operands.end(), [&](const Operand& operand) {
                       return native_address(*operand.buffer) != nullptr;
@@ -236,7 +229,7 @@ void Communicator::call(CallDesc desc, std::string local_error, std::initializer
     for (const auto& operand : staged)
       if (operand) operand->finish();
   } catch (const Error& error) {
-    // Backends raise Validation only when every rank saw the same mismatch
+    // Transports raise Validation only when every rank saw the same mismatch
     // before any data moved, so the ranks stay in step and the communicator
     // usable. Anything else may have left them out of step.
     if (error.kind() != ErrorKind::Validation) broken_ = error.what();
@@ -354,22 +347,22 @@ void Communicator::abort(std::string_view reason) {
 }
 
 bool launched_by_mpi() {
-  return env_string("OMPI_COMM_WORLD_SIZE") || env_string("PMI_SIZE") || env_string("PMIX_RANK");
+  return foreign_env("OMPI_COMM_WORLD_SIZE") || foreign_env("PMI_SIZE") || foreign_env("PMIX_RANK");
 }
 
-Communicator& world_communicator(std::string_view backend, CommOptions options) {
-  if (backend != "auto" && backend != "mpi" && backend != "local")
-    throw make_error(ErrorKind::Validation, "unknown communicator backend \"{}\" (expected auto, mpi or local)",
-                     backend);
-  const bool use_mpi = backend == "mpi" || (backend == "auto" && launched_by_mpi());
+Communicator& world_communicator(std::string_view transport, CommOptions options) {
+  if (transport != "auto" && transport != "mpi" && transport != "local")
+    throw make_error(ErrorKind::Validation, "unknown communicator transport \"{}\" (expected auto, mpi or local)",
+                     transport);
+  const bool use_mpi = transport == "mpi" || (transport == "auto" && launched_by_mpi());
   static std::mutex mutex;
   static std::unique_ptr<Communicator> world;
   std::lock_guard lock(mutex);
   if (!world) {
     world = use_mpi ? open_mpi_communicator(options) : std::move(create_local_communicators(1, options).front());
-  } else if (backend != "auto" && world->backend() != backend) {
+  } else if (transport != "auto" && world->transport() != transport) {
     throw make_error(ErrorKind::Validation, "the world communicator of this process is already \"{}\", not \"{}\"",
-                     world->backend(), backend);
+                     world->transport(), transport);
   }
   return *world;
 }

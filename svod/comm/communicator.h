@@ -3,7 +3,7 @@
 // A job is N ranks, numbered 0..N-1, each holding its own svod buffers. The
 // Communicator moves and combines those buffers: barrier, all_reduce,
 // all_gather, reduce_scatter, broadcast, and point-to-point send/recv. Two
-// backends provide the transport:
+// transports carry the data:
 //   - "mpi": one rank per process, started by a launcher (mpirun, srun);
 //     OpenMPI is loaded on demand from the libsvod_comm_mpi plugin, so
 //     processes that never communicate do not load it.
@@ -12,7 +12,7 @@
 // Reductions are deterministic: the element at index i is combined in rank
 // order, x0 op x1 op ... op x(N-1), by one rank and copied to the others, so
 // every rank ends with the same bits and every run gives the same bits,
-// whatever the backend. f16 and bf16 are combined in f32 and rounded once;
+// whatever the transport. f16 and bf16 are combined in f32 and rounded once;
 // integers wrap on overflow; bool sum/max is "or" and prod/min is "and"; a
 // NaN in a float min or max wins.
 //
@@ -27,12 +27,12 @@
 //
 // Buffers on a device (OpenCL, CUDA) are staged through host memory (from
 // the device's block cache of host memory, pinned on CUDA) by copies on the
-// device's queue, unless the backend moves that device's memory itself (nccl,
+// device's queue, unless the transport moves that device's memory itself (nccl,
 // svod/comm/nccl_communicator.h, for the CUDA device it was opened on). So
 // that those copies overlap the transport, every rank splits an all_reduce,
 // broadcast or send/recv of 32 MiB or more into parts of 16 MiB
 // (CommOptions::part_bytes), whatever its memory, and passes them to the
-// backend one by one: a part's copy to the device follows its transport while
+// transport one by one: a part's copy to the device follows its transport while
 // the next parts move; the copies from the device are all queued at once.
 // The results are the same bits as one call's. After a failed call, the
 // buffers it writes hold unspecified data.
@@ -69,7 +69,7 @@ struct CommOptions {
   // SVOD_COMM_TIMEOUT (seconds) overrides the default.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // The size of the parts an all_reduce, broadcast or send/recv of at least
-  // twice this many bytes is passed to the backend in (detail::split_call),
+  // twice this many bytes is passed to the transport in (detail::split_call),
   // so that staging copies overlap the transport. Every rank must use the
   // same: a difference fails calls as a mismatch. SVOD_COMM_PART_BYTES
   // overrides the default.
@@ -102,7 +102,7 @@ struct CallDesc {
   DType dtype = DType::U8;
   ReduceOp op = ReduceOp::Sum;
   bool invalid = false;
-  // The operands are the backend's own device addresses, not host memory
+  // The operands are the transport's own device addresses, not host memory
   // (Communicator::native_address).
   bool native = false;
 
@@ -112,7 +112,7 @@ struct CallDesc {
 // "all_reduce(f32 x 16, sum)", for messages.
 std::string describe(const CallDesc& desc);
 
-// The parts a call is passed to the backend in: a call of one operand
+// The parts a call is passed to the transport in: a call of one operand
 // (all_reduce, broadcast, send/recv) of at least 2 x part_bytes on host
 // memory or staged is split into parts of part_bytes (rounded down to whole
 // elements; the last part longer); any other call is one part, the call
@@ -169,7 +169,7 @@ class Communicator {
   const CommOptions& options() const noexcept { return options_; }
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
-  virtual std::string_view backend() const noexcept = 0;  // "mpi", "local"
+  virtual std::string_view transport() const noexcept = 0;  // "mpi", "local", "nccl"
   // This rank's index among the ranks on its own machine, 0 ..
   // local_size()-1, and how many ranks that machine has. mpi: the ranks
   // that share memory with this one (MPI_Comm_split_type with
@@ -214,16 +214,16 @@ class Communicator {
  protected:
   Communicator(int rank, int size, CommOptions options);
 
-  // The address at which this backend moves `buffer` itself, without staging
-  // it through host memory, or null (the default: every backend but nccl) to
-  // have a device buffer staged. A call whose operands all have one passes
+  // The address at which this transport moves `buffer` itself, without
+  // staging it through host memory, or null (the default: every transport
+  // but nccl) to have a device buffer staged. A call whose operands all have one passes
   // these addresses to run_* with desc.native set; otherwise its device
   // operands are staged and run_* get host memory.
   virtual void* native_address(const Buffer& /*buffer*/) const noexcept { return nullptr; }
 
-  // The transport, on host memory (on the backend's own device addresses
+  // The transport, on host memory (on the transport's own device addresses
   // when desc.native). The descriptor tells what every rank should have
-  // asked for; a backend compares it across ranks and throws
+  // asked for; a transport compares it across ranks and throws
   // Error(Validation) on every rank when they differ, before touching data.
   // With desc.invalid the pointers are null: take part in the comparison
   // only. Counts are in elements of desc.dtype.
@@ -243,7 +243,7 @@ class Communicator {
     const Buffer* buffer;
     Staging staging;
   };
-  // Checks, stages device buffers through the host (unless the backend takes
+  // Checks, stages device buffers through the host (unless the transport takes
   // every operand natively), runs `body(desc, pointers)` on each part of the
   // call (detail::split_call) and marks the communicator broken when anything
   // throws. `local_error` (when not empty) is this rank's own argument error.
@@ -263,12 +263,12 @@ class Communicator {
 // PMI_SIZE or PMIX_RANK in the environment).
 bool launched_by_mpi();
 
-// The world communicator of this process: "mpi" when `backend` is "mpi", or
+// The world communicator of this process: "mpi" when `transport` is "mpi", or
 // "auto" and launched_by_mpi(); otherwise a one-rank "local" communicator.
 // MPI is initialised on first use, once per process, and finalised at exit.
 // Error(DeviceUnavailable) when the mpi plugin is missing or MPI fails to start;
-// Error(Validation) for an unknown backend name.
-Communicator& world_communicator(std::string_view backend = "auto", CommOptions options = default_comm_options());
+// Error(Validation) for an unknown transport name.
+Communicator& world_communicator(std::string_view transport = "auto", CommOptions options = default_comm_options());
 
 // A shared_ptr that does not own `comm`, for handing a communicator owned
 // elsewhere (world_communicator(), run_local_ranks) to what keeps one

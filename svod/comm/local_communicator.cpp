@@ -1,4 +1,4 @@
-// The "local" backend: the ranks are threads of one process. Each call
+// The "local" transport: the ranks are threads of one process. Each call
 // publishes its descriptor and buffer addresses in a slot of the group, meets
 // the others at a rendezvous, and then every rank reads its peers' buffers
 // directly — no copies through a transport.
@@ -237,7 +237,7 @@ class LocalCommunicator final : public Communicator {
   LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank, CommOptions options)
       : Communicator(rank, group->size(), options), group_(std::move(group)) {}
 
-  std::string_view backend() const noexcept override { return "local"; }
+  std::string_view transport() const noexcept override { return "local"; }
 
  protected:
   void run_barrier(const CallDesc& desc) override { agree(desc, nullptr, nullptr); }

@@ -9,7 +9,7 @@ namespace svod {
 
 std::unique_ptr<Communicator> open_mpi_communicator(const CommOptions& options) {
   std::string tried;
-  for (const std::string& path : detail::plugin_candidates("SVOD_COMM_MPI_PLUGIN", detail::kMpiPluginFileName)) {
+  for (const std::string& path : detail::plugin_candidates(EnvVar::CommMpiPlugin, detail::kMpiPluginFileName)) {
     // RTLD_GLOBAL: OpenMPI opens its own components with dlopen, and they
     // resolve libmpi's symbols from the global scope. Never closed: MPI can
     // be initialised only once per process.

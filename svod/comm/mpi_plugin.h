@@ -1,4 +1,4 @@
-// The mpi backend lives in libsvod_comm_mpi.so, which libsvod_runtime opens
+// The mpi transport lives in libsvod_comm_mpi.so, which libsvod_runtime opens
 // on first use: linking libmpi into the runtime would make every svod process
 // load OpenMPI (and fail to start where it is not installed). This is the
 // contract between the two.

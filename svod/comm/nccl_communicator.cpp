@@ -59,7 +59,7 @@ LoadedNccl load_nccl(const std::optional<std::string>& configured) {
     candidates = {*configured};
   } else {
     candidates = {"libnccl.so.2"};
-    if (auto cuda = env_string("SVOD_CUDA_PATH")) candidates.push_back(*cuda + "/lib64/libnccl.so.2");
+    if (auto cuda = env_string(EnvVar::CudaPath)) candidates.push_back(*cuda + "/lib64/libnccl.so.2");
     candidates.push_back("/usr/local/cuda/lib64/libnccl.so.2");
   }
   // Never closed: communicators may live until exit.
@@ -111,7 +111,7 @@ LoadedNccl load_nccl(const std::optional<std::string>& configured) {
 const NcclApi& nccl_api() {
   static std::mutex mutex;
   static std::map<std::string, LoadedNccl> loaded;  // by SVOD_NCCL_LIBRARY ("" when unset)
-  const std::optional<std::string> configured = env_string("SVOD_NCCL_LIBRARY");
+  const std::optional<std::string> configured = env_string(EnvVar::NcclLibrary);
   std::lock_guard lock(mutex);
   auto it = loaded.find(configured.value_or(""));
   if (it == loaded.end()) it = loaded.emplace(configured.value_or(""), load_nccl(configured)).first;
@@ -240,7 +240,7 @@ class NcclCommunicator final : public Communicator {
     if (comm_) (failed_ ? api_.ncclCommAbort : api_.ncclCommDestroy)(comm_);
   }
 
-  std::string_view backend() const noexcept override { return "nccl"; }
+  std::string_view transport() const noexcept override { return "nccl"; }
   int local_rank() const noexcept override { return host_.local_rank(); }
   int local_size() const noexcept override { return host_.local_size(); }
   void mark_failed() noexcept { failed_ = true; }

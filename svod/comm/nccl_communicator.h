@@ -8,7 +8,7 @@
 //     device;
 //   - every call: the ranks compare what they asked for over the host
 //     communicator first (a few bytes), so a mismatch is Error(Validation)
-//     on every rank before NCCL touches data, as with the other backends;
+//     on every rank before NCCL touches data, as with the other transports;
 //   - buffers in the CUDA memory of the device it was opened on go to NCCL
 //     as device pointers, enqueued on that device's stream (after the svod
 //     work already queued there), and the call waits for them. Every other
@@ -17,9 +17,9 @@
 //     host communicator as usual.
 // A wait longer than CommOptions::timeout aborts the NCCL communicator
 // (ncclCommAbort) and is Error(Timeout); an NCCL error is Error(Execution).
-// Either leaves this communicator broken, as with the other backends.
+// Either leaves this communicator broken, as with the other transports.
 //
-// NOT bit-identical with the other backends: NCCL reduces device buffers in
+// NOT bit-identical with the other transports: NCCL reduces device buffers in
 // its own order (rings or trees, chosen by message size, topology and NCCL
 // version), not svod's rank order, and f16/bf16 are combined by NCCL in
 // their own precision, so results may differ in the last bits from mpi and

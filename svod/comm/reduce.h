@@ -1,4 +1,4 @@
-// The arithmetic of svod's collectives, shared by every backend: the names of
+// The arithmetic of svod's collectives, shared by every transport: the names of
 // the reductions (to_string, parse_reduce_op, declared in communicator.h and
 // kept here so that plan-file parsing needs nothing else of comm), how an
 // element count is split into one chunk per rank, and how the ranks'

@@ -71,7 +71,7 @@ const std::vector<std::string>& ClangCompiler::object_flags() {
 }
 
 std::string ClangCompiler::find_clang() {
-  if (auto requested = env_string("SVOD_CLANG")) {
+  if (auto requested = env_string(EnvVar::Clang)) {
     if (auto found = find_executable(*requested)) return *found;
     throw make_error(ErrorKind::DeviceUnavailable, "SVOD_CLANG=\"{}\" is not an executable", *requested);
   }
@@ -95,7 +95,7 @@ std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
 const CompilerIdentity& ClangCompiler::identity() const {
   std::call_once(identity_once_, [this] {
     CompilerIdentity id;
-    id.backend = "clang";
+    id.name = "clang";
     id.path = clang_;
     id.flags = object_flags();
     id.flags.insert(id.flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
@@ -142,11 +142,11 @@ std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const
   return std::move(r.out);
 }
 
-void ClangCompiler::log_compile(const ProgramSpec& spec, std::string_view backend,
+void ClangCompiler::log_compile(const ProgramSpec& spec, std::string_view compiler,
                                 std::chrono::steady_clock::time_point start, size_t bytes) {
   if (debug_level() >= 1) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    log_debug("compile {} backend={} {:.1f} ms, {} bytes", spec.display_name(), backend, ms, bytes);
+    log_debug("compile {} compiler={} {:.1f} ms, {} bytes", spec.display_name(), compiler, ms, bytes);
   }
   if (debug_level() >= 3) log_debug("source of {}:\n{}", spec.display_name(), spec.source);
 }
@@ -154,7 +154,7 @@ void ClangCompiler::log_compile(const ProgramSpec& spec, std::string_view backen
 Artifact ClangCompiler::compile(const ProgramSpec& spec) const {
   spec.validate();
   if (spec.language != Language::C && spec.language != Language::LlvmIr)
-    throw make_error(ErrorKind::Unsupported, "program \"{}\": the clang backend compiles C and LLVM IR, not {}",
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": the clang compiler compiles C and LLVM IR, not {}",
                      spec.display_name(), to_string(spec.language));
   const auto start = std::chrono::steady_clock::now();
   Artifact a;

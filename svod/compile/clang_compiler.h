@@ -41,11 +41,11 @@ class ClangCompiler final : public Compiler {
   // a timeout is Error(Timeout), a crash or failure Error(Compile) with clang's
   // diagnostics. `doing` names the step in messages ("compiling", "building").
   // What clang printed when it succeeded (warnings) goes to `diagnostics`.
-  // Shared by every backend that spawns clang.
+  // Shared by every compiler that spawns clang.
   static std::string run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec, std::string_view doing,
                                std::chrono::milliseconds timeout, std::string& diagnostics);
   // SVOD_DEBUG logging of a finished compile (level 1) and its source (level 3).
-  static void log_compile(const ProgramSpec& spec, std::string_view backend,
+  static void log_compile(const ProgramSpec& spec, std::string_view compiler,
                           std::chrono::steady_clock::time_point start, size_t bytes);
   // Resolved on first use by asking clang for its target CPU and features.
   const CompilerIdentity& identity() const override;

@@ -14,7 +14,7 @@ std::atomic<int> allowed_state{-1};
 std::atomic<uint64_t> compiles{0};
 
 int from_env() {
-  return env_switch("SVOD_COMPILE").value_or(true) ? 1 : 0;
+  return env_switch(EnvVar::Compile).value_or(true) ? 1 : 0;
 }
 
 }  // namespace

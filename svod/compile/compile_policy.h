@@ -3,7 +3,7 @@
 // Deployments that ship ahead-of-time packages (svod/package) want a proof
 // that nothing compiles at run time: with SVOD_COMPILE=0, or after
 // set_compile_allowed(false), every path that would hand source to a
-// compiler (the CPU backends, NVRTC, the OpenCL driver's builder) raises
+// compiler (the CPU compilers, NVRTC, the OpenCL driver's builder) raises
 // Error(Unsupported) naming the program instead. Loading stored objects (the
 // object cache, a package) is not compiling and stays allowed.
 #pragma once
@@ -27,7 +27,7 @@ void set_compile_allowed(bool allowed);
 // naming the program when compiling is off, and counts the compile otherwise.
 void begin_compile(const ProgramSpec& spec, std::string_view target);
 
-// Compiles begun in this process (all backends and devices).
+// Compiles begun in this process (all compilers and devices).
 uint64_t compile_count() noexcept;
 
 }  // namespace svod

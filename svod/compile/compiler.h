@@ -19,7 +19,7 @@
 namespace svod {
 
 struct CompilerIdentity {
-  std::string backend;  // "clang", "llvm", "nvrtc", ...
+  std::string name;     // "clang", "llvm", "nvrtc", ...
   std::string path;     // the tool or library used
   std::string version;
   std::string target_triple;

@@ -1,5 +1,7 @@
 #include "svod/compile/cpu_compiler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <exception>
@@ -45,7 +47,7 @@ class DeferredCompiler final : public Compiler {
   mutable std::exception_ptr error_;
 };
 
-// The llvm backend's compiler. The plugin, and libLLVM with it, is opened at
+// The llvm compiler. The plugin, and libLLVM with it, is opened at
 // the first compile or the first time the identity itself is needed; the
 // object cache keys stored objects by identity_source() instead, so a warm
 // run never opens it.
@@ -80,7 +82,7 @@ class LlvmPluginCompiler final : public Compiler {
   static const Compiler& plugin() {
     const LlvmPluginStatus& llvm = llvm_plugin();
     if (!llvm.available())
-      throw make_error(ErrorKind::DeviceUnavailable, "{} (SVOD_CPU_BACKEND=clang compiles without it)", llvm.error);
+      throw make_error(ErrorKind::DeviceUnavailable, "{} (SVOD_CPU_COMPILER=clang compiles without it)", llvm.error);
     return *llvm.compiler;
   }
 };
@@ -99,24 +101,29 @@ std::string_view to_string(CpuCompiler compiler) noexcept {
 CpuCompiler parse_cpu_compiler(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (CpuCompiler b : {CpuCompiler::Clang, CpuCompiler::Llvm, CpuCompiler::Dlopen})
-    if (lower == to_string(b)) return b;
-  throw make_error(ErrorKind::Validation, "unknown CPU backend \"{}\": expected clang, llvm or dlopen", name);
+  for (CpuCompiler c : {CpuCompiler::Clang, CpuCompiler::Llvm, CpuCompiler::Dlopen})
+    if (lower == to_string(c)) return c;
+  throw make_error(ErrorKind::Validation, "unknown CPU compiler \"{}\": expected clang, llvm or dlopen", name);
+}
+
+std::optional<CpuCompilerChoice> requested_cpu_compiler() {
+  const auto requested = env_value(EnvVar::CpuCompiler);
+  if (!requested) return std::nullopt;
+  try {
+    return CpuCompilerChoice{parse_cpu_compiler(requested->text),
+                             fmt::format("{}={}", requested->name, requested->text)};
+  } catch (const Error&) {
+    throw env_error(*requested, "clang, llvm or dlopen");
+  }
 }
 
 CpuCompilerChoice default_cpu_compiler() {
-  if (auto requested = env_string("SVOD_CPU_BACKEND")) {
-    try {
-      return {parse_cpu_compiler(*requested), "SVOD_CPU_BACKEND=" + *requested};
-    } catch (const Error& e) {
-      throw make_error(ErrorKind::Validation, "SVOD_CPU_BACKEND: {}", e.what());
-    }
-  }
+  if (auto requested = requested_cpu_compiler()) return std::move(*requested);
   // Decided by the file, not by opening it: opening costs milliseconds that
   // a process running stored objects never needs to spend.
   if (const auto file = llvm_plugin_file())
     return {CpuCompiler::Llvm, "in-process LLVM, the fastest to compile, from " + *file};
-  return {CpuCompiler::Clang, "the llvm backend is unavailable: " + llvm_plugin().error};
+  return {CpuCompiler::Clang, "the llvm compiler is unavailable: " + llvm_plugin().error};
 }
 
 std::shared_ptr<const Compiler> cpu_compiler(CpuCompiler which) {

@@ -1,5 +1,6 @@
 // CPU compilers: how C and LLVM IR become running code on the CPU device
-// (users pick one by the name "backend": svod run --backend, SVOD_CPU_BACKEND).
+// (users pick one: svod run --cpu-compiler, SVOD_CPU_COMPILER, Python's
+// cpu_compiler=; --backend, SVOD_CPU_BACKEND and backend= are the old names).
 //
 //   clang   a clang process per kernel (source on stdin, object on stdout),
 //           loaded by svod's ELF loader;
@@ -7,11 +8,12 @@
 //           loaded by svod's ELF loader — no process per kernel;
 //   dlopen  a clang process builds a shared library, opened with dlopen.
 //
-// The default is llvm when its library is there, else clang; SVOD_CPU_BACKEND
-// (clang|llvm|dlopen) overrides it.
+// The default is llvm when its library is there, else clang;
+// SVOD_CPU_COMPILER (clang|llvm|dlopen) overrides it.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,8 +33,13 @@ struct CpuCompilerChoice {
   std::string reason;  // one line: why this compiler
 };
 
-// SVOD_CPU_BACKEND when set (an unknown name throws as parse_cpu_compiler),
-// else llvm when libsvod_llvm.so is there, else clang. Asking opens nothing.
+// The compiler SVOD_CPU_COMPILER names, with the setting as the reason;
+// nullopt when it is unset. Error(Validation) naming the variable for a name
+// parse_cpu_compiler does not know.
+std::optional<CpuCompilerChoice> requested_cpu_compiler();
+
+// requested_cpu_compiler() when set, else llvm when libsvod_llvm.so is there,
+// else clang. Asking opens nothing.
 CpuCompilerChoice default_cpu_compiler();
 
 // The process's compiler `which`, created on first use. Throws

@@ -46,7 +46,7 @@ std::optional<Hash128> DlopenCompiler::identity_source() const {
 const CompilerIdentity& DlopenCompiler::identity() const {
   std::call_once(identity_once_, [this] {
     CompilerIdentity id = clang_.identity();
-    id.backend = "dlopen";
+    id.name = "dlopen";
     id.flags = library_flags();
     identity_ = std::move(id);
   });
@@ -56,7 +56,7 @@ const CompilerIdentity& DlopenCompiler::identity() const {
 Artifact DlopenCompiler::compile(const ProgramSpec& spec) const {
   spec.validate();
   if (spec.language != Language::C && spec.language != Language::LlvmIr)
-    throw make_error(ErrorKind::Unsupported, "program \"{}\": the dlopen backend compiles C and LLVM IR, not {}",
+    throw make_error(ErrorKind::Unsupported, "program \"{}\": the dlopen compiler compiles C and LLVM IR, not {}",
                      spec.display_name(), to_string(spec.language));
   const auto start = std::chrono::steady_clock::now();
   detail::PrivateFolder folder("a shared library build");

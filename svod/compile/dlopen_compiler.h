@@ -1,4 +1,4 @@
-// The dlopen backend's compiler: C or LLVM IR to a shared library, built and
+// The dlopen compiler: C or LLVM IR to a shared library, built and
 // linked by a clang process (source on stdin, the library written into a
 // private mkdtemp folder that is removed before compile() returns). The
 // library is opened with dlopen by the CPU device, so the system's dynamic
@@ -30,7 +30,7 @@ class DlopenCompiler final : public Compiler {
   // libm, and default visibility so that the entry can be found by dlsym.
   static const std::vector<std::string>& library_flags();
 
-  // Target CPU and features as the clang process resolves them; backend
+  // Target CPU and features as the clang process resolves them; the name
   // "dlopen" and library_flags(), so its artifacts never mix with objects.
   const CompilerIdentity& identity() const override;
   Artifact compile(const ProgramSpec& spec) const override;

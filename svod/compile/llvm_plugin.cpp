@@ -30,7 +30,7 @@ LlvmPluginStatus open_plugin() {
     }
     status.compiler = std::move(compiler);
     status.path = path;
-    if (debug_level() >= 1) log_debug("llvm backend: {} ({})", path, status.compiler->identity().describe());
+    if (debug_level() >= 1) log_debug("llvm compiler: {} ({})", path, status.compiler->identity().describe());
     return status;
   }
   status.error = fmt::format("{} is not usable here:{}", detail::kLlvmPluginFileName, tried);
@@ -40,7 +40,7 @@ LlvmPluginStatus open_plugin() {
 }  // namespace
 
 std::vector<std::string> llvm_plugin_candidates() {
-  return detail::plugin_candidates("SVOD_LLVM_PLUGIN", detail::kLlvmPluginFileName);
+  return detail::plugin_candidates(EnvVar::LlvmPlugin, detail::kLlvmPluginFileName);
 }
 
 namespace {

@@ -1,9 +1,9 @@
-// The llvm backend's compiler, from the plugin libsvod_llvm.so.
+// The llvm compiler, from the plugin libsvod_llvm.so.
 //
 // libsvod_runtime does not link LLVM (the plugin holds it, and opening the
 // plugin costs a process several milliseconds, about 25 when it links
 // libLLVM.so and libclang-cpp.so); the plugin is opened the first time
-// something asks for the llvm backend. It is looked for at SVOD_LLVM_PLUGIN
+// something asks for the llvm compiler. It is looked for at SVOD_LLVM_PLUGIN
 // when that is set (and only there), else beside libsvod_runtime.so, else in
 // the library folder of the install prefix. Once opened it stays open for the life of the process.
 #pragma once

@@ -19,9 +19,7 @@ std::vector<std::weak_ptr<BlockCache>>& registry() {
 }
 
 size_t cache_limit() {
-  const int64_t mb = env_int("SVOD_BLOCK_CACHE_MB", 1024);
-  if (mb < 0) throw make_error(ErrorKind::Validation, "SVOD_BLOCK_CACHE_MB={}: expected a size in MiB, at least 0", mb);
-  return static_cast<size_t>(mb) << 20;
+  return static_cast<size_t>(env_int(EnvVar::BlockCacheMb, 1024)) << 20;
 }
 
 }  // namespace

@@ -15,7 +15,11 @@
 
 namespace svod {
 
-Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)), cache_scope_(new_cache_scope()) {}
+Device::Device() : host_queue_(std::make_unique<HostQueue>(*this)), cache_scope_(new_cache_scope()) {
+  // debug_level() is read where nothing may throw: a malformed SVOD_DEBUG is
+  // refused here, where every use of svod starts.
+  check_debug_level();
+}
 Device::~Device() = default;
 
 Buffer Device::allocate_host(DType dtype, size_t count) { return host_device().allocate(dtype, count); }
@@ -56,12 +60,12 @@ bool Device::accepts(Language language) const noexcept {
 std::string Device::artifact_mismatch(const CompilerIdentity& made_by) const {
   const CompilerIdentity& here = compiler().identity();
   auto fields = [](const CompilerIdentity& id) {
-    return std::tie(id.backend, id.path, id.version, id.target_triple, id.target_cpu, id.target_features, id.flags,
+    return std::tie(id.name, id.path, id.version, id.target_triple, id.target_cpu, id.target_features, id.flags,
                     id.abi_version);
   };
   if (fields(made_by) == fields(here)) return {};
   auto describe = [](const CompilerIdentity& id) {
-    return fmt::format("{} {} for \"{}\" ({})", id.backend, id.path, id.target_cpu, id.version);
+    return fmt::format("{} {} for \"{}\" ({})", id.name, id.path, id.target_cpu, id.version);
   };
   return fmt::format("they were made by {}, and {} compiles with {}", describe(made_by), name(), describe(here));
 }

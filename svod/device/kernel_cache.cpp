@@ -172,9 +172,7 @@ void KernelCache::clear() {
 
 KernelCache& kernel_cache() {
   static KernelCache cache([] {
-    const int64_t max = env_int("SVOD_KERNEL_CACHE_MAX", static_cast<int64_t>(KernelCache::kDefaultCapacity));
-    if (max < 0) throw make_error(ErrorKind::Validation, "SVOD_KERNEL_CACHE_MAX={} must be 0 or more", max);
-    return static_cast<size_t>(max);
+    return static_cast<size_t>(env_int(EnvVar::KernelCacheMax, static_cast<int64_t>(KernelCache::kDefaultCapacity)));
   }());
   return cache;
 }

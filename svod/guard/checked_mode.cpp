@@ -2,9 +2,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
+#include "svod/base/env.h"
 #include "svod/base/error.h"
 
 namespace svod {
@@ -24,8 +24,8 @@ int bits(CheckMode mode) { return (mode.memory ? kMemory : 0) | (mode.nan ? kNan
 
 CheckMode parse_check_mode(std::string_view text, std::string_view what) {
   CheckMode mode;
-  if (text.empty() || text == "0" || text == "off") return mode;
-  if (text == "1") return CheckMode{.memory = true};
+  if (text.empty()) return mode;
+  if (const auto on = switch_word(text)) return CheckMode{.memory = *on};
   while (!text.empty()) {
     const size_t comma = text.find(',');
     const std::string_view item = text.substr(0, comma);
@@ -34,8 +34,8 @@ CheckMode parse_check_mode(std::string_view text, std::string_view what) {
     else if (item == "all") mode = CheckMode{true, true};
     else
       throw make_error(ErrorKind::Validation,
-                       "{}: unknown check \"{}\" (expected memory, nan, all or a comma list of them; 1 means memory, "
-                       "0 none)",
+                       "{}: unknown check \"{}\" (expected memory, nan, all or a comma list of them, or a switch: "
+                       "on is memory, off none)",
                        what, item);
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }
@@ -51,8 +51,8 @@ std::string to_string(CheckMode mode) {
 CheckMode check_mode() {
   int b = detail::check_mode_bits.load(std::memory_order_relaxed);
   if (b == kUnread) [[unlikely]] {
-    const char* text = std::getenv("SVOD_CHECK");
-    const int parsed = bits(parse_check_mode(text == nullptr ? "" : text, "SVOD_CHECK"));
+    const auto value = env_value(EnvVar::Check);
+    const int parsed = value ? bits(parse_check_mode(value->text, to_string(*value))) : 0;
     detail::check_mode_bits.compare_exchange_strong(b, parsed, std::memory_order_relaxed);  // unless set meanwhile
     b = detail::check_mode_bits.load(std::memory_order_relaxed);
   }

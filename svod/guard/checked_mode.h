@@ -16,9 +16,10 @@
 //           first op whose outputs hold one fails, naming the op, buffer and
 //           element.
 //
-// SVOD_CHECK sets it at start-up: "1" or "memory", "nan", "all", or a comma
-// list ("memory,nan"); "0", "off" or empty is off. `svod run --check[=WHAT]` and
-// Python's svod.checked() set it too.
+// SVOD_CHECK sets it at start-up: "memory", "nan", "all", or a comma list
+// ("memory,nan"), or a switch word (svod/base/env.h): on is memory, off (or
+// empty) none. `svod run --check[=WHAT]` and Python's svod.checked() set it
+// too.
 #pragma once
 
 #include <atomic>
@@ -38,9 +39,9 @@ struct CheckMode {
   bool operator==(const CheckMode&) const = default;
 };
 
-// "memory", "nan", "all", "memory,nan", "1", "0", "off", "" (what to_string
+// "memory", "nan", "all", "memory,nan", a switch word, "" (what to_string
 // gives back parses to the same mode); Error(Validation) naming `what` (e.g.
-// "SVOD_CHECK") otherwise.
+// "--check") otherwise.
 CheckMode parse_check_mode(std::string_view text, std::string_view what);
 std::string to_string(CheckMode mode);
 

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -65,13 +64,11 @@ double op_timeout_seconds() {
   };
   static const Timeout timeout = [] {
     Timeout t;
-    const auto text = env_string("SVOD_OP_TIMEOUT");
-    if (!text) return t;
-    char* end = nullptr;
-    t.seconds = std::strtod(text->c_str(), &end);
-    if (end != text->c_str() + text->size() || !(t.seconds > 0) || t.seconds > 1e9)
-      t.error =
-          make_error(ErrorKind::Validation, "SVOD_OP_TIMEOUT=\"{}\": expected a positive number of seconds", *text);
+    try {
+      t.seconds = env_seconds(EnvVar::OpTimeout).value_or(0);
+    } catch (const Error& e) {
+      t.error = e;
+    }
     return t;
   }();
   if (timeout.error) throw *timeout.error;

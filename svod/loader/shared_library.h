@@ -1,5 +1,5 @@
 // Shared libraries opened with dlopen(RTLD_NOW | RTLD_LOCAL): the dlopen CPU
-// backend's kernels and prebuilt kernel libraries built elsewhere.
+// compiler's kernels and prebuilt kernel libraries built elsewhere.
 //
 // The system's dynamic loader does the linking, so anything a shared library
 // may contain works (TLS, constructors, C++), at the cost of a file on the

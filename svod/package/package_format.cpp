@@ -198,11 +198,14 @@ std::string expect_section(std::string_view output) { return "expect/" + std::st
 
 namespace {
 
+// The compiler's name keeps the field name "backend" it had from the first
+// package on, so that every svod version reads every package's manifest
+// (docs/PACKAGE_FORMAT.md).
 Json identity_json(const CompilerIdentity& id) {
-  return {{"backend", id.backend},         {"path", id.path},
-          {"version", id.version},         {"target_triple", id.target_triple},
-          {"target_cpu", id.target_cpu},   {"target_features", id.target_features},
-          {"flags", id.flags},             {"abi_version", id.abi_version}};
+  return {{"backend", id.name},          {"path", id.path},
+          {"version", id.version},       {"target_triple", id.target_triple},
+          {"target_cpu", id.target_cpu}, {"target_features", id.target_features},
+          {"flags", id.flags},           {"abi_version", id.abi_version}};
 }
 
 }  // namespace
@@ -271,7 +274,7 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
   }
   auto identity = [&](const Json& c, const std::string& path) {
     CompilerIdentity id;
-    id.backend = field(c, "backend", T::string, path).get<std::string>();
+    id.name = field(c, "backend", T::string, path).get<std::string>();
     id.path = field(c, "path", T::string, path).get<std::string>();
     id.version = field(c, "version", T::string, path).get<std::string>();
     id.target_triple = field(c, "target_triple", T::string, path).get<std::string>();

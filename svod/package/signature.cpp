@@ -268,7 +268,7 @@ std::vector<std::byte> sign_package(std::vector<std::byte> package, const Secret
 }
 
 std::optional<std::vector<TrustedKey>> trusted_keys() {
-  const std::optional<std::string> value = env_string("SVOD_TRUSTED_KEYS");
+  const std::optional<std::string> value = env_string(EnvVar::TrustedKeys);
   if (!value) return std::nullopt;
   std::vector<TrustedKey> keys;
   auto add = [&](const fs::path& file) {

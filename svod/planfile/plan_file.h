@@ -174,8 +174,8 @@ struct LoadOptions {
   std::shared_ptr<Communicator> communicator = {};
 
   // The compiler of the plan's CPU devices, one of the CPU kind's compilers
-  // ("llvm", "clang" or "dlopen", any letter case; svod run --backend);
-  // empty: the process's default (SVOD_CPU_BACKEND, else the llvm plugin when
+  // ("llvm", "clang" or "dlopen", any letter case; svod run --cpu-compiler);
+  // empty: the process's default (SVOD_CPU_COMPILER, else the llvm plugin when
   // it is there, else clang). Each choice is a CPU device of its own, shared
   // by every plan that makes it (DeviceRegistry::open). Another name is an
   // Error(Validation) that names the compilers.

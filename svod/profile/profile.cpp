@@ -6,14 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
+#include "svod/base/env.h"
 #include "svod/base/file_write.h"
 #include "svod/base/error.h"
 
@@ -369,11 +368,8 @@ std::string profile_json(const PlanProfile& profile) {
   return j.dump(1);
 }
 
-bool profile_requested() noexcept {
-  static const bool requested = [] {
-    const char* value = std::getenv("SVOD_PROFILE");
-    return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
-  }();
+bool profile_requested() {
+  static const bool requested = env_switch(EnvVar::Profile).value_or(false);
   return requested;
 }
 

@@ -154,7 +154,8 @@ void write_chrome_trace(const PlanProfile& profile, const std::filesystem::path&
 // [aggregate() rows], "ops": [aggregate_ops() rows with op index and id]}.
 std::string profile_json(const PlanProfile& profile);
 
-// SVOD_PROFILE set to something other than "" or "0" (read once).
-bool profile_requested() noexcept;
+// SVOD_PROFILE, a switch (read once; off when unset). Error(Validation)
+// naming it for a value that is not a switch word.
+bool profile_requested();
 
 }  // namespace svod

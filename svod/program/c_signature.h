@@ -6,7 +6,7 @@
 // `ptr` for every pointer (no pointee type, no const), clang's AST is only
 // there during a full front-end run (milliseconds, headers included) while a
 // cached compile must cost microseconds, and the clang-process and dlopen
-// backends have neither. Instead this reads the entry's definition from the
+// compilers have neither. Instead this reads the entry's definition from the
 // text, with clear bounds:
 //   - comments, string and character literals and preprocessor lines are
 //     skipped; the definition is `ENTRY ( … ) {` outside any braces (a

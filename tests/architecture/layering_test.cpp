@@ -2,13 +2,15 @@
 // header in svod/, python/ and tools/ must name a module in the including
 // file's own layer or a lower one. The layer table below is the one place the
 // order is defined; the document quotes it and a test keeps the two equal.
-// And no side channel past the layers: no source sets one of svod's own
-// environment variables for other code of the process to read.
+// And no side channel past the layers: no source (benchmarks included) sets
+// one of svod's own environment variables for other code of the process to
+// read, and only svod/base/env.* reads them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -132,13 +134,18 @@ std::string layer_listing() {
   return listing;
 }
 
+// The folders of the library and its front ends, which the layers order.
+constexpr std::initializer_list<const char*> kLayered = {"svod", "python", "tools"};
+// Those and the benchmarks, which are held to the rules of the environment.
+constexpr std::initializer_list<const char*> kWithBenchmarks = {"svod", "python", "tools", "bench"};
+
 // Calls fn(path relative to the source root, text) for every C and C++ source
-// of svod/, python/ and tools/; returns how many.
+// under the folders `tops`; returns how many.
 template <typename Fn>
-std::size_t for_each_source(Fn&& fn) {
+std::size_t for_each_source(std::initializer_list<const char*> tops, Fn&& fn) {
   const fs::path root = SVOD_SOURCE_DIR;
   std::size_t scanned = 0;
-  for (const char* top : {"svod", "python", "tools"}) {
+  for (const char* top : tops) {
     if (!fs::exists(root / top)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
       const std::string extension = entry.path().extension().string();
@@ -156,7 +163,7 @@ std::size_t for_each_source(Fn&& fn) {
 
 TEST(Layering, NoFileIncludesAModuleAboveItsOwn) {
   std::vector<Violation> violations;
-  for_each_source([&](const std::string& relative, const std::string& text) {
+  for_each_source(kLayered, [&](const std::string& relative, const std::string& text) {
     auto found = check_file(relative, text);
     violations.insert(violations.end(), found.begin(), found.end());
   });
@@ -170,12 +177,47 @@ TEST(Layering, NoFileIncludesAModuleAboveItsOwn) {
 // LoadOptions::cpu_compiler), never by setting SVOD_* in the process's
 // environment: that would reach every later reader, other threads and child
 // processes included, and race with them.
+// (A benchmark that needs another value in a child process it starts passes
+// it in the child's environment alone: run_process's `environment`.)
 TEST(Layering, NoSourceSetsSvodsOwnEnvironmentVariables) {
   const std::regex sets_variable(R"((setenv|putenv)\s*\(\s*"SVOD_)");
-  for_each_source([&](const std::string& relative, const std::string& text) {
+  for_each_source(kWithBenchmarks, [&](const std::string& relative, const std::string& text) {
     std::smatch found;
     if (std::regex_search(text, found, sets_variable)) ADD_FAILURE() << relative << ": " << found.str();
   });
+}
+
+// svod/base/env.* is the one reader of svod's variables, with the one table
+// of them and one rule for their values: no other source, the benchmarks and
+// Python's package included, reads an SVOD_ variable itself.
+const std::regex kReadsSvodVariable(R"((getenv|secure_getenv|foreign_env)\s*\(\s*"SVOD_)");
+
+TEST(Layering, OnlyBaseEnvReadsSvodsEnvironmentVariables) {
+  std::size_t reads = 0;
+  for_each_source(kWithBenchmarks, [&](const std::string& relative, const std::string& text) {
+    if (relative == "svod/base/env.h" || relative == "svod/base/env.cpp") return;
+    for (std::sregex_iterator it(text.begin(), text.end(), kReadsSvodVariable), end; it != end; ++it) {
+      ADD_FAILURE() << relative << ": " << it->str();
+      ++reads;
+    }
+  });
+  const std::regex python_reads(R"(environ(\.get)?\s*[\[(]\s*["']SVOD_|getenv\s*\(\s*["']SVOD_)");
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(SVOD_SOURCE_DIR) / "python")) {
+    if (entry.path().extension() != ".py" && entry.path().extension() != ".pyi") continue;
+    const std::string text = read_text(entry.path());
+    for (std::sregex_iterator it(text.begin(), text.end(), python_reads), end; it != end; ++it) {
+      ADD_FAILURE() << entry.path().string() << ": " << it->str();
+      ++reads;
+    }
+  }
+  EXPECT_EQ(reads, 0u);
+}
+
+TEST(Layering, TheEnvironmentScanFindsADirectRead) {
+  EXPECT_TRUE(std::regex_search(std::string("if (std::getenv( \"SVOD_CACHE_DIR\") == nullptr)"), kReadsSvodVariable));
+  EXPECT_TRUE(std::regex_search(std::string("foreign_env(\"SVOD_THREADS\")"), kReadsSvodVariable));
+  EXPECT_FALSE(std::regex_search(std::string("env_string(EnvVar::CacheDir)"), kReadsSvodVariable));
+  EXPECT_FALSE(std::regex_search(std::string("foreign_env(\"HOME\")"), kReadsSvodVariable));
 }
 
 TEST(Layering, DocumentStatesTheSameOrder) {

@@ -1,5 +1,6 @@
 #include "svod/base/subprocess.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "svod/base/error.h"
@@ -43,6 +45,16 @@ TEST(Subprocess, ChildThatExitsWithoutReadingDoesNotKillUs) {
 TEST(Subprocess, ReportsASignal) {
   ProcessResult r = run_process({"sh", "-c", "kill -SEGV $$"}, "", 10s);
   EXPECT_EQ(r.term_signal, 11);
+}
+
+TEST(Subprocess, SetsVariablesForTheChildAlone) {
+  const char* path = std::getenv("PATH");
+  ASSERT_NE(path, nullptr);
+  ProcessResult r = run_process({"sh", "-c", "echo \"$SVOD_SUBPROCESS_TEST|$HOME|$PATH\""}, "", 10s, {},
+                                {"SVOD_SUBPROCESS_TEST=child", "HOME=/elsewhere"});
+  EXPECT_EQ(r.out, fmt::format("child|/elsewhere|{}\n", path));  // PATH passes through unchanged
+  EXPECT_EQ(std::getenv("SVOD_SUBPROCESS_TEST"), nullptr);
+  EXPECT_NE(std::string(std::getenv("HOME")), "/elsewhere");
 }
 
 TEST(Subprocess, MissingExecutableIsAnIoError) {

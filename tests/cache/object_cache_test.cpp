@@ -386,11 +386,11 @@ TEST(ObjectCacheTest, UnwritableDirectoryDegradesWithOneWarning) {
 }
 
 // A compiler whose identity stands on a source the test sets, counting how
-// often its identity is made (for the llvm backend: how often the plugin
+// often its identity is made (for the llvm compiler: how often the plugin
 // would be opened).
 class SourcedCompiler final : public Compiler {
  public:
-  explicit SourcedCompiler(Hash128 source) : source_(source) { identity_.backend = "sourced"; }
+  explicit SourcedCompiler(Hash128 source) : source_(source) { identity_.name = "sourced"; }
   const CompilerIdentity& identity() const override {
     made_.fetch_add(1);
     if (on_make_) on_make_();

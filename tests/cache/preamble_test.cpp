@@ -38,7 +38,7 @@ class PreambleCacheTest : public ::testing::Test {
                         << header_.string() << R"(\"\nvoid k(float* o) { o[0] = SCALE * sqrtf(16.0f) + )" << variant
                         << R"( * 0.0f; }\n", "buffers": [ { "name": "o", "access": "write" } ] } },
       "ops": [ { "run": "k", "buffers": ["o"] } ], "outputs": { "o": {} } })";
-    return run_process({cli_.string(), "run", plan.string(), "--backend", "llvm"}, "", std::chrono::minutes(2));
+    return run_process({cli_.string(), "run", plan.string(), "--cpu-compiler", "llvm"}, "", std::chrono::minutes(2));
   }
 
   // The object cache's one preamble entry.

@@ -68,7 +68,8 @@ TEST(CApiComm, EveryCollectiveOnLocalRanks) {
     EXPECT_EQ(svod_comm_size(comm.handle), kRanks);
     EXPECT_EQ(svod_comm_local_rank(comm.handle), rank);  // local ranks share this machine
     EXPECT_EQ(svod_comm_local_size(comm.handle), kRanks);
-    EXPECT_STREQ(svod_comm_backend(comm.handle), "local");
+    EXPECT_STREQ(svod_comm_transport(comm.handle), "local");
+    EXPECT_STREQ(svod_comm_backend(comm.handle), "local");  // its name before 1.7
     ASSERT_OK(svod_comm_barrier(comm.handle));
 
     // all_reduce, in place in the caller's array.
@@ -386,14 +387,14 @@ TEST(CApiComm, TheWorldOutsideALauncherIsOneLocalRank) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK"))
     GTEST_SKIP() << "started by an MPI launcher";
   for (int round = 0; round < 2; ++round) {
-    for (const char* backend : {"auto", "local"}) {
+    for (const char* transport : {"auto", "local"}) {
       Comm world;
-      ASSERT_OK(svod_comm_world(backend, &world.handle));
+      ASSERT_OK(svod_comm_world(transport, &world.handle));
       EXPECT_EQ(svod_comm_rank(world.handle), 0);
       EXPECT_EQ(svod_comm_size(world.handle), 1);
       EXPECT_EQ(svod_comm_local_rank(world.handle), 0);
       EXPECT_EQ(svod_comm_local_size(world.handle), 1);
-      EXPECT_STREQ(svod_comm_backend(world.handle), "local");
+      EXPECT_STREQ(svod_comm_transport(world.handle), "local");
       ASSERT_OK(svod_comm_barrier(world.handle));
       std::vector<float> x = {1, 2};
       Buffer bx;
@@ -406,7 +407,7 @@ TEST(CApiComm, TheWorldOutsideALauncherIsOneLocalRank) {
   expect_error(svod_comm_world("mpi", &none), SVOD_ERROR_VALIDATION,
                "svod_comm_world: the world communicator of this process is already \"local\", not \"mpi\"");
   expect_error(svod_comm_world("tcp", &none), SVOD_ERROR_VALIDATION,
-               "unknown communicator backend \"tcp\" (expected auto, mpi or local)");
+               "unknown communicator transport \"tcp\" (expected auto, mpi or local)");
   EXPECT_EQ(none, nullptr);
 
   // A plan on the world's one rank.
@@ -421,7 +422,7 @@ TEST(CApiComm, TheWorldOutsideALauncherIsOneLocalRank) {
 TEST(CApiComm, NullHandlesCountsAndRanksOutOfRange) {
   svod_comm* none = nullptr;
   svod_comm* group[2] = {};
-  expect_error(svod_comm_world(nullptr, &none), SVOD_ERROR_VALIDATION, "svod_comm_world: backend is NULL");
+  expect_error(svod_comm_world(nullptr, &none), SVOD_ERROR_VALIDATION, "svod_comm_world: transport is NULL");
   expect_error(svod_comm_world("local", nullptr), SVOD_ERROR_VALIDATION, "svod_comm_world: out is NULL");
   expect_error(svod_comm_create_local(2, nullptr), SVOD_ERROR_VALIDATION, "svod_comm_create_local: out is NULL");
   expect_error(svod_comm_create_local(0, group), SVOD_ERROR_VALIDATION,
@@ -434,6 +435,7 @@ TEST(CApiComm, NullHandlesCountsAndRanksOutOfRange) {
   EXPECT_EQ(svod_comm_size(nullptr), 0);
   EXPECT_EQ(svod_comm_local_rank(nullptr), -1);
   EXPECT_EQ(svod_comm_local_size(nullptr), 0);
+  EXPECT_EQ(svod_comm_transport(nullptr), nullptr);
   EXPECT_EQ(svod_comm_backend(nullptr), nullptr);
 
   Buffer buffer;

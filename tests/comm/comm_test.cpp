@@ -114,7 +114,7 @@ TEST(ReduceInRankOrder, IntegersWrapBoolsAreLogicalNanWins) {
   EXPECT_TRUE(std::isnan(out[1]));
 }
 
-// The local backend writes each chunk's result straight into every rank's
+// The local transport writes each chunk's result straight into every rank's
 // buffer, the inputs themselves: blocks past the first must still see the
 // original inputs.
 TEST(ReduceInRankOrder, WritesEveryOutputEvenWhenTheyAreTheInputs) {
@@ -134,7 +134,7 @@ class LocalRanks : public ::testing::TestWithParam<int> {};
 TEST_P(LocalRanks, AllReduceIsExactForEveryDTypeAndOp) {
   std::atomic<int> checked{0};
   run_local_ranks(GetParam(), [&](Communicator& comm) {
-    EXPECT_EQ(comm.backend(), "local");
+    EXPECT_EQ(comm.transport(), "local");
     checked += test::check_all_reduce_exact(comm);
   });
   EXPECT_EQ(checked.load(), GetParam() * 13 * 4 * 4);
@@ -476,7 +476,7 @@ TEST(LocalCommunicator, LocalRankIsTheRank) {
 TEST(WorldCommunicator, IsOneLocalRankWithoutALauncher) {
   if (launched_by_mpi()) GTEST_SKIP() << "started by an MPI launcher";
   Communicator& world = world_communicator();
-  EXPECT_EQ(world.backend(), "local");
+  EXPECT_EQ(world.transport(), "local");
   EXPECT_EQ(world.rank(), 0);
   EXPECT_EQ(world.size(), 1);
   EXPECT_EQ(world.local_rank(), 0);
@@ -501,13 +501,16 @@ TEST(CommOptions, TimeoutComesFromTheEnvironment) {
     test::ScopedEnv env("SVOD_COMM_TIMEOUT", "5");
     EXPECT_EQ(default_comm_options().timeout, 5s);
   }
+  {
+    test::ScopedEnv env("SVOD_COMM_TIMEOUT", "0.25");  // seconds as for SVOD_OP_TIMEOUT: fractions too
+    EXPECT_EQ(default_comm_options().timeout, 250ms);
+  }
   for (const char* bad : {"0", "9223372036854775807"}) {  // the largest used to time out "after -1000 ms"
     test::ScopedEnv env("SVOD_COMM_TIMEOUT", bad);
     const Error e = test::expect_error([] { default_comm_options(); });
     EXPECT_EQ(e.kind(), ErrorKind::Validation) << bad;
-    EXPECT_NE(std::string(e.what()).find("must be a positive number of seconds, at most 1000000000"),
-              std::string::npos)
-        << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("SVOD_COMM_TIMEOUT=\"{}\": expected a positive number of seconds, at most 1000000000", bad));
   }
   EXPECT_EQ(test::expect_error([] { parse_reduce_op("avg"); }).kind(), ErrorKind::Validation);
   EXPECT_EQ(parse_reduce_op("prod"), ReduceOp::Prod);

@@ -1,7 +1,7 @@
 // The nccl communicator's parts that need no GPU: loading NCCL, its version,
 // the unique-id exchange over a local host communicator, the dtype and op
 // mapping, opening without a CUDA device, and the Communicator hook through
-// which a backend takes device buffers without staging. The collectives on
+// which a transport takes device buffers without staging. The collectives on
 // CUDA memory are in tests/cuda/nccl_gpu_test.cpp (scripts/gpu-check.sh).
 #include <gtest/gtest.h>
 
@@ -212,7 +212,7 @@ TEST(NcclOpen, ADeviceThatIsNotCudaIsRefused) {
   });
 }
 
-// ---- the hook: a backend that takes some buffers as they are -----------------------
+// ---- the hook: a transport that takes some buffers as they are ---------------------
 
 // One rank; takes the buffers whose storage it was told about "natively"
 // (their own host address, standing in for a device address) and records
@@ -220,7 +220,7 @@ TEST(NcclOpen, ADeviceThatIsNotCudaIsRefused) {
 class NativeRecorder final : public Communicator {
  public:
   NativeRecorder() : Communicator(0, 1, CommOptions{}) {}
-  std::string_view backend() const noexcept override { return "recorder"; }
+  std::string_view transport() const noexcept override { return "recorder"; }
 
   std::set<uint64_t> native_storages;
   std::vector<detail::CallDesc> descs;
@@ -246,7 +246,7 @@ class NativeRecorder final : public Communicator {
   void run_abort(const std::string&) override {}
 };
 
-TEST(CommunicatorNativeHook, OperandsTheBackendTakesAreNotStaged) {
+TEST(CommunicatorNativeHook, OperandsTheTransportTakesAreNotStaged) {
   NativeRecorder comm;
   Buffer native = cpu_device()->allocate(DType::F32, 4);
   Buffer native_too = cpu_device()->allocate(DType::F32, 4);

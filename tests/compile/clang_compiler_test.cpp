@@ -92,7 +92,7 @@ TEST(ClangCompiler, HungClangIsKilledAfterTheTimeout) {
 TEST(ClangCompiler, IdentityNamesTheResolvedTarget) {
   ClangCompiler clang;
   const CompilerIdentity& id = clang.identity();
-  EXPECT_EQ(id.backend, "clang");
+  EXPECT_EQ(id.name, "clang");
   EXPECT_EQ(id.path, clang.clang_path());
   EXPECT_NE(id.version.find("clang version"), std::string::npos) << id.version;
   EXPECT_NE(id.target_triple.find("x86_64"), std::string::npos);

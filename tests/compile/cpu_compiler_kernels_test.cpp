@@ -36,9 +36,9 @@ class CpuCompilerKernels : public ::testing::TestWithParam<CpuCompiler> {
   }
 };
 
-TEST_P(CpuCompilerKernels, IdentityNamesTheBackend) {
+TEST_P(CpuCompilerKernels, IdentityNamesTheCompiler) {
   const CompilerIdentity& id = cpu->compiler().identity();
-  EXPECT_EQ(id.backend, to_string(GetParam()));
+  EXPECT_EQ(id.name, to_string(GetParam()));
   EXPECT_FALSE(id.target_cpu.empty());
   EXPECT_FALSE(id.target_features.empty());
   for (CpuCompiler other : test::cpu_compilers_built()) {

@@ -62,31 +62,35 @@ TEST(CpuCompilerSelection, UnknownNameIsAnErrorListingTheValidOnes) {
     EXPECT_NE(std::string(e.what()).find("\"gcc\""), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("clang, llvm or dlopen"), std::string::npos) << e.what();
   }
-  ScopedEnv env("SVOD_CPU_BACKEND", "mlir");
+  ScopedEnv env("SVOD_CPU_COMPILER", "mlir");
   try {
     default_cpu_compiler();
-    FAIL() << "SVOD_CPU_BACKEND=mlir accepted";
+    FAIL() << "SVOD_CPU_COMPILER=mlir accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Validation);
-    EXPECT_NE(std::string(e.what()).find("SVOD_CPU_BACKEND"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("SVOD_CPU_COMPILER"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("clang, llvm or dlopen"), std::string::npos) << e.what();
   }
   EXPECT_THROW(cpu_device(), Error);
 }
 
-TEST(CpuCompilerSelection, EnvironmentPicksTheBackend) {
-  for (CpuCompiler b : test::cpu_compilers_built()) {
-    ScopedEnv env("SVOD_CPU_BACKEND", std::string(to_string(b)));
+TEST(CpuCompilerSelection, EnvironmentPicksTheCompiler) {
+  for (CpuCompiler c : test::cpu_compilers_built()) {
+    ScopedEnv env("SVOD_CPU_COMPILER", std::string(to_string(c)));
     const CpuCompilerChoice choice = default_cpu_compiler();
-    EXPECT_EQ(choice.compiler, b);
-    EXPECT_EQ(choice.reason, "SVOD_CPU_BACKEND=" + std::string(to_string(b)));
-    EXPECT_EQ(cpu_device(), cpu_device(b));
-    EXPECT_EQ(cpu_device()->compiler().identity().backend, to_string(b));
+    EXPECT_EQ(choice.compiler, c);
+    EXPECT_EQ(choice.reason, "SVOD_CPU_COMPILER=" + std::string(to_string(c)));
+    EXPECT_EQ(cpu_device(), cpu_device(c));
+    EXPECT_EQ(cpu_device()->compiler().identity().name, to_string(c));
   }
+  // SVOD_CPU_BACKEND, the variable's old name, is read too.
+  ScopedEnv old("SVOD_CPU_BACKEND", "clang");
+  EXPECT_EQ(default_cpu_compiler().compiler, CpuCompiler::Clang);
+  EXPECT_EQ(default_cpu_compiler().reason, "SVOD_CPU_BACKEND=clang");
 }
 
 TEST(CpuCompilerSelection, DefaultIsLlvmWhenItsLibraryIsThereElseClang) {
-  ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+  ScopedEnv env("SVOD_CPU_COMPILER", std::nullopt);
   const LlvmPluginStatus& plugin = llvm_plugin();
   const CpuCompilerChoice choice = default_cpu_compiler();
   if (!SVOD_LLVM_PLUGIN_BUILT) {
@@ -113,7 +117,7 @@ TEST(CpuCompilerSelection, PluginIsLookedForBesideTheRuntimeOrWhereTheEnvironmen
   EXPECT_EQ(llvm_plugin_candidates(), std::vector<std::string>{"/nowhere/libsvod_llvm.so"});
 }
 
-// A process that only ever uses the clang backend never maps libLLVM. Runs in
+// A process that only ever uses the clang compiler never maps libLLVM. Runs in
 // a fresh process (the threadsafe death-test style re-executes the binary),
 // since other tests in this one load the plugin.
 TEST(CpuCompilerSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
@@ -134,7 +138,7 @@ TEST(CpuCompilerSelection, ClangOnlyProcessNeverLoadsLibLlvm) {
       ::testing::ExitedWithCode(0), "");
 }
 
-TEST(LlvmBackend, EightThreadsCompileAtOnce) {
+TEST(LlvmCompiler, EightThreadsCompileAtOnce) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
@@ -181,7 +185,7 @@ TEST(LlvmBackend, EightThreadsCompileAtOnce) {
 // The disk cache keys objects by their input, so the same input must give the
 // same bytes whichever pooled target machine, thread or language path compiles
 // it; the front end, optimisation and code generation are each timed.
-TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
+TEST(LlvmCompiler, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
@@ -217,7 +221,7 @@ TEST(LlvmBackend, ObjectsAreByteIdenticalAcrossCompilesAndThreads) {
 // compiles begin with it, or at the first when the object cache is on
 // (tests/cache/preamble_test.cpp): the objects stay the same bytes as
 // without, and a header changed on disk is read again.
-TEST(LlvmBackend, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
+TEST(LlvmCompiler, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   // Without the object cache the first compile parses the headers itself.
   const test::ScopedObjectCache no_cache(nullptr);
@@ -252,7 +256,7 @@ TEST(LlvmBackend, PrecompiledPreamblesGiveTheSameObjectsAndFollowTheirHeaders) {
   EXPECT_EQ(run(spec(5), compiler.compile(spec(5))), 12.0f);
 }
 
-TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
+TEST(LlvmCompiler, ObjectsDoNotDependOnWhatWasCompiledBefore) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = cpu_device(CpuCompiler::Llvm);
   const Compiler& compiler = cpu->compiler();
@@ -281,9 +285,9 @@ TEST(LlvmBackend, ObjectsDoNotDependOnWhatWasCompiledBefore) {
   }
 }
 
-// Only the llvm backend checks IR: Debian's release clang compiles IR input
-// without the verifier, so the clang and dlopen backends accept this module.
-TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
+// Only the llvm compiler checks IR: Debian's release clang compiles IR input
+// without the verifier, so the clang and dlopen compilers accept this module.
+TEST(LlvmCompiler, IrThatParsesButFailsVerificationIsACompileError) {
   SVOD_REQUIRE_LLVM_PLUGIN();
   auto cpu = cpu_device(CpuCompiler::Llvm);
   // Forward references parse; using %x before its definition does not verify.
@@ -301,7 +305,7 @@ TEST(LlvmBackend, IrThatParsesButFailsVerificationIsACompileError) {
   }
 }
 
-TEST(DlopenBackend, LibraryClosesWhenItsLastProgramIsReleased) {
+TEST(DlopenCompiler, LibraryClosesWhenItsLastProgramIsReleased) {
   auto cpu = cpu_device(CpuCompiler::Dlopen);
   ProgramSpec spec = c_kernel("dlopen_lifetime_probe", "void dlopen_lifetime_probe(int* o) { o[0] = 5; }", {{"o", Access::Write}});
   const Artifact artifact = cpu->compiler().compile(spec);

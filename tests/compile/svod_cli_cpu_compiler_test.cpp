@@ -1,6 +1,7 @@
-// The svod tool and the CPU compilers: `svod run --backend` on each, `svod
-// info` saying which backend is the default and why, and a clang-only run
-// that never opens libLLVM.
+// The svod tool and the CPU compilers: `svod run --cpu-compiler` on each,
+// the old names --backend and SVOD_CPU_BACKEND, `svod info` saying which
+// compiler is the default and why, and a clang-only run that never opens
+// libLLVM.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -53,13 +54,13 @@ class SvodCli : public ::testing::Test {
   std::string plan_;
 };
 
-TEST_F(SvodCli, RunGivesTheSameOutputsOnEveryBackend) {
-  ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+TEST_F(SvodCli, RunGivesTheSameOutputsOnEveryCompiler) {
+  ScopedEnv env("SVOD_CPU_COMPILER", std::nullopt);
   std::string reference;
-  for (CpuCompiler b : test::cpu_compilers_built()) {
-    const std::string backend(to_string(b));
-    SCOPED_TRACE(backend);
-    ProcessResult r = svod({"run", plan_, "--backend", backend});
+  for (CpuCompiler c : test::cpu_compilers_built()) {
+    const std::string compiler(to_string(c));
+    SCOPED_TRACE(compiler);
+    ProcessResult r = svod({"run", plan_, "--cpu-compiler", compiler});
     ASSERT_TRUE(r.ok()) << r.out << r.err;
     EXPECT_NE(r.out.find("expect: ok"), std::string::npos) << r.out;
     const std::string line = output_line(r.out);
@@ -69,37 +70,71 @@ TEST_F(SvodCli, RunGivesTheSameOutputsOnEveryBackend) {
   }
 }
 
-TEST_F(SvodCli, UnknownBackendIsAnErrorNamingTheValidOnes) {
-  ProcessResult r = svod({"run", plan_, "--backend", "gcc"});
+TEST_F(SvodCli, UnknownCompilerIsAnErrorNamingTheValidOnes) {
+  ProcessResult r = svod({"run", plan_, "--cpu-compiler", "gcc"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "svod run: error (validation): --backend gcc: expected clang, llvm or dlopen");
-  ScopedEnv env("SVOD_CPU_BACKEND", "gcc");
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "svod run: error (validation): --cpu-compiler gcc: expected clang, llvm or dlopen");
+  ScopedEnv env("SVOD_CPU_COMPILER", "gcc");
   r = svod({"run", plan_});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("SVOD_CPU_BACKEND: unknown CPU backend \"gcc\": expected clang, llvm or dlopen"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("SVOD_CPU_COMPILER=\"gcc\": expected clang, llvm or dlopen"), std::string::npos) << r.err;
 }
 
-TEST_F(SvodCli, InfoSaysWhichBackendIsTheDefaultAndWhy) {
+// --backend and SVOD_CPU_BACKEND, the names before --cpu-compiler and
+// SVOD_CPU_COMPILER, still choose the compiler; an old and a new name given
+// together must agree.
+TEST_F(SvodCli, TheOldNamesOfTheCompilerChoiceStillWork) {
+  ScopedEnv unset("SVOD_CPU_COMPILER", std::nullopt);
+  ProcessResult r = svod({"run", plan_, "--backend", "clang"});
+  EXPECT_TRUE(r.ok()) << r.out << r.err;
+  r = svod({"run", plan_, "--cpu-compiler", "clang", "--backend", "CLANG"});
+  EXPECT_TRUE(r.ok()) << r.out << r.err;
+  r = svod({"run", plan_, "--backend", "gcc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--backend gcc: expected clang, llvm or dlopen"), std::string::npos) << r.err;
+  r = svod({"run", plan_, "--cpu-compiler", "clang", "--backend", "llvm"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cpu-compiler clang and --backend llvm differ (--backend is the old name of "
+                       "--cpu-compiler): give one"),
+            std::string::npos)
+      << r.err;
+  {
+    ScopedEnv old("SVOD_CPU_BACKEND", "dlopen");
+    r = svod({"info"});
+    EXPECT_NE(r.out.find("cpu compiler: dlopen (SVOD_CPU_BACKEND=dlopen)"), std::string::npos) << r.out;
+    ScopedEnv same("SVOD_CPU_COMPILER", "dlopen");
+    r = svod({"info"});
+    EXPECT_NE(r.out.find("cpu compiler: dlopen (SVOD_CPU_COMPILER=dlopen)"), std::string::npos) << r.out;
+    ScopedEnv other("SVOD_CPU_COMPILER", "clang");
+    r = svod({"run", plan_});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("SVOD_CPU_COMPILER=\"clang\" and SVOD_CPU_BACKEND=\"dlopen\" differ (SVOD_CPU_BACKEND is "
+                         "the old name of SVOD_CPU_COMPILER): set one"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+TEST_F(SvodCli, InfoSaysWhichCompilerIsTheDefaultAndWhy) {
   if (SVOD_LLVM_PLUGIN_BUILT) {
-    ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+    ScopedEnv env("SVOD_CPU_COMPILER", std::nullopt);
     ProcessResult r = svod({"info"});
     ASSERT_TRUE(r.ok()) << r.err;
-    EXPECT_NE(r.out.find("cpu backend: llvm (in-process LLVM"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cpu compiler: llvm (in-process LLVM"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("libsvod_llvm.so"), std::string::npos) << r.out;
   }
   {
-    ScopedEnv env("SVOD_CPU_BACKEND", "dlopen");
+    ScopedEnv env("SVOD_CPU_COMPILER", "dlopen");
     ProcessResult r = svod({"info"});
-    EXPECT_NE(r.out.find("cpu backend: dlopen (SVOD_CPU_BACKEND=dlopen)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cpu compiler: dlopen (SVOD_CPU_COMPILER=dlopen)"), std::string::npos) << r.out;
   }
   {
-    ScopedEnv env("SVOD_CPU_BACKEND", std::nullopt);
+    ScopedEnv env("SVOD_CPU_COMPILER", std::nullopt);
     ScopedEnv plugin("SVOD_LLVM_PLUGIN", (dir_ / "libsvod_llvm.so").string());
     ProcessResult r = svod({"info"});
     ASSERT_TRUE(r.ok()) << r.err;
-    EXPECT_NE(r.out.find("cpu backend: clang (the llvm backend is unavailable"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cpu compiler: clang (the llvm compiler is unavailable"), std::string::npos) << r.out;
     // With the plugin missing, plans still run, on clang.
     r = svod({"run", plan_});
     EXPECT_TRUE(r.ok()) << r.out << r.err;
@@ -107,17 +142,17 @@ TEST_F(SvodCli, InfoSaysWhichBackendIsTheDefaultAndWhy) {
 }
 
 // The dynamic loader's own trace (LD_DEBUG=files) lists every library a
-// process opens: a run on the clang backend opens neither the plugin nor
+// process opens: a run on the clang compiler opens neither the plugin nor
 // libLLVM, so it pays none of their start-up cost.
-TEST_F(SvodCli, ClangBackendRunNeverOpensLibLlvm) {
+TEST_F(SvodCli, ClangCompilerRunNeverOpensLibLlvm) {
   ScopedEnv debug("LD_DEBUG", "files");
   ScopedEnv no_cache("SVOD_CACHE", "0");  // so the llvm run compiles, and opens its plugin
-  ProcessResult clang = svod({"run", plan_, "--backend", "clang"});
+  ProcessResult clang = svod({"run", plan_, "--cpu-compiler", "clang"});
   ASSERT_TRUE(clang.ok()) << clang.err;
   EXPECT_EQ(clang.err.find("libLLVM"), std::string::npos);
   EXPECT_EQ(clang.err.find("libsvod_llvm"), std::string::npos);
   if (SVOD_LLVM_PLUGIN_BUILT) {
-    ProcessResult llvm = svod({"run", plan_, "--backend", "llvm"});
+    ProcessResult llvm = svod({"run", plan_, "--cpu-compiler", "llvm"});
     ASSERT_TRUE(llvm.ok()) << llvm.err;
     EXPECT_NE(llvm.err.find("libsvod_llvm"), std::string::npos);  // the check above can see it
     // A plugin that holds LLVM itself opens neither shared library.
@@ -135,7 +170,7 @@ TEST_F(SvodCli, ClangBackendRunNeverOpensLibLlvm) {
 // and says so under SVOD_DEBUG=1; a packaged run opens no compiler, no
 // signature library and no device library it does not need.
 TEST_F(SvodCli, WarmAndPackagedRunsOpenNothingTheyDoNotNeed) {
-  ScopedEnv backend("SVOD_CPU_BACKEND", std::nullopt);
+  ScopedEnv compiler("SVOD_CPU_COMPILER", std::nullopt);
   ScopedEnv cache("SVOD_CACHE_DIR", (dir_ / "cache").string());
   ScopedEnv cache_on("SVOD_CACHE", std::nullopt);
   ProcessResult cold = svod({"run", plan_});
@@ -150,11 +185,11 @@ TEST_F(SvodCli, WarmAndPackagedRunsOpenNothingTheyDoNotNeed) {
     EXPECT_EQ(warm.err.find("libLLVM"), std::string::npos);
     EXPECT_NE(warm.err.find("the compiler is not opened"), std::string::npos) << warm.err;
   }
-  // The clang backend's identity comes from `clang -###` when it is not remembered.
-  ASSERT_TRUE(svod({"run", plan_, "--backend", "clang"}).ok());
+  // The clang compiler's identity comes from `clang -###` when it is not remembered.
+  ASSERT_TRUE(svod({"run", plan_, "--cpu-compiler", "clang"}).ok());
   {
     ScopedEnv svod_debug("SVOD_DEBUG", "1");
-    ProcessResult warm = svod({"run", plan_, "--backend", "clang"});
+    ProcessResult warm = svod({"run", plan_, "--cpu-compiler", "clang"});
     ASSERT_TRUE(warm.ok()) << warm.err;
     EXPECT_NE(warm.err.find("the compiler is not opened"), std::string::npos) << warm.err;
   }

@@ -135,7 +135,7 @@ TEST(Nvrtc, IdentityDependsOnTheTarget) {
   SVOD_SKIP_WITHOUT(detail::nvrtc_api(), "NVRTC");
   NvrtcCompiler sm80("sm_80"), sm90("sm_90"), ptx90("compute_90");
   const auto& api = detail::nvrtc_api();
-  EXPECT_EQ(sm90.identity().backend, "nvrtc");
+  EXPECT_EQ(sm90.identity().name, "nvrtc");
   EXPECT_EQ(sm90.identity().version, fmt::format("{}.{}", api.major, api.minor));
   EXPECT_EQ(sm90.identity().path, api.path);
   EXPECT_EQ(sm90.identity().target_cpu, "sm_90");

@@ -63,7 +63,7 @@ class NcclGpu : public ::testing::Test {
 TEST_F(NcclGpu, OneRankDoesEveryCollectiveOnDeviceMemory) {
   auto host = create_local_communicators(1);
   std::unique_ptr<Communicator> comm = open_nccl_communicator(*host[0], gpu_);
-  EXPECT_EQ(comm->backend(), "nccl");
+  EXPECT_EQ(comm->transport(), "nccl");
   EXPECT_EQ(comm->rank(), 0);
   EXPECT_EQ(comm->size(), 1);
   Device& gpu = *gpu_;

@@ -98,7 +98,7 @@ constexpr char kNullMagic[8] = {'S', 'V', 'O', 'D', 'N', 'U', 'L', '1'};
 class NullCompiler final : public Compiler {
  public:
   NullCompiler() : clang_(cpu_compiler(CpuCompiler::Clang)), identity_(clang_->identity()) {
-    identity_.backend = "null";  // its artifacts are not clang's: keys of their own
+    identity_.name = "null";  // its artifacts are not clang's: keys of their own
   }
   const CompilerIdentity& identity() const override { return identity_; }
   Artifact compile(const ProgramSpec& spec) const override {

@@ -158,7 +158,7 @@ TEST(NullDeviceOwnKinds, APackageCarriesItsBinaryAndLoadsItWithoutCompiling) {
   EXPECT_EQ(package.manifest.programs[0].artifact, kNullObject);
   EXPECT_EQ(package.manifest.programs[0].device, "NULL");
   ASSERT_TRUE(package.manifest.devices.contains("NULL"));
-  EXPECT_EQ(package.manifest.devices.at("NULL").backend, "null");
+  EXPECT_EQ(package.manifest.devices.at("NULL").name, "null");
   EXPECT_FALSE(package.manifest.cpu);
   EXPECT_EQ(package.compiled, 0u);
   EXPECT_EQ(run_out(package.loaded), expected_out());

@@ -1,5 +1,5 @@
 // Test helper: compiles C source to a relocatable object in memory with
-// clang-19 (source on stdin, object on stdout), as the clang CPU backend does.
+// clang-19 (source on stdin, object on stdout), as the clang CPU compiler does.
 // Results are memoised per (source, flags) because several tests share kernels.
 #pragma once
 

@@ -256,7 +256,7 @@ TEST(Package, OpenClProgramsTravelAsBinaries) {
     }
     EXPECT_EQ(binaries, 2u);
     ASSERT_TRUE(package.manifest.devices.contains("CL:0"));
-    EXPECT_EQ(package.manifest.devices.at("CL:0").backend, "opencl");
+    EXPECT_EQ(package.manifest.devices.at("CL:0").name, "opencl");
     EXPECT_EQ(run_outputs(package.loaded), expected);
     expect_checks_pass(package.loaded);
     EXPECT_EQ(compile_count(), before);
@@ -528,11 +528,11 @@ TEST(PackageFormat, DeviceBinariesOfEveryKindRoundTrip) {
   m.svod_version = "test";
   m.plan_name = "plan.json";
   CompilerIdentity nvrtc;
-  nvrtc.backend = "nvrtc";
+  nvrtc.name = "nvrtc";
   nvrtc.target_triple = "nvptx64-nvidia-cuda";
   nvrtc.target_cpu = "sm_90";
   CompilerIdentity opencl;
-  opencl.backend = "opencl";
+  opencl.name = "opencl";
   opencl.target_cpu = "some-gpu";
   m.devices = {{"CUDA:0", nvrtc}, {"CUDA:1", nvrtc}, {"CL:0", opencl}};
   m.programs = {{"a", "CUDA:0", ArtifactKind("cubin")},
@@ -556,7 +556,7 @@ TEST(PackageFormat, DeviceBinariesOfEveryKindRoundTrip) {
   auto old = nlohmann::json::parse(text);
   old["opencl"] = old["devices"];
   old.erase("devices");
-  EXPECT_EQ(read_manifest(old.dump(), "old").devices.at("CUDA:0").backend, "nvrtc");
+  EXPECT_EQ(read_manifest(old.dump(), "old").devices.at("CUDA:0").name, "nvrtc");
 
   auto missing = nlohmann::json::parse(text);
   missing["devices"].erase("CUDA:1");

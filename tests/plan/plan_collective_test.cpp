@@ -285,7 +285,7 @@ TEST(PlanCollectiveBuild, HazardsOrderCollectivesAgainstOtherOps) {
   // Without a communicator the plan gets one rank of its own.
   ASSERT_NE(plan.communicator(), nullptr);
   EXPECT_EQ(plan.communicator()->size(), 1);
-  EXPECT_EQ(plan.communicator()->backend(), "local");
+  EXPECT_EQ(plan.communicator()->transport(), "local");
   plan.execute();
   expect_error(ErrorKind::Unsupported, [&] { (void)plan.replicate(); }, {"collectives"});
 }

@@ -1,6 +1,6 @@
 // Compile errors of a plan's kernels name the kernel's own file (its
 // source_file as the plan gives it) with line and column, on every CPU
-// backend, and inline source by where it sits in the plan.
+// compiler, and inline source by where it sits in the plan.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -45,20 +45,20 @@ PlanFile bad_plan(const TempDir& dir) {
 
 const ProgramSpec& spec_of(const PlanFile& file, std::string_view name) { return file.find_program(name)->spec; }
 
-std::vector<CpuCompiler> backends() {
+std::vector<CpuCompiler> compilers() {
   std::vector<CpuCompiler> all = {CpuCompiler::Clang, CpuCompiler::Dlopen};
   if (SVOD_LLVM_PLUGIN_BUILT) all.push_back(CpuCompiler::Llvm);
   return all;
 }
 
-TEST(CompileDiagnostics, NameTheKernelsFileWithLineAndColumnOnEveryBackend) {
+TEST(CompileDiagnostics, NameTheKernelsFileWithLineAndColumnOnEveryCompiler) {
   TempDir dir;
   const PlanFile file = bad_plan(dir);
   EXPECT_EQ(spec_of(file, "from_file").source_name, "kernels/bad.c");
-  for (CpuCompiler backend : backends()) {
-    SCOPED_TRACE(std::string(to_string(backend)));
+  for (CpuCompiler compiler : compilers()) {
+    SCOPED_TRACE(std::string(to_string(compiler)));
     const std::string message =
-        test::expect_error([&] { cpu_compiler(backend)->compile(spec_of(file, "from_file")); }).what();
+        test::expect_error([&] { cpu_compiler(compiler)->compile(spec_of(file, "from_file")); }).what();
     EXPECT_NE(message.find("kernels/bad.c:2:16: error: expected expression"), std::string::npos) << message;
     EXPECT_EQ(message.find("from_file.c"), std::string::npos) << message;
     EXPECT_EQ(message.find("<stdin>"), std::string::npos) << message;
@@ -70,10 +70,10 @@ TEST(CompileDiagnostics, InlineSourceIsNamedByItsPlaceInThePlan) {
   const PlanFile file = bad_plan(dir);
   const std::string where = file.source_name + ": programs.inline.source";
   EXPECT_EQ(spec_of(file, "inline").source_name, where);
-  for (CpuCompiler backend : backends()) {
-    SCOPED_TRACE(std::string(to_string(backend)));
+  for (CpuCompiler compiler : compilers()) {
+    SCOPED_TRACE(std::string(to_string(compiler)));
     const std::string message =
-        test::expect_error([&] { cpu_compiler(backend)->compile(spec_of(file, "inline")); }).what();
+        test::expect_error([&] { cpu_compiler(compiler)->compile(spec_of(file, "inline")); }).what();
     EXPECT_NE(message.find(where + ":2:16: error: expected expression"), std::string::npos) << message;
     EXPECT_EQ(message.find("<stdin>"), std::string::npos) << message;
   }
@@ -82,9 +82,9 @@ TEST(CompileDiagnostics, InlineSourceIsNamedByItsPlaceInThePlan) {
 TEST(CompileDiagnostics, ASpecWithoutAFileNameKeepsItsNameDotC) {
   ProgramSpec spec = test::c_kernel("k", "void k(float* x) { x[0] = ; }");
   EXPECT_EQ(spec.diagnostic_file_name(), "k.c");
-  for (CpuCompiler backend : backends()) {
-    SCOPED_TRACE(std::string(to_string(backend)));
-    const std::string message = test::expect_error([&] { cpu_compiler(backend)->compile(spec); }).what();
+  for (CpuCompiler compiler : compilers()) {
+    SCOPED_TRACE(std::string(to_string(compiler)));
+    const std::string message = test::expect_error([&] { cpu_compiler(compiler)->compile(spec); }).what();
     EXPECT_NE(message.find("k.c:1:27: error"), std::string::npos) << message;
   }
 }

@@ -204,32 +204,32 @@ TEST(PlanFile, VariablesCanBeSetAndAreBoundsChecked) {
   }
 }
 
-// LoadOptions::cpu_compiler (svod run --backend, load_plan(backend=)) is the
-// plan's own choice: its CPU device compiles with that compiler, while the
-// process's default CPU device and its environment stay as they were (the
-// kernel reads SVOD_CPU_BACKEND as the process sees it).
+// LoadOptions::cpu_compiler (svod run --cpu-compiler, load_plan(cpu_compiler=))
+// is the plan's own choice: its CPU device compiles with that compiler, while
+// the process's default CPU device and its environment stay as they were (the
+// kernel reads SVOD_CPU_COMPILER as the process sees it).
 TEST(PlanFile, CpuCompilerIsThePlansOwnChoice) {
   TempDir dir;
   const Json plan = Json::parse(R"J({
     "svod_plan": 1,
     "buffers": { "o": { "dtype": "i32", "count": 1 } },
     "programs": { "probe": { "language": "c", "entry": "probe",
-      "source": "char* getenv(const char*); void probe(int* o) { o[0] = getenv(\"SVOD_CPU_BACKEND\") != 0; }",
+      "source": "char* getenv(const char*); void probe(int* o) { o[0] = getenv(\"SVOD_CPU_COMPILER\") != 0; }",
       "buffers": [ { "name": "o", "access": "write" } ] } },
     "ops": [ { "run": "probe", "buffers": ["o"] } ]
   })J");
-  const bool variable_set = std::getenv("SVOD_CPU_BACKEND") != nullptr;
+  const bool variable_set = std::getenv("SVOD_CPU_COMPILER") != nullptr;
   const std::shared_ptr<Device> default_cpu = open_device("CPU");
-  const std::string other = default_cpu->compiler().identity().backend == "clang" ? "dlopen" : "clang";
+  const std::string other = default_cpu->compiler().identity().name == "clang" ? "dlopen" : "clang";
 
   LoadedPlan loaded = load(dir, plan, LoadOptions{.cpu_compiler = other});
   loaded.plan.execute();
   EXPECT_EQ(values_of<int32_t>(loaded.plan, 0), std::vector<int32_t>{variable_set});
   ASSERT_NE(loaded.plan.op_device(0), nullptr);
-  EXPECT_EQ(loaded.plan.op_device(0)->compiler().identity().backend, other);
+  EXPECT_EQ(loaded.plan.op_device(0)->compiler().identity().name, other);
   EXPECT_EQ(loaded.plan.op_device(0), device_registry().open("CPU", other).get());
   EXPECT_EQ(open_device("CPU"), default_cpu);
-  EXPECT_EQ(std::getenv("SVOD_CPU_BACKEND") != nullptr, variable_set);
+  EXPECT_EQ(std::getenv("SVOD_CPU_COMPILER") != nullptr, variable_set);
 
   const Error e = test::expect_error([&] { load(dir, plan, LoadOptions{.cpu_compiler = "gcc"}); });
   EXPECT_EQ(e.kind(), ErrorKind::Validation);

@@ -252,7 +252,8 @@ TEST(SvodRun, PlansThatCannotRunExitWith2AndOneLine) {
        {{plan, "--var", "N=65"}, "svod run: error (validation): {plan}: variables.N: "}},
       {[&] {}, {{plan, "--var", "M=1"}, "svod run: error (validation): {plan}: variables: no variable named \"M\""}},
       {[&] {}, {{plan, "--var", "N=lots"}, "svod run: error (validation): --var N=lots: expected NAME=VALUE"}},
-      {[&] {}, {{plan, "--backend", "gcc"}, "svod run: error (validation): --backend gcc: expected clang, llvm or dlopen"}},
+      {[&] {}, {{plan, "--cpu-compiler", "gcc"},
+                "svod run: error (validation): --cpu-compiler gcc: expected clang, llvm or dlopen"}},
       {[&] {}, {{(dir / "absent.json").string()}, "svod run: error (io): "}},
       {[&] {}, {{plan, "--profile", (dir / "no" / "such" / "dir" / "t.json").string()},
                 "svod run: error (io): --profile: cannot write "}},
@@ -888,7 +889,42 @@ TEST(SvodCli, InfoSaysWhereTheThreadCountComesFrom) {
       << unset.out;
   const RunResult bad = svod_cli(dir, {"info"}, {"SVOD_THREADS=-2"});
   EXPECT_EQ(bad.status, 0) << bad.err;
-  EXPECT_NE(bad.out.find("\nthreads: SVOD_THREADS=-2 is out of range [1, 4096]\n"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("\nthreads: SVOD_THREADS=\"-2\": expected an integer from 0 to 4096\n"), std::string::npos)
+      << bad.out;
+}
+
+// SVOD_PROFILE and SVOD_DEBUG follow the environment's one rule
+// (docs/ENVIRONMENT.md): a switch's off words leave profiling off (any value
+// but "0" used to turn it on, "false" included), "yes" is debug level 1 (it
+// used to be 0), and a word that is neither is refused, naming the variable.
+TEST(SvodRun, ProfileAndDebugFollowTheEnvironmentsRule) {
+  TempDir dir;
+  const std::string plan = dir.write("plan.json", kAddPlan).string();
+  const RunResult on = svod_cli(dir, {"run", plan, "--repeat", "2"}, {"SVOD_PROFILE=yes"});
+  EXPECT_EQ(on.status, 0) << on.err;
+  EXPECT_NE(on.out.find("per kernel (SVOD_PROFILE)"), std::string::npos) << on.out;
+  for (const char* off : {"false", "Off", "0", " "}) {
+    const RunResult r = svod_cli(dir, {"run", plan, "--repeat", "2"}, {std::string("SVOD_PROFILE=") + off});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.find("per kernel"), std::string::npos) << "SVOD_PROFILE=" << off << ":\n" << r.out;
+  }
+  const RunResult sometimes = svod_cli(dir, {"run", plan}, {"SVOD_PROFILE=sometimes"});
+  EXPECT_EQ(sometimes.status, 2) << sometimes.out;
+  EXPECT_NE(sometimes.err.find("SVOD_PROFILE=\"sometimes\": expected 1 or 0 (or true/false, yes/no, on/off)"),
+            std::string::npos)
+      << sometimes.err;
+
+  const RunResult debug = svod_cli(dir, {"run", plan}, {"SVOD_DEBUG=yes"});
+  EXPECT_EQ(debug.status, 0) << debug.err;
+  EXPECT_NE(debug.err.find("svod: kernel cache: "), std::string::npos) << debug.err;
+  const RunResult quiet = svod_cli(dir, {"run", plan}, {"SVOD_DEBUG=no"});
+  EXPECT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("svod: kernel cache: "), std::string::npos) << quiet.err;
+  const RunResult verbose = svod_cli(dir, {"run", plan}, {"SVOD_DEBUG=verbose"});
+  EXPECT_EQ(verbose.status, 2) << verbose.out;
+  EXPECT_NE(verbose.err.find("SVOD_DEBUG=\"verbose\": expected a level from 0 to 4 (or a switch: on is 1, off is 0)"),
+            std::string::npos)
+      << verbose.err;
 }
 
 // The manual page is made from the help of every command the build made.

@@ -284,7 +284,7 @@ class SvodDebug : public ::testing::Test {
     const auto cache = dir_ / cache_name;
     const auto err = dir_ / "stderr.txt";
     const std::string command = fmt::format(
-        "SVOD_DEBUG={} SVOD_CPU_BACKEND=clang SVOD_CACHE_DIR='{}' '{}' run --repeat 2 '{}' > /dev/null 2> '{}'", level,
+        "SVOD_DEBUG={} SVOD_CPU_COMPILER=clang SVOD_CACHE_DIR='{}' '{}' run --repeat 2 '{}' > /dev/null 2> '{}'", level,
         cache.string(), SVOD_BINARY_DIR "/svod", (dir_ / "plan.json").string(), err.string());
     const int status = std::system(command.c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command;
@@ -299,7 +299,7 @@ TEST_F(SvodDebug, LevelZeroPrintsNothing) { EXPECT_EQ(run_at(0), ""); }
 
 TEST_F(SvodDebug, LevelOnePrintsCompilesAndCacheLookups) {
   const std::string err = run_at(1);
-  EXPECT_NE(err.find("svod: compile twice backend=clang"), std::string::npos) << err;
+  EXPECT_NE(err.find("svod: compile twice compiler=clang"), std::string::npos) << err;
   EXPECT_NE(err.find("kernel cache: compiled "), std::string::npos) << err;
   EXPECT_NE(err.find("(twice) in "), std::string::npos) << err;
   EXPECT_EQ(err.find("launch twice"), std::string::npos) << err;
@@ -329,7 +329,7 @@ TEST_F(SvodDebug, TheSecondProcessReportsADiskCacheHitNotACompile) {
   EXPECT_NE(second[0].find("kernel cache: disk hit, loaded "), std::string::npos) << second[0];
   EXPECT_NE(second[0].find("(twice) in "), std::string::npos) << second[0];
   EXPECT_NE(second[0].find(" ms"), std::string::npos) << second[0];
-  // Nothing was compiled: the clang backend logs every compile it runs.
+  // Nothing was compiled: the clang compiler logs every compile it runs.
   EXPECT_EQ(err.find("svod: compile twice"), std::string::npos) << err;
 }
 

@@ -34,14 +34,21 @@ def contribution(rank, n=37, dtype=np.float32):
 
 def test_world_without_a_launcher_is_one_local_rank():
     c = svod.comm.world()
-    assert (c.rank, c.world_size, c.backend) == (0, 1, "local")
+    assert (c.rank, c.world_size, c.transport) == (0, 1, "local")
+    assert c.backend == "local"  # transport's old name
     assert "rank 0 of 1" in repr(c)
     x = np.arange(5, dtype=np.float32)
     assert c.all_reduce(x) is x
     np.testing.assert_array_equal(x, np.arange(5))
     assert svod.comm.world().rank == 0
-    with pytest.raises(svod.ValidationError, match="unknown communicator backend"):
+    with pytest.raises(svod.ValidationError, match="unknown communicator transport"):
         svod.comm.world("nccl")
+    # backend= is transport='s old name; both given must agree.
+    assert svod.comm.world(backend="local").transport == "local"
+    assert svod.comm.world("local", backend="local").transport == "local"
+    with pytest.raises(svod.ValidationError, match=r'world: transport="local" and backend="mpi" differ \(backend is '
+                                                   r'the old name of transport\): give one'):
+        svod.comm.world("local", backend="mpi")
     with pytest.raises(svod.ArgumentTypeError, match="cannot be created directly"):
         svod.comm.Communicator()
 

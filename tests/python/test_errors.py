@@ -97,8 +97,10 @@ def test_arguments_of_the_wrong_type_name_the_parameter(cpu):
     # Before: pybind11's "incompatible function arguments" for each.
     with raises_type_error(r"svod\.device: name: expected a str, got int"):
         svod.device(1)
-    with raises_type_error(r"svod\.device: backend: expected a str, got int"):
+    with raises_type_error(r"svod\.device: cpu_compiler: expected a str, got int"):
         svod.device("CPU", 5)
+    with raises_type_error(r"svod\.device: backend: expected a str, got int"):
+        svod.device("CPU", backend=5)
     with raises_type_error(r"allocate: zero: expected a bool, got str"):
         cpu.allocate("f32", 4, zero="no")
     with raises_type_error(r"svod\.Buffer\.view: byte_offset: expected an integer, got str"):
@@ -115,6 +117,8 @@ def test_arguments_of_the_wrong_type_name_the_parameter(cpu):
         cpu.compile_many([], errors=1)
     with raises_type_error(r"load_plan: path: expected a path \(str, bytes or os\.PathLike\), got int"):
         svod.load_plan(5)
+    with raises_type_error(r"load_plan: cpu_compiler: expected a str, got int"):
+        svod.load_plan(FEATURES, cpu_compiler=5)
     with raises_type_error(r"load_plan: backend: expected a str, got int"):
         svod.load_plan(FEATURES, backend=5)
     with raises_type_error(r"run: check: expected a bool, got str"):
@@ -469,6 +473,11 @@ def test_checked_restores_the_mode_and_refuses_unknown_checks():
         with svod.checked("all"):
             pass
         assert svod._svod._check_mode() == "nan"
+        # The switch words of every svod variable (docs/ENVIRONMENT.md): on is memory.
+        with svod.checked("On"):
+            assert svod._svod._check_mode() == "memory,nan"
+        with svod.checked("false"):
+            assert svod._svod._check_mode() == "nan"
     assert svod._svod._check_mode() == "off"
     with pytest.raises(svod.ValidationError, match='unknown check "bounds"'):
         with svod.checked("bounds"):

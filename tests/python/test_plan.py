@@ -21,20 +21,34 @@ def test_features_plan_runs_and_checks():
     assert "arena" in plan.buffers and plan.buffers["src"].shape == (256,)
 
 
-def test_backend_picks_the_plans_cpu_compiler_at_any_time():
-    """backend= is the plan's own compiler, also after the process's CPU device opened with the
-    default one, and svod leaves SVOD_CPU_BACKEND in the process's environment as it was."""
+def test_cpu_compiler_picks_the_plans_cpu_compiler_at_any_time():
+    """cpu_compiler= is the plan's own compiler, also after the process's CPU device opened with the
+    default one, and svod leaves SVOD_CPU_COMPILER in the process's environment as it was."""
     import ctypes
     getenv = ctypes.CDLL(None).getenv
     getenv.restype = ctypes.c_char_p
-    before = getenv(b"SVOD_CPU_BACKEND")
+    before = getenv(b"SVOD_CPU_COMPILER")
     svod.device("CPU")
-    for backend in ("clang", "dlopen", "CLANG"):
-        probs = svod.load_plan(MLP, backend=backend).run(check=True)["probs"]
+    for compiler in ("clang", "dlopen", "CLANG"):
+        probs = svod.load_plan(MLP, cpu_compiler=compiler).run(check=True)["probs"]
         assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
-    assert getenv(b"SVOD_CPU_BACKEND") == before
-    with pytest.raises(svod.ValidationError, match='unknown CPU backend "gcc": expected clang, llvm or dlopen'):
-        svod.load_plan(MLP, backend="gcc")
+    assert getenv(b"SVOD_CPU_COMPILER") == before
+    with pytest.raises(svod.ValidationError, match='unknown CPU compiler "gcc": expected clang, llvm or dlopen'):
+        svod.load_plan(MLP, cpu_compiler="gcc")
+
+
+def test_backend_is_the_old_name_of_cpu_compiler():
+    """backend=, the keyword's name before cpu_compiler=, still picks the compiler, for load_plan and
+    svod.device; given with cpu_compiler= it must name the same one."""
+    probs = svod.load_plan(MLP, backend="clang").run(check=True)["probs"]
+    assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    assert svod.device("CPU", backend="dlopen") is svod.device("CPU", "dlopen")
+    assert svod.device("CPU", cpu_compiler="clang", backend="clang") is svod.device("CPU", cpu_compiler="clang")
+    with pytest.raises(svod.ValidationError, match=r'load_plan: cpu_compiler="clang" and backend="llvm" differ '
+                                                   r'\(backend is the old name of cpu_compiler\): give one'):
+        svod.load_plan(MLP, cpu_compiler="clang", backend="llvm")
+    with pytest.raises(svod.ValidationError, match=r'svod.device: cpu_compiler="llvm" and backend="dlopen" differ'):
+        svod.device("CPU", "llvm", backend="dlopen")
 
 
 def test_variables_at_load_and_run():

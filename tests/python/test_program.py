@@ -355,7 +355,7 @@ def test_arguments_of_the_wrong_type_are_validation_errors(cpu, add):
 def test_the_cpu_device_opens_no_compiler_until_one_compiles(tmp_path):
     # In a fresh interpreter (this one may have compiled already): getting the
     # device maps neither the llvm plugin nor libLLVM; the first compile does,
-    # when the default backend is llvm.
+    # when the default compiler is llvm.
     script = (
         "import svod, sys\n"
         "maps = lambda: open('/proc/self/maps').read()\n"
@@ -365,6 +365,7 @@ def test_the_cpu_device_opens_no_compiler_until_one_compiles(tmp_path):
         "                 scalars=[{'name': 'n', 'type': 'i32'}])\n"
         "print('llvm' if 'libsvod_llvm' in maps() else 'other')\n")
     env = dict(os.environ, SVOD_CACHE="0")
+    env.pop("SVOD_CPU_COMPILER", None)
     env.pop("SVOD_CPU_BACKEND", None)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -18,7 +18,7 @@ truncation, a fake signature block), header and section-table edits with the
 digests made to match, and section edits (manifest, plan, ELF headers,
 symbols and relocations of the objects, buffer data, expected values) written
 back into consistent containers. Flags (--var, --ranks, --sequential,
---repeat, --backend) and SVOD_THREADS, SVOD_CHECK=memory and SVOD_COMPILE=0
+--repeat, --cpu-compiler) and SVOD_THREADS, SVOD_CHECK=memory and SVOD_COMPILE=0
 vary too. Kernel sources and defines keep their meaning (they are left
 intact or broken syntactically): the campaign tests svod, not the kernels.
 
@@ -1454,7 +1454,7 @@ def cli_flags(rng, doc, neutral_only=False):
     if rng.random() < 0.1:
         flags += ["--ranks", str(rng.choice([2, 3]))]
     if rng.random() < 0.05:
-        flags += ["--backend", rng.choice(["clang", "llvm", "dlopen"])]
+        flags += ["--cpu-compiler", rng.choice(["clang", "llvm", "dlopen"])]
     if rng.random() < 0.3:
         env["SVOD_CHECK"] = "memory"
     return flags, env
@@ -1930,7 +1930,7 @@ class Campaign:
         self.env.update({"SVOD_CACHE_DIR": str(self.work / "cache"), "POCL_CACHE_DIR": str(self.work / "pocl-cache"),
                          "SVOD_COMM_TIMEOUT": "20"})
         for key in ("SVOD_CACHE", "SVOD_CHECK", "SVOD_COMPILE", "SVOD_DEBUG", "SVOD_PROFILE", "SVOD_THREADS",
-                    "SVOD_CPU_BACKEND", "SVOD_TRUSTED_KEYS"):
+                    "SVOD_CPU_COMPILER", "SVOD_CPU_BACKEND", "SVOD_TRUSTED_KEYS"):
             self.env.pop(key, None)
         self.counts = {}
         self.failures = []

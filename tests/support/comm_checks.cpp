@@ -18,7 +18,7 @@ namespace {
 Buffer host_buffer(DType dtype, size_t count) { return open_device("CPU")->allocate(dtype, count); }
 
 [[noreturn]] void fail(Communicator& comm, const std::string& what) {
-  throw std::runtime_error(fmt::format("{} rank {} of {}: {}", comm.backend(), comm.rank(), comm.size(), what));
+  throw std::runtime_error(fmt::format("{} rank {} of {}: {}", comm.transport(), comm.rank(), comm.size(), what));
 }
 
 // The value rank `rank` contributes at index i: 1, 2 or 3 (0 or 1 for bool),

@@ -31,7 +31,7 @@ void check_all_reduce_bitwise(Communicator& comm, size_t count);
 // ring, and barrier.
 void check_movement(Communicator& comm);
 
-// Calls large enough to go to the backend in parts (detail::split_call,
+// Calls large enough to go to the transport in parts (detail::split_call,
 // comm.options().part_bytes: a small size makes the check quick):
 // all_reduce, broadcast from the last rank and send/recv between neighbours,
 // plus an all_gather (never split), on buffers of `device` (host memory when

@@ -251,7 +251,7 @@ TEST(SvodBenchRoofline, AMalformedCacheSizeIsRefusedByName) {
   const ProcessResult r =
       bench_plot(SVOD_SOURCE_DIR "/examples/mlp/plan.json", dir / "mlp.svg", dir / "cache", "lots");
   EXPECT_FALSE(r.ok());
-  EXPECT_NE(r.err.find("SVOD_LLC_SIZE: expected a size such as 32M"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SVOD_LLC_SIZE=\"lots\": expected a size such as 32M"), std::string::npos) << r.err;
 }
 
 // A plan of one small kernel per (flops, bytes) pair, each declaring those

@@ -75,9 +75,9 @@ TEST(SvodBench, PlansThatCannotRunExitWith2AndOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--var N: expected NAME=VALUE"), std::string::npos) << r.err;
 
-  r = svod_bench({SVOD_SOURCE_DIR "/examples/features/plan.json", "--backend", "gcc"});
+  r = svod_bench({SVOD_SOURCE_DIR "/examples/features/plan.json", "--cpu-compiler", "gcc"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--backend gcc: expected clang, llvm or dlopen"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--cpu-compiler gcc: expected clang, llvm or dlopen"), std::string::npos) << r.err;
 }
 
 // --- ranks: the collective plans of tests/planfile/data (under mpirun: tests/comm/mpi)

@@ -214,7 +214,7 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
     return failed(e);
   }
   if (comm && comm->size() > 1)
-    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
+    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->transport(), comm->rank());
   ExecutionPlan& plan = loaded->plan;
   const std::vector<OpDescription> ops = describe_ops(plan);
 
@@ -261,7 +261,7 @@ int bench(const BenchOptions& options) {
   config.cache_flush_bytes = options.flush ? size_t{16} << 20 : 0;
   std::string cpu_compiler;
   try {
-    cpu_compiler = cpu_compiler_option(options.backend);
+    cpu_compiler = cpu_compiler_option(options.cpu_compiler);
   } catch (const Error& e) {
     return fail("bench", e);
   }

@@ -11,6 +11,14 @@ int demo();
 int cache_stats();  // `svod cache stats`: the object cache's directory, entries, bytes
 int cache_clear();  // `svod cache clear`: removes every entry
 
+// --cpu-compiler: clang, llvm or dlopen, the compiler of a plan's CPU
+// devices; --backend, its old name, is still taken. Both empty:
+// SVOD_CPU_COMPILER or the default.
+struct CpuCompilerOption {
+  std::string value;      // --cpu-compiler
+  std::string old_value;  // --backend
+};
+
 // `svod run PLAN.json …` (format: docs/PLAN_FORMAT.md), or a package made by
 // `svod pack` (format: docs/PACKAGE_FORMAT.md; same flags): exit 0 when the plan ran
 // and every expectation held, 1 when an expectation failed, 2 when the plan
@@ -27,7 +35,7 @@ struct RunOptions {
   // NAME=FILE.npy: buffer NAME after the first execution written to FILE.
   std::vector<std::string> outputs;
   std::string profile;  // Chrome trace output
-  std::string backend;  // clang, llvm or dlopen; empty: SVOD_CPU_BACKEND or the default
+  CpuCompilerOption cpu_compiler;
   bool sequential = false;
   // Local ranks to run the plan on as threads of this process (0: one plain
   // run). Under an MPI launcher the process is one rank of the job instead.
@@ -55,11 +63,11 @@ int run(const RunOptions& options);
 struct PackOptions {
   std::string plan;
   std::string out;
-  std::vector<std::string> vars;  // NAME=VALUE, the package's defaults
-  std::string backend;            // as for run
-  std::string sign;               // secret key file to sign the package with
-  std::string keygen;             // write NAME.key and NAME.pub instead of packing
-  int ranks = 0;                  // as for run
+  std::vector<std::string> vars;   // NAME=VALUE, the package's defaults
+  CpuCompilerOption cpu_compiler;  // as for run
+  std::string sign;                // secret key file to sign the package with
+  std::string keygen;              // write NAME.key and NAME.pub instead of packing
+  int ranks = 0;                   // as for run
 };
 int pack(const PackOptions& options);
 
@@ -75,7 +83,7 @@ struct BenchOptions {
   int max_runs = 1000;  // timed runs at most, while min_time_ms is not reached
   int min_time_ms = 10;
   bool flush = false;   // write 16 MiB between runs to evict the caches
-  std::string backend;
+  CpuCompilerOption cpu_compiler;
   std::string json;     // every sample, for scripts
   std::string profile;  // Chrome trace of every timed call
   std::string plot;     // roofline SVG
@@ -94,7 +102,7 @@ struct CompileOptions {
   std::string entry;     // empty: the file's name without its extension
   std::string language;  // empty: from the extension (.ll llvm, .cl opencl, .cu cuda), else c
   std::string device = "CPU";
-  std::string cpu_compiler;          // clang, llvm or dlopen; empty: SVOD_CPU_BACKEND or the default
+  CpuCompilerOption cpu_compiler;    // --cpu-compiler only: a new command has no old name to keep
   std::vector<std::string> defines;  // NAME=VALUE, or NAME for NAME=1
 };
 int compile(const CompileOptions& options);
@@ -105,7 +113,7 @@ struct TuneOptions {
   std::string tune_file;
   std::string json;     // write every candidate here
   std::string plot;     // draw the candidates' times by round here (SVG)
-  std::string backend;  // as for run
+  CpuCompilerOption cpu_compiler;  // as for run
 };
 int tune(const TuneOptions& options);
 // `svod tune --worker`: one job of the tuner's worker protocol on stdin.

@@ -82,13 +82,23 @@ std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars) 
   return out;
 }
 
-std::string cpu_compiler_option(const std::string& backend, std::string_view flag) {
-  if (backend.empty()) return {};
-  try {
-    return std::string(to_string(parse_cpu_compiler(backend)));
-  } catch (const Error&) {
-    throw make_error(ErrorKind::Validation, "{} {}: expected clang, llvm or dlopen", flag, backend);
-  }
+std::string cpu_compiler_option(const CpuCompilerOption& option) {
+  auto parse = [](const std::string& given, std::string_view flag) -> std::string {
+    if (given.empty()) return {};
+    try {
+      return std::string(to_string(parse_cpu_compiler(given)));
+    } catch (const Error&) {
+      throw make_error(ErrorKind::Validation, "{} {}: expected clang, llvm or dlopen", flag, given);
+    }
+  };
+  const std::string compiler = parse(option.value, "--cpu-compiler");
+  const std::string old = parse(option.old_value, "--backend");
+  if (!compiler.empty() && !old.empty() && compiler != old)
+    throw make_error(ErrorKind::Validation,
+                     "--cpu-compiler {} and --backend {} differ (--backend is the old name of --cpu-compiler): "
+                     "give one",
+                     option.value, option.old_value);
+  return compiler.empty() ? old : compiler;
 }
 
 void emit(const RankOutput& output, int rank, bool shown, bool prefix_out, bool prefix_err) {

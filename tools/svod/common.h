@@ -15,6 +15,7 @@
 
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
+#include "tools/svod/commands.h"
 
 namespace svod::cli {
 
@@ -40,11 +41,11 @@ void check_outputs(std::initializer_list<std::pair<std::string_view, std::string
 // --var NAME=VALUE arguments as a map; Error(Validation) for a malformed one.
 std::map<std::string, int64_t> parse_vars(const std::vector<std::string>& vars);
 
-// --backend: `backend` (clang, llvm or dlopen, any letter case) as the
-// compiler of a plan's CPU devices (LoadOptions::cpu_compiler), in lower
-// case; empty stays empty (the default). Error(Validation) naming `flag` for
-// another name.
-std::string cpu_compiler_option(const std::string& backend, std::string_view flag = "--backend");
+// --cpu-compiler (or --backend, its old name): the compiler of a plan's CPU
+// devices (LoadOptions::cpu_compiler) in lower case; empty when neither was
+// given (the default). Error(Validation) for another name, and for both
+// options given with different compilers.
+std::string cpu_compiler_option(const CpuCompilerOption& option);
 
 // ---- ranks: svod run, bench and pack on several ranks -----------------------
 

@@ -106,7 +106,7 @@ int compile(const CompileOptions& options) {
       }
     }
     const std::shared_ptr<Device> device =
-        open_device(options.device, cpu_compiler_option(options.cpu_compiler, "--cpu-compiler"));
+        open_device(options.device, cpu_compiler_option(options.cpu_compiler));
     device->check_compilable(spec);
     const Compiler& compiler = device->compiler();
     begin_compile(spec, device->name());

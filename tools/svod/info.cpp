@@ -26,12 +26,12 @@ int info() {
   }
   try {
     const CpuCompilerChoice choice = default_cpu_compiler();
-    fmt::print("cpu backend: {} ({})\n", to_string(choice.compiler), choice.reason);
+    fmt::print("cpu compiler: {} ({})\n", to_string(choice.compiler), choice.reason);
     const LlvmPluginStatus& llvm = llvm_plugin();
     if (llvm.available()) fmt::print("  llvm:    {} ({})\n", llvm.compiler->identity().version, llvm.path);
     else if (choice.reason.find(llvm.error) == std::string::npos) fmt::print("  llvm:    unavailable: {}\n", llvm.error);
   } catch (const Error& e) {
-    fmt::print("cpu backend: none ({})\n", e.what());
+    fmt::print("cpu compiler: none ({})\n", e.what());
   }
   try {
     fmt::print("compiling: {}\n", compile_allowed() ? "allowed" : "off (SVOD_COMPILE=0): only stored objects and packages run");
@@ -56,7 +56,7 @@ int info() {
   try {
     const int threads = thread_count();
     fmt::print("threads: {} ({})\n", threads,
-               env_int("SVOD_THREADS", 0) > 0 ? "SVOD_THREADS"
+               env_int(EnvVar::Threads, 0) > 0 ? "SVOD_THREADS"
                                               : "the CPUs this process may run on; SVOD_THREADS sets another count");
   } catch (const Error& e) {
     fmt::print("threads: {}\n", e.what());

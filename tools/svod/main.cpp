@@ -33,18 +33,20 @@ int svod_command_main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
   auto* demo = app.add_subcommand("demo", "compile, load and run a few kernels, printing results and timings");
 
-  // Options the plan commands share (the CPU compiler's also `svod compile`, as --cpu-compiler).
-  auto add_backend = [](CLI::App* command, std::string& backend, const std::string& flag = "--backend") {
-    command->add_option(flag, backend,
-                        "CPU compiler backend: clang, llvm or dlopen (default: SVOD_CPU_BACKEND, else llvm when its "
+  // Options the plan commands share.
+  auto add_cpu_compiler = [](CLI::App* command, svod::cli::CpuCompilerOption& option) {
+    command->add_option("--cpu-compiler", option.value,
+                        "the CPU compiler: clang, llvm or dlopen (default: SVOD_CPU_COMPILER, else llvm when its "
                         "library loads, else clang)");
+    command->add_option("--backend", option.old_value, "the old name of --cpu-compiler");
   };
-  auto add_plan = [&](CLI::App* command, std::string& plan, std::vector<std::string>& vars, std::string& backend) {
+  auto add_plan = [&](CLI::App* command, std::string& plan, std::vector<std::string>& vars,
+                      svod::cli::CpuCompilerOption& cpu_compiler) {
     command->add_option("plan", plan, "the plan file (JSON, see docs/PLAN_FORMAT.md)")->required();
     command->add_option("--var", vars, "set a plan variable: NAME=VALUE (repeatable)")
         ->type_size(1)
         ->allow_extra_args(false);
-    add_backend(command, backend);
+    add_cpu_compiler(command, cpu_compiler);
   };
   // --ranks N; `each` says what the ranks do.
   auto add_ranks = [](CLI::App* command, int& ranks, std::string_view verb, std::string_view each) {
@@ -60,7 +62,7 @@ int svod_command_main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run a plan file or package: print and check its outputs, time its runs and ops (a plan "
                                "with device ops times each op only under --profile or SVOD_PROFILE, which wait for "
                                "each)");
-  add_plan(run, run_options.plan, run_options.vars, run_options.backend);
+  add_plan(run, run_options.plan, run_options.vars, run_options.cpu_compiler);
   run->add_option("--repeat", run_options.repeat, "how many times to execute the plan (default 1)")
       ->check(svod::cli::at_least(1));
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
@@ -95,7 +97,7 @@ int svod_command_main(int argc, char** argv) {
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");
-  add_plan(pack, pack_options.plan, pack_options.vars, pack_options.backend);
+  add_plan(pack, pack_options.plan, pack_options.vars, pack_options.cpu_compiler);
   // --keygen packs nothing, so pack() asks for the plan and -o instead of the parser.
   auto* pack_plan_arg = pack->get_option("plan")->required(false);
   auto* pack_out = pack->add_option("-o,--out", pack_options.out, "the package file to write (required)");
@@ -113,7 +115,7 @@ int svod_command_main(int argc, char** argv) {
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
-  add_plan(bench, bench_options.plan, bench_options.vars, bench_options.backend);
+  add_plan(bench, bench_options.plan, bench_options.vars, bench_options.cpu_compiler);
   bench->add_option("--warmup", bench_options.warmup, "untimed runs per op first (default 1)")->check(svod::cli::at_least(0));
   bench->add_option("--runs", bench_options.runs, "timed runs per op at least (default 10)")->check(svod::cli::at_least(1));
   bench->add_option("--max-runs", bench_options.max_runs, "timed runs per op at most (default 1000)")->check(svod::cli::at_least(1));
@@ -139,7 +141,9 @@ int svod_command_main(int argc, char** argv) {
                       "c, llvm, opencl or cuda (default: from the file's extension: .ll llvm, .cl opencl, .cu cuda, "
                       "else c)");
   compile->add_option("--device", compile_options.device, "the device to compile for and load on (default CPU)");
-  add_backend(compile, compile_options.cpu_compiler, "--cpu-compiler");
+  compile->add_option("--cpu-compiler", compile_options.cpu_compiler.value,
+                      "the CPU compiler: clang, llvm or dlopen (default: SVOD_CPU_COMPILER, else llvm when its "
+                      "library loads, else clang)");
   compile->add_option("-D,--define", compile_options.defines, "NAME=VALUE, or NAME for NAME=1: a macro (repeatable)")
       ->type_size(1)
       ->allow_extra_args(false);
@@ -149,7 +153,7 @@ int svod_command_main(int argc, char** argv) {
   tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)")->required();
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
   tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
-  add_backend(tune, tune_options.backend);
+  add_cpu_compiler(tune, tune_options.cpu_compiler);
 
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");
   cache->require_subcommand(1);
@@ -176,8 +180,8 @@ int svod_command_main(int argc, char** argv) {
     }
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
-    if (tune->parsed()) return svod::cli::tune(tune_options);
     if (compile->parsed()) return svod::cli::compile(compile_options);
+    if (tune->parsed()) return svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return 2;

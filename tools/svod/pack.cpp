@@ -52,7 +52,7 @@ void print_summary(RankOutput& output, const PackOptions& options, const std::ve
   if (comm && comm->size() > 1)
     output.print("  loaded on {} ranks ({}), whose collectives' sizes and roots it fits; the package holds nothing "
                  "rank-specific\n",
-                 comm->size(), comm->backend());
+                 comm->size(), comm->transport());
   if (key) output.print("  signed by key {} ({})\n", key->public_key().id(), options.sign);
 }
 
@@ -134,7 +134,7 @@ int pack(const PackOptions& options) {
     if (!options.sign.empty() && same_file(options.out, options.sign))
       throw make_error(ErrorKind::Validation,
                        "-o {}: that is the secret key given to --sign; write the package elsewhere", options.out);
-    cpu_compiler = cpu_compiler_option(options.backend);
+    cpu_compiler = cpu_compiler_option(options.cpu_compiler);
   } catch (const Error& e) {
     return fail("pack", e);
   }

@@ -200,46 +200,12 @@ std::string read_line(const fs::path& path) {
   return line;
 }
 
-// "32768K", "508M", "1G" or a byte count, as sysfs and SVOD_LLC_SIZE give
-// sizes (K, M and G are powers of 1024); 0 for anything else.
-uint64_t parse_size(std::string_view text) {
-  uint64_t value = 0;
-  size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    if (value > (UINT64_MAX - 9) / 10) return 0;
-    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
-  }
-  if (i == 0) return 0;
-  int shift = 0;
-  if (i < text.size()) {
-    switch (text[i] | 0x20) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      default: return 0;
-    }
-    ++i;
-    if (i < text.size() && (text[i] | 0x20) == 'i') ++i;  // "MiB"
-    if (i < text.size() && (text[i] | 0x20) == 'b') ++i;
-  }
-  if (i != text.size() || value > (UINT64_MAX >> shift)) return 0;
-  return value << shift;
-}
-
 // SVOD_LLC_SIZE (for a machine whose system misreports its caches, as
 // virtual machines can), else sysfs: the highest level of data or unified
 // cache of any CPU, each distinct instance counted once (one L3 per chiplet
 // adds up, and every thread of the pool streams), else sysconf.
 LastLevelCache last_level_cache() {
-  if (const auto requested = env_string("SVOD_LLC_SIZE")) {
-    const uint64_t bytes = parse_size(*requested);
-    if (bytes == 0)
-      throw make_error(ErrorKind::Validation,
-                       "SVOD_LLC_SIZE: expected a size such as 32M, 512K or 1G (the last-level cache), got \"{}\"",
-                       *requested);
-    return {bytes, 0, "SVOD_LLC_SIZE"};
-  }
+  if (const auto requested = env_bytes(EnvVar::LlcSize)) return {*requested, 0, "SVOD_LLC_SIZE"};
   LastLevelCache llc;
   std::set<std::string> seen;  // level and shared_cpu_list of each instance counted
   std::error_code ec;
@@ -252,7 +218,7 @@ LastLevelCache last_level_cache() {
       if (index.path().filename().string().rfind("index", 0) != 0) continue;
       if (read_line(index.path() / "type") == "Instruction") continue;
       const int level = std::atoi(read_line(index.path() / "level").c_str());
-      const uint64_t bytes = parse_size(read_line(index.path() / "size"));
+      const uint64_t bytes = parse_byte_size(read_line(index.path() / "size")).value_or(0);
       if (level <= 0 || bytes == 0 || level < llc.level) continue;
       if (level > llc.level) {
         llc = {0, level, "sysfs"};
@@ -281,8 +247,8 @@ uint64_t available_memory() {
       break;
     }
   }
-  const uint64_t limit = parse_size(read_line("/sys/fs/cgroup/memory.max"));
-  const uint64_t used = parse_size(read_line("/sys/fs/cgroup/memory.current"));
+  const uint64_t limit = parse_byte_size(read_line("/sys/fs/cgroup/memory.max")).value_or(0);
+  const uint64_t used = parse_byte_size(read_line("/sys/fs/cgroup/memory.current")).value_or(0);
   if (limit > 0) available = std::min(available, limit > used ? limit - used : 0);
   return available;
 }

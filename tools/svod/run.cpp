@@ -41,6 +41,7 @@
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
 #include "svod/comm/communicator.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/isolation.h"
 #include "svod/guard/kernel_stop.h"
@@ -114,12 +115,12 @@ struct RankPlan {
 // for a plain run).
 RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communicator>& comm) {
   const bool package = is_package_file(options.plan);
-  // A package's CPU programs are compiled already, so unless a backend is
-  // asked for, the clang backend serves the rare recompile (a foreign CPU):
-  // choosing it costs nothing, while the default llvm backend opens its LLVM
+  // A package's CPU programs are compiled already, so unless a compiler is
+  // asked for, the clang compiler serves the rare recompile (a foreign CPU):
+  // choosing it costs nothing, while the default llvm compiler opens its LLVM
   // plugin (several milliseconds, a large part of a package's start-up).
-  std::string compiler = cpu_compiler_option(options.backend);
-  if (package && compiler.empty() && !std::getenv("SVOD_CPU_BACKEND")) compiler = "clang";
+  std::string compiler = cpu_compiler_option(options.cpu_compiler);
+  if (package && compiler.empty() && !requested_cpu_compiler()) compiler = "clang";
   if (package) {
     LoadedPackage loaded_package =
         load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm,
@@ -332,7 +333,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   const PlanFile& file = rank_plan->file;
   LoadedPlan& loaded = rank_plan->loaded;
   if (comm && comm->size() > 1)
-    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->backend(), comm->rank());
+    output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->transport(), comm->rank());
 
   // The outputs, then the buffers --output asks for (rank 0 writes them).
   std::vector<size_t> captured;

@@ -70,7 +70,7 @@ int tune(const TuneOptions& options) {
     // Before the search: its results can be written when it is done.
     check_outputs({{"--json", options.json}, {"--plot", options.plot}});
     svod::TuneOptions run;
-    run.cpu_compiler = cpu_compiler_option(options.backend);  // the workers compile
+    run.cpu_compiler = cpu_compiler_option(options.cpu_compiler);  // the workers compile
     const TuneFile file = parse_tune_file(options.tune_file);
     // Workers are this very binary.
     std::error_code no_link;

@@ -345,13 +345,13 @@ std::shared_ptr<const CpuProgram> CpuDevice::load_library(const ProgramSpec& spe
   return std::make_shared<CpuProgram>(*this, spec, std::move(opened), entry);
 }
 
-std::shared_ptr<CpuDevice> cpu_device(CpuCompiler backend) {
+std::shared_ptr<CpuDevice> cpu_device(CpuCompiler compiler) {
   static std::mutex mutex;
   static std::shared_ptr<CpuDevice> devices[3];
   std::lock_guard lock(mutex);
-  auto& device = devices[static_cast<size_t>(backend)];
+  auto& device = devices[static_cast<size_t>(compiler)];
   if (!device) {
-    device = std::make_shared<CpuDevice>(cpu_compiler(backend));
+    device = std::make_shared<CpuDevice>(cpu_compiler(compiler));
     start_thread_pool();  // in the background, for the device's parallel launches
   }
   return device;

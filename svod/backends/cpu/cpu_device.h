@@ -107,14 +107,15 @@ class CpuDevice final : public Device {
   std::shared_ptr<const Compiler> compiler_;
 };
 
-// The process's CPU device for `backend`, made on first use (one per
-// backend). Throws Error(DeviceUnavailable) when the backend cannot work here.
-std::shared_ptr<CpuDevice> cpu_device(CpuCompiler backend);
+// The process's CPU device for `compiler`, made on first use (one per
+// compiler). Throws Error(DeviceUnavailable) when the compiler cannot work
+// here.
+std::shared_ptr<CpuDevice> cpu_device(CpuCompiler compiler);
 // The process's CPU device for default_cpu_compiler().
 std::shared_ptr<CpuDevice> cpu_device();
 
 // The "CPU" kind for the device registry; its compiler choices are the CPU
-// backends (clang, llvm, dlopen).
+// compilers (clang, llvm, dlopen).
 DeviceKind cpu_device_kind();
 
 }  // namespace svod

@@ -173,7 +173,7 @@ LoadedNvrtc load_nvrtc(const std::optional<std::string>& cuda_path) {
 const CudaDriverApi& cuda_driver() {
   static std::mutex mutex;
   static std::map<std::string, LoadedDriver>* loaded = new std::map<std::string, LoadedDriver>;  // never freed: devices outlive statics
-  const std::string path = env_string("SVOD_CUDA_DRIVER").value_or("libcuda.so.1");
+  const std::string path = env_string(EnvVar::CudaDriver).value_or("libcuda.so.1");
   std::lock_guard lock(mutex);
   auto it = loaded->find(path);
   if (it == loaded->end()) {
@@ -204,7 +204,7 @@ void check_cu(cu::CUresult status, std::string_view what, ErrorKind kind) {
 const NvrtcApi& nvrtc_api() {
   static std::mutex mutex;
   static std::map<std::string, LoadedNvrtc>* loaded = new std::map<std::string, LoadedNvrtc>;
-  const std::optional<std::string> cuda_path = env_string("SVOD_CUDA_PATH");
+  const std::optional<std::string> cuda_path = env_string(EnvVar::CudaPath);
   std::lock_guard lock(mutex);
   auto it = loaded->find(cuda_path.value_or(""));
   if (it == loaded->end()) it = loaded->emplace(cuda_path.value_or(""), load_nvrtc(cuda_path)).first;

@@ -237,8 +237,8 @@ std::string CudaDevice::artifact_mismatch(const CompilerIdentity& made_by) const
   // A cubin runs on the architecture it was built for; the driver, not
   // NVRTC, loads it, so which NVRTC made it does not matter.
   const std::string here = cuda_sm_target(details_.compute_major, details_.compute_minor);
-  if (made_by.backend != "nvrtc" || made_by.target_cpu != here || made_by.abi_version != CompilerIdentity{}.abi_version)
-    return fmt::format("they were built by {} for {}, and {} is {} ({})", made_by.backend, made_by.target_cpu, name(),
+  if (made_by.name != "nvrtc" || made_by.target_cpu != here || made_by.abi_version != CompilerIdentity{}.abi_version)
+    return fmt::format("they were built by {} for {}, and {} is {} ({})", made_by.name, made_by.target_cpu, name(),
                        here, details_.name);
   return {};
 }

@@ -55,7 +55,7 @@ NvrtcCompiler::NvrtcCompiler(std::string target) : target_(std::move(target)) {
   if (!valid_target(target_, cubin_))
     throw make_error(ErrorKind::Validation, "NVRTC target \"{}\": expected sm_XY (cubin) or compute_XY (PTX)", target_);
   const auto& api = detail::nvrtc_api();
-  identity_.backend = "nvrtc";
+  identity_.name = "nvrtc";
   identity_.path = api.path;
   identity_.version = fmt::format("{}.{}", api.major, api.minor);
   identity_.target_triple = "nvptx64-nvidia-cuda";

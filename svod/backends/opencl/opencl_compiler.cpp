@@ -40,7 +40,7 @@ std::string opencl_build_options(const ProgramSpec& spec) {
 
 OpenClCompiler::OpenClCompiler(_cl_context* context, _cl_device_id* device, std::string device_name)
     : context_(context), device_(device), device_name_(std::move(device_name)) {
-  identity_.backend = "opencl";
+  identity_.name = "opencl";
   identity_.path = platform_name(device);
   identity_.version = fmt::format("{}; driver {}", cl_device_string(device, CL_DEVICE_VERSION),
                                   cl_device_string(device, CL_DRIVER_VERSION));

@@ -1,4 +1,4 @@
-// The "mpi" backend (libsvod_comm_mpi.so, the only file that includes mpi.h).
+// The "mpi" transport (libsvod_comm_mpi.so, the only file that includes mpi.h).
 //
 // Every call is an exchange among the ranks over MPI point-to-point messages:
 // each rank sends every other a header (its call descriptor, and small
@@ -113,7 +113,7 @@ class MpiCommunicator final : public Communicator {
     for (MPI_Comm* comm : {&collectives_, &messages_, &message_data_}) MPI_Comm_free(comm);
   }
 
-  std::string_view backend() const noexcept override { return "mpi"; }
+  std::string_view transport() const noexcept override { return "mpi"; }
   int local_rank() const noexcept override { return local_rank_; }
   int local_size() const noexcept override { return local_size_; }
 

@@ -63,7 +63,7 @@ std::vector<const char*> pointers(const std::vector<std::string>& args) {
 }
 
 // Parses the source and generates its IR, nothing more. Clang's own
-// EmitLLVMOnlyAction would then hand the module to its backend, which with
+// EmitLLVMOnlyAction would then hand the module to its code generator, which with
 // -disable-llvm-passes only builds a target machine and an empty pipeline
 // per compile; svod's EmitPipeline does that work, once.
 class EmitIrAction final : public clang::ASTFrontendAction {
@@ -405,7 +405,7 @@ ClangFrontend::ClangFrontend() {
   clang::driver::Driver driver(SVOD_CLANG_DRIVER_PATH, llvm::sys::getDefaultTargetTriple(), diags);
   driver.setCheckInputsExist(false);
   // Exactly what the clang process runs (ClangCompiler::command), so both
-  // backends build the same code; colours off because diagnostics end up in
+  // compilers build the same code; colours off because diagnostics end up in
   // error messages, not on a terminal.
   std::vector<std::string> args = {SVOD_CLANG_DRIVER_PATH, "-c", "-x", "c", "-fno-color-diagnostics"};
   const auto& flags = ClangCompiler::object_flags();

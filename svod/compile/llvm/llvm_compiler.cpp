@@ -269,7 +269,7 @@ EmitPipeline::EmitPipeline(const LlvmTarget& target) : parts_(std::make_unique<P
 
 EmitPipeline::~EmitPipeline() = default;
 
-std::vector<std::byte> EmitPipeline::run(llvm::Module& module, const std::string& backend_errors,
+std::vector<std::byte> EmitPipeline::run(llvm::Module& module, const std::string& codegen_errors,
                                          const std::string& who, CompilePhases& phases) {
   Parts& p = *parts_;
   const double start = thread_cpu_ms();
@@ -283,8 +283,8 @@ std::vector<std::byte> EmitPipeline::run(llvm::Module& module, const std::string
 
   p.object.clear();
   p.codegen.run(module);
-  if (!backend_errors.empty())
-    throw make_error(ErrorKind::Compile, "LLVM (in-process) failed to compile \"{}\":\n{}", who, backend_errors);
+  if (!codegen_errors.empty())
+    throw make_error(ErrorKind::Compile, "LLVM (in-process) failed to compile \"{}\":\n{}", who, codegen_errors);
   phases.optimise_ms += optimised - start;
   phases.codegen_ms += thread_cpu_ms() - optimised;
   const auto* bytes = reinterpret_cast<const std::byte*>(p.object.data());
@@ -296,7 +296,7 @@ namespace {
 class LlvmCompiler final : public Compiler {
  public:
   explicit LlvmCompiler(std::string plugin_path) : pipelines_(frontend_.target()) {
-    identity_.backend = "llvm";
+    identity_.name = "llvm";
     identity_.path = std::move(plugin_path);
     identity_.version = "LLVM " LLVM_VERSION_STRING " in-process; " + ClangFrontend::version();
     identity_.target_triple = frontend_.target().triple;
@@ -318,7 +318,7 @@ class LlvmCompiler final : public Compiler {
   Artifact compile(const ProgramSpec& spec) const override {
     spec.validate();
     if (spec.language != Language::C && spec.language != Language::LlvmIr)
-      throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm backend compiles C and LLVM IR, not {}",
+      throw make_error(ErrorKind::Unsupported, "program \"{}\": the llvm compiler compiles C and LLVM IR, not {}",
                        spec.display_name(), to_string(spec.language));
     std::call_once(crash_recovery_once, enable_crash_recovery);
     Artifact artifact;
@@ -344,7 +344,8 @@ class LlvmCompiler final : public Compiler {
       const int signal = ret_code > 128 ? ret_code - 128 : ret_code;
       throw make_error(ErrorKind::Compile,
                        "program \"{}\": the in-process compiler (LLVM {}) crashed with signal {} ({}) while compiling "
-                       "it{}; the process goes on. The clang process backend (SVOD_CPU_BACKEND=clang) may compile it.",
+                       "it{}; the process goes on. The clang process compiler (SVOD_CPU_COMPILER=clang) may "
+                       "compile it.",
                        spec.display_name(), LLVM_VERSION_STRING, signal, strsignal(signal),
                        signal == SIGSEGV ? " (a stack overflow when the source nests deeply)" : "");
     }
@@ -366,14 +367,14 @@ class LlvmCompiler final : public Compiler {
       artifact.phases.front_end_ms = thread_cpu_ms() - cpu_start;
       check_integer_widths(*module, spec.display_name());
       // Set after the front end, which installs and removes its own handler.
-      std::string backend_errors;
-      context.setDiagnosticHandlerCallBack(collect_errors, &backend_errors);
+      std::string codegen_errors;
+      context.setDiagnosticHandlerCallBack(collect_errors, &codegen_errors);
       const EmitPipelinePool::Lease pipeline = pipelines_.acquire();
-      artifact.bytes = pipeline->run(*module, backend_errors, spec.display_name(), artifact.phases);
+      artifact.bytes = pipeline->run(*module, codegen_errors, spec.display_name(), artifact.phases);
     }
     if (debug_level() >= 1) {
       const CompilePhases& p = artifact.phases;
-      log_debug("compile {} backend=llvm {:.1f} ms (front end {:.1f}, optimise {:.1f}, codegen {:.1f}), {} bytes",
+      log_debug("compile {} compiler=llvm {:.1f} ms (front end {:.1f}, optimise {:.1f}, codegen {:.1f}), {} bytes",
                     spec.display_name(), ms_between(start, std::chrono::steady_clock::now()), p.front_end_ms,
                     p.optimise_ms, p.codegen_ms, artifact.bytes.size());
     }

@@ -84,10 +84,10 @@ class EmitPipeline {
 
   // Optimises `module` (svod's O2 pipeline, see kPipeline in
   // llvm_compiler.cpp) and emits it as an ELF object, adding the time of
-  // each phase to `phases`. Throws Error(Compile) on backend errors.
-  // `backend_errors` is where the context's diagnostic handler collected
-  // errors.
-  std::vector<std::byte> run(llvm::Module& module, const std::string& backend_errors, const std::string& who,
+  // each phase to `phases`. Throws Error(Compile) on LLVM's code generator's
+  // errors: `codegen_errors` is where the context's diagnostic handler
+  // collected them.
+  std::vector<std::byte> run(llvm::Module& module, const std::string& codegen_errors, const std::string& who,
                              CompilePhases& phases);
 
  private:

@@ -1,6 +1,6 @@
 // The contract between libsvod_runtime and the in-process LLVM compiler
 // plugin (libsvod_llvm.so). The runtime never links libLLVM: it dlopens the
-// plugin when the llvm backend is first wanted and calls its one exported
+// plugin when the llvm compiler is first wanted and calls its one exported
 // factory. Both sides are built from the same tree against the same
 // libsvod_runtime, so C++ types cross the boundary; kLlvmPluginAbi guards
 // against a plugin left over from another build.

@@ -1,4 +1,4 @@
-// svod_comm_check CASE: the collective checks on the mpi backend, one rank
+// svod_comm_check CASE: the collective checks on the mpi transport, one rank
 // per process, run under mpirun by ctest (see CMakeLists.txt here).
 //   collectives  every collective, every dtype and op; exit 0 on every rank
 //   mismatch     arguments that differ across ranks fail on every rank
@@ -37,7 +37,7 @@ void linger() { std::this_thread::sleep_for(std::chrono::seconds(1)); }
 
 int run(const std::string& which) {
   Communicator& comm = world_communicator("mpi");
-  if (comm.backend() != "mpi") throw std::runtime_error("not the mpi backend");
+  if (comm.transport() != "mpi") throw std::runtime_error("not the mpi transport");
   if (which == "collectives") {
     const int checked = test::check_all_reduce_exact(comm);
     test::check_all_reduce_bitwise(comm, 7);

@@ -1,9 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
-#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
@@ -21,23 +19,6 @@ TEST(Hash, BytesMatchesOneShot) {
   auto bytes = std::as_bytes(std::span(s.data(), s.size()));
   EXPECT_EQ(hash_bytes(bytes), Hasher().bytes(bytes).finish());
   EXPECT_NE(hash_bytes(bytes), hash_bytes(bytes.first(3)));
-}
-
-TEST(Env, ReadsIntegersAndRejectsGarbage) {
-  test::ScopedEnv unset("SVOD_TEST_INT", std::nullopt);
-  EXPECT_EQ(env_int("SVOD_TEST_INT", 7), 7);
-  {
-    test::ScopedEnv set("SVOD_TEST_INT", "42");
-    EXPECT_EQ(env_int("SVOD_TEST_INT", 7), 42);
-  }
-  test::ScopedEnv bad("SVOD_TEST_INT", "4x");
-  try {
-    env_int("SVOD_TEST_INT", 7);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Validation);
-    EXPECT_NE(std::string(e.what()).find("SVOD_TEST_INT"), std::string::npos);
-  }
 }
 
 TEST(Error, CarriesItsKind) {

@@ -22,7 +22,7 @@ constexpr const char* kWarned =
     "}\n";
 
 ProcessResult svod(std::vector<std::string> args) {
-  args.insert(args.begin(), {"env", "-u", "SVOD_CPU_BACKEND", SVOD_BINARY_DIR "/svod"});
+  args.insert(args.begin(), {"env", "-u", "SVOD_CPU_COMPILER", "-u", "SVOD_CPU_BACKEND", SVOD_BINARY_DIR "/svod"});
   return run_process(args, "", std::chrono::seconds(120));
 }
 

@@ -129,7 +129,7 @@ int compile(const CompileOptions& options) {
     const CompilePhases& p = artifact.phases;
     const bool phases = p.front_end_ms > 0 || p.optimise_ms > 0 || p.codegen_ms > 0;
     fmt::print("compiled {}: entry {} ({}) for {} with {} in {:.1f} ms{}\n", options.source_file, spec.entry,
-               to_string(spec.language), device->name(), compiler.identity().backend, compile_ms,
+               to_string(spec.language), device->name(), compiler.identity().name, compile_ms,
                phases ? fmt::format(" (CPU time: front end {:.1f} ms, optimise {:.1f} ms, code generation {:.1f} ms)",
                                     p.front_end_ms, p.optimise_ms, p.codegen_ms)
                       : "");

@@ -9,7 +9,7 @@
 namespace svod {
 namespace {
 
-std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKernel& kernel,
+std::optional<double> evaluate_cost(const ExecutionPlan& plan, const KernelOp& kernel,
                                     const std::optional<Expr>& cost) {
   if (!cost) return std::nullopt;
   const ProgramSpec& spec = kernel.program->spec();
@@ -54,17 +54,17 @@ std::string buffer_text(const ExecutionPlan& plan, size_t slot) {
 
 }  // namespace
 
-OpWords op_words(const PreparedOp& op) {
+OpWords op_words(const PlanOp& op) {
   return std::visit(
       [](const auto& o) -> OpWords {
         using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, PreparedKernel>)
+        if constexpr (std::is_same_v<T, KernelOp>)
           return {"kernel", o.program ? o.program->spec().display_name() : std::string()};
-        else if constexpr (std::is_same_v<T, PreparedCopy>)
+        else if constexpr (std::is_same_v<T, CopyOp>)
           return {"copy", "copy"};
-        else if constexpr (std::is_same_v<T, PreparedCustomFunction>)
+        else if constexpr (std::is_same_v<T, CustomOp>)
           return {"custom", o.name};
-        else if constexpr (std::is_same_v<T, PreparedCollective>)
+        else if constexpr (std::is_same_v<T, CollectiveOp>)
           return {"collective", std::string(to_string(o.kind))};
         else
           return {"view", "view"};
@@ -73,17 +73,17 @@ OpWords op_words(const PreparedOp& op) {
 }
 
 std::string op_label(const ExecutionPlan& plan, size_t index) {
-  const PreparedOp& op = plan.op(index);
+  const PlanOp& op = plan.op(index);
   const OpWords words = op_words(op);
   const std::string& id = plan.op_id(index);
   const std::string head = id.empty() ? fmt::format("op {}", index) : fmt::format("op {} ({})", index, id);
-  if (const auto* c = std::get_if<PreparedCopy>(&op))
+  if (const auto* c = std::get_if<CopyOp>(&op))
     return fmt::format("{} copy {} <- {}", head, buffer_text(plan, c->dst), buffer_text(plan, c->src));
   return fmt::format("{} {} {}", head, words.kind, words.name);
 }
 
 OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
-  const PreparedOp& op = plan.op(index);
+  const PlanOp& op = plan.op(index);
   OpWords words = op_words(op);
   OpDescription d;
   d.name = std::move(words.name);
@@ -94,18 +94,18 @@ OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
   std::visit(
       [&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, PreparedKernel>) {
+        if constexpr (std::is_same_v<T, KernelOp>) {
           d.device = o.program->device().name();
           d.buffers = o.buffers;
           d.flops = evaluate_cost(plan, o, o.program->spec().flops);
           d.bytes = evaluate_cost(plan, o, o.program->spec().bytes);
-        } else if constexpr (std::is_same_v<T, PreparedCopy>) {
+        } else if constexpr (std::is_same_v<T, CopyOp>) {
           if (plan.buffer(o.dst).valid()) d.device = plan.buffer(o.dst).device().name();
           d.buffers = {o.dst, o.src};
           d.bytes = static_cast<double>(2 * plan.buffer(o.src).bytes());
-        } else if constexpr (std::is_same_v<T, PreparedCustomFunction>) {
+        } else if constexpr (std::is_same_v<T, CustomOp>) {
           d.buffers = o.buffers;
-        } else if constexpr (std::is_same_v<T, PreparedCollective>) {
+        } else if constexpr (std::is_same_v<T, CollectiveOp>) {
           d.buffers = o.buffers.empty() ? std::vector<size_t>{o.src, o.dst} : o.buffers;
         } else {
           d.buffers = {o.view, o.base};

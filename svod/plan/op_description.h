@@ -2,7 +2,7 @@
 // messages (plan_state.h), SVOD_OP_TIMEOUT's report, profiles and their
 // tables, the reports of `svod run` and `svod bench`, Python's profiles.
 // What an op is, what it runs and how it is labelled are read here; outside
-// svod/plan/ nothing switches on PreparedOp's alternatives.
+// svod/plan/ nothing switches on PlanOp's alternatives.
 #pragma once
 
 #include <optional>
@@ -19,7 +19,7 @@ struct OpWords {
   std::string_view kind;  // "kernel", "copy", "custom", "collective" or "view"
   std::string name;       // the kernel's display name, the custom function's, the collective's kind, "copy" or "view"
 };
-OpWords op_words(const PreparedOp& op);
+OpWords op_words(const PlanOp& op);
 
 // What one op of a plan is, for labels, tracks and rates.
 struct OpDescription {

@@ -17,11 +17,11 @@ namespace svod {
 namespace detail {
 
 void PlanState::prepare(const std::vector<int64_t>& values) {
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (auto* k = std::get_if<KernelRun>(&runs[i])) prepare_kernel(i, *k, values);
+  for (size_t i = 0; i < resolved.size(); ++i)
+    if (auto* k = std::get_if<ResolvedKernel>(&resolved[i])) prepare_kernel(i, *k, values);
 }
 
-void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values) {
+void PlanState::prepare_kernel(size_t i, ResolvedKernel& k, const std::vector<int64_t>& values) {
   try {
     int64_t* named = k.values.data() + k.abi_scalars;
     for (size_t s = 0; s < k.sources.size(); ++s)
@@ -109,8 +109,8 @@ void PlanState::run_host_work(size_t i) {
 }
 
 void PlanState::do_host_work(size_t i) {
-  OpRun& r = runs[i];
-  if (auto* k = std::get_if<KernelRun>(&r)) {
+  ResolvedOp& r = resolved[i];
+  if (auto* k = std::get_if<ResolvedKernel>(&r)) {
     if (k->bound && !launch_checked) {
       k->program->run_bound(k->args.data(), k->dims.global[0]);
     } else if (k->bound) {
@@ -123,27 +123,27 @@ void PlanState::do_host_work(size_t i) {
     } else {
       k->program->launch(k->launch_args());
     }
-  } else if (auto* c = std::get_if<CopyRun>(&r)) {
+  } else if (auto* c = std::get_if<ResolvedCopy>(&r)) {
     copy_buffer(buffers[c->dst], buffers[c->src]);
-  } else if (auto* f = std::get_if<CustomRun>(&r)) {
+  } else if (auto* f = std::get_if<ResolvedCustom>(&r)) {
     f->def->run(f->buffers, *f->attrs, variables());
-  } else if (auto* c = std::get_if<CollectiveRun>(&r)) {
+  } else if (auto* c = std::get_if<ResolvedCollective>(&r)) {
     run_collective(*c);
   }
 }
 
-void PlanState::run_collective(const CollectiveRun& c) {
+void PlanState::run_collective(const ResolvedCollective& c) {
   switch (c.kind) {
-    case PreparedCollective::Kind::AllReduce:
+    case CollectiveOp::Kind::AllReduce:
       for (size_t slot : c.slots) comm->all_reduce(buffers[slot], c.op);
       return;
-    case PreparedCollective::Kind::Broadcast:
+    case CollectiveOp::Kind::Broadcast:
       for (size_t slot : c.slots) comm->broadcast(buffers[slot], c.root);
       return;
-    case PreparedCollective::Kind::AllGather:
+    case CollectiveOp::Kind::AllGather:
       comm->all_gather(buffers[c.slots[0]], buffers[c.slots[1]]);
       return;
-    case PreparedCollective::Kind::ReduceScatter:
+    case CollectiveOp::Kind::ReduceScatter:
       comm->reduce_scatter(buffers[c.slots[0]], buffers[c.slots[1]], c.op);
       return;
   }
@@ -186,12 +186,12 @@ void PlanState::submit(size_t i, const ExecuteOptions& options) {
   if (!more.empty()) more.insert(more.begin(), waits, waits + count);
   const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
   Queue& queue = *queues[i];
-  if (auto* k = std::get_if<KernelRun>(&runs[i])) {
+  if (auto* k = std::get_if<ResolvedKernel>(&resolved[i])) {
     const RunningOp running{i, this, op_label, caller_stop};  // names the op while a device runs it (PoCL's threads)
     const RunningOpScope scope(running);
     events[i] = queue.launch(*k->program, k->launch_args(), list);
   } else {
-    const auto& c = std::get<CopyRun>(runs[i]);
+    const auto& c = std::get<ResolvedCopy>(resolved[i]);
     events[i] = queue.copy(buffers[c.dst], buffers[c.src], list);
   }
   // Sequential runs and observed runs see each op end before the next.
@@ -215,10 +215,10 @@ void PlanState::run_op(size_t i, const ExecuteOptions& options) {
 
 bool PlanState::run_as_graph() {
   std::vector<KernelLaunch> kernels;
-  kernels.reserve(runs.size());
+  kernels.reserve(resolved.size());
   const auto& preds = runner.dag().predecessors();
-  for (size_t i = 0; i < runs.size(); ++i) {
-    auto& k = std::get<KernelRun>(runs[i]);
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    auto& k = std::get<ResolvedKernel>(resolved[i]);
     kernels.push_back({k.program, k.launch_args(), preds[i]});
   }
   try {
@@ -348,7 +348,7 @@ void PlanState::run(const ExecuteOptions& options) {
   std::optional<DagFailure> failure;
   if (comm && !options.sequential) {
     auto node = [this, &options](size_t i) {
-      if (std::holds_alternative<CollectiveRun>(runs[i]))
+      if (std::holds_alternative<ResolvedCollective>(resolved[i]))
         start_collective(i, options);
       else
         run_op(i, options);
@@ -386,7 +386,7 @@ std::chrono::nanoseconds PlanState::time_op(size_t i) {
     dirty = false;
   }
   try {
-    auto* k = std::get_if<KernelRun>(&runs[i]);
+    auto* k = std::get_if<ResolvedKernel>(&resolved[i]);
     if (k && !k->bound) return k->program->time_launch(k->launch_args());
     const auto start = std::chrono::steady_clock::now();
     run_op(i, ExecuteOptions{.sequential = true});

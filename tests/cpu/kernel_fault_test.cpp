@@ -227,9 +227,9 @@ TEST_F(KernelTrap, AFaultingPlanOpIsNamedAndPoisonsThePlan) {
   auto build = [&](Buffer o) {
     ExecutionPlanBuilder b;
     const size_t slot = b.add_buffer(o, "o");
-    b.add_op(PreparedKernel{.program = fine, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
+    b.add_op(KernelOp{.program = fine, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
              OpOptions{.id = "", .after_ids = {}, .after = {}, .label = "warm-up"});
-    b.add_op(PreparedKernel{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
+    b.add_op(KernelOp{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
              OpOptions{.id = "layer3", .after_ids = {}, .after = {}, .label = ""});
     return b.build();
   };
@@ -247,7 +247,7 @@ TEST_F(KernelTrap, AFaultingPlanOpIsNamedAndPoisonsThePlan) {
   Buffer zero = cpu->allocate(DType::F32, 4);
   ExecutionPlanBuilder b;
   const size_t slot = b.add_buffer(zero, "o");
-  b.add_op(PreparedKernel{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}});
+  b.add_op(KernelOp{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}});
   ExecutionPlan plan = b.build();
   plan.execute();
   EXPECT_FALSE(plan.poisoned());
@@ -267,8 +267,8 @@ TEST_F(KernelTrap, AFaultInACollectivePlanFailsEveryRankAndNamesTheFaultingOne) 
     ExecutionPlanBuilder b;
     b.set_communicator(borrowed(comm));
     const size_t g = b.add_buffer(cpu->allocate(DType::F32, 4), "g");
-    if (comm.rank() == 1) b.add_op(PreparedKernel{.program = bad, .buffers = {g}}, OpOptions{.id = "broken"});
-    b.add_op(PreparedCollective{.kind = PreparedCollective::Kind::AllReduce, .buffers = {g}}, OpOptions{.id = "sum"});
+    if (comm.rank() == 1) b.add_op(KernelOp{.program = bad, .buffers = {g}}, OpOptions{.id = "broken"});
+    b.add_op(CollectiveOp{.kind = CollectiveOp::Kind::AllReduce, .buffers = {g}}, OpOptions{.id = "sum"});
     ExecutionPlan plan = b.build();
     if (comm.rank() == 0) {
       plan.execute();

@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <type_traits>
-
 #include "svod/base/error.h"
+#include "svod/base/visit.h"
 
 namespace svod {
 namespace {
@@ -55,21 +54,15 @@ std::string buffer_text(const ExecutionPlan& plan, size_t slot) {
 }  // namespace
 
 OpWords op_words(const PlanOp& op) {
-  return std::visit(
-      [](const auto& o) -> OpWords {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, KernelOp>)
-          return {"kernel", o.program ? o.program->spec().display_name() : std::string()};
-        else if constexpr (std::is_same_v<T, CopyOp>)
-          return {"copy", "copy"};
-        else if constexpr (std::is_same_v<T, CustomOp>)
-          return {"custom", o.name};
-        else if constexpr (std::is_same_v<T, CollectiveOp>)
-          return {"collective", std::string(to_string(o.kind))};
-        else
-          return {"view", "view"};
+  return visit_exhaustively(
+      op,
+      [](const KernelOp& k) -> OpWords {
+        return {OpKind::Kernel, k.program ? k.program->spec().display_name() : std::string()};
       },
-      op);
+      [](const CopyOp&) -> OpWords { return {OpKind::Copy, "copy"}; },
+      [](const CustomOp& f) -> OpWords { return {OpKind::Custom, f.name}; },
+      [](const CollectiveOp& c) -> OpWords { return {OpKind::Collective, std::string(to_string(c.kind))}; },
+      [](const ViewOp&) -> OpWords { return {OpKind::View, "view"}; });
 }
 
 std::string op_label(const ExecutionPlan& plan, size_t index) {
@@ -79,7 +72,7 @@ std::string op_label(const ExecutionPlan& plan, size_t index) {
   const std::string head = id.empty() ? fmt::format("op {}", index) : fmt::format("op {} ({})", index, id);
   if (const auto* c = std::get_if<CopyOp>(&op))
     return fmt::format("{} copy {} <- {}", head, buffer_text(plan, c->dst), buffer_text(plan, c->src));
-  return fmt::format("{} {} {}", head, words.kind, words.name);
+  return fmt::format("{} {} {}", head, to_string(words.kind), words.name);
 }
 
 OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
@@ -91,27 +84,22 @@ OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
   d.id = plan.op_id(index);
   d.kind = words.kind;
   d.device = "host";
-  std::visit(
-      [&](const auto& o) {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, KernelOp>) {
-          d.device = o.program->device().name();
-          d.buffers = o.buffers;
-          d.flops = evaluate_cost(plan, o, o.program->spec().flops);
-          d.bytes = evaluate_cost(plan, o, o.program->spec().bytes);
-        } else if constexpr (std::is_same_v<T, CopyOp>) {
-          if (plan.buffer(o.dst).valid()) d.device = plan.buffer(o.dst).device().name();
-          d.buffers = {o.dst, o.src};
-          d.bytes = static_cast<double>(2 * plan.buffer(o.src).bytes());
-        } else if constexpr (std::is_same_v<T, CustomOp>) {
-          d.buffers = o.buffers;
-        } else if constexpr (std::is_same_v<T, CollectiveOp>) {
-          d.buffers = o.buffers.empty() ? std::vector<size_t>{o.src, o.dst} : o.buffers;
-        } else {
-          d.buffers = {o.view, o.base};
-        }
+  visit_exhaustively(
+      op,
+      [&](const KernelOp& k) {
+        d.device = k.program->device().name();
+        d.buffers = k.buffers;
+        d.flops = evaluate_cost(plan, k, k.program->spec().flops);
+        d.bytes = evaluate_cost(plan, k, k.program->spec().bytes);
       },
-      op);
+      [&](const CopyOp& c) {
+        if (plan.buffer(c.dst).valid()) d.device = plan.buffer(c.dst).device().name();
+        d.buffers = {c.dst, c.src};
+        d.bytes = static_cast<double>(2 * plan.buffer(c.src).bytes());
+      },
+      [&](const CustomOp& f) { d.buffers = f.buffers; },
+      [&](const CollectiveOp& c) { d.buffers = c.buffers.empty() ? std::vector<size_t>{c.src, c.dst} : c.buffers; },
+      [&](const ViewOp& v) { d.buffers = {v.view, v.base}; });
   return d;
 }
 

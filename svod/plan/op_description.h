@@ -10,14 +10,15 @@
 #include <string_view>
 #include <vector>
 
+#include "svod/guard/op_name.h"
 #include "svod/plan/execution_plan.h"
 
 namespace svod {
 
 // What an op is and what it runs.
 struct OpWords {
-  std::string_view kind;  // "kernel", "copy", "custom", "collective" or "view"
-  std::string name;       // the kernel's display name, the custom function's, the collective's kind, "copy" or "view"
+  OpKind kind;
+  std::string name;  // the kernel's display name, the custom function's, the collective's kind, "copy" or "view"
 };
 OpWords op_words(const PlanOp& op);
 
@@ -26,7 +27,7 @@ struct OpDescription {
   std::string name;    // OpWords::name
   std::string label;   // op_label(): "op 3 (mm) kernel mm", "op 4 copy out <- d_out"
   std::string id;      // the op's id; empty when it has none
-  std::string kind;    // OpWords::kind
+  OpKind kind = OpKind::Kernel;
   std::string device;  // "CPU", "CL:0", ...; "host" for custom functions, collectives and views
   std::vector<size_t> buffers;
   std::optional<double> flops;  // per call, from the program's flops expression

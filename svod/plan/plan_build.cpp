@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "svod/base/error.h"
+#include "svod/base/visit.h"
 #include "svod/guard/op_deadline.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/plan_state.h"
@@ -176,27 +177,28 @@ void PlanState::resolve_ops() {
                        op_kind(ops[i]), what, slot, nbuf);
   };
   for (size_t i = 0; i < ops.size(); ++i) {
-    const PlanOp& op = ops[i];
-    if (const auto* k = std::get_if<KernelOp>(&op)) {
-      for (size_t p = 0; p < k->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), k->buffers[p]);
-      resolve_kernel(i, *k);
-    } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-      check_slot(i, "the destination", c->dst);
-      check_slot(i, "the source", c->src);
-      if (buffers[c->dst].bytes() != buffers[c->src].bytes())
-        throw make_error(ErrorKind::Validation, "{} (copy): {} holds {} bytes but {} holds {}; sizes must be equal",
-                         op_name(i), slot_name(c->dst), buffers[c->dst].bytes(), slot_name(c->src),
-                         buffers[c->src].bytes());
-      access[i] = {{c->src, Access::Read}, {c->dst, Access::Write}};
-      resolved.emplace_back(ResolvedCopy{c->dst, c->src});
-    } else if (const auto* f = std::get_if<CustomOp>(&op)) {
-      for (size_t p = 0; p < f->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), f->buffers[p]);
-      resolve_custom(i, *f);
-    } else if (const auto* c = std::get_if<CollectiveOp>(&op)) {
-      resolve_collective(i, *c);
-    } else {
-      resolved.emplace_back(ResolvedView{});
-    }
+    visit_exhaustively(
+        ops[i],
+        [&](const KernelOp& k) {
+          for (size_t p = 0; p < k.buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), k.buffers[p]);
+          resolve_kernel(i, k);
+        },
+        [&](const CopyOp& c) {
+          check_slot(i, "the destination", c.dst);
+          check_slot(i, "the source", c.src);
+          if (buffers[c.dst].bytes() != buffers[c.src].bytes())
+            throw make_error(ErrorKind::Validation, "{} (copy): {} holds {} bytes but {} holds {}; sizes must be equal",
+                             op_name(i), slot_name(c.dst), buffers[c.dst].bytes(), slot_name(c.src),
+                             buffers[c.src].bytes());
+          access[i] = {{c.src, Access::Read}, {c.dst, Access::Write}};
+          resolved.emplace_back(ResolvedCopy{c.dst, c.src});
+        },
+        [&](const CustomOp& f) {
+          for (size_t p = 0; p < f.buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), f.buffers[p]);
+          resolve_custom(i, f);
+        },
+        [&](const CollectiveOp& c) { resolve_collective(i, c); },
+        [&](const ViewOp&) { resolved.emplace_back(ResolvedView{}); });
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "svod/base/error.h"
+#include "svod/base/visit.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/op_deadline.h"
@@ -102,34 +103,33 @@ void PlanState::run_host_work(size_t i) {
   // functions, what it runs.
   const OpWords words = op_words(ops[i]);
   const std::string kind(kind_in_messages(words.kind));
-  const bool named = words.kind == "kernel" || words.kind == "custom";
+  const bool named = words.kind == OpKind::Kernel || words.kind == OpKind::Custom;
   const OpDeadline deadline(&running, kind.c_str(), named ? words.name.c_str() : nullptr);
   if (const StopScope* s = deadline.scope()) running.stop = s;  // the op's kernels run in it
   do_host_work(i);
 }
 
 void PlanState::do_host_work(size_t i) {
-  ResolvedOp& r = resolved[i];
-  if (auto* k = std::get_if<ResolvedKernel>(&r)) {
-    if (k->bound && !launch_checked) {
-      k->program->run_bound(k->args.data(), k->dims.global[0]);
-    } else if (k->bound) {
-      // Checked mode (memory): through launch(), which stages every argument
-      // that has no guard pages of its own.
-      std::vector<Buffer> arguments;
-      arguments.reserve(k->slots.size());
-      for (size_t slot : k->slots) arguments.push_back(buffers[slot]);
-      k->program->launch(arguments, k->caller_scalars(), &k->dims);
-    } else {
-      k->program->launch(k->launch_args());
-    }
-  } else if (auto* c = std::get_if<ResolvedCopy>(&r)) {
-    copy_buffer(buffers[c->dst], buffers[c->src]);
-  } else if (auto* f = std::get_if<ResolvedCustom>(&r)) {
-    f->def->run(f->buffers, *f->attrs, variables());
-  } else if (auto* c = std::get_if<ResolvedCollective>(&r)) {
-    run_collective(*c);
-  }
+  visit_exhaustively(
+      resolved[i],
+      [&](ResolvedKernel& k) {
+        if (k.bound && !launch_checked) {
+          k.program->run_bound(k.args.data(), k.dims.global[0]);
+        } else if (k.bound) {
+          // Checked mode (memory): through launch(), which stages every
+          // argument that has no guard pages of its own.
+          std::vector<Buffer> arguments;
+          arguments.reserve(k.slots.size());
+          for (size_t slot : k.slots) arguments.push_back(buffers[slot]);
+          k.program->launch(arguments, k.caller_scalars(), &k.dims);
+        } else {
+          k.program->launch(k.launch_args());
+        }
+      },
+      [&](ResolvedCopy& c) { copy_buffer(buffers[c.dst], buffers[c.src]); },
+      [&](ResolvedCustom& f) { f.def->run(f.buffers, *f.attrs, variables()); },
+      [&](ResolvedCollective& c) { run_collective(c); },
+      [&](ResolvedView&) {});  // a view is made at build time: nothing runs
 }
 
 void PlanState::run_collective(const ResolvedCollective& c) {

@@ -233,16 +233,20 @@ struct PlanState {
 }
 
 // An op kind as messages say it: "custom function" for "custom".
-inline std::string_view kind_in_messages(std::string_view kind) { return kind == "custom" ? "custom function" : kind; }
+inline std::string_view kind_in_messages(OpKind kind) { return kind == OpKind::Custom ? "custom function" : to_string(kind); }
 
 // What an op is, for messages (from op_words()): "kernel \"name\"", "copy",
 // "custom function \"name\"", "collective all_reduce", "view".
 inline std::string op_kind(const PlanOp& op) {
   const OpWords words = op_words(op);
-  if (words.kind == "kernel") return words.name.empty() ? "kernel" : fmt::format("kernel \"{}\"", words.name);
-  if (words.kind == "custom") return fmt::format("{} \"{}\"", kind_in_messages(words.kind), words.name);
-  if (words.kind == "collective") return fmt::format("collective {}", words.name);
-  return std::string(words.kind);
+  switch (words.kind) {
+    case OpKind::Kernel: return words.name.empty() ? "kernel" : fmt::format("kernel \"{}\"", words.name);
+    case OpKind::Custom: return fmt::format("{} \"{}\"", kind_in_messages(words.kind), words.name);
+    case OpKind::Collective: return fmt::format("collective {}", words.name);
+    case OpKind::Copy:
+    case OpKind::View: break;
+  }
+  return std::string(to_string(words.kind));
 }
 
 }  // namespace svod::detail

@@ -84,7 +84,7 @@ RunTimes run_times(const PlanProfile& profile);
 // or bytes expression (or the time is zero).
 struct KernelProfile {
   std::string name;
-  std::string kind;
+  OpKind kind = OpKind::Kernel;
   std::string device;
   size_t calls = 0;
   double total_us = 0;

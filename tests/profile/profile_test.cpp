@@ -27,7 +27,7 @@ OpDescription op(std::string name, std::optional<double> flops, std::optional<do
   OpDescription d;
   d.name = std::move(name);
   d.label = d.name;
-  d.kind = "kernel";
+  d.kind = OpKind::Kernel;
   d.device = "CPU";
   d.flops = flops;
   d.bytes = bytes;

@@ -78,7 +78,7 @@ BenchmarkConfig collective_config(BenchmarkConfig config) {
 OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config,
                  Profiler* profiler, Communicator* comm) {
   OpTiming t{&description, std::nullopt, {}};
-  if (description.kind == "view") {
+  if (description.kind == OpKind::View) {
     t.note = "view, no work";
     return t;
   }
@@ -87,7 +87,7 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
     t.note = "no buffers, not timed";
     return t;
   }
-  const bool collective = description.kind == "collective";
+  const bool collective = description.kind == OpKind::Collective;
   if (collective && comm) comm->barrier();
   t.result = benchmark_operation(
       [&] {
@@ -136,7 +136,7 @@ void write_json(const std::string& path, const std::vector<OpTiming>& rows, int 
   nlohmann::json ops = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const OpTiming& r = rows[i];
-    nlohmann::json o = {{"label", r.op->label}, {"kind", r.op->kind}, {"device", r.op->device}, {"name", r.op->name}};
+    nlohmann::json o = {{"label", r.op->label}, {"kind", to_string(r.op->kind)}, {"device", r.op->device}, {"name", r.op->name}};
     if (r.result) {
       const BenchmarkStats& s = r.result->stats;
       o["runs"] = r.result->runs;

@@ -118,7 +118,7 @@ void profile_program_call(const std::shared_ptr<const Program>& program, const s
       [&] {
         OpDescription op;
         op.name = program->spec().display_name();
-        op.label = "kernel " + op.name;
+        op.title = "kernel " + op.name;
         op.kind = OpKind::Kernel;
         op.device = program->device().name();
         return std::vector<OpDescription>{op};

@@ -47,6 +47,11 @@ const std::string& ExecutionPlan::op_id(size_t index) const {
   return state_->options[index].id;
 }
 
+std::string ExecutionPlan::op_title(size_t index) const {
+  op(index);  // checks the index
+  return state_->op_title(index);
+}
+
 Device* ExecutionPlan::op_device(size_t index) const {
   op(index);
   return state_->devices[index];

@@ -49,7 +49,8 @@ struct OpOptions {
   std::string id;
   std::vector<std::string> after_ids;
   std::vector<size_t> after;
-  // Names the op in errors when it has no id; need not be unique.
+  // The caller's name for an op without an id, need not be unique: errors,
+  // tables and reports name the op by its id, else by this ("op 3 (label)").
   std::string label;
 };
 
@@ -243,6 +244,10 @@ class ExecutionPlan {
   size_t op_count() const;
   const PlanOp& op(size_t index) const;
   const std::string& op_id(size_t index) const;
+  // How errors, tables, traces and reports name op `index` with what it is
+  // (op_title, svod/guard/op_name.h): "op 3 (mm) kernel mm", a copy by its
+  // buffers "op 4 copy out <- d_out", a view "op 5 view".
+  std::string op_title(size_t index) const;
   // The device that runs op `index`: a kernel's device, the device whose
   // queue moves a copy in one command; null for work on the host (host
   // functions, collectives, copies staged through host memory).

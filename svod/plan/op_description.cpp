@@ -4,6 +4,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/visit.h"
+#include "svod/plan/plan_state.h"
 
 namespace svod {
 namespace {
@@ -45,12 +46,6 @@ std::optional<double> evaluate_cost(const ExecutionPlan& plan, const KernelOp& k
   }
 }
 
-
-std::string buffer_text(const ExecutionPlan& plan, size_t slot) {
-  const std::string& name = plan.buffer_name(slot);
-  return name.empty() ? fmt::format("buffer {}", slot) : name;
-}
-
 }  // namespace
 
 OpWords op_words(const PlanOp& op) {
@@ -65,22 +60,30 @@ OpWords op_words(const PlanOp& op) {
       [](const ViewOp&) -> OpWords { return {OpKind::View, "view"}; });
 }
 
-std::string op_label(const ExecutionPlan& plan, size_t index) {
-  const PlanOp& op = plan.op(index);
-  const OpWords words = op_words(op);
-  const std::string& id = plan.op_id(index);
-  const std::string head = id.empty() ? fmt::format("op {}", index) : fmt::format("op {} ({})", index, id);
-  if (const auto* c = std::get_if<CopyOp>(&op))
-    return fmt::format("{} copy {} <- {}", head, buffer_text(plan, c->dst), buffer_text(plan, c->src));
-  return fmt::format("{} {} {}", head, to_string(words.kind), words.name);
+namespace detail {
+
+std::string PlanState::op_title(size_t i) const {
+  // A copy by its buffers' names (or indices; the slots may not be checked
+  // yet), a view by its kind alone.
+  const auto buffer_text = [&](size_t slot) {
+    const bool named = slot < buffer_names.size() && !buffer_names[slot].empty();
+    return named ? buffer_names[slot] : fmt::format("buffer {}", slot);
+  };
+  const OpWords words = op_words(ops[i]);
+  std::string what = words.name;
+  if (const auto* c = std::get_if<CopyOp>(&ops[i])) what = buffer_text(c->dst) + " <- " + buffer_text(c->src);
+  if (words.kind == OpKind::View) what.clear();
+  return svod::op_title(op_name(i), words.kind, what);
 }
+
+}  // namespace detail
 
 OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
   const PlanOp& op = plan.op(index);
   OpWords words = op_words(op);
   OpDescription d;
   d.name = std::move(words.name);
-  d.label = op_label(plan, index);
+  d.title = plan.op_title(index);
   d.id = plan.op_id(index);
   d.kind = words.kind;
   d.device = "host";

@@ -68,11 +68,11 @@ void PlanState::derive_views() {
     const auto* v = std::get_if<ViewOp>(&ops[i]);
     if (!v) continue;
     if (v->view >= n || v->base >= n)
-      throw make_error(ErrorKind::Validation, "{} (view): buffer index {} is out of range ({} buffers)", op_name(i),
+      throw make_error(ErrorKind::Validation, "{}: buffer index {} is out of range ({} buffers)", op_title(i),
                        std::max(v->view, v->base), n);
     if (views[v->view] || given_buffers[v->view].valid())
-      throw make_error(ErrorKind::Validation, "{} (view): {} must be an empty slot that no other view defines",
-                       op_name(i), slot_name(v->view));
+      throw make_error(ErrorKind::Validation, "{}: {} must be an empty slot that no other view defines",
+                       op_title(i), slot_name(v->view));
     views[v->view] = ViewRule{v->base, v->byte_offset, v->bytes, v->dtype};
   }
   buffers = given_buffers;
@@ -173,8 +173,8 @@ void PlanState::resolve_ops() {
   access.assign(ops.size(), {});
   auto check_slot = [&](size_t i, std::string_view what, size_t slot) {
     if (slot >= nbuf)
-      throw make_error(ErrorKind::Validation, "{} ({}): {} is buffer {}, but the plan has {} buffers", op_name(i),
-                       op_kind(ops[i]), what, slot, nbuf);
+      throw make_error(ErrorKind::Validation, "{}: {} is buffer {}, but the plan has {} buffers", op_title(i), what,
+                       slot, nbuf);
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     visit_exhaustively(
@@ -187,8 +187,8 @@ void PlanState::resolve_ops() {
           check_slot(i, "the destination", c.dst);
           check_slot(i, "the source", c.src);
           if (buffers[c.dst].bytes() != buffers[c.src].bytes())
-            throw make_error(ErrorKind::Validation, "{} (copy): {} holds {} bytes but {} holds {}; sizes must be equal",
-                             op_name(i), slot_name(c.dst), buffers[c.dst].bytes(), slot_name(c.src),
+            throw make_error(ErrorKind::Validation, "{}: {} holds {} bytes but {} holds {}; sizes must be equal",
+                             op_title(i), slot_name(c.dst), buffers[c.dst].bytes(), slot_name(c.src),
                              buffers[c.src].bytes());
           access[i] = {{c.src, Access::Read}, {c.dst, Access::Write}};
           resolved.emplace_back(ResolvedCopy{c.dst, c.src});
@@ -203,7 +203,7 @@ void PlanState::resolve_ops() {
 }
 
 void PlanState::resolve_kernel(size_t i, const KernelOp& k) {
-  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
+  const std::string where = op_title(i);
   if (!k.program) throw make_error(ErrorKind::Validation, "{}: no program", where);
   const ProgramSpec& spec = k.program->spec();
   ResolvedKernel out;
@@ -285,7 +285,7 @@ void PlanState::resolve_kernel(size_t i, const KernelOp& k) {
 }
 
 void PlanState::resolve_collective(size_t i, const CollectiveOp& c) {
-  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
+  const std::string where = op_title(i);
   const size_t nbuf = buffers.size();
   const size_t ranks = static_cast<size_t>(comm->size());
   ResolvedCollective out{c.kind, {}, c.op, c.root};
@@ -330,7 +330,7 @@ void PlanState::resolve_collective(size_t i, const CollectiveOp& c) {
 }
 
 void PlanState::resolve_custom(size_t i, const CustomOp& c) {
-  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
+  const std::string where = op_title(i);
   ResolvedCustom out;
   out.attrs = &c.attrs;
   out.slots = c.buffers;
@@ -355,7 +355,7 @@ void PlanState::check_writes() const {
   for (size_t i = 0; i < ops.size(); ++i)
     for (const auto& [slot, acc] : access[i])
       if (writes(acc))
-        check_writable(buffers[slot], fmt::format("{} ({}) writes {}", op_name(i), op_kind(ops[i]), slot_name(slot)));
+        check_writable(buffers[slot], fmt::format("{} writes {}", op_title(i), slot_name(slot)));
 }
 
 void PlanState::schedule() {

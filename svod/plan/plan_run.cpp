@@ -55,7 +55,7 @@ void PlanState::prepare_kernel(size_t i, ResolvedKernel& k, const std::vector<in
     k.dims = dims;
     if (k.bound) std::copy_n(k.values.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
   } catch (...) {
-    rethrow_with(fmt::format("{} ({})", op_name(i), op_kind(ops[i])));
+    rethrow_with(op_title(i));
   }
 }
 
@@ -64,7 +64,7 @@ void PlanState::wait_for_op(size_t p) {
     events[p]->wait();
   } catch (...) {
     // The failure is the device command's, found by the op waiting for it.
-    rethrow_with(fmt::format("waiting for {} ({})", op_name(p), op_kind(ops[p])));
+    rethrow_with("waiting for " + op_title(p));
   }
 }
 
@@ -77,10 +77,9 @@ void PlanState::run_inline(size_t i) {
 
 namespace {
 
-// The op's id, else its label: how a fault report names it.
-const std::string& op_label(const void* state, size_t i) {
-  const OpOptions& o = static_cast<const PlanState*>(state)->options[i];
-  return o.id.empty() ? o.label : o.id;
+// RunningOp::id_or_label: how a fault report names the op.
+const std::string& id_or_label_of(const void* state, size_t i) {
+  return static_cast<const PlanState*>(state)->id_or_label(i);
 }
 
 }  // namespace
@@ -90,21 +89,16 @@ void PlanState::run_host_work(size_t i) {
     run_host_work_watched(i);
     return;
   }
-  const RunningOp running{i, this, op_label, caller_stop};  // for the fault report of a kernel that crashes
+  const RunningOp running{i, this, id_or_label_of, caller_stop};  // for the fault report of a kernel that crashes
   const RunningOpScope scope(running);
   do_host_work(i);
 }
 
 // Out of the op loop's way: the same under SVOD_OP_TIMEOUT's deadline.
 [[gnu::noinline, gnu::cold]] void PlanState::run_host_work_watched(size_t i) {
-  RunningOp running{i, this, op_label, caller_stop};
+  RunningOp running{i, this, id_or_label_of, caller_stop};
   const RunningOpScope scope(running);
-  // SVOD_OP_TIMEOUT's report names the op's kind and, for kernels and custom
-  // functions, what it runs.
-  const OpWords words = op_words(ops[i]);
-  const std::string kind(kind_in_messages(words.kind));
-  const bool named = words.kind == OpKind::Kernel || words.kind == OpKind::Custom;
-  const OpDeadline deadline(&running, kind.c_str(), named ? words.name.c_str() : nullptr);
+  const OpDeadline deadline(op_title(i));  // its report names the op
   if (const StopScope* s = deadline.scope()) running.stop = s;  // the op's kernels run in it
   do_host_work(i);
 }
@@ -187,7 +181,7 @@ void PlanState::submit(size_t i, const ExecuteOptions& options) {
   const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
   Queue& queue = *queues[i];
   if (auto* k = std::get_if<ResolvedKernel>(&resolved[i])) {
-    const RunningOp running{i, this, op_label, caller_stop};  // names the op while a device runs it (PoCL's threads)
+    const RunningOp running{i, this, id_or_label_of, caller_stop};  // names the op while a device runs it (PoCL's threads)
     const RunningOpScope scope(running);
     events[i] = queue.launch(*k->program, k->launch_args(), list);
   } else {
@@ -265,7 +259,7 @@ void PlanState::poison_with(size_t i, std::string_view what) {
     poisoned.store(true);
   };
   try {
-    rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
+    rethrow_with(fmt::format("{} {}", op_title(i), what));
   } catch (const KernelFault& e) {
     if (!peers) {
       poison(e);

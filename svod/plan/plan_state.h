@@ -174,12 +174,13 @@ struct PlanState {
   std::atomic<bool> poisoned{false};
   std::string poison_reason;
 
-  std::string op_name(size_t i) const {
-    const std::string& id = options[i].id;
-    if (!id.empty()) return fmt::format("op {} (\"{}\")", i, id);
-    const std::string& label = options[i].label;
-    return label.empty() ? fmt::format("op {}", i) : fmt::format("op {} ({})", i, label);
-  }
+  // Op i's id, else its label (may be empty).
+  const std::string& id_or_label(size_t i) const { return options[i].id.empty() ? options[i].label : options[i].id; }
+  // "op 3 (mm)" (svod/guard/op_name.h).
+  std::string op_name(size_t i) const { return svod::op_name(i, id_or_label(i)); }
+  // "op 3 (mm) kernel mm", "op 4 copy out <- d_out": how errors, tables and
+  // reports name op i with what it is (ExecutionPlan::op_title).
+  std::string op_title(size_t i) const;
   std::string slot_name(size_t i) const {
     return buffer_names[i].empty() ? fmt::format("buffer {}", i) : fmt::format("buffer {} (\"{}\")", i, buffer_names[i]);
   }
@@ -230,23 +231,6 @@ struct PlanState {
 // foreign exceptions) whose message starts with `where`.
 [[noreturn]] inline void rethrow_with(const std::string& where) {
   rethrow_with_context(std::current_exception(), where);
-}
-
-// An op kind as messages say it: "custom function" for "custom".
-inline std::string_view kind_in_messages(OpKind kind) { return kind == OpKind::Custom ? "custom function" : to_string(kind); }
-
-// What an op is, for messages (from op_words()): "kernel \"name\"", "copy",
-// "custom function \"name\"", "collective all_reduce", "view".
-inline std::string op_kind(const PlanOp& op) {
-  const OpWords words = op_words(op);
-  switch (words.kind) {
-    case OpKind::Kernel: return words.name.empty() ? "kernel" : fmt::format("kernel \"{}\"", words.name);
-    case OpKind::Custom: return fmt::format("{} \"{}\"", kind_in_messages(words.kind), words.name);
-    case OpKind::Collective: return fmt::format("collective {}", words.name);
-    case OpKind::Copy:
-    case OpKind::View: break;
-  }
-  return std::string(to_string(words.kind));
 }
 
 }  // namespace svod::detail

@@ -330,9 +330,6 @@ class PlanLoader {
         else opts.after.push_back(std::get<size_t>(ref));
       }
       const std::string path = fmt::format("ops[{}]", i);
-      // build() checks a collective's root and sizes against world_size; its
-      // errors then name the op by its place in the file.
-      if (op.kind == PlanFileOp::Kind::Collective && opts.id.empty()) opts.label = path;
       PlanOp plan_op = to_plan_op(op, path);
       at(file_, path, [&] { builder_.add_op(std::move(plan_op), std::move(opts)); });
     }

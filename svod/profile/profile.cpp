@@ -97,13 +97,13 @@ double median_of(std::vector<double> values) {
 
 // Builds rows from groups of op indices, each group one row.
 std::vector<KernelProfile> rows_for(const PlanProfile& profile, const std::vector<std::vector<size_t>>& groups,
-                                    bool by_label) {
+                                    bool by_title) {
   std::vector<KernelProfile> rows;
   double grand_total = 0;
   for (const auto& group : groups) {
     const OpDescription& first = profile.ops[group.front()];
     KernelProfile row;
-    row.name = by_label ? first.label : first.name;
+    row.name = by_title ? first.title : first.name;
     row.kind = first.kind;
     row.device = first.device;
     std::vector<double> times;
@@ -319,7 +319,7 @@ std::string chrome_trace(const PlanProfile& profile) {
       const OpDescription& d = profile.ops[op];
       const int pid = pids.at(d.device);
       tracks.emplace(pid, span.thread);
-      Json args = {{"run", r},          {"op", op},         {"id", d.id},        {"label", d.label},
+      Json args = {{"run", r},          {"op", op},         {"id", d.id},        {"title", d.title},
                    {"kind", to_string(d.kind)}, {"device", d.device}, {"buffers", d.buffers}};
       args["flops"] = d.flops ? Json(*d.flops) : Json(nullptr);
       args["bytes"] = d.bytes ? Json(*d.bytes) : Json(nullptr);

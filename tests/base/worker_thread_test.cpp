@@ -155,7 +155,7 @@ TEST(WorkerThread, AsyncPlanFailurePoisonsThePlan) {
   ExecutionPlan plan = b.build();
   WorkerThread queue;
   const uint64_t v = plan.execute_async(queue);
-  expect_error(ErrorKind::Execution, [&] { queue.wait(v); }, "op 0 (\"explode\")");
+  expect_error(ErrorKind::Execution, [&] { queue.wait(v); }, "op 0 (explode) custom queue_boom");
   EXPECT_TRUE(plan.poisoned());
   const uint64_t again = plan.execute_async(queue);
   expect_error(ErrorKind::PlanPoisoned, [&] { queue.wait(again); }, "queue boom");

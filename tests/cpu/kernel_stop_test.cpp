@@ -135,7 +135,7 @@ TEST_F(KernelStop, APlanOpOnThePoolIsStoppedInTheScopeOfTheExecutingThread) {
     plan.execute();
     ADD_FAILURE() << "the spinning plan returned";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("(kernel \"spin\") failed: kernel stopped: program \"spin\" (entry spin) on CPU"));
+    EXPECT_THAT(e.what(), HasSubstr("kernel spin failed: kernel stopped: program \"spin\" (entry spin) on CPU"));
     EXPECT_THAT(e.what(), HasSubstr("the test asked"));
   }
   stopper.join();

@@ -36,13 +36,13 @@ TEST_F(PlanBuilder, DependencyErrorsNameTheOps) {
     b.add_op(CopyOp{}, {.id = "c", .after_ids = {"b"}});
     b.add_buffer(host_buffer(DType::F32, 1));
     expect_error(ErrorKind::Validation, [&] { b.build(); },
-                 {"cycle", "op 0 (\"a\") → op 2 (\"c\") → op 1 (\"b\") → op 0 (\"a\")"});
+                 {"cycle", "op 0 (a) → op 2 (c) → op 1 (b) → op 0 (a)"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
     b.add_op(CopyOp{}, {.id = "self", .after_ids = {"self"}});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (\"self\") depends on itself"});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (self) depends on itself"});
   }
   {
     ExecutionPlanBuilder b;
@@ -55,7 +55,7 @@ TEST_F(PlanBuilder, DependencyErrorsNameTheOps) {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
     b.add_op(CopyOp{}, {.id = "x", .after_ids = {"nope"}});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (\"x\")", "unknown op id \"nope\""});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (x)", "unknown op id \"nope\""});
   }
   {
     ExecutionPlanBuilder b;
@@ -77,14 +77,14 @@ TEST_F(PlanBuilder, BufferErrors) {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4));
     b.add_op(CopyOp{0, 3}, {.id = "cp"});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (\"cp\")", "buffer 3", "1 buffers"});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (cp) copy buffer 0 <- buffer 3", "buffer 3", "1 buffers"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4), "big");
     b.add_buffer(host_buffer(DType::F32, 3), "small");
     b.add_op(CopyOp{0, 1});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (copy)", "\"big\"", "16 bytes", "12", "equal"});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 copy big <- small", "\"big\"", "16 bytes", "12", "equal"});
   }
   {
     ExecutionPlanBuilder b;
@@ -104,7 +104,7 @@ TEST_F(PlanBuilder, BufferErrors) {
     b.add_buffer(host_buffer(DType::F32, 4));
     b.add_buffer(host_buffer(DType::F32, 4));
     b.add_op(ViewOp{1, 0, 0, 8, DType::F32});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (view)", "must be an empty slot"});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 view", "must be an empty slot"});
   }
   {
     ExecutionPlanBuilder b;
@@ -147,13 +147,13 @@ TEST_F(PlanBuilder, KernelErrors) {
   };
   const std::vector<Expr> good{Expr::parse("N"), Expr::constant(1)};
   build({0, 1}, good);
-  expect_error(ErrorKind::Validation, [&] { build({0}, good); }, {"op 0 (\"k\")", "takes 2 buffers", "passes 1"});
+  expect_error(ErrorKind::Validation, [&] { build({0}, good); }, {"op 0 (k) kernel add_const", "takes 2 buffers", "passes 1"});
   expect_error(ErrorKind::Validation, [&] { build({0, 1}, {Expr::constant(1)}); },
-               {"op 0 (\"k\")", "takes 2 scalars", "passes 1"});
-  expect_error(ErrorKind::Validation, [&] { build({0, 5}, good); }, {"op 0 (\"k\")", "argument 1 is buffer 5"});
+               {"op 0 (k) kernel add_const", "takes 2 scalars", "passes 1"});
+  expect_error(ErrorKind::Validation, [&] { build({0, 5}, good); }, {"op 0 (k) kernel add_const", "argument 1 is buffer 5"});
   expect_error(ErrorKind::Validation, [&] { build({0, 1}, good, DType::I32); }, {"parameter \"in\" is f32", "i32"});
   expect_error(ErrorKind::Validation, [&] { build({0, 1}, {Expr::parse("M"), Expr::constant(1)}); },
-               {"op 0 (\"k\")", "\"M\"", "neither a plan variable nor a fixed variable"});
+               {"op 0 (k) kernel add_const", "\"M\"", "neither a plan variable nor a fixed variable"});
   // Initial values are checked at build time, like every later run.
   auto set = test::set_kernel();
   ExecutionPlanBuilder b;
@@ -179,7 +179,7 @@ TEST_F(PlanBuilder, CustomFunctionErrors) {
   };
   build(call("all_reduce", {0, 1}, {{"op", "sum"}}));
   expect_error(ErrorKind::Validation, [&] { build(call("no_such_fn", {0})); },
-               {"op 0 (\"f\")", "unknown custom function \"no_such_fn\"", "all_reduce"});
+               {"op 0 (f)", "unknown custom function \"no_such_fn\"", "all_reduce"});
   expect_error(ErrorKind::Validation, [&] { build(call("all_reduce", {0, 1})); }, {"op 0", "missing attribute \"op\""});
   expect_error(ErrorKind::Validation, [&] { build(call("all_reduce", {0, 1}, {{"op", "sum"}, {"scale", 2.0}})); },
                {"unknown attribute \"scale\""});

@@ -26,7 +26,7 @@ using Json = nlohmann::json;
 OpDescription op(std::string name, std::optional<double> flops, std::optional<double> bytes) {
   OpDescription d;
   d.name = std::move(name);
-  d.label = d.name;
+  d.title = d.name;
   d.kind = OpKind::Kernel;
   d.device = "CPU";
   d.flops = flops;

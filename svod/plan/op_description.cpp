@@ -106,6 +106,15 @@ OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
   return d;
 }
 
+OpDescription describe_call(const Program& program) {
+  OpDescription d;
+  d.name = program.spec().display_name();
+  d.title = op_title({}, OpKind::Kernel, d.name);
+  d.kind = OpKind::Kernel;
+  d.device = program.device().name();
+  return d;
+}
+
 std::vector<OpDescription> describe_ops(const ExecutionPlan& plan) {
   std::vector<OpDescription> ops;
   ops.reserve(plan.op_count());

@@ -40,4 +40,9 @@ struct OpDescription {
 OpDescription describe_op(const ExecutionPlan& plan, size_t index);
 std::vector<OpDescription> describe_ops(const ExecutionPlan& plan);
 
+// Describes a call of `program` on its own, outside any plan (Python's
+// profile of a program call): a kernel titled "kernel NAME" on the
+// program's device, with no buffers or costs.
+OpDescription describe_call(const Program& program);
+
 }  // namespace svod

@@ -1,6 +1,5 @@
-// ExecutionPlan's constructors and read-only queries, and to_string for
-// collective kinds; building, running and rebinding are in plan_build.cpp,
-// plan_run.cpp and plan_rebind.cpp.
+// ExecutionPlan's constructors and read-only queries; building, running and
+// rebinding are in plan_build.cpp, plan_run.cpp and plan_rebind.cpp.
 #include "svod/plan/execution_plan.h"
 
 #include "svod/base/error.h"
@@ -85,19 +84,5 @@ bool ExecutionPlan::uses_devices() const {
 }
 
 const std::shared_ptr<Communicator>& ExecutionPlan::communicator() const { return state_->comm; }
-
-std::string_view to_string(CollectiveOp::Kind kind) noexcept {
-  switch (kind) {
-    case CollectiveOp::Kind::AllReduce:
-      return "all_reduce";
-    case CollectiveOp::Kind::Broadcast:
-      return "broadcast";
-    case CollectiveOp::Kind::AllGather:
-      return "all_gather";
-    case CollectiveOp::Kind::ReduceScatter:
-      return "reduce_scatter";
-  }
-  return "?";
-}
 
 }  // namespace svod

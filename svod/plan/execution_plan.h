@@ -99,26 +99,24 @@ struct ViewOp {
 };
 
 // A collective operation among the ranks of the plan's communicator
-// (svod/comm/communicator.h). all_reduce and broadcast work in place on each
-// slot of `buffers`, one call per slot in order; all_gather and
-// reduce_scatter read `src` and write `dst` (all_gather: dst holds size() x
-// src elements; reduce_scatter: src holds size() x dst; same dtype). `op` is
-// the reduction of all_reduce and reduce_scatter, `root` the source rank of
-// broadcast. Every rank's plan must issue the same collectives in the same
-// order; build() chains each collective after the previous one so that the
-// order is the plan's op order on every rank.
+// (svod/comm/communicator.h): `kind` is all_reduce, broadcast, all_gather or
+// reduce_scatter (build() refuses a barrier or a send/recv). all_reduce and
+// broadcast work in place on each slot of `buffers`, one call per slot in
+// order; all_gather and reduce_scatter read `src` and write `dst`
+// (all_gather: dst holds size() x src elements; reduce_scatter: src holds
+// size() x dst; same dtype). `op` is the reduction of all_reduce and
+// reduce_scatter, `root` the source rank of broadcast. Every rank's plan must
+// issue the same collectives in the same order; build() chains each
+// collective after the previous one so that the order is the plan's op order
+// on every rank.
 struct CollectiveOp {
-  enum class Kind { AllReduce, Broadcast, AllGather, ReduceScatter };
-  Kind kind = Kind::AllReduce;
+  CollectiveKind kind = CollectiveKind::AllReduce;
   std::vector<size_t> buffers;  // all_reduce, broadcast
   size_t src = 0;               // all_gather, reduce_scatter
   size_t dst = 0;               // all_gather, reduce_scatter
   ReduceOp op = ReduceOp::Sum;
   int root = 0;
 };
-
-// "all_reduce", "broadcast", "all_gather", "reduce_scatter".
-std::string_view to_string(CollectiveOp::Kind kind) noexcept;
 
 using PlanOp =
     std::variant<KernelOp, CopyOp, CustomOp, ViewOp, CollectiveOp>;

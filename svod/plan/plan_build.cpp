@@ -286,10 +286,13 @@ void PlanState::resolve_kernel(size_t i, const KernelOp& k) {
 
 void PlanState::resolve_collective(size_t i, const CollectiveOp& c) {
   const std::string where = op_title(i);
+  if (c.kind == CollectiveKind::Barrier || c.kind == CollectiveKind::Send)
+    throw make_error(ErrorKind::Validation,
+                     "{}: a plan's collectives are all_reduce, broadcast, all_gather and reduce_scatter", where);
   const size_t nbuf = buffers.size();
   const size_t ranks = static_cast<size_t>(comm->size());
   ResolvedCollective out{c.kind, {}, c.op, c.root};
-  if (c.kind == CollectiveOp::Kind::AllReduce || c.kind == CollectiveOp::Kind::Broadcast) {
+  if (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Broadcast) {
     if (c.buffers.empty()) throw make_error(ErrorKind::Validation, "{}: no buffers", where);
     for (size_t p = 0; p < c.buffers.size(); ++p) {
       if (c.buffers[p] >= nbuf)
@@ -297,7 +300,7 @@ void PlanState::resolve_collective(size_t i, const CollectiveOp& c) {
                          c.buffers[p], nbuf);
       access[i].emplace_back(c.buffers[p], Access::ReadWrite);
     }
-    if (c.kind == CollectiveOp::Kind::Broadcast && (c.root < 0 || static_cast<size_t>(c.root) >= ranks))
+    if (c.kind == CollectiveKind::Broadcast && (c.root < 0 || static_cast<size_t>(c.root) >= ranks))
       throw make_error(ErrorKind::Validation, "{}: root {} is out of range (the communicator has ranks 0 to {})", where,
                        c.root, ranks - 1);
     out.slots = c.buffers;
@@ -311,7 +314,7 @@ void PlanState::resolve_collective(size_t i, const CollectiveOp& c) {
     if (src.dtype() != dst.dtype())
       throw make_error(ErrorKind::Validation, "{}: {} is {} but {} is {}; the dtypes must match", where,
                        slot_name(c.src), to_string(src.dtype()), slot_name(c.dst), to_string(dst.dtype()));
-    const bool gather = c.kind == CollectiveOp::Kind::AllGather;
+    const bool gather = c.kind == CollectiveKind::AllGather;
     const Buffer& part = gather ? src : dst;
     const Buffer& whole = gather ? dst : src;
     const size_t part_slot = gather ? c.src : c.dst;

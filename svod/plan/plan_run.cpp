@@ -128,18 +128,21 @@ void PlanState::do_host_work(size_t i) {
 
 void PlanState::run_collective(const ResolvedCollective& c) {
   switch (c.kind) {
-    case CollectiveOp::Kind::AllReduce:
+    case CollectiveKind::AllReduce:
       for (size_t slot : c.slots) comm->all_reduce(buffers[slot], c.op);
       return;
-    case CollectiveOp::Kind::Broadcast:
+    case CollectiveKind::Broadcast:
       for (size_t slot : c.slots) comm->broadcast(buffers[slot], c.root);
       return;
-    case CollectiveOp::Kind::AllGather:
+    case CollectiveKind::AllGather:
       comm->all_gather(buffers[c.slots[0]], buffers[c.slots[1]]);
       return;
-    case CollectiveOp::Kind::ReduceScatter:
+    case CollectiveKind::ReduceScatter:
       comm->reduce_scatter(buffers[c.slots[0]], buffers[c.slots[1]], c.op);
       return;
+    case CollectiveKind::Barrier:
+    case CollectiveKind::Send:
+      return;  // refused by build()
   }
 }
 

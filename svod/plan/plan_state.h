@@ -107,7 +107,7 @@ struct ResolvedView {};
 // A collective with its slots: all_reduce/broadcast: `buffers`;
 // all_gather/reduce_scatter: {src, dst}.
 struct ResolvedCollective {
-  CollectiveOp::Kind kind;
+  CollectiveKind kind;
   std::vector<size_t> slots;
   ReduceOp op;
   int root;

@@ -448,7 +448,6 @@ class PlanLoader {
         c.kind = op.collective;
         c.op = op.reduce;
         c.root = op.root;
-        using CollectiveKind = CollectiveOp::Kind;
         if (op.collective == CollectiveKind::AllGather || op.collective == CollectiveKind::ReduceScatter) {
           c.src = op_slots[0];
           c.dst = op_slots[1];

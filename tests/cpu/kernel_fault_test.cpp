@@ -268,7 +268,7 @@ TEST_F(KernelTrap, AFaultInACollectivePlanFailsEveryRankAndNamesTheFaultingOne) 
     b.set_communicator(borrowed(comm));
     const size_t g = b.add_buffer(cpu->allocate(DType::F32, 4), "g");
     if (comm.rank() == 1) b.add_op(KernelOp{.program = bad, .buffers = {g}}, OpOptions{.id = "broken"});
-    b.add_op(CollectiveOp{.kind = CollectiveOp::Kind::AllReduce, .buffers = {g}}, OpOptions{.id = "sum"});
+    b.add_op(CollectiveOp{.kind = CollectiveKind::AllReduce, .buffers = {g}}, OpOptions{.id = "sum"});
     ExecutionPlan plan = b.build();
     if (comm.rank() == 0) {
       plan.execute();

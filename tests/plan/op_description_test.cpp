@@ -22,7 +22,7 @@ TEST(OpDescription, EachKindOfOpIsTitledByItsNameKindAndWhatItRuns) {
   b.add_op(CopyOp{in, out}, {.label = "back"});
   b.add_op(CustomOp{"test_read", {in}, {}});
   b.add_op(ViewOp{tail, in, 8, 8, DType::F32});
-  b.add_op(CollectiveOp{.kind = CollectiveOp::Kind::AllReduce, .buffers = {out}});
+  b.add_op(CollectiveOp{.kind = CollectiveKind::AllReduce, .buffers = {out}});
   const ExecutionPlan plan = b.build();
 
   const std::vector<OpDescription> ops = describe_ops(plan);

@@ -17,7 +17,7 @@ namespace {
 
 using test::expect_error;
 using test::host_buffer;
-using Kind = CollectiveOp::Kind;
+using Kind = CollectiveKind;
 using Clock = std::chrono::steady_clock;
 
 Buffer filled(size_t count, float value) {
@@ -327,6 +327,10 @@ TEST(PlanCollectiveBuild, BadCollectivesAreRejectedNamingTheOp) {
                {"collective reduce_scatter", "buffer 0 (\"a\") holds 4 elements but must hold 2 ranks x 4"});
   expect_error(ErrorKind::Validation, [&] { build({.kind = Kind::AllGather, .src = 0, .dst = 9}); },
                {"the destination is buffer 9"});
+  for (Kind kind : {Kind::Barrier, Kind::Send})
+    expect_error(ErrorKind::Validation, [&] { build({.kind = kind, .buffers = {0}}); },
+                 {"op 0 (coll) collective ", "a plan's collectives are all_reduce, broadcast, all_gather and "
+                                             "reduce_scatter"});
   // A reduce_scatter whose source is twice its destination is fine on 2 ranks.
   ExecutionPlan ok = build({.kind = Kind::ReduceScatter, .src = 1, .dst = 0, .op = ReduceOp::Min});
   EXPECT_EQ(ok.communicator(), comm);

@@ -64,7 +64,7 @@ TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
   TempDir dir;
   const PlanFile file = parse(dir, collective_plan());
   ASSERT_EQ(file.ops[1].kind, PlanFileOp::Kind::Collective);
-  EXPECT_EQ(file.ops[2].collective, CollectiveOp::Kind::AllGather);
+  EXPECT_EQ(file.ops[2].collective, CollectiveKind::AllGather);
   EXPECT_EQ(file.ops[2].buffers, (std::vector<std::string>{"mine", "all"}));
   run_local_ranks(
       4,

@@ -53,7 +53,7 @@ ExecutionPlan empty_plan(bool shared_buffer) {
   size_t shared = b.add_buffer(device->allocate(DType::I32, 1));
   for (int i = 0; i < kOps; ++i) {
     const size_t buf = shared_buffer ? shared : b.add_buffer(device->allocate(DType::I32, 1));
-    b.add_op(PreparedKernel{empty_kernel(), {buf}, {}, {}});
+    b.add_op(KernelOp{empty_kernel(), {buf}, {}, {}});
   }
   return b.build();
 }
@@ -109,7 +109,7 @@ void BM_EightOneMsKernels(benchmark::State& state) {
   ExecutionPlanBuilder b;
   b.add_variable(Variable{"ITERS", 1, INT32_MAX}, iterations_per_ms());
   for (int i = 0; i < 8; ++i)
-    b.add_op(PreparedKernel{busy_kernel(), {b.add_buffer(device->allocate(DType::F32, 1))}, {Expr::parse("ITERS")}, {}});
+    b.add_op(KernelOp{busy_kernel(), {b.add_buffer(device->allocate(DType::F32, 1))}, {Expr::parse("ITERS")}, {}});
   ExecutionPlan plan = b.build();
   // Best of the iterations for each mode: on a shared machine a run that
   // lost its core to another process says nothing about the plan.

@@ -85,8 +85,8 @@ void plan(benchmark::State& state, size_t count, bool all_reduce, bool wait) {
     b.set_communicator(borrow(comm));
     const size_t g = b.add_buffer(open_device("CPU")->allocate(DType::F32, count));
     const size_t w = b.add_buffer(open_device("CPU")->allocate(DType::F32, 1));
-    if (all_reduce) b.add_op(PreparedCollective{.kind = PreparedCollective::Kind::AllReduce, .buffers = {g}});
-    if (wait) b.add_op(PreparedCustomFunction{"bench_wait", {w}, {}});
+    if (all_reduce) b.add_op(CollectiveOp{.kind = CollectiveKind::AllReduce, .buffers = {g}});
+    if (wait) b.add_op(CustomOp{"bench_wait", {w}, {}});
     auto p = std::make_shared<ExecutionPlan>(b.build());
     return [p] { p->execute(); };
   });

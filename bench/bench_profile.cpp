@@ -30,7 +30,7 @@ ExecutionPlan chain_plan() {
   auto device = cpu_device();
   ExecutionPlanBuilder b;
   const size_t shared = b.add_buffer(device->allocate(DType::I32, 1));
-  for (int i = 0; i < kOps; ++i) b.add_op(PreparedKernel{empty_kernel(), {shared}, {}, {}});
+  for (int i = 0; i < kOps; ++i) b.add_op(KernelOp{empty_kernel(), {shared}, {}, {}});
   return b.build();
 }
 

@@ -54,9 +54,9 @@ int main() {
     builder.add_variable(Variable{"N", 1, int64_t(kMax)}, 512);
 
     // Kernel scalars are expressions over plan variables, bound when the plan runs.
-    builder.add_op(PreparedKernel{cpu->compile(twice), {y, x}, {Expr::parse("N")}, {}}, {.id = "twice"});
-    builder.add_op(PreparedKernel{cpu->compile(add), {z, x, y}, {Expr::parse("N")}, {}}, {.id = "add"});
-    builder.add_op(PreparedCopy{x, z}, {.id = "write back"});
+    builder.add_op(KernelOp{cpu->compile(twice), {y, x}, {Expr::parse("N")}, {}}, {.id = "twice"});
+    builder.add_op(KernelOp{cpu->compile(add), {z, x, y}, {Expr::parse("N")}, {}}, {.id = "add"});
+    builder.add_op(CopyOp{x, z}, {.id = "write back"});
     builder.add_output(x);
     ExecutionPlan plan = builder.build();
 

@@ -125,7 +125,7 @@ void capture_call(Capture& c, const std::shared_ptr<const Program>& program, std
   if (&program->device() != c.device.get())
     throw make_error(ErrorKind::Validation, "{}: program \"{}\" runs on {}; a capture records one device's work",
                      c.where(), name, program->device().name());
-  PreparedKernel k;
+  KernelOp k;
   k.program = program;
   const auto& params = program->spec().buffers;
   for (size_t i = 0; i < buffers.size(); ++i)
@@ -147,7 +147,7 @@ bool capture_copy(const Buffer& dst, py::handle src) {
                      from.bytes(), dst.bytes());
   const size_t d = c->slot(dst.view_bytes(0, dst.bytes(), DType::U8));
   const size_t s = c->slot(from.view_bytes(0, from.bytes(), DType::U8));
-  c->builder.add_op(PreparedCopy{d, s}, OpOptions{.id = {}, .after_ids = {}, .after = {}, .label = "copy"});
+  c->builder.add_op(CopyOp{d, s}, OpOptions{.id = {}, .after_ids = {}, .after = {}, .label = "copy"});
   return true;
 }
 

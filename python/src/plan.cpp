@@ -357,7 +357,7 @@ void bind_plan_builder(py::module_& m) {
           "run",
           [](PyPlanBuilder& b, py::handle program, py::handle buffers, py::handle scalars_object, py::handle id,
              py::handle after, py::handle fixed_vars, py::handle global_size, py::handle local_size) {
-            PreparedKernel k;
+            KernelOp k;
             k.program = program_from_object(program, "PlanBuilder.run: program");
             k.buffers = size_list(buffers, "PlanBuilder.run: buffers");
             const auto scalars = sequence_argument(scalars_object, "PlanBuilder.run: scalars",
@@ -379,7 +379,7 @@ void bind_plan_builder(py::module_& m) {
           "copy",
           [](PyPlanBuilder& b, py::handle dst, py::handle src, py::handle id, py::handle after) {
             return b.add_op(
-                PreparedCopy{size_argument(dst, "PlanBuilder.copy: dst"), size_argument(src, "PlanBuilder.copy: src")},
+                CopyOp{size_argument(dst, "PlanBuilder.copy: dst"), size_argument(src, "PlanBuilder.copy: src")},
                 op_options(id, after, "PlanBuilder.copy"));
           },
           py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("id") = "", py::arg("after") = py::none())
@@ -387,7 +387,7 @@ void bind_plan_builder(py::module_& m) {
           "custom",
           [](PyPlanBuilder& b, py::handle name, py::handle buffers, py::handle attrs, py::handle id,
              py::handle after) {
-            PreparedCustomFunction f{.name = string_argument(name, "PlanBuilder.custom: name"),
+            CustomOp f{.name = string_argument(name, "PlanBuilder.custom: name"),
                                      .buffers = size_list(buffers, "PlanBuilder.custom: buffers"),
                                      .attrs = {},
                                      .def = {}};
@@ -437,7 +437,7 @@ size_t PyPlanBuilder::add(const Buffer& buffer, std::vector<size_t> shape, const
   return slot;
 }
 
-size_t PyPlanBuilder::add_op(PreparedOp op, OpOptions options) {
+size_t PyPlanBuilder::add_op(PlanOp op, OpOptions options) {
   const size_t index = builder.add_op(std::move(op), std::move(options));
   ++ops;
   return index;

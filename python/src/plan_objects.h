@@ -38,7 +38,7 @@ struct PyPlanBuilder {
   size_t ops = 0;
 
   size_t add(const Buffer& buffer, std::vector<size_t> shape, const std::string& name);
-  size_t add_op(PreparedOp op, OpOptions options);
+  size_t add_op(PlanOp op, OpOptions options);
   size_t add_view(size_t base, size_t byte_offset, size_t bytes, DType dtype, const std::string& name);
   void add_variable(const std::string& name, int64_t value, int64_t min, int64_t max);
   // The plan (`source` names it in messages); the builder is empty afterwards.

@@ -115,14 +115,7 @@ void profile_program_call(const std::shared_ptr<const Program>& program, const s
   }
   session->record(
       program,
-      [&] {
-        OpDescription op;
-        op.name = program->spec().display_name();
-        op.label = "kernel " + op.name;
-        op.kind = "kernel";
-        op.device = program->device().name();
-        return std::vector<OpDescription>{op};
-      },
+      [&] { return std::vector<OpDescription>{describe_call(*program)}; },
       [&](Profiler& profiler) {
         profiler.op_started(0);
         run();

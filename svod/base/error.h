@@ -57,7 +57,7 @@ struct KernelFaultInfo {
   std::string entry;                   // its entry symbol
   int64_t slice = -1;                  // the core_id slice, -1 for a launch of one
   std::optional<size_t> op;            // the plan op, when a plan launched it
-  std::string op_label;                // its id or label ("" when none)
+  std::string op_label;                // its id, else its label ("" when none)
   std::optional<int> rank;             // the rank, when the plan has peers
   std::optional<size_t> buffer;        // the buffer argument the address falls in or near
   std::string buffer_name;

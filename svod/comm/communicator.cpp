@@ -28,11 +28,23 @@ CommOptions default_comm_options() {
   return options;
 }
 
+std::string_view to_string(CollectiveKind kind) noexcept {
+  switch (kind) {
+    case CollectiveKind::Barrier: return "barrier";
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Send: return "send/recv";
+  }
+  return "?";
+}
+
 namespace detail {
 
 namespace {
 
-std::string describe_call(CallDesc desc) {
+std::string call_text(CallDesc desc) {
   const std::string_view dtype = to_string(desc.dtype);
   if (desc.whole != 0) desc.count = desc.whole;
   switch (desc.kind) {
@@ -55,7 +67,7 @@ std::string describe_call(CallDesc desc) {
 }  // namespace
 
 std::string describe(const CallDesc& desc) {
-  std::string text = describe_call(desc);
+  std::string text = call_text(desc);
   if (desc.whole != 0) text += fmt::format(", the part of elements {} to {}", desc.offset, desc.offset + desc.count - 1);
   return desc.native ? text + " on device memory" : text;
 }
@@ -82,7 +94,6 @@ std::optional<std::string> find_mismatch(std::span<const CallDesc> descs) {
 }  // namespace detail
 
 using detail::CallDesc;
-using detail::CollectiveKind;
 
 Communicator::Communicator(int rank, int size, CommOptions options)
     : options_(options), rank_(rank), size_(size) {}

@@ -60,6 +60,17 @@ namespace svod {
 
 enum class ReduceOp { Sum, Prod, Min, Max };
 
+// What a collective call does. A plan's collective ops (CollectiveOp,
+// svod/plan/execution_plan.h) are all_reduce, all_gather, reduce_scatter and
+// broadcast; Send stands for both sides of a send/recv. The ranks compare
+// the kinds of their calls (detail::CallDesc), so the values stay as they
+// are.
+enum class CollectiveKind : uint8_t { Barrier, AllReduce, AllGather, ReduceScatter, Broadcast, Send };
+
+// "barrier", "all_reduce", "all_gather", "reduce_scatter", "broadcast",
+// "send/recv".
+std::string_view to_string(CollectiveKind kind) noexcept;
+
 std::string_view to_string(ReduceOp op) noexcept;
 // "sum", "prod", "min", "max"; anything else throws Error(Validation).
 ReduceOp parse_reduce_op(std::string_view text);
@@ -81,8 +92,6 @@ struct CommOptions {
 CommOptions default_comm_options();
 
 namespace detail {
-
-enum class CollectiveKind : uint8_t { Barrier, AllReduce, AllGather, ReduceScatter, Broadcast, Send };
 
 // What one rank asked for in one call; the ranks compare these. `count` is the
 // element count of the buffer the kinds share across ranks: the all_reduce

@@ -12,7 +12,7 @@ struct ExecutionGraph::State {
   // again after more nodes were added: every buffer a node names gets its own
   // slot (the plan finds hazards by storage and byte range, not by slot).
   std::vector<Buffer> buffers;
-  std::vector<PreparedOp> ops;
+  std::vector<PlanOp> ops;
   std::vector<OpOptions> options;
   std::optional<ExecutionPlan> plan;  // reset when a node is added
   std::vector<Device*> devices;       // the distinct devices of the ops, with the plan
@@ -39,7 +39,7 @@ struct ExecutionGraph::State {
                          ops.size(), p);
   }
 
-  size_t add(PreparedOp op, NodeOptions node) {
+  size_t add(PlanOp op, NodeOptions node) {
     const size_t id = ops.size();
     OpOptions opts;
     opts.after = std::move(node.after);
@@ -78,7 +78,7 @@ size_t ExecutionGraph::add_kernel(std::shared_ptr<const Program> program, Kernel
   auto constants = [](const std::array<int64_t, 3>& v) {
     return std::array<Expr, 3>{Expr::constant(v[0]), Expr::constant(v[1]), Expr::constant(v[2])};
   };
-  PreparedKernel k;
+  KernelOp k;
   k.buffers = state_->slots(std::move(buffers));
   for (int64_t v : scalars) k.scalars.push_back(Expr::constant(v));
   if (dims) {
@@ -98,14 +98,14 @@ size_t ExecutionGraph::add_copy(Buffer dst, Buffer src, NodeOptions options) {
   state_->check_after(options);
   if (options.label.empty()) options.label = fmt::format("copy {} -> {}", src.device().name(), dst.device().name());
   const auto slots = state_->slots({std::move(dst), std::move(src)});
-  return state_->add(PreparedCopy{slots[0], slots[1]}, std::move(options));
+  return state_->add(CopyOp{slots[0], slots[1]}, std::move(options));
 }
 
 size_t ExecutionGraph::add_host(std::function<void()> function, std::vector<BufferAccess> accesses,
                                 NodeOptions options) {
   if (!function) throw make_error(ErrorKind::Validation, "node {}: no host function", size());
   state_->check_after(options);
-  PreparedCustomFunction f;
+  CustomOp f;
   f.name = "host function";
   std::vector<Buffer> buffers;
   std::vector<Access> access;

@@ -4,10 +4,10 @@
 //
 // An ExecutionGraph is a front end of ExecutionPlanBuilder for callers that
 // hold buffers rather than plan slots: each node added in program order
-// becomes the plan op of the same index (a PreparedKernel, PreparedCopy or
-// PreparedCustomFunction) over slots of the buffers it names. Each node
-// states the byte ranges it reads and writes (kernels by their parameters'
-// access, host functions by BufferAccess); the dependencies are the
+// becomes the plan op of the same index (a KernelOp, CopyOp or CustomOp)
+// over slots of the buffers it names. Each node states the byte ranges it
+// reads and writes (kernels by their parameters' access, host functions by
+// BufferAccess); the dependencies are the
 // read/write hazards between those ranges (RAW, WAR, WAW) plus explicit
 // `after` edges.
 //

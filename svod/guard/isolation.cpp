@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "svod/base/error.h"
+#include "svod/guard/op_name.h"
 
 namespace svod {
 namespace {
@@ -24,21 +25,21 @@ namespace {
 // What the child tells the waiting process, in memory they share.
 struct IsolationRecord {
   static constexpr size_t kOps = 16384;
-  static constexpr size_t kLabelBytes = 256 * 1024;
+  static constexpr size_t kTitleBytes = 256 * 1024;
   std::atomic<bool> finished{false};
-  std::atomic<bool> labelled{false};
+  std::atomic<bool> titled{false};
   std::atomic<uint32_t> ops{0};
   std::atomic<bool> running[kOps];
-  char labels[kLabelBytes];  // NUL-terminated, one per op, in order
+  char titles[kTitleBytes];  // NUL-terminated, one per op, in order
 
   std::string running_ops() const {
     std::vector<std::string> names;
-    const char* label = labels;
-    const char* end = labels + kLabelBytes;
+    const char* title = titles;
+    const char* end = titles + kTitleBytes;
     for (size_t op = 0; op < std::min<size_t>(ops.load(), kOps); ++op) {
-      const bool has_label = labelled.load() && label < end;
-      if (running[op].load()) names.push_back(has_label && *label ? std::string(label) : fmt::format("op {}", op));
-      if (has_label) label += std::strlen(label) + 1;
+      const bool has_title = titled.load() && title < end;
+      if (running[op].load()) names.push_back(has_title && *title ? std::string(title) : op_name(op, {}));
+      if (has_title) title += std::strlen(title) + 1;
     }
     return fmt::format("{}", fmt::join(names, ", "));
   }
@@ -50,18 +51,18 @@ IsolationRecord* record = nullptr;  // set in the child
 
 bool isolated() noexcept { return record != nullptr; }
 
-void isolation_label_ops(std::span<const std::string> labels) {
-  if (record == nullptr || record->labelled.load()) return;
+void isolation_title_ops(std::span<const std::string> titles) {
+  if (record == nullptr || record->titled.load()) return;
   size_t used = 0;
-  for (const auto& label : labels) {
-    if (used + 1 >= IsolationRecord::kLabelBytes) break;  // the rest are named by index
-    const size_t n = std::min(label.size(), IsolationRecord::kLabelBytes - used - 1);
-    std::memcpy(record->labels + used, label.data(), n);
-    record->labels[used + n] = '\0';
+  for (const auto& title : titles) {
+    if (used + 1 >= IsolationRecord::kTitleBytes) break;  // the rest are named by index
+    const size_t n = std::min(title.size(), IsolationRecord::kTitleBytes - used - 1);
+    std::memcpy(record->titles + used, title.data(), n);
+    record->titles[used + n] = '\0';
     used += n + 1;
   }
-  record->ops.store(static_cast<uint32_t>(std::min(labels.size(), IsolationRecord::kOps)));
-  record->labelled.store(true);
+  record->ops.store(static_cast<uint32_t>(std::min(titles.size(), IsolationRecord::kOps)));
+  record->titled.store(true);
 }
 
 void isolation_op_started(size_t op) noexcept {

@@ -3,7 +3,7 @@
 // timeout — ends only the child, and the process that waits for it can say
 // how it ended and in which op (`svod run --isolate`).
 //
-// The child records its ops' labels and which of them are running in memory
+// The child records its ops' titles and which of them are running in memory
 // it shares with the waiting process (mapped before the fork), so the record
 // is there however the child ends, kill -9 included.
 #pragma once
@@ -21,7 +21,7 @@ struct IsolatedEnd {
   bool exited = false;    // the child exited (finished or not); else a signal ended it
   int status = 0;         // its exit status when it exited
   int signal = 0;         // the signal that ended it, when one did
-  std::string running;    // the labels of the ops running as it ended, ", "-joined; empty: none
+  std::string running;    // the titles of the ops running as it ended, ", "-joined; empty: none
 };
 
 // Runs job() in a forked child that dies with this process and waits for it.
@@ -32,12 +32,13 @@ struct IsolatedEnd {
 // the child.
 IsolatedEnd run_isolated(const std::function<int()>& job);
 
-// In run_isolated's child: whether this is one, the labels of the job's ops
-// (the first call's; later ones are ignored, as are ops past the record's
-// 16,384 and labels past its 256 KiB, which are named "op N"), and each op as
-// it starts and finishes. Elsewhere they do nothing.
+// In run_isolated's child: whether this is one, the titles of the job's ops
+// ("op 2 (layer3) kernel layer3"; the first call's, later ones are ignored,
+// as are ops past the record's 16,384 and titles past its 256 KiB, whose ops
+// are named by their index), and each op as it starts and finishes.
+// Elsewhere they do nothing.
 bool isolated() noexcept;
-void isolation_label_ops(std::span<const std::string> labels);
+void isolation_title_ops(std::span<const std::string> titles);
 void isolation_op_started(size_t op) noexcept;
 void isolation_op_finished(size_t op) noexcept;
 

@@ -11,15 +11,15 @@
 
 namespace svod {
 
-// Notes a kernel ("program "k" (entry k) on CL:0, plan op 2 (x)"): the slot
-// to forget once it finished, or -1 when every slot is taken (that kernel
-// then goes unnamed in a report).
-int note_kernel_in_flight(std::string_view label) noexcept;
+// Notes a kernel as a report names it ("program "k" (entry k) on CL:0, op 2
+// (x)"): the slot to forget once it finished, or -1 when every slot is taken
+// (that kernel then goes unnamed in a report).
+int note_kernel_in_flight(std::string_view note) noexcept;
 void forget_kernel_in_flight(int slot) noexcept;
 
-// Async-signal-safe, for the fault handler: calls each(label, context) for
+// Async-signal-safe, for the fault handler: calls each(note, context) for
 // every kernel noted and not yet forgotten (`each` may be null: only
 // counted); returns how many.
-size_t for_each_kernel_in_flight(void (*each)(const char* label, void* context), void* context) noexcept;
+size_t for_each_kernel_in_flight(void (*each)(const char* note, void* context), void* context) noexcept;
 
 }  // namespace svod

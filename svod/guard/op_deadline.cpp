@@ -31,26 +31,20 @@ struct OpSlot {
                                 .grace = kStopGrace,
                                 .status = kOpTimeoutStatus}) {}
 
-  // "plan op 2 (layer3), kernel "k" has run for 2.0 s, past ...".
+  // "op 2 (layer3) kernel k has run for 2.0 s, past ...".
   std::string report(std::chrono::nanoseconds ran) const {
-    std::string what;
-    if (op != nullptr) what = op_name(*op) + ", ";
-    what += kind;
-    if (name != nullptr) what += fmt::format(" \"{}\"", name);
     return fmt::format(
         "\nsvod: {} has run for {:.1f} s, past SVOD_OP_TIMEOUT={:g}, and could not be stopped (only a CPU kernel "
         "in its own code can be: this op is in a system call, a library function, a copy, a host function or a "
         "device); the process ends with status {}\n",
-        what, std::chrono::duration<double>(ran).count(), seconds, kOpTimeoutStatus);
+        title, std::chrono::duration<double>(ran).count(), seconds, kOpTimeoutStatus);
   }
 
   const double seconds;
   const std::string reason;
   // The op running under the deadline (set before it is armed).
   bool running = false;
-  const RunningOp* op = nullptr;
-  const char* kind = nullptr;
-  const char* name = nullptr;
+  std::string title;
   StopScope scope;
   Deadline deadline;
 };
@@ -75,13 +69,11 @@ double op_timeout_seconds() {
   return timeout.seconds;
 }
 
-OpDeadline::OpDeadline(const RunningOp* op, const char* kind, const char* name) {
+OpDeadline::OpDeadline(std::string title) {
   thread_local OpSlot slot(op_timeout_seconds());
   if (slot.running) return;  // the enclosing op's deadline holds
   slot.running = true;
-  slot.op = op;
-  slot.kind = kind;
-  slot.name = name;
+  slot.title = std::move(title);
   slot_ = &slot;
   enter_.emplace(slot.scope, launch_stop_scope());
   slot.deadline.arm(nanoseconds_of(slot.seconds));

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "svod/guard/kernel_stop.h"
 #include "svod/guard/running_op.h"
@@ -24,14 +25,14 @@ namespace svod {
 double op_timeout_seconds();
 
 // Starts the deadline of the op this thread runs now, unless the thread has
-// one running already (a plan op's kernel): `op` names a plan op (may be
-// null), `kind` the work ("kernel", "copy", ...) and `name` what it runs (a
-// program's name; may be null). Both strings outlive the op. The op runs in
-// the deadline's stop scope, inside launch_stop_scope(): a plan op makes it
-// its RunningOp's (scope()). Used only when op_timeout_seconds() > 0.
+// one running already (a plan op's kernel): `title` is what the report names
+// (op_title: "op 2 (layer3) kernel k", "kernel k" for a kernel launched on
+// its own). The op runs in the deadline's stop scope, inside
+// launch_stop_scope(): a plan op makes it its RunningOp's (scope()). Used
+// only when op_timeout_seconds() > 0.
 class OpDeadline {
  public:
-  OpDeadline(const RunningOp* op, const char* kind, const char* name);
+  explicit OpDeadline(std::string title);
   ~OpDeadline();
   // The stop scope the deadline asks to stop; null when an outer deadline covers this op.
   const StopScope* scope() const noexcept;

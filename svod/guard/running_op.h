@@ -7,23 +7,26 @@
 #include <cstddef>
 #include <string>
 
+#include "svod/guard/op_name.h"
+
 namespace svod {
 
-// Built per op from constants (no loads): the label is looked up only when
-// a report needs it.
+// Built per op from constants (no loads): the op's id or label is looked up
+// only when a report names the op.
 class StopScope;
 
 struct RunningOp {
   size_t index = 0;
   const void* plan = nullptr;
-  // The op's id or label (may be empty), read from `plan` by its own code.
-  const std::string& (*label)(const void* plan, size_t index) = nullptr;
+  // The op's id, else its label (may be empty), read from `plan` by its own
+  // code.
+  const std::string& (*id_or_label)(const void* plan, size_t index) = nullptr;
   // The stop scope the op runs in (kernel_stop.h), on whichever thread runs
   // it: that of the thread that runs the plan, or the op's deadline's.
   const StopScope* stop = nullptr;
 };
 
-// "plan op 2 (layer3)", as reports name the op (the label when it has one).
+// The op's name, "op 2 (layer3)" (op_name.h).
 std::string op_name(const RunningOp& op);
 
 // Thread-locals read on every launch: `__thread` (no initialisation guard)

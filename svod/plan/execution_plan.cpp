@@ -1,6 +1,5 @@
-// ExecutionPlan's constructors and read-only queries, and to_string for
-// collective kinds; building, running and rebinding are in plan_build.cpp,
-// plan_run.cpp and plan_rebind.cpp.
+// ExecutionPlan's constructors and read-only queries; building, running and
+// rebinding are in plan_build.cpp, plan_run.cpp and plan_rebind.cpp.
 #include "svod/plan/execution_plan.h"
 
 #include "svod/base/error.h"
@@ -36,7 +35,7 @@ std::optional<size_t> ExecutionPlan::find_buffer(std::string_view name) const {
 const std::vector<size_t>& ExecutionPlan::outputs() const { return state_->outputs; }
 size_t ExecutionPlan::op_count() const { return state_->ops.size(); }
 
-const PreparedOp& ExecutionPlan::op(size_t index) const {
+const PlanOp& ExecutionPlan::op(size_t index) const {
   if (index >= state_->ops.size())
     throw make_error(ErrorKind::Validation, "op {} is out of range ({} ops)", index, state_->ops.size());
   return state_->ops[index];
@@ -45,6 +44,11 @@ const PreparedOp& ExecutionPlan::op(size_t index) const {
 const std::string& ExecutionPlan::op_id(size_t index) const {
   op(index);
   return state_->options[index].id;
+}
+
+std::string ExecutionPlan::op_title(size_t index) const {
+  op(index);  // checks the index
+  return state_->op_title(index);
 }
 
 Device* ExecutionPlan::op_device(size_t index) const {
@@ -74,25 +78,11 @@ bool ExecutionPlan::uses_devices() const {
   for (size_t b = 0; b < buffer_count(); ++b)
     if (buffer(b).valid() && !buffer(b).device().queue().runs_inline()) return true;
   for (size_t i = 0; i < op_count(); ++i)
-    if (const auto* k = std::get_if<PreparedKernel>(&op(i)); k && !k->program->device().queue().runs_inline())
+    if (const auto* k = std::get_if<KernelOp>(&op(i)); k && !k->program->device().queue().runs_inline())
       return true;
   return false;
 }
 
 const std::shared_ptr<Communicator>& ExecutionPlan::communicator() const { return state_->comm; }
-
-std::string_view to_string(PreparedCollective::Kind kind) noexcept {
-  switch (kind) {
-    case PreparedCollective::Kind::AllReduce:
-      return "all_reduce";
-    case PreparedCollective::Kind::Broadcast:
-      return "broadcast";
-    case PreparedCollective::Kind::AllGather:
-      return "all_gather";
-    case PreparedCollective::Kind::ReduceScatter:
-      return "reduce_scatter";
-  }
-  return "?";
-}
 
 }  // namespace svod

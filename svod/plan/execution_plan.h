@@ -1,7 +1,7 @@
 // Execution plans: many kernels, copies and custom functions over a table of
 // buffers, validated and ordered once, then executed many times.
 //
-// ExecutionPlanBuilder collects buffers, variables and prepared operations and
+// ExecutionPlanBuilder collects buffers, variables and operations (PlanOp) and
 // build() checks everything (indices, counts, sizes, attributes, dependencies)
 // before a plan exists. Operations are ordered by their declared dependencies
 // plus the read/write hazards (RAW, WAR, WAW) between the byte ranges they
@@ -49,18 +49,19 @@ struct OpOptions {
   std::string id;
   std::vector<std::string> after_ids;
   std::vector<size_t> after;
-  // Names the op in errors when it has no id; need not be unique.
+  // The caller's name for an op without an id, need not be unique: errors,
+  // tables and reports name the op by its id, else by this ("op 3 (label)").
   std::string label;
 };
 
 // A loaded program with its buffer slots in ABI order and its caller scalars
 // (every declared scalar except core_id, in order) as expressions over the plan
-// variables. `fixed_vars` are values bound when the op was prepared that a
+// variables. `fixed_vars` are values bound when the op was made that a
 // runtime binding of the same name does not override for this op. The launch
 // size is evaluated over the op's scalars by parameter name, then fixed_vars,
 // then the plan variables. `global` and `local`, when given, replace the
 // spec's launch sizes (expressions over the same names).
-struct PreparedKernel {
+struct KernelOp {
   std::shared_ptr<const Program> program;
   std::vector<size_t> buffers;
   std::vector<Expr> scalars;
@@ -70,7 +71,7 @@ struct PreparedKernel {
 };
 
 // dst <- src; both slots hold the same number of bytes.
-struct PreparedCopy {
+struct CopyOp {
   size_t dst = 0;
   size_t src = 0;
 };
@@ -78,7 +79,7 @@ struct PreparedCopy {
 // A registered custom function called with these buffer slots and attributes.
 // `def`, when set, is used instead of looking `name` up in the registry (for
 // host functions that are not registered, such as executor graph nodes).
-struct PreparedCustomFunction {
+struct CustomOp {
   std::string name;
   std::vector<size_t> buffers;
   Attrs attrs;
@@ -89,7 +90,7 @@ struct PreparedCustomFunction {
 // `byte_offset` into it, typed `dtype`. The slot must have been added empty
 // (add_buffer(Buffer{})). Nothing runs at execute time; the op exists so plan
 // formats that express views as operations can order other ops after it.
-struct PreparedBufferView {
+struct ViewOp {
   size_t view = 0;
   size_t base = 0;
   size_t byte_offset = 0;
@@ -98,17 +99,18 @@ struct PreparedBufferView {
 };
 
 // A collective operation among the ranks of the plan's communicator
-// (svod/comm/communicator.h). all_reduce and broadcast work in place on each
-// slot of `buffers`, one call per slot in order; all_gather and
-// reduce_scatter read `src` and write `dst` (all_gather: dst holds size() x
-// src elements; reduce_scatter: src holds size() x dst; same dtype). `op` is
-// the reduction of all_reduce and reduce_scatter, `root` the source rank of
-// broadcast. Every rank's plan must issue the same collectives in the same
-// order; build() chains each collective after the previous one so that the
-// order is the plan's op order on every rank.
-struct PreparedCollective {
-  enum class Kind { AllReduce, Broadcast, AllGather, ReduceScatter };
-  Kind kind = Kind::AllReduce;
+// (svod/comm/communicator.h): `kind` is all_reduce, broadcast, all_gather or
+// reduce_scatter (build() refuses a barrier or a send/recv). all_reduce and
+// broadcast work in place on each slot of `buffers`, one call per slot in
+// order; all_gather and reduce_scatter read `src` and write `dst`
+// (all_gather: dst holds size() x src elements; reduce_scatter: src holds
+// size() x dst; same dtype). `op` is the reduction of all_reduce and
+// reduce_scatter, `root` the source rank of broadcast. Every rank's plan must
+// issue the same collectives in the same order; build() chains each
+// collective after the previous one so that the order is the plan's op order
+// on every rank.
+struct CollectiveOp {
+  CollectiveKind kind = CollectiveKind::AllReduce;
   std::vector<size_t> buffers;  // all_reduce, broadcast
   size_t src = 0;               // all_gather, reduce_scatter
   size_t dst = 0;               // all_gather, reduce_scatter
@@ -116,11 +118,8 @@ struct PreparedCollective {
   int root = 0;
 };
 
-// "all_reduce", "broadcast", "all_gather", "reduce_scatter".
-std::string_view to_string(PreparedCollective::Kind kind) noexcept;
-
-using PreparedOp =
-    std::variant<PreparedKernel, PreparedCopy, PreparedCustomFunction, PreparedBufferView, PreparedCollective>;
+using PlanOp =
+    std::variant<KernelOp, CopyOp, CustomOp, ViewOp, CollectiveOp>;
 
 // Receives op start/end notifications from execute(); called on the thread
 // that runs the op, so implementations must be thread-safe and cheap. Null
@@ -163,7 +162,7 @@ class ExecutionPlanBuilder {
   // Declares a plan variable with its bounds and initial value.
   void add_variable(Variable variable, int64_t value);
   // Adds an operation and returns its index (0, 1, 2, ... in call order).
-  size_t add_op(PreparedOp op, OpOptions options = {});
+  size_t add_op(PlanOp op, OpOptions options = {});
   // Marks a slot as a result of the plan (order is kept).
   void add_output(size_t buffer);
   // The communicator collective ops run on; this plan is its rank. A plan
@@ -241,8 +240,12 @@ class ExecutionPlan {
   const std::string& buffer_name(size_t index) const;  // empty for a slot added without a name
   const std::vector<size_t>& outputs() const;
   size_t op_count() const;
-  const PreparedOp& op(size_t index) const;
+  const PlanOp& op(size_t index) const;
   const std::string& op_id(size_t index) const;
+  // How errors, tables, traces and reports name op `index` with what it is
+  // (op_title, svod/guard/op_name.h): "op 3 (mm) kernel mm", a copy by its
+  // buffers "op 4 copy out <- d_out", a view "op 5 view".
+  std::string op_title(size_t index) const;
   // The device that runs op `index`: a kernel's device, the device whose
   // queue moves a copy in one command; null for work on the host (host
   // functions, collectives, copies staged through host memory).

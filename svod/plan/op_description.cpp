@@ -2,14 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <type_traits>
-
 #include "svod/base/error.h"
+#include "svod/base/visit.h"
+#include "svod/plan/plan_state.h"
 
 namespace svod {
 namespace {
 
-std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKernel& kernel,
+std::optional<double> evaluate_cost(const ExecutionPlan& plan, const KernelOp& kernel,
                                     const std::optional<Expr>& cost) {
   if (!cost) return std::nullopt;
   const ProgramSpec& spec = kernel.program->spec();
@@ -46,72 +46,72 @@ std::optional<double> evaluate_cost(const ExecutionPlan& plan, const PreparedKer
   }
 }
 
-
-std::string buffer_text(const ExecutionPlan& plan, size_t slot) {
-  const std::string& name = plan.buffer_name(slot);
-  return name.empty() ? fmt::format("buffer {}", slot) : name;
-}
-
 }  // namespace
 
-OpWords op_words(const PreparedOp& op) {
-  return std::visit(
-      [](const auto& o) -> OpWords {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, PreparedKernel>)
-          return {"kernel", o.program ? o.program->spec().display_name() : std::string()};
-        else if constexpr (std::is_same_v<T, PreparedCopy>)
-          return {"copy", "copy"};
-        else if constexpr (std::is_same_v<T, PreparedCustomFunction>)
-          return {"custom", o.name};
-        else if constexpr (std::is_same_v<T, PreparedCollective>)
-          return {"collective", std::string(to_string(o.kind))};
-        else
-          return {"view", "view"};
+OpWords op_words(const PlanOp& op) {
+  return visit_exhaustively(
+      op,
+      [](const KernelOp& k) -> OpWords {
+        return {OpKind::Kernel, k.program ? k.program->spec().display_name() : std::string()};
       },
-      op);
+      [](const CopyOp&) -> OpWords { return {OpKind::Copy, "copy"}; },
+      [](const CustomOp& f) -> OpWords { return {OpKind::Custom, f.name}; },
+      [](const CollectiveOp& c) -> OpWords { return {OpKind::Collective, std::string(to_string(c.kind))}; },
+      [](const ViewOp&) -> OpWords { return {OpKind::View, "view"}; });
 }
 
-std::string op_label(const ExecutionPlan& plan, size_t index) {
-  const PreparedOp& op = plan.op(index);
-  const OpWords words = op_words(op);
-  const std::string& id = plan.op_id(index);
-  const std::string head = id.empty() ? fmt::format("op {}", index) : fmt::format("op {} ({})", index, id);
-  if (const auto* c = std::get_if<PreparedCopy>(&op))
-    return fmt::format("{} copy {} <- {}", head, buffer_text(plan, c->dst), buffer_text(plan, c->src));
-  return fmt::format("{} {} {}", head, words.kind, words.name);
+namespace detail {
+
+std::string PlanState::op_title(size_t i) const {
+  // A copy by its buffers' names (or indices; the slots may not be checked
+  // yet), a view by its kind alone.
+  const auto buffer_text = [&](size_t slot) {
+    const bool named = slot < buffer_names.size() && !buffer_names[slot].empty();
+    return named ? buffer_names[slot] : fmt::format("buffer {}", slot);
+  };
+  const OpWords words = op_words(ops[i]);
+  std::string what = words.name;
+  if (const auto* c = std::get_if<CopyOp>(&ops[i])) what = buffer_text(c->dst) + " <- " + buffer_text(c->src);
+  if (words.kind == OpKind::View) what.clear();
+  return svod::op_title(op_name(i), words.kind, what);
 }
+
+}  // namespace detail
 
 OpDescription describe_op(const ExecutionPlan& plan, size_t index) {
-  const PreparedOp& op = plan.op(index);
+  const PlanOp& op = plan.op(index);
   OpWords words = op_words(op);
   OpDescription d;
   d.name = std::move(words.name);
-  d.label = op_label(plan, index);
+  d.title = plan.op_title(index);
   d.id = plan.op_id(index);
   d.kind = words.kind;
   d.device = "host";
-  std::visit(
-      [&](const auto& o) {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, PreparedKernel>) {
-          d.device = o.program->device().name();
-          d.buffers = o.buffers;
-          d.flops = evaluate_cost(plan, o, o.program->spec().flops);
-          d.bytes = evaluate_cost(plan, o, o.program->spec().bytes);
-        } else if constexpr (std::is_same_v<T, PreparedCopy>) {
-          if (plan.buffer(o.dst).valid()) d.device = plan.buffer(o.dst).device().name();
-          d.buffers = {o.dst, o.src};
-          d.bytes = static_cast<double>(2 * plan.buffer(o.src).bytes());
-        } else if constexpr (std::is_same_v<T, PreparedCustomFunction>) {
-          d.buffers = o.buffers;
-        } else if constexpr (std::is_same_v<T, PreparedCollective>) {
-          d.buffers = o.buffers.empty() ? std::vector<size_t>{o.src, o.dst} : o.buffers;
-        } else {
-          d.buffers = {o.view, o.base};
-        }
+  visit_exhaustively(
+      op,
+      [&](const KernelOp& k) {
+        d.device = k.program->device().name();
+        d.buffers = k.buffers;
+        d.flops = evaluate_cost(plan, k, k.program->spec().flops);
+        d.bytes = evaluate_cost(plan, k, k.program->spec().bytes);
       },
-      op);
+      [&](const CopyOp& c) {
+        if (plan.buffer(c.dst).valid()) d.device = plan.buffer(c.dst).device().name();
+        d.buffers = {c.dst, c.src};
+        d.bytes = static_cast<double>(2 * plan.buffer(c.src).bytes());
+      },
+      [&](const CustomOp& f) { d.buffers = f.buffers; },
+      [&](const CollectiveOp& c) { d.buffers = c.buffers.empty() ? std::vector<size_t>{c.src, c.dst} : c.buffers; },
+      [&](const ViewOp& v) { d.buffers = {v.view, v.base}; });
+  return d;
+}
+
+OpDescription describe_call(const Program& program) {
+  OpDescription d;
+  d.name = program.spec().display_name();
+  d.title = op_title({}, OpKind::Kernel, d.name);
+  d.kind = OpKind::Kernel;
+  d.device = program.device().name();
   return d;
 }
 

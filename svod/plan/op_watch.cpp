@@ -5,8 +5,8 @@
 namespace svod {
 
 OpWatch::OpWatch(PlanObserver& inner, std::span<const OpDescription> ops) : inner_(&inner), running_(ops.size()) {
-  for (const OpDescription& op : ops) labels_.push_back(op.label);
-  isolation_label_ops(labels_);
+  for (const OpDescription& op : ops) titles_.push_back(op.title);
+  isolation_title_ops(titles_);
 }
 
 void OpWatch::op_started(size_t op) noexcept {
@@ -26,7 +26,7 @@ std::string OpWatch::running() const {
   for (size_t op = 0; op < running_.size(); ++op) {
     if (!running_[op].load(std::memory_order_relaxed)) continue;
     if (!text.empty()) text += ", ";
-    text += labels_[op];
+    text += titles_[op];
   }
   return text;
 }

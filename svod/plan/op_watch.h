@@ -24,12 +24,12 @@ class OpWatch final : public PlanObserver {
   void pass_to(PlanObserver& inner) noexcept { inner_ = &inner; }
   void op_started(size_t op) noexcept override;
   void op_finished(size_t op) noexcept override;
-  // The running ops' labels ("op 2 (layer3) kernel layer3, ..."), or empty.
+  // The running ops' titles ("op 2 (layer3) kernel layer3, ..."), or empty.
   std::string running() const;
 
  private:
   PlanObserver* inner_;
-  std::vector<std::string> labels_;
+  std::vector<std::string> titles_;
   std::vector<std::atomic<bool>> running_;
 };
 

@@ -1,12 +1,14 @@
 // ExecutionPlanBuilder and build time: the definition checked, views and
-// variables resolved, each op resolved into its run (slots checked, accesses,
-// launch layout), the hazard DAG, queues and bound addresses. finalize() ends by evaluating every kernel once through
-// prepare() (plan_run.cpp), so bad initial values fail the build.
+// variables resolved, each op resolved (slots checked, accesses, launch
+// layout), the hazard DAG, queues and bound addresses. finalize() ends by
+// evaluating every kernel once through prepare() (plan_run.cpp), so bad
+// initial values fail the build.
 #include <algorithm>
 #include <string_view>
 #include <unordered_map>
 
 #include "svod/base/error.h"
+#include "svod/base/visit.h"
 #include "svod/guard/op_deadline.h"
 #include "svod/plan/hazards.h"
 #include "svod/plan/plan_state.h"
@@ -16,8 +18,8 @@ namespace detail {
 
 void PlanState::finalize() {
   op_timeout = op_timeout_seconds();
-  const bool collectives = std::any_of(ops.begin(), ops.end(), [](const PreparedOp& op) {
-    return std::holds_alternative<PreparedCollective>(op);
+  const bool collectives = std::any_of(ops.begin(), ops.end(), [](const PlanOp& op) {
+    return std::holds_alternative<CollectiveOp>(op);
   });
   if (!collectives) {
     comm = nullptr;
@@ -63,14 +65,14 @@ void PlanState::derive_views() {
   const size_t n = given_buffers.size();
   views = given_views;
   for (size_t i = 0; i < ops.size(); ++i) {
-    const auto* v = std::get_if<PreparedBufferView>(&ops[i]);
+    const auto* v = std::get_if<ViewOp>(&ops[i]);
     if (!v) continue;
     if (v->view >= n || v->base >= n)
-      throw make_error(ErrorKind::Validation, "{} (view): buffer index {} is out of range ({} buffers)", op_name(i),
+      throw make_error(ErrorKind::Validation, "{}: buffer index {} is out of range ({} buffers)", op_title(i),
                        std::max(v->view, v->base), n);
     if (views[v->view] || given_buffers[v->view].valid())
-      throw make_error(ErrorKind::Validation, "{} (view): {} must be an empty slot that no other view defines",
-                       op_name(i), slot_name(v->view));
+      throw make_error(ErrorKind::Validation, "{}: {} must be an empty slot that no other view defines",
+                       op_title(i), slot_name(v->view));
     views[v->view] = ViewRule{v->base, v->byte_offset, v->bytes, v->dtype};
   }
   buffers = given_buffers;
@@ -156,7 +158,7 @@ void PlanState::resolve_dependencies() {
   // previous one.
   std::optional<size_t> previous;
   for (size_t i = 0; i < n; ++i) {
-    if (!std::holds_alternative<PreparedCollective>(ops[i])) continue;
+    if (!std::holds_alternative<CollectiveOp>(ops[i])) continue;
     if (previous) declared[i].push_back(*previous);
     previous = i;
   }
@@ -167,51 +169,52 @@ void PlanState::resolve_dependencies() {
 
 void PlanState::resolve_ops() {
   const size_t nbuf = buffers.size();
-  runs.clear();
+  resolved.clear();
   access.assign(ops.size(), {});
   auto check_slot = [&](size_t i, std::string_view what, size_t slot) {
     if (slot >= nbuf)
-      throw make_error(ErrorKind::Validation, "{} ({}): {} is buffer {}, but the plan has {} buffers", op_name(i),
-                       op_kind(ops[i]), what, slot, nbuf);
+      throw make_error(ErrorKind::Validation, "{}: {} is buffer {}, but the plan has {} buffers", op_title(i), what,
+                       slot, nbuf);
   };
   for (size_t i = 0; i < ops.size(); ++i) {
-    const PreparedOp& op = ops[i];
-    if (const auto* k = std::get_if<PreparedKernel>(&op)) {
-      for (size_t p = 0; p < k->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), k->buffers[p]);
-      resolve_kernel(i, *k);
-    } else if (const auto* c = std::get_if<PreparedCopy>(&op)) {
-      check_slot(i, "the destination", c->dst);
-      check_slot(i, "the source", c->src);
-      if (buffers[c->dst].bytes() != buffers[c->src].bytes())
-        throw make_error(ErrorKind::Validation, "{} (copy): {} holds {} bytes but {} holds {}; sizes must be equal",
-                         op_name(i), slot_name(c->dst), buffers[c->dst].bytes(), slot_name(c->src),
-                         buffers[c->src].bytes());
-      access[i] = {{c->src, Access::Read}, {c->dst, Access::Write}};
-      runs.emplace_back(CopyRun{c->dst, c->src});
-    } else if (const auto* f = std::get_if<PreparedCustomFunction>(&op)) {
-      for (size_t p = 0; p < f->buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), f->buffers[p]);
-      resolve_custom(i, *f);
-    } else if (const auto* c = std::get_if<PreparedCollective>(&op)) {
-      resolve_collective(i, *c);
-    } else {
-      runs.emplace_back(ViewOpRun{});
-    }
+    visit_exhaustively(
+        ops[i],
+        [&](const KernelOp& k) {
+          for (size_t p = 0; p < k.buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), k.buffers[p]);
+          resolve_kernel(i, k);
+        },
+        [&](const CopyOp& c) {
+          check_slot(i, "the destination", c.dst);
+          check_slot(i, "the source", c.src);
+          if (buffers[c.dst].bytes() != buffers[c.src].bytes())
+            throw make_error(ErrorKind::Validation, "{}: {} holds {} bytes but {} holds {}; sizes must be equal",
+                             op_title(i), slot_name(c.dst), buffers[c.dst].bytes(), slot_name(c.src),
+                             buffers[c.src].bytes());
+          access[i] = {{c.src, Access::Read}, {c.dst, Access::Write}};
+          resolved.emplace_back(ResolvedCopy{c.dst, c.src});
+        },
+        [&](const CustomOp& f) {
+          for (size_t p = 0; p < f.buffers.size(); ++p) check_slot(i, fmt::format("argument {}", p), f.buffers[p]);
+          resolve_custom(i, f);
+        },
+        [&](const CollectiveOp& c) { resolve_collective(i, c); },
+        [&](const ViewOp&) { resolved.emplace_back(ResolvedView{}); });
   }
 }
 
-void PlanState::resolve_kernel(size_t i, const PreparedKernel& k) {
-  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
+void PlanState::resolve_kernel(size_t i, const KernelOp& k) {
+  const std::string where = op_title(i);
   if (!k.program) throw make_error(ErrorKind::Validation, "{}: no program", where);
   const ProgramSpec& spec = k.program->spec();
-  KernelRun run;
-  run.program = k.program;
-  run.bound = k.program->binds_host_arguments() && k.program->device().queue().runs_inline();
+  ResolvedKernel out;
+  out.program = k.program;
+  out.bound = k.program->binds_host_arguments() && k.program->device().queue().runs_inline();
   try {
-    run.layout = std::make_shared<const LaunchLayout>(spec);
+    out.layout = std::make_shared<const LaunchLayout>(spec);
   } catch (...) {
     rethrow_with(where);
   }
-  const LaunchLayout& layout = *run.layout;
+  const LaunchLayout& layout = *out.layout;
   if (k.buffers.size() != layout.buffer_count())
     throw make_error(ErrorKind::Validation, "{}: the program takes {} buffers, the op passes {}", where,
                      layout.buffer_count(), k.buffers.size());
@@ -228,12 +231,12 @@ void PlanState::resolve_kernel(size_t i, const PreparedKernel& k) {
                        b.dtype() == DType::U8 ? fmt::format(" at offset {:#x}, not aligned to its elements",
                                                             b.first_byte())
                                               : "");
-    if (run.bound && !b.is_host())
+    if (out.bound && !b.is_host())
       throw make_error(ErrorKind::Validation, "{}: parameter \"{}\" gets {}, which is not in host memory", where,
                        param.name, slot_name(k.buffers[p]));
     access[i].emplace_back(k.buffers[p], param.access);
   }
-  run.slots = k.buffers;
+  out.slots = k.buffers;
 
   // Names the expressions use, each resolved to a fixed value or a variable.
   std::vector<std::string> abi_names;
@@ -242,10 +245,10 @@ void PlanState::resolve_kernel(size_t i, const PreparedKernel& k) {
   auto need = [&](const std::string& name, const std::string& text) {
     if (std::find(names.begin(), names.end(), name) != names.end()) return;
     if (auto it = k.fixed_vars.find(name); it != k.fixed_vars.end()) {
-      run.sources.push_back({true, it->second});
+      out.sources.push_back({true, it->second});
     } else if (auto v = std::lower_bound(var_names.begin(), var_names.end(), name);
                v != var_names.end() && *v == name) {
-      run.sources.push_back({false, v - var_names.begin()});
+      out.sources.push_back({false, v - var_names.begin()});
     } else {
       throw make_error(ErrorKind::Validation,
                        "{}: expression \"{}\" uses \"{}\", which is neither a plan variable nor a fixed variable", where,
@@ -262,31 +265,34 @@ void PlanState::resolve_kernel(size_t i, const PreparedKernel& k) {
       for (const auto& v : e.variables())
         if (std::find(abi_names.begin(), abi_names.end(), v) == abi_names.end()) need(v, e.text());
   try {
-    for (const Expr& e : k.scalars) run.scalars.push_back(e.bind_to(names));
+    for (const Expr& e : k.scalars) out.scalars.push_back(e.bind_to(names));
     std::vector<std::string> launch_names = abi_names;
     launch_names.insert(launch_names.end(), names.begin(), names.end());
     for (size_t d = 0; d < 3; ++d) {
-      run.global[d] = global[d].bind_to(launch_names);
-      run.local[d] = local[d].bind_to(launch_names);
+      out.global[d] = global[d].bind_to(launch_names);
+      out.local[d] = local[d].bind_to(launch_names);
     }
   } catch (...) {
     rethrow_with(where);
   }
-  run.abi_scalars = abi_names.size();
-  run.values.assign(run.abi_scalars + run.sources.size() + k.scalars.size(), 0);
-  if (run.bound)
-    run.args.assign(layout.buffer_count() + layout.scalar_count(), 0);
+  out.abi_scalars = abi_names.size();
+  out.values.assign(out.abi_scalars + out.sources.size() + k.scalars.size(), 0);
+  if (out.bound)
+    out.args.assign(layout.buffer_count() + layout.scalar_count(), 0);
   else
-    run.launch_buffers.resize(layout.buffer_count());
-  runs.emplace_back(std::move(run));
+    out.launch_buffers.resize(layout.buffer_count());
+  resolved.emplace_back(std::move(out));
 }
 
-void PlanState::resolve_collective(size_t i, const PreparedCollective& c) {
-  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
+void PlanState::resolve_collective(size_t i, const CollectiveOp& c) {
+  const std::string where = op_title(i);
+  if (c.kind == CollectiveKind::Barrier || c.kind == CollectiveKind::Send)
+    throw make_error(ErrorKind::Validation,
+                     "{}: a plan's collectives are all_reduce, broadcast, all_gather and reduce_scatter", where);
   const size_t nbuf = buffers.size();
   const size_t ranks = static_cast<size_t>(comm->size());
-  CollectiveRun run{c.kind, {}, c.op, c.root};
-  if (c.kind == PreparedCollective::Kind::AllReduce || c.kind == PreparedCollective::Kind::Broadcast) {
+  ResolvedCollective out{c.kind, {}, c.op, c.root};
+  if (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Broadcast) {
     if (c.buffers.empty()) throw make_error(ErrorKind::Validation, "{}: no buffers", where);
     for (size_t p = 0; p < c.buffers.size(); ++p) {
       if (c.buffers[p] >= nbuf)
@@ -294,10 +300,10 @@ void PlanState::resolve_collective(size_t i, const PreparedCollective& c) {
                          c.buffers[p], nbuf);
       access[i].emplace_back(c.buffers[p], Access::ReadWrite);
     }
-    if (c.kind == PreparedCollective::Kind::Broadcast && (c.root < 0 || static_cast<size_t>(c.root) >= ranks))
+    if (c.kind == CollectiveKind::Broadcast && (c.root < 0 || static_cast<size_t>(c.root) >= ranks))
       throw make_error(ErrorKind::Validation, "{}: root {} is out of range (the communicator has ranks 0 to {})", where,
                        c.root, ranks - 1);
-    run.slots = c.buffers;
+    out.slots = c.buffers;
   } else {
     for (auto [what, slot] : {std::pair{"the source", c.src}, std::pair{"the destination", c.dst}})
       if (slot >= nbuf)
@@ -308,7 +314,7 @@ void PlanState::resolve_collective(size_t i, const PreparedCollective& c) {
     if (src.dtype() != dst.dtype())
       throw make_error(ErrorKind::Validation, "{}: {} is {} but {} is {}; the dtypes must match", where,
                        slot_name(c.src), to_string(src.dtype()), slot_name(c.dst), to_string(dst.dtype()));
-    const bool gather = c.kind == PreparedCollective::Kind::AllGather;
+    const bool gather = c.kind == CollectiveKind::AllGather;
     const Buffer& part = gather ? src : dst;
     const Buffer& whole = gather ? dst : src;
     const size_t part_slot = gather ? c.src : c.dst;
@@ -321,23 +327,23 @@ void PlanState::resolve_collective(size_t i, const PreparedCollective& c) {
     if (src.overlaps(dst))
       throw make_error(ErrorKind::Validation, "{}: {} and {} overlap", where, slot_name(c.src), slot_name(c.dst));
     access[i] = {{c.src, Access::Read}, {c.dst, Access::Write}};
-    run.slots = {c.src, c.dst};
+    out.slots = {c.src, c.dst};
   }
-  runs.emplace_back(std::move(run));
+  resolved.emplace_back(std::move(out));
 }
 
-void PlanState::resolve_custom(size_t i, const PreparedCustomFunction& c) {
-  const std::string where = fmt::format("{} ({})", op_name(i), op_kind(ops[i]));
-  CustomRun run;
-  run.attrs = &c.attrs;
-  run.slots = c.buffers;
-  for (size_t slot : c.buffers) run.buffers.push_back(buffers[slot]);
+void PlanState::resolve_custom(size_t i, const CustomOp& c) {
+  const std::string where = op_title(i);
+  ResolvedCustom out;
+  out.attrs = &c.attrs;
+  out.slots = c.buffers;
+  for (size_t slot : c.buffers) out.buffers.push_back(buffers[slot]);
   std::vector<Access> acc;
   if (custom_defs.size() != ops.size()) custom_defs.assign(ops.size(), nullptr);
   try {
     if (!custom_defs[i]) custom_defs[i] = c.def ? c.def : find_custom_function(c.name);
-    run.def = custom_defs[i];
-    acc = run.def->validate(run.buffers, c.attrs);
+    out.def = custom_defs[i];
+    acc = out.def->validate(out.buffers, c.attrs);
   } catch (...) {
     rethrow_with(where);
   }
@@ -345,14 +351,14 @@ void PlanState::resolve_custom(size_t i, const PreparedCustomFunction& c) {
     throw make_error(ErrorKind::Validation, "{}: the validator declared {} accesses for {} buffers", where, acc.size(),
                      c.buffers.size());
   for (size_t p = 0; p < acc.size(); ++p) access[i].emplace_back(c.buffers[p], acc[p]);
-  runs.emplace_back(std::move(run));
+  resolved.emplace_back(std::move(out));
 }
 
 void PlanState::check_writes() const {
   for (size_t i = 0; i < ops.size(); ++i)
     for (const auto& [slot, acc] : access[i])
       if (writes(acc))
-        check_writable(buffers[slot], fmt::format("{} ({}) writes {}", op_name(i), op_kind(ops[i]), slot_name(slot)));
+        check_writable(buffers[slot], fmt::format("{} writes {}", op_title(i), slot_name(slot)));
 }
 
 void PlanState::schedule() {
@@ -367,7 +373,7 @@ void PlanState::schedule() {
   for (size_t i = 0; i < ops.size(); ++i) preds[i].insert(preds[i].end(), declared[i].begin(), declared[i].end());
   runner = DagRunner(Dag(std::move(preds), [&](size_t i) { return op_name(i); }));
   std::vector<bool> deferred(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) deferred[i] = std::holds_alternative<CollectiveRun>(runs[i]);
+  for (size_t i = 0; i < ops.size(); ++i) deferred[i] = std::holds_alternative<ResolvedCollective>(resolved[i]);
   runner.set_deferred(std::move(deferred));
   assign_queues();
 }
@@ -378,9 +384,9 @@ void PlanState::assign_queues() {
   devices.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
     Queue* queue = nullptr;
-    if (const auto* k = std::get_if<KernelRun>(&runs[i])) {
+    if (const auto* k = std::get_if<ResolvedKernel>(&resolved[i])) {
       queue = &k->program->device().queue();
-    } else if (const auto* c = std::get_if<CopyRun>(&runs[i])) {
+    } else if (const auto* c = std::get_if<ResolvedCopy>(&resolved[i])) {
       // The device that moves the bytes in one command; else the host
       // stages the copy.
       if (Device* device = direct_copy_device(buffers[c->dst], buffers[c->src])) queue = &device->queue();
@@ -400,7 +406,7 @@ void PlanState::assign_queues() {
   events.assign(n, nullptr);
   graph_device = nullptr;
   for (size_t i = 0; i < n; ++i) {
-    Device* device = queues[i] && std::holds_alternative<KernelRun>(runs[i]) ? &queues[i]->device() : nullptr;
+    Device* device = queues[i] && std::holds_alternative<ResolvedKernel>(resolved[i]) ? &queues[i]->device() : nullptr;
     if (!device || (i > 0 && device != graph_device)) {
       graph_device = nullptr;
       break;
@@ -410,8 +416,8 @@ void PlanState::assign_queues() {
 }
 
 void PlanState::bind_addresses() {
-  for (auto& r : runs) {
-    if (auto* k = std::get_if<KernelRun>(&r)) {
+  for (auto& r : resolved) {
+    if (auto* k = std::get_if<ResolvedKernel>(&r)) {
       for (size_t p = 0; p < k->slots.size(); ++p) {
         const Buffer& b = buffers[k->slots[p]];
         if (k->bound)
@@ -419,7 +425,7 @@ void PlanState::bind_addresses() {
         else
           k->launch_buffers[p] = b;
       }
-    } else if (auto* c = std::get_if<CustomRun>(&r)) {
+    } else if (auto* c = std::get_if<ResolvedCustom>(&r)) {
       for (size_t p = 0; p < c->slots.size(); ++p) c->buffers[p] = buffers[c->slots[p]];
     }
   }
@@ -451,7 +457,7 @@ void ExecutionPlanBuilder::add_variable(Variable variable, int64_t value) {
   state_->given_variables.emplace_back(std::move(variable), value);
 }
 
-size_t ExecutionPlanBuilder::add_op(PreparedOp op, OpOptions options) {
+size_t ExecutionPlanBuilder::add_op(PlanOp op, OpOptions options) {
   state_->ops.push_back(std::move(op));
   state_->options.push_back(std::move(options));
   return state_->ops.size() - 1;

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "svod/base/error.h"
+#include "svod/base/visit.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/op_deadline.h"
@@ -17,11 +18,11 @@ namespace svod {
 namespace detail {
 
 void PlanState::prepare(const std::vector<int64_t>& values) {
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (auto* k = std::get_if<KernelRun>(&runs[i])) prepare_kernel(i, *k, values);
+  for (size_t i = 0; i < resolved.size(); ++i)
+    if (auto* k = std::get_if<ResolvedKernel>(&resolved[i])) prepare_kernel(i, *k, values);
 }
 
-void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values) {
+void PlanState::prepare_kernel(size_t i, ResolvedKernel& k, const std::vector<int64_t>& values) {
   try {
     int64_t* named = k.values.data() + k.abi_scalars;
     for (size_t s = 0; s < k.sources.size(); ++s)
@@ -54,7 +55,7 @@ void PlanState::prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t
     k.dims = dims;
     if (k.bound) std::copy_n(k.values.data(), k.abi_scalars, k.args.begin() + static_cast<std::ptrdiff_t>(k.slots.size()));
   } catch (...) {
-    rethrow_with(fmt::format("{} ({})", op_name(i), op_kind(ops[i])));
+    rethrow_with(op_title(i));
   }
 }
 
@@ -63,7 +64,7 @@ void PlanState::wait_for_op(size_t p) {
     events[p]->wait();
   } catch (...) {
     // The failure is the device command's, found by the op waiting for it.
-    rethrow_with(fmt::format("waiting for {} ({})", op_name(p), op_kind(ops[p])));
+    rethrow_with("waiting for " + op_title(p));
   }
 }
 
@@ -76,10 +77,9 @@ void PlanState::run_inline(size_t i) {
 
 namespace {
 
-// The op's id, else its label: how a fault report names it.
-const std::string& op_label(const void* state, size_t i) {
-  const OpOptions& o = static_cast<const PlanState*>(state)->options[i];
-  return o.id.empty() ? o.label : o.id;
+// RunningOp::id_or_label: how a fault report names the op.
+const std::string& id_or_label_of(const void* state, size_t i) {
+  return static_cast<const PlanState*>(state)->id_or_label(i);
 }
 
 }  // namespace
@@ -89,63 +89,60 @@ void PlanState::run_host_work(size_t i) {
     run_host_work_watched(i);
     return;
   }
-  const RunningOp running{i, this, op_label, caller_stop};  // for the fault report of a kernel that crashes
+  const RunningOp running{i, this, id_or_label_of, caller_stop};  // for the fault report of a kernel that crashes
   const RunningOpScope scope(running);
   do_host_work(i);
 }
 
 // Out of the op loop's way: the same under SVOD_OP_TIMEOUT's deadline.
 [[gnu::noinline, gnu::cold]] void PlanState::run_host_work_watched(size_t i) {
-  RunningOp running{i, this, op_label, caller_stop};
+  RunningOp running{i, this, id_or_label_of, caller_stop};
   const RunningOpScope scope(running);
-  // SVOD_OP_TIMEOUT's report names the op's kind and, for kernels and custom
-  // functions, what it runs.
-  const OpWords words = op_words(ops[i]);
-  const std::string kind(kind_in_messages(words.kind));
-  const bool named = words.kind == "kernel" || words.kind == "custom";
-  const OpDeadline deadline(&running, kind.c_str(), named ? words.name.c_str() : nullptr);
+  const OpDeadline deadline(op_title(i));  // its report names the op
   if (const StopScope* s = deadline.scope()) running.stop = s;  // the op's kernels run in it
   do_host_work(i);
 }
 
 void PlanState::do_host_work(size_t i) {
-  OpRun& r = runs[i];
-  if (auto* k = std::get_if<KernelRun>(&r)) {
-    if (k->bound && !launch_checked) {
-      k->program->run_bound(k->args.data(), k->dims.global[0]);
-    } else if (k->bound) {
-      // Checked mode (memory): through launch(), which stages every argument
-      // that has no guard pages of its own.
-      std::vector<Buffer> arguments;
-      arguments.reserve(k->slots.size());
-      for (size_t slot : k->slots) arguments.push_back(buffers[slot]);
-      k->program->launch(arguments, k->caller_scalars(), &k->dims);
-    } else {
-      k->program->launch(k->launch_args());
-    }
-  } else if (auto* c = std::get_if<CopyRun>(&r)) {
-    copy_buffer(buffers[c->dst], buffers[c->src]);
-  } else if (auto* f = std::get_if<CustomRun>(&r)) {
-    f->def->run(f->buffers, *f->attrs, variables());
-  } else if (auto* c = std::get_if<CollectiveRun>(&r)) {
-    run_collective(*c);
-  }
+  visit_exhaustively(
+      resolved[i],
+      [&](ResolvedKernel& k) {
+        if (k.bound && !launch_checked) {
+          k.program->run_bound(k.args.data(), k.dims.global[0]);
+        } else if (k.bound) {
+          // Checked mode (memory): through launch(), which stages every
+          // argument that has no guard pages of its own.
+          std::vector<Buffer> arguments;
+          arguments.reserve(k.slots.size());
+          for (size_t slot : k.slots) arguments.push_back(buffers[slot]);
+          k.program->launch(arguments, k.caller_scalars(), &k.dims);
+        } else {
+          k.program->launch(k.launch_args());
+        }
+      },
+      [&](ResolvedCopy& c) { copy_buffer(buffers[c.dst], buffers[c.src]); },
+      [&](ResolvedCustom& f) { f.def->run(f.buffers, *f.attrs, variables()); },
+      [&](ResolvedCollective& c) { run_collective(c); },
+      [&](ResolvedView&) {});  // a view is made at build time: nothing runs
 }
 
-void PlanState::run_collective(const CollectiveRun& c) {
+void PlanState::run_collective(const ResolvedCollective& c) {
   switch (c.kind) {
-    case PreparedCollective::Kind::AllReduce:
+    case CollectiveKind::AllReduce:
       for (size_t slot : c.slots) comm->all_reduce(buffers[slot], c.op);
       return;
-    case PreparedCollective::Kind::Broadcast:
+    case CollectiveKind::Broadcast:
       for (size_t slot : c.slots) comm->broadcast(buffers[slot], c.root);
       return;
-    case PreparedCollective::Kind::AllGather:
+    case CollectiveKind::AllGather:
       comm->all_gather(buffers[c.slots[0]], buffers[c.slots[1]]);
       return;
-    case PreparedCollective::Kind::ReduceScatter:
+    case CollectiveKind::ReduceScatter:
       comm->reduce_scatter(buffers[c.slots[0]], buffers[c.slots[1]], c.op);
       return;
+    case CollectiveKind::Barrier:
+    case CollectiveKind::Send:
+      return;  // refused by build()
   }
 }
 
@@ -186,12 +183,12 @@ void PlanState::submit(size_t i, const ExecuteOptions& options) {
   if (!more.empty()) more.insert(more.begin(), waits, waits + count);
   const std::span<const EventPtr> list = more.empty() ? std::span<const EventPtr>(waits, count) : more;
   Queue& queue = *queues[i];
-  if (auto* k = std::get_if<KernelRun>(&runs[i])) {
-    const RunningOp running{i, this, op_label, caller_stop};  // names the op while a device runs it (PoCL's threads)
+  if (auto* k = std::get_if<ResolvedKernel>(&resolved[i])) {
+    const RunningOp running{i, this, id_or_label_of, caller_stop};  // names the op while a device runs it (PoCL's threads)
     const RunningOpScope scope(running);
     events[i] = queue.launch(*k->program, k->launch_args(), list);
   } else {
-    const auto& c = std::get<CopyRun>(runs[i]);
+    const auto& c = std::get<ResolvedCopy>(resolved[i]);
     events[i] = queue.copy(buffers[c.dst], buffers[c.src], list);
   }
   // Sequential runs and observed runs see each op end before the next.
@@ -215,10 +212,10 @@ void PlanState::run_op(size_t i, const ExecuteOptions& options) {
 
 bool PlanState::run_as_graph() {
   std::vector<KernelLaunch> kernels;
-  kernels.reserve(runs.size());
+  kernels.reserve(resolved.size());
   const auto& preds = runner.dag().predecessors();
-  for (size_t i = 0; i < runs.size(); ++i) {
-    auto& k = std::get<KernelRun>(runs[i]);
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    auto& k = std::get<ResolvedKernel>(resolved[i]);
     kernels.push_back({k.program, k.launch_args(), preds[i]});
   }
   try {
@@ -265,7 +262,7 @@ void PlanState::poison_with(size_t i, std::string_view what) {
     poisoned.store(true);
   };
   try {
-    rethrow_with(fmt::format("{} ({}) {}", op_name(i), op_kind(ops[i]), what));
+    rethrow_with(fmt::format("{} {}", op_title(i), what));
   } catch (const KernelFault& e) {
     if (!peers) {
       poison(e);
@@ -348,7 +345,7 @@ void PlanState::run(const ExecuteOptions& options) {
   std::optional<DagFailure> failure;
   if (comm && !options.sequential) {
     auto node = [this, &options](size_t i) {
-      if (std::holds_alternative<CollectiveRun>(runs[i]))
+      if (std::holds_alternative<ResolvedCollective>(resolved[i]))
         start_collective(i, options);
       else
         run_op(i, options);
@@ -386,7 +383,7 @@ std::chrono::nanoseconds PlanState::time_op(size_t i) {
     dirty = false;
   }
   try {
-    auto* k = std::get_if<KernelRun>(&runs[i]);
+    auto* k = std::get_if<ResolvedKernel>(&resolved[i]);
     if (k && !k->bound) return k->program->time_launch(k->launch_args());
     const auto start = std::chrono::steady_clock::now();
     run_op(i, ExecuteOptions{.sequential = true});

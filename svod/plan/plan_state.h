@@ -1,6 +1,6 @@
 // The resolved form of an execution plan: what ExecutionPlanBuilder collected
-// and what build() derived from it (views, variables, per-op runs, the DAG,
-// queues), plus the run state. Shared by the plan's own files: plan_build.cpp
+// and what build() derived from it (views, variables, each op resolved, the
+// DAG, queues), plus the run state. Shared by the plan's own files: plan_build.cpp
 // builds it, plan_run.cpp runs it, plan_rebind.cpp changes or copies a built
 // one, execution_plan.cpp answers the public queries. Not part of the public
 // API (execution_plan.h only forward-declares PlanState).
@@ -64,13 +64,13 @@ struct ValueSource {
 // and its caller scalars; the launch-size expressions are bound to the first
 // two parts (scalar parameters take precedence by name), the scalar
 // expressions to the second. Evaluating therefore needs no lookups.
-struct KernelRun {
+struct ResolvedKernel {
   std::shared_ptr<const Program> program;
   // Programs with the pre-bound host path (the CPU) keep their argument
   // words in `args` and run through run_bound(); others get `launch_buffers`,
   // the caller scalars and `dims`.
   bool bound = false;
-  // On the heap so that it stays put when runs move (KernelRuns live in a
+  // On the heap so that it stays put when resolved ops move (they live in a
   // growing vector).
   std::shared_ptr<const LaunchLayout> layout;
   std::vector<size_t> slots;
@@ -90,30 +90,30 @@ struct KernelRun {
   LaunchArgs launch_args() { return {launch_buffers, caller_scalars(), &dims}; }
 };
 
-struct CopyRun {
+struct ResolvedCopy {
   size_t dst;
   size_t src;
 };
 
-struct CustomRun {
+struct ResolvedCustom {
   std::shared_ptr<const CustomFunctionDef> def;
   const Attrs* attrs;
   std::vector<size_t> slots;
   std::vector<Buffer> buffers;
 };
 
-struct ViewOpRun {};
+struct ResolvedView {};
 
 // A collective with its slots: all_reduce/broadcast: `buffers`;
 // all_gather/reduce_scatter: {src, dst}.
-struct CollectiveRun {
-  PreparedCollective::Kind kind;
+struct ResolvedCollective {
+  CollectiveKind kind;
   std::vector<size_t> slots;
   ReduceOp op;
   int root;
 };
 
-using OpRun = std::variant<KernelRun, CopyRun, CustomRun, ViewOpRun, CollectiveRun>;
+using ResolvedOp = std::variant<ResolvedKernel, ResolvedCopy, ResolvedCustom, ResolvedView, ResolvedCollective>;
 
 struct PlanState {
   // ---- definition, as given to the builder ----
@@ -121,7 +121,7 @@ struct PlanState {
   std::vector<std::string> buffer_names;
   std::vector<std::optional<ViewRule>> given_views;  // from add_view
   std::vector<std::pair<Variable, int64_t>> given_variables;
-  std::vector<PreparedOp> ops;
+  std::vector<PlanOp> ops;
   std::vector<OpOptions> options;
   std::vector<size_t> outputs;
   std::shared_ptr<Communicator> comm;  // set when the plan has collectives
@@ -137,7 +137,7 @@ struct PlanState {
   std::vector<std::vector<size_t>> declared;
   std::vector<size_t> declared_order;
   std::vector<std::vector<std::pair<size_t, Access>>> access;  // per op: slot, access
-  std::vector<OpRun> runs;
+  std::vector<ResolvedOp> resolved;
   // Resolved custom functions by op (null for other ops); a replica starts
   // with its original's, so it never picks up a later registration.
   std::vector<std::shared_ptr<const CustomFunctionDef>> custom_defs;
@@ -174,12 +174,13 @@ struct PlanState {
   std::atomic<bool> poisoned{false};
   std::string poison_reason;
 
-  std::string op_name(size_t i) const {
-    const std::string& id = options[i].id;
-    if (!id.empty()) return fmt::format("op {} (\"{}\")", i, id);
-    const std::string& label = options[i].label;
-    return label.empty() ? fmt::format("op {}", i) : fmt::format("op {} ({})", i, label);
-  }
+  // Op i's id, else its label (may be empty).
+  const std::string& id_or_label(size_t i) const { return options[i].id.empty() ? options[i].label : options[i].id; }
+  // "op 3 (mm)" (svod/guard/op_name.h).
+  std::string op_name(size_t i) const { return svod::op_name(i, id_or_label(i)); }
+  // "op 3 (mm) kernel mm", "op 4 copy out <- d_out": how errors, tables and
+  // reports name op i with what it is (ExecutionPlan::op_title).
+  std::string op_title(size_t i) const;
   std::string slot_name(size_t i) const {
     return buffer_names[i].empty() ? fmt::format("buffer {}", i) : fmt::format("buffer {} (\"{}\")", i, buffer_names[i]);
   }
@@ -190,26 +191,26 @@ struct PlanState {
   void derive_views();
   void check_variables();
   void resolve_dependencies();
-  // Each op resolved into its run (OpRun) and its buffer accesses; nothing is
+  // Each op resolved (ResolvedOp) with its buffer accesses; nothing is
   // compiled here (programs come compiled).
   void resolve_ops();
-  void resolve_kernel(size_t i, const PreparedKernel& k);
-  void resolve_custom(size_t i, const PreparedCustomFunction& c);
-  void resolve_collective(size_t i, const PreparedCollective& c);
+  void resolve_kernel(size_t i, const KernelOp& k);
+  void resolve_custom(size_t i, const CustomOp& c);
+  void resolve_collective(size_t i, const CollectiveOp& c);
   // Error(Validation) naming the op when an op writes read-only memory.
   void check_writes() const;
   void schedule();
   void assign_queues();
   void bind_addresses();
   void prepare(const std::vector<int64_t>& values);
-  void prepare_kernel(size_t i, KernelRun& k, const std::vector<int64_t>& values);
+  void prepare_kernel(size_t i, ResolvedKernel& k, const std::vector<int64_t>& values);
   void run_op(size_t i, const ExecuteOptions& options);
   void wait_for_op(size_t p);
   void run_inline(size_t i);
   void run_host_work(size_t i);          // the op under its RunningOp (and deadline)
   void run_host_work_watched(size_t i);  // ... under SVOD_OP_TIMEOUT
   void do_host_work(size_t i);           // the op itself
-  void run_collective(const CollectiveRun& c);
+  void run_collective(const ResolvedCollective& c);
   void start_collective(size_t i, const ExecuteOptions& options);
   void submit(size_t i, const ExecuteOptions& options);
   bool run_as_graph();
@@ -230,19 +231,6 @@ struct PlanState {
 // foreign exceptions) whose message starts with `where`.
 [[noreturn]] inline void rethrow_with(const std::string& where) {
   rethrow_with_context(std::current_exception(), where);
-}
-
-// An op kind as messages say it: "custom function" for "custom".
-inline std::string_view kind_in_messages(std::string_view kind) { return kind == "custom" ? "custom function" : kind; }
-
-// What an op is, for messages (from op_words()): "kernel \"name\"", "copy",
-// "custom function \"name\"", "collective all_reduce", "view".
-inline std::string op_kind(const PreparedOp& op) {
-  const OpWords words = op_words(op);
-  if (words.kind == "kernel") return words.name.empty() ? "kernel" : fmt::format("kernel \"{}\"", words.name);
-  if (words.kind == "custom") return fmt::format("{} \"{}\"", kind_in_messages(words.kind), words.name);
-  if (words.kind == "collective") return fmt::format("collective {}", words.name);
-  return std::string(words.kind);
 }
 
 }  // namespace svod::detail

@@ -105,7 +105,7 @@ struct PlanFileOp {
   std::string target;                // run: the program; custom: the function; collective: the kind's name
   std::vector<std::string> buffers;  // run/custom/all_reduce/broadcast: buffer names; copy: {dst, src};
                                      // all_gather/reduce_scatter: {src, dst}
-  PreparedCollective::Kind collective = PreparedCollective::Kind::AllReduce;
+  CollectiveKind collective = CollectiveKind::AllReduce;
   ReduceOp reduce = ReduceOp::Sum;  // all_reduce, reduce_scatter
   int root = 0;                     // broadcast
   std::vector<Expr> scalars;         // run: the program's scalars except core_id, in order

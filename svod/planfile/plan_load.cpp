@@ -330,11 +330,8 @@ class PlanLoader {
         else opts.after.push_back(std::get<size_t>(ref));
       }
       const std::string path = fmt::format("ops[{}]", i);
-      // build() checks a collective's root and sizes against world_size; its
-      // errors then name the op by its place in the file.
-      if (op.kind == PlanFileOp::Kind::Collective && opts.id.empty()) opts.label = path;
-      PreparedOp prepared = prepare_op(op, path);
-      at(file_, path, [&] { builder_.add_op(std::move(prepared), std::move(opts)); });
+      PlanOp plan_op = to_plan_op(op, path);
+      at(file_, path, [&] { builder_.add_op(std::move(plan_op), std::move(opts)); });
     }
   }
 
@@ -432,26 +429,25 @@ class PlanLoader {
   }
 
   // `op` over the plan's buffer slots and programs; `path` is its JSON path.
-  PreparedOp prepare_op(const PlanFileOp& op, const std::string& path) const {
+  PlanOp to_plan_op(const PlanFileOp& op, const std::string& path) const {
     std::vector<size_t> op_slots;
     for (const auto& name : op.buffers) op_slots.push_back(slots_.at(name));
     switch (op.kind) {
       case PlanFileOp::Kind::Run: {
         size_t index = 0;
         while (file_.programs[index].name != op.target) ++index;
-        PreparedKernel kernel;
+        KernelOp kernel;
         kernel.program = programs_[index];
         kernel.buffers = std::move(op_slots);
         kernel.scalars = op.scalars;
         return kernel;
       }
-      case PlanFileOp::Kind::Copy: return PreparedCopy{op_slots[0], op_slots[1]};
+      case PlanFileOp::Kind::Copy: return CopyOp{op_slots[0], op_slots[1]};
       case PlanFileOp::Kind::Collective: {
-        PreparedCollective c;
+        CollectiveOp c;
         c.kind = op.collective;
         c.op = op.reduce;
         c.root = op.root;
-        using CollectiveKind = PreparedCollective::Kind;
         if (op.collective == CollectiveKind::AllGather || op.collective == CollectiveKind::ReduceScatter) {
           c.src = op_slots[0];
           c.dst = op_slots[1];
@@ -468,7 +464,7 @@ class PlanLoader {
           for (const auto& name : op.buffers) args.push_back(made_.at(name));
           def->validate(args, op.attrs);
         });
-        PreparedCustomFunction call;
+        CustomOp call;
         call.name = op.target;
         call.buffers = std::move(op_slots);
         call.attrs = op.attrs;

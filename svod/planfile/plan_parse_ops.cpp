@@ -144,7 +144,7 @@ PlanFileOp Parser::op(const Json& j, const std::string& path, size_t index, size
 // with "op" for reductions and "root" for broadcast. Sizes that depend on
 // the number of ranks are checked when the plan is loaded.
 void Parser::collective_op(const Json& j, const std::string& path, PlanFileOp& op) const {
-  using Kind = PreparedCollective::Kind;
+  using Kind = CollectiveKind;
   object(j, path);
   const std::string kind_path = child(path, "kind");
   const std::string kind = str(need(j, path, "kind"), kind_path);

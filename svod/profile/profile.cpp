@@ -97,13 +97,13 @@ double median_of(std::vector<double> values) {
 
 // Builds rows from groups of op indices, each group one row.
 std::vector<KernelProfile> rows_for(const PlanProfile& profile, const std::vector<std::vector<size_t>>& groups,
-                                    bool by_label) {
+                                    bool by_title) {
   std::vector<KernelProfile> rows;
   double grand_total = 0;
   for (const auto& group : groups) {
     const OpDescription& first = profile.ops[group.front()];
     KernelProfile row;
-    row.name = by_label ? first.label : first.name;
+    row.name = by_title ? first.title : first.name;
     row.kind = first.kind;
     row.device = first.device;
     std::vector<double> times;
@@ -148,7 +148,7 @@ std::vector<KernelProfile> rows_for(const PlanProfile& profile, const std::vecto
 }
 
 Json row_json(const KernelProfile& row) {
-  Json j = {{"name", row.name},        {"kind", row.kind},         {"device", row.device},
+  Json j = {{"name", row.name},        {"kind", to_string(row.kind)}, {"device", row.device},
             {"calls", row.calls},      {"total_us", row.total_us}, {"min_us", row.min_us},
             {"median_us", row.median_us}, {"max_us", row.max_us}, {"share", row.share}};
   j["gflops"] = row.gflops ? Json(*row.gflops) : Json(nullptr);
@@ -257,7 +257,7 @@ void Profiler::op_started(size_t op) noexcept {
 void Profiler::op_finished(size_t op) noexcept { current_.ops[op].end_ns = ticks(); }
 
 std::vector<KernelProfile> aggregate(const PlanProfile& profile) {
-  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  std::map<std::tuple<std::string, OpKind, std::string>, size_t> index;
   std::vector<std::vector<size_t>> groups;
   for (size_t op = 0; op < profile.ops.size(); ++op) {
     const OpDescription& d = profile.ops[op];
@@ -282,7 +282,7 @@ std::string render_table(const std::vector<KernelProfile>& rows, std::string_vie
   size_t kind_width = 7;
   for (const auto& row : rows) {
     width = std::max(width, row.name.size());
-    kind_width = std::max(kind_width, row.kind.size());
+    kind_width = std::max(kind_width, to_string(row.kind).size());
   }
   auto rate = [](const std::optional<double>& r) { return r ? fmt::format("{:.3g}", *r) : std::string("-"); };
   std::string out = fmt::format("  {:<{}}  {:>{}}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>9}  {:>9}\n",
@@ -290,8 +290,8 @@ std::string render_table(const std::vector<KernelProfile>& rows, std::string_vie
                                 "max us", "share", "GFLOP/s", "GB/s");
   for (const auto& row : rows) {
     out += fmt::format("  {:<{}}  {:>{}}  {:>6}  {:>6}  {:>10.3f}  {:>10.1f}  {:>10.1f}  {:>10.1f}  {:>5.1f}%  {:>9}  {:>9}\n",
-                       row.name, width, row.kind, kind_width, row.device, row.calls, row.total_us / 1e3, row.min_us, row.median_us,
-                       row.max_us, row.share * 100, rate(row.gflops), rate(row.gbps));
+                       row.name, width, to_string(row.kind), kind_width, row.device, row.calls, row.total_us / 1e3,
+                       row.min_us, row.median_us, row.max_us, row.share * 100, rate(row.gflops), rate(row.gbps));
   }
   return out;
 }
@@ -319,12 +319,12 @@ std::string chrome_trace(const PlanProfile& profile) {
       const OpDescription& d = profile.ops[op];
       const int pid = pids.at(d.device);
       tracks.emplace(pid, span.thread);
-      Json args = {{"run", r},          {"op", op},         {"id", d.id},        {"label", d.label},
-                   {"kind", d.kind},    {"device", d.device}, {"buffers", d.buffers}};
+      Json args = {{"run", r},          {"op", op},         {"id", d.id},        {"title", d.title},
+                   {"kind", to_string(d.kind)}, {"device", d.device}, {"buffers", d.buffers}};
       args["flops"] = d.flops ? Json(*d.flops) : Json(nullptr);
       args["bytes"] = d.bytes ? Json(*d.bytes) : Json(nullptr);
       events.push_back({{"name", d.name},
-                        {"cat", d.kind},
+                        {"cat", to_string(d.kind)},
                         {"ph", "X"},
                         {"pid", pid},
                         {"tid", span.thread},

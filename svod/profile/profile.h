@@ -84,7 +84,7 @@ RunTimes run_times(const PlanProfile& profile);
 // or bytes expression (or the time is zero).
 struct KernelProfile {
   std::string name;
-  std::string kind;
+  OpKind kind = OpKind::Kernel;
   std::string device;
   size_t calls = 0;
   double total_us = 0;
@@ -134,7 +134,8 @@ class Profiler final : public PlanObserver {
 // Per kernel over every run, sorted by total time (largest first); medians
 // over the runs kept.
 std::vector<KernelProfile> aggregate(const PlanProfile& profile);
-// Per op (in op order) over every run: each op is its own row, named by label.
+// Per op (in op order) over every run: each op is its own row, named by its
+// title (ExecutionPlan::op_title).
 std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile);
 
 // A text table: name, kind, device, calls, total ms, min/median/max us,
@@ -142,7 +143,7 @@ std::vector<KernelProfile> aggregate_ops(const PlanProfile& profile);
 std::string render_table(const std::vector<KernelProfile>& rows, std::string_view title = "kernel");
 
 // The Chrome trace event format: "X" events per op per run (named by the
-// kernel, args: run, op, id, label, kind, device, buffers, flops, bytes) and
+// kernel, args: run, op, id, title, kind, device, buffers, flops, bytes) and
 // per run (category "plan"), on one process per device with one track per
 // thread, named through "M" metadata events. Only the runs kept are traced;
 // "run" numbers count the runs folded away too.

@@ -113,8 +113,8 @@ TEST(WorkerThread, ExecutesPlansAsynchronously) {
   ExecutionPlanBuilder b;
   const size_t x = b.add_buffer(device->allocate(DType::F32, 4));
   b.add_variable(Variable{"K", 1, 100}, 1);
-  b.add_op(PreparedCustomFunction{"fill", {x}, {{"value", 1.0}}});
-  b.add_op(PreparedKernel{scale_kernel(), {x}, {Expr::constant(4), Expr::parse("K")}, {}});
+  b.add_op(CustomOp{"fill", {x}, {{"value", 1.0}}});
+  b.add_op(KernelOp{scale_kernel(), {x}, {Expr::constant(4), Expr::parse("K")}, {}});
   ExecutionPlan plan = b.build();
 
   WorkerThread queue;
@@ -151,11 +151,11 @@ TEST(WorkerThread, AsyncPlanFailurePoisonsThePlan) {
   });
   ExecutionPlanBuilder b;
   b.add_buffer(device->allocate(DType::F32, 1));
-  b.add_op(PreparedCustomFunction{"queue_boom", {0}, {}}, {.id = "explode"});
+  b.add_op(CustomOp{"queue_boom", {0}, {}}, {.id = "explode"});
   ExecutionPlan plan = b.build();
   WorkerThread queue;
   const uint64_t v = plan.execute_async(queue);
-  expect_error(ErrorKind::Execution, [&] { queue.wait(v); }, "op 0 (\"explode\")");
+  expect_error(ErrorKind::Execution, [&] { queue.wait(v); }, "op 0 (explode) custom queue_boom");
   EXPECT_TRUE(plan.poisoned());
   const uint64_t again = plan.execute_async(queue);
   expect_error(ErrorKind::PlanPoisoned, [&] { queue.wait(again); }, "queue boom");

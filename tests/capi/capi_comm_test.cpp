@@ -348,8 +348,8 @@ TEST(CApiComm, PlanFailuresReachEveryRank) {
     }
     ASSERT_OK(svod_plan_load_with_comm(kFailedRankPlan, nullptr, comm.handle, &plan.handle));
     expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_EXECUTION,
-                 "op 1 (ops[1]) (collective all_reduce) failed: local rank 0: all_reduce(f32 x 4, sum) failed because "
-                 "rank 1 failed: " + std::string(kFailedRankPlan) + ": ops: op 0 (kernel \"touch\")");
+                 "op 1 collective all_reduce failed: local rank 0: all_reduce(f32 x 4, sum) failed because "
+                 "rank 1 failed: " + std::string(kFailedRankPlan) + ": ops: op 0 kernel touch");
     expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_PLAN_POISONED, "");
   });
   // Rank 1's run fails in a host function before the all_reduce.

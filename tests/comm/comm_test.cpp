@@ -421,7 +421,6 @@ TEST(LocalCommunicator, SplitCallsOnHostDeviceAndMixedMemory) {
 
 TEST(SplitCall, PartsOfOneOperandCallsFromTheDescriptorAlone) {
   using detail::CallDesc;
-  using detail::CollectiveKind;
   constexpr size_t kPart = 4 << 20;
   const size_t per_part = kPart / sizeof(float);
   const CallDesc big{.seq = 4, .count = per_part * 3 + 5, .kind = CollectiveKind::AllReduce, .dtype = DType::F32};

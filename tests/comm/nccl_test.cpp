@@ -273,7 +273,7 @@ TEST(CommunicatorNativeHook, OperandsTheTransportTakesAreNotStaged) {
 }
 
 TEST(CommunicatorNativeHook, RanksDisagreeingOnNativeIsAMismatch) {
-  detail::CallDesc host{.count = 16, .kind = detail::CollectiveKind::AllReduce, .dtype = DType::F32};
+  detail::CallDesc host{.count = 16, .kind = CollectiveKind::AllReduce, .dtype = DType::F32};
   detail::CallDesc device = host;
   device.native = true;
   EXPECT_EQ(detail::describe(device), "all_reduce(f32 x 16, sum) on device memory");

@@ -49,7 +49,7 @@ class FaultReport : public ::testing::Test {
   }
 };
 
-const std::string& label_of(const void* plan, size_t) { return *static_cast<const std::string*>(plan); }
+const std::string& id_or_label_of(const void* plan, size_t) { return *static_cast<const std::string*>(plan); }
 
 TEST_F(FaultReport, AnAddressPastABufferNamesItsElementAndTheCheckThatWouldStopIt) {
   const TrappedFault f = segv(0x10000 + 4 * 70 + 2, MemoryAccess::Write);
@@ -160,21 +160,21 @@ TEST_F(FaultReport, FaultsWithoutAnAddressNameTheSignalOnly) {
 }
 
 TEST_F(FaultReport, TheLaunchIsNamedWithItsSliceItsPlanOpAndTheFunctionItCalled) {
-  const std::string label = "layer3";
-  const RunningOp op{2, &label, label_of, nullptr};
+  const std::string id = "layer3";
+  const RunningOp op{2, &id, id_or_label_of, nullptr};
   launch.slice = 5;
   launch.op = &op;
   TrappedFault f = segv(0x40);
   f.in_callee = true;
   f.pc = 0x7ffff7abc123;
-  EXPECT_THAT(trapped(f), HasSubstr("  in program \"mm\" (entry mm_k) on CPU, core_id slice 5, plan op 2 (layer3), "
+  EXPECT_THAT(trapped(f), HasSubstr("  in program \"mm\" (entry mm_k) on CPU, core_id slice 5, op 2 (layer3), "
                                     "in a function it called (at 0x7ffff7abc123)\n"));
-  const std::string unlabelled;
-  const RunningOp bare{4, &unlabelled, label_of, nullptr};
+  const std::string unnamed;
+  const RunningOp bare{4, &unnamed, id_or_label_of, nullptr};
   launch.op = &bare;
   Report r;
   name_launch(r, launch);
-  EXPECT_EQ(r.str(), "program \"mm\" (entry mm_k) on CPU, core_id slice 5, plan op 4");
+  EXPECT_EQ(r.str(), "program \"mm\" (entry mm_k) on CPU, core_id slice 5, op 4");
 }
 
 TEST_F(FaultReport, AStoppedKernelNamesTheLaunchAndTheReason) {
@@ -228,12 +228,12 @@ TEST_F(FaultReport, FaultsOutsideALaunchNameTheProgramOrTheKernelsInFlight) {
 }
 
 TEST_F(FaultReport, AKernelThatCalledExitIsNamedWithTheStatus) {
-  const std::string label = "layer3";
-  const RunningOp op{2, &label, label_of, nullptr};
+  const std::string id = "layer3";
+  const RunningOp op{2, &id, id_or_label_of, nullptr};
   launch.op = &op;
   Report r;
   describe_exit(r, launch, 70);
-  EXPECT_EQ(r.str(), "\nsvod: program \"mm\" called exit() while running on CPU, plan op 2 (layer3); the process "
+  EXPECT_EQ(r.str(), "\nsvod: program \"mm\" called exit() while running on CPU, op 2 (layer3); the process "
                      "ends with status 70\n");
 }
 

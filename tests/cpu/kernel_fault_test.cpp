@@ -227,9 +227,9 @@ TEST_F(KernelTrap, AFaultingPlanOpIsNamedAndPoisonsThePlan) {
   auto build = [&](Buffer o) {
     ExecutionPlanBuilder b;
     const size_t slot = b.add_buffer(o, "o");
-    b.add_op(PreparedKernel{.program = fine, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
+    b.add_op(KernelOp{.program = fine, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
              OpOptions{.id = "", .after_ids = {}, .after = {}, .label = "warm-up"});
-    b.add_op(PreparedKernel{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
+    b.add_op(KernelOp{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}},
              OpOptions{.id = "layer3", .after_ids = {}, .after = {}, .label = ""});
     return b.build();
   };
@@ -237,7 +237,7 @@ TEST_F(KernelTrap, AFaultingPlanOpIsNamedAndPoisonsThePlan) {
     ExecutionPlan plan = build(cpu->allocate(DType::F32, 4));
     std::string message;
     const KernelFaultInfo info = trapped([&] { plan.execute(ExecuteOptions{.sequential = sequential}); }, &message);
-    EXPECT_THAT(message, HasSubstr("in program \"bad\" (entry bad) on CPU, plan op 1 (layer3)"));
+    EXPECT_THAT(message, HasSubstr("in program \"bad\" (entry bad) on CPU, op 1 (layer3)"));
     EXPECT_EQ(info.op, 1u);
     EXPECT_EQ(info.op_label, "layer3");
     EXPECT_TRUE(plan.poisoned());
@@ -247,7 +247,7 @@ TEST_F(KernelTrap, AFaultingPlanOpIsNamedAndPoisonsThePlan) {
   Buffer zero = cpu->allocate(DType::F32, 4);
   ExecutionPlanBuilder b;
   const size_t slot = b.add_buffer(zero, "o");
-  b.add_op(PreparedKernel{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}});
+  b.add_op(KernelOp{.program = bad, .buffers = {slot}, .scalars = {}, .fixed_vars = {}, .global = {}, .local = {}});
   ExecutionPlan plan = b.build();
   plan.execute();
   EXPECT_FALSE(plan.poisoned());
@@ -267,8 +267,8 @@ TEST_F(KernelTrap, AFaultInACollectivePlanFailsEveryRankAndNamesTheFaultingOne) 
     ExecutionPlanBuilder b;
     b.set_communicator(borrowed(comm));
     const size_t g = b.add_buffer(cpu->allocate(DType::F32, 4), "g");
-    if (comm.rank() == 1) b.add_op(PreparedKernel{.program = bad, .buffers = {g}}, OpOptions{.id = "broken"});
-    b.add_op(PreparedCollective{.kind = PreparedCollective::Kind::AllReduce, .buffers = {g}}, OpOptions{.id = "sum"});
+    if (comm.rank() == 1) b.add_op(KernelOp{.program = bad, .buffers = {g}}, OpOptions{.id = "broken"});
+    b.add_op(CollectiveOp{.kind = CollectiveKind::AllReduce, .buffers = {g}}, OpOptions{.id = "sum"});
     ExecutionPlan plan = b.build();
     if (comm.rank() == 0) {
       plan.execute();
@@ -282,7 +282,7 @@ TEST_F(KernelTrap, AFaultInACollectivePlanFailsEveryRankAndNamesTheFaultingOne) 
   EXPECT_THAT(errors[0]->what(), HasSubstr("rank 1"));
   EXPECT_EQ(fault.rank, 1);
   EXPECT_EQ(fault.op_label, "broken");
-  EXPECT_THAT(fault_message, HasSubstr("rank 1: op 0 (\"broken\") (kernel \"bad\") failed: kernel fault: SIGSEGV"));
+  EXPECT_THAT(fault_message, HasSubstr("rank 1: op 0 (broken) kernel bad failed: kernel fault: SIGSEGV"));
 }
 
 TEST_F(KernelTrap, ThousandsOfFaultsLeaveTheProcessWhole) {

@@ -125,8 +125,8 @@ TEST_F(KernelStop, APlanOpOnThePoolIsStoppedInTheScopeOfTheExecutingThread) {
   ExecutionPlanBuilder b;
   const size_t o = b.add_buffer(cpu->allocate(DType::F32, 8), "o");
   const size_t other = b.add_buffer(cpu->allocate(DType::F32, 8), "other");
-  b.add_op(PreparedKernel{.program = spinner(), .buffers = {o}}, OpOptions{.id = "spins"});
-  b.add_op(PreparedKernel{.program = spinner(), .buffers = {other}}, OpOptions{.id = "spins too"});
+  b.add_op(KernelOp{.program = spinner(), .buffers = {o}}, OpOptions{.id = "spins"});
+  b.add_op(KernelOp{.program = spinner(), .buffers = {other}}, OpOptions{.id = "spins too"});
   ExecutionPlan plan = b.build();
   StopScope scope;
   const EnterStopScope entered(scope);
@@ -135,7 +135,7 @@ TEST_F(KernelStop, APlanOpOnThePoolIsStoppedInTheScopeOfTheExecutingThread) {
     plan.execute();
     ADD_FAILURE() << "the spinning plan returned";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("(kernel \"spin\") failed: kernel stopped: program \"spin\" (entry spin) on CPU"));
+    EXPECT_THAT(e.what(), HasSubstr("kernel spin failed: kernel stopped: program \"spin\" (entry spin) on CPU"));
     EXPECT_THAT(e.what(), HasSubstr("the test asked"));
   }
   stopper.join();

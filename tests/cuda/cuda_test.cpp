@@ -408,8 +408,8 @@ extern "C" __global__ void scale(float* y, const float* x, int n, int k) {
   const size_t sx = builder.add_buffer(dx, "x"), sy = builder.add_buffer(y, "y"), sz = builder.add_buffer(z, "z");
   builder.add_variable({"N", 1, static_cast<int64_t>(n)}, static_cast<int64_t>(n));
   builder.add_variable({"K", 1, 10}, 2);
-  builder.add_op(PreparedKernel{scale_program, {sy, sx}, {Expr::parse("N"), Expr::parse("K")}, {}});
-  builder.add_op(PreparedKernel{add_program, {sz, sy, sx}, {Expr::parse("N")}, {}});
+  builder.add_op(KernelOp{scale_program, {sy, sx}, {Expr::parse("N"), Expr::parse("K")}, {}});
+  builder.add_op(KernelOp{add_program, {sz, sy, sx}, {Expr::parse("N")}, {}});
   ExecutionPlan plan = builder.build();
 
   auto check = [&](const Buffer& result, float k, size_t count) {

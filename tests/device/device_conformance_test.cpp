@@ -261,8 +261,8 @@ TEST_P(DeviceConformance, PlansTakeLaunchSizesFromVariables) {
   builder.add_variable({"L", per_group, per_group}, per_group);
   const size_t d = builder.add_buffer(dev().allocate(DType::I32, kCells), "d");
   const size_t h = builder.add_buffer(host(DType::I32, kCells), "h");
-  builder.add_op(PreparedKernel{mark(), {d}, {}, {}}, OpOptions{.id = "mark"});
-  builder.add_op(PreparedCopy{h, d});
+  builder.add_op(KernelOp{mark(), {d}, {}, {}}, OpOptions{.id = "mark"});
+  builder.add_op(CopyOp{h, d});
   ExecutionPlan plan = builder.build();
   auto check = [&](int64_t groups) {
     const auto got = plan.buffer(h).span<int32_t>();
@@ -288,20 +288,20 @@ TEST_P(DeviceConformance, AFailureInAPlanPoisonsIt) {
     const size_t a = builder.add_buffer(upload(ramp(kN), DType::F32), "a");
     const size_t o = builder.add_buffer(dev().allocate(DType::F32, kN), "o");
     const size_t h = builder.add_buffer(host(DType::F32, kN), "h");
-    builder.add_op(PreparedKernel{axpb(), {o, a, a}, {Expr::constant(kN)}, {}});
-    PreparedCustomFunction fail{"fail", {o}, {}, nullptr};
+    builder.add_op(KernelOp{axpb(), {o, a, a}, {Expr::constant(kN)}, {}});
+    CustomOp fail{"fail", {o}, {}, nullptr};
     fail.def = std::make_shared<const CustomFunctionDef>(CustomFunctionDef{
         [](std::span<const Buffer>, const Attrs&, const VariableValues&) {
           throw make_error(ErrorKind::Execution, "the host step failed");
         },
         [](std::span<const Buffer>, const Attrs&) { return std::vector<Access>{Access::ReadWrite}; }});
     builder.add_op(std::move(fail), OpOptions{.id = "host step"});
-    builder.add_op(PreparedCopy{h, o});
+    builder.add_op(CopyOp{h, o});
     ExecutionPlan plan = builder.build();
     std::string message;
     EXPECT_EQ(kind_of([&] { plan.execute(ExecuteOptions{.sequential = sequential}); }, &message),
               ErrorKind::Execution);
-    EXPECT_NE(message.find("op 1 (\"host step\")"), std::string::npos) << message;
+    EXPECT_NE(message.find("op 1 (host step)"), std::string::npos) << message;
     EXPECT_TRUE(plan.poisoned());
     EXPECT_EQ(plan.buffer(h).span<float>()[1], 0.0f);  // the copy after it never ran
     EXPECT_EQ(kind_of([&] { plan.execute(); }, &message), ErrorKind::PlanPoisoned);
@@ -316,7 +316,7 @@ TEST_P(DeviceConformance, RebindingMovesResultsAndReplicasAreIndependent) {
   ExecutionPlanBuilder builder;
   const size_t sa = builder.add_buffer(upload(a, DType::F32), "a");
   const size_t so = builder.add_buffer(dev().allocate(DType::F32, kN), "o");
-  builder.add_op(PreparedKernel{axpb(), {so, sa, sa}, {Expr::constant(kN)}, {}});
+  builder.add_op(KernelOp{axpb(), {so, sa, sa}, {Expr::constant(kN)}, {}});
   ExecutionPlan plan = builder.build();
   Buffer first = plan.buffer(so);
   plan.execute();

@@ -14,7 +14,7 @@
 namespace svod {
 namespace {
 
-const std::vector<std::string> kLabels = {"op 0 kernel a", "op 1 copy b <- a", "op 2 kernel c"};
+const std::vector<std::string> kTitles = {"op 0 kernel a", "op 1 copy b <- a", "op 2 kernel c"};
 
 TEST(Isolation, AFinishedJobsStatusComesBackAndOnlyTheChildIsIsolated) {
   EXPECT_FALSE(isolated());
@@ -25,14 +25,14 @@ TEST(Isolation, AFinishedJobsStatusComesBackAndOnlyTheChildIsIsolated) {
   EXPECT_EQ(end.running, "");
   EXPECT_FALSE(isolated());
   // Outside a child, recording ops does nothing (and does not crash).
-  isolation_label_ops(kLabels);
+  isolation_title_ops(kTitles);
   isolation_op_started(0);
   isolation_op_finished(0);
 }
 
 TEST(Isolation, AnExitFromInsideAnOpIsNotAFinishAndNamesTheOp) {
   const IsolatedEnd end = run_isolated([] {
-    isolation_label_ops(kLabels);
+    isolation_title_ops(kTitles);
     isolation_op_started(0);
     isolation_op_finished(0);
     isolation_op_started(2);
@@ -47,7 +47,7 @@ TEST(Isolation, AnExitFromInsideAnOpIsNotAFinishAndNamesTheOp) {
 
 TEST(Isolation, ASignalEndsOnlyTheChildNamingEveryRunningOp) {
   const IsolatedEnd end = run_isolated([] {
-    isolation_label_ops(kLabels);
+    isolation_title_ops(kTitles);
     isolation_op_started(0);
     isolation_op_started(1);
     std::signal(SIGSEGV, SIG_DFL);

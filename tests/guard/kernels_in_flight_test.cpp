@@ -11,24 +11,24 @@ namespace svod {
 namespace {
 
 std::vector<std::string> listed() {
-  std::vector<std::string> labels;
+  std::vector<std::string> notes;
   const size_t count = for_each_kernel_in_flight(
-      [](const char* label, void* out) { static_cast<std::vector<std::string>*>(out)->push_back(label); }, &labels);
-  EXPECT_EQ(count, labels.size());
+      [](const char* note, void* out) { static_cast<std::vector<std::string>*>(out)->push_back(note); }, &notes);
+  EXPECT_EQ(count, notes.size());
   EXPECT_EQ(for_each_kernel_in_flight(nullptr, nullptr), count);
-  return labels;
+  return notes;
 }
 
-TEST(KernelsInFlight, NotedUntilForgottenAndLongLabelsCut) {
+TEST(KernelsInFlight, NotedUntilForgottenAndLongNotesCut) {
   ASSERT_TRUE(listed().empty());
   const int a = note_kernel_in_flight("program \"a\" (entry a) on CL:0");
   const int b = note_kernel_in_flight(std::string(1000, 'x'));
   ASSERT_GE(a, 0);
   ASSERT_GE(b, 0);
-  auto labels = listed();
-  ASSERT_EQ(labels.size(), 2u);
-  EXPECT_EQ(labels[0], "program \"a\" (entry a) on CL:0");
-  EXPECT_EQ(labels[1], std::string(191, 'x'));
+  auto notes = listed();
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], "program \"a\" (entry a) on CL:0");
+  EXPECT_EQ(notes[1], std::string(191, 'x'));
   forget_kernel_in_flight(a);
   EXPECT_EQ(listed(), std::vector<std::string>{std::string(191, 'x')});
   forget_kernel_in_flight(b);

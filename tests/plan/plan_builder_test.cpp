@@ -11,8 +11,8 @@ using test::expect_error;
 using test::host_buffer;
 using Preds = std::vector<size_t>;
 
-PreparedCustomFunction call(std::string name, std::vector<size_t> buffers, Attrs attrs = {}) {
-  return PreparedCustomFunction{std::move(name), std::move(buffers), std::move(attrs)};
+CustomOp call(std::string name, std::vector<size_t> buffers, Attrs attrs = {}) {
+  return CustomOp{std::move(name), std::move(buffers), std::move(attrs)};
 }
 
 class PlanBuilder : public ::testing::Test {
@@ -31,43 +31,43 @@ TEST_F(PlanBuilder, EmptyPlanBuildsAndRuns) {
 TEST_F(PlanBuilder, DependencyErrorsNameTheOps) {
   {
     ExecutionPlanBuilder b;
-    b.add_op(PreparedCopy{}, {.id = "a", .after_ids = {"c"}});
-    b.add_op(PreparedCopy{}, {.id = "b", .after_ids = {"a"}});
-    b.add_op(PreparedCopy{}, {.id = "c", .after_ids = {"b"}});
+    b.add_op(CopyOp{}, {.id = "a", .after_ids = {"c"}});
+    b.add_op(CopyOp{}, {.id = "b", .after_ids = {"a"}});
+    b.add_op(CopyOp{}, {.id = "c", .after_ids = {"b"}});
     b.add_buffer(host_buffer(DType::F32, 1));
     expect_error(ErrorKind::Validation, [&] { b.build(); },
-                 {"cycle", "op 0 (\"a\") → op 2 (\"c\") → op 1 (\"b\") → op 0 (\"a\")"});
+                 {"cycle", "op 0 (a) → op 2 (c) → op 1 (b) → op 0 (a)"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
-    b.add_op(PreparedCopy{}, {.id = "self", .after_ids = {"self"}});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (\"self\") depends on itself"});
+    b.add_op(CopyOp{}, {.id = "self", .after_ids = {"self"}});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (self) depends on itself"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
-    b.add_op(PreparedCopy{});
-    b.add_op(PreparedCopy{}, {.after = {1}});
+    b.add_op(CopyOp{});
+    b.add_op(CopyOp{}, {.after = {1}});
     expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 1 depends on itself"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
-    b.add_op(PreparedCopy{}, {.id = "x", .after_ids = {"nope"}});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (\"x\")", "unknown op id \"nope\""});
+    b.add_op(CopyOp{}, {.id = "x", .after_ids = {"nope"}});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (x)", "unknown op id \"nope\""});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
-    b.add_op(PreparedCopy{}, {.after = {4}});
+    b.add_op(CopyOp{}, {.after = {4}});
     expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0", "op index 4"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 1));
-    b.add_op(PreparedCopy{}, {.id = "twin"});
-    b.add_op(PreparedCopy{}, {.id = "twin"});
+    b.add_op(CopyOp{}, {.id = "twin"});
+    b.add_op(CopyOp{}, {.id = "twin"});
     expect_error(ErrorKind::Validation, [&] { b.build(); }, {"ops 0 and 1", "\"twin\""});
   }
 }
@@ -76,15 +76,15 @@ TEST_F(PlanBuilder, BufferErrors) {
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4));
-    b.add_op(PreparedCopy{0, 3}, {.id = "cp"});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (\"cp\")", "buffer 3", "1 buffers"});
+    b.add_op(CopyOp{0, 3}, {.id = "cp"});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (cp) copy buffer 0 <- buffer 3", "buffer 3", "1 buffers"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4), "big");
     b.add_buffer(host_buffer(DType::F32, 3), "small");
-    b.add_op(PreparedCopy{0, 1});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (copy)", "\"big\"", "16 bytes", "12", "equal"});
+    b.add_op(CopyOp{0, 1});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 copy big <- small", "\"big\"", "16 bytes", "12", "equal"});
   }
   {
     ExecutionPlanBuilder b;
@@ -96,15 +96,15 @@ TEST_F(PlanBuilder, BufferErrors) {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4));
     b.add_buffer(Buffer{});
-    b.add_op(PreparedBufferView{1, 0, 12, 8, DType::F32}, {.id = "v"});
+    b.add_op(ViewOp{1, 0, 12, 8, DType::F32}, {.id = "v"});
     expect_error(ErrorKind::Validation, [&] { b.build(); }, {"buffer 1 as a view of buffer 0", "leaves"});
   }
   {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4));
     b.add_buffer(host_buffer(DType::F32, 4));
-    b.add_op(PreparedBufferView{1, 0, 0, 8, DType::F32});
-    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 (view)", "must be an empty slot"});
+    b.add_op(ViewOp{1, 0, 0, 8, DType::F32});
+    expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0 view", "must be an empty slot"});
   }
   {
     ExecutionPlanBuilder b;
@@ -142,24 +142,24 @@ TEST_F(PlanBuilder, KernelErrors) {
     b.add_buffer(host_buffer(dtype, 4));
     b.add_buffer(host_buffer(dtype, 4));
     b.add_variable(Variable{"N", 1, 4}, 4);
-    b.add_op(PreparedKernel{program, std::move(buffers), std::move(scalars), {}}, {.id = "k"});
+    b.add_op(KernelOp{program, std::move(buffers), std::move(scalars), {}}, {.id = "k"});
     return b.build();
   };
   const std::vector<Expr> good{Expr::parse("N"), Expr::constant(1)};
   build({0, 1}, good);
-  expect_error(ErrorKind::Validation, [&] { build({0}, good); }, {"op 0 (\"k\")", "takes 2 buffers", "passes 1"});
+  expect_error(ErrorKind::Validation, [&] { build({0}, good); }, {"op 0 (k) kernel add_const", "takes 2 buffers", "passes 1"});
   expect_error(ErrorKind::Validation, [&] { build({0, 1}, {Expr::constant(1)}); },
-               {"op 0 (\"k\")", "takes 2 scalars", "passes 1"});
-  expect_error(ErrorKind::Validation, [&] { build({0, 5}, good); }, {"op 0 (\"k\")", "argument 1 is buffer 5"});
+               {"op 0 (k) kernel add_const", "takes 2 scalars", "passes 1"});
+  expect_error(ErrorKind::Validation, [&] { build({0, 5}, good); }, {"op 0 (k) kernel add_const", "argument 1 is buffer 5"});
   expect_error(ErrorKind::Validation, [&] { build({0, 1}, good, DType::I32); }, {"parameter \"in\" is f32", "i32"});
   expect_error(ErrorKind::Validation, [&] { build({0, 1}, {Expr::parse("M"), Expr::constant(1)}); },
-               {"op 0 (\"k\")", "\"M\"", "neither a plan variable nor a fixed variable"});
+               {"op 0 (k) kernel add_const", "\"M\"", "neither a plan variable nor a fixed variable"});
   // Initial values are checked at build time, like every later run.
   auto set = test::set_kernel();
   ExecutionPlanBuilder b;
   b.add_buffer(host_buffer(DType::F32, 16));
   b.add_variable(Variable{"N"}, 11);
-  b.add_op(PreparedKernel{set, {0}, {Expr::parse("N"), Expr::constant(1)}, {}});
+  b.add_op(KernelOp{set, {0}, {Expr::parse("N"), Expr::constant(1)}, {}});
   expect_error(ErrorKind::Validation, [&] { b.build(); }, {"op 0", "n = 11", "outside"});
   expect_error(ErrorKind::Validation, [&] {
     ExecutionPlanBuilder c;
@@ -169,7 +169,7 @@ TEST_F(PlanBuilder, KernelErrors) {
 }
 
 TEST_F(PlanBuilder, CustomFunctionErrors) {
-  auto build = [&](PreparedCustomFunction op) {
+  auto build = [&](CustomOp op) {
     ExecutionPlanBuilder b;
     b.add_buffer(host_buffer(DType::F32, 4));
     b.add_buffer(host_buffer(DType::F32, 4));
@@ -179,7 +179,7 @@ TEST_F(PlanBuilder, CustomFunctionErrors) {
   };
   build(call("all_reduce", {0, 1}, {{"op", "sum"}}));
   expect_error(ErrorKind::Validation, [&] { build(call("no_such_fn", {0})); },
-               {"op 0 (\"f\")", "unknown custom function \"no_such_fn\"", "all_reduce"});
+               {"op 0 (f)", "unknown custom function \"no_such_fn\"", "all_reduce"});
   expect_error(ErrorKind::Validation, [&] { build(call("all_reduce", {0, 1})); }, {"op 0", "missing attribute \"op\""});
   expect_error(ErrorKind::Validation, [&] { build(call("all_reduce", {0, 1}, {{"op", "sum"}, {"scale", 2.0}})); },
                {"unknown attribute \"scale\""});
@@ -230,9 +230,9 @@ TEST_F(PlanBuilder, CopiesAndKernelsDeclareTheirAccess) {
   const size_t x = b.add_buffer(host_buffer(DType::F32, 4));
   const size_t y = b.add_buffer(host_buffer(DType::F32, 4));
   const size_t z = b.add_buffer(host_buffer(DType::F32, 4));
-  b.add_op(PreparedCopy{y, x});  // 0: reads x, writes y
-  b.add_op(PreparedKernel{test::add_const_kernel(), {x, z}, {Expr::constant(4), Expr::constant(1)}, {}});  // 1
-  b.add_op(PreparedKernel{test::add_const_kernel(), {y, x}, {Expr::constant(4), Expr::constant(1)}, {}});  // 2
+  b.add_op(CopyOp{y, x});  // 0: reads x, writes y
+  b.add_op(KernelOp{test::add_const_kernel(), {x, z}, {Expr::constant(4), Expr::constant(1)}, {}});  // 1
+  b.add_op(KernelOp{test::add_const_kernel(), {y, x}, {Expr::constant(4), Expr::constant(1)}, {}});  // 2
   ExecutionPlan plan = b.build();
   EXPECT_EQ(plan.predecessors()[1], Preds{});        // both only read x
   EXPECT_EQ(plan.predecessors()[2], (Preds{0, 1}));  // RAW on y, WAR on x
@@ -282,13 +282,13 @@ TEST_F(PlanBuilder, NamesAndAccessors) {
   const size_t out = b.add_buffer(host_buffer(DType::F32, 4), "out");
   b.add_output(out);
   b.add_variable(Variable{"N", 0, 10}, 3);
-  b.add_op(PreparedCopy{out, 0}, {.id = "copy"});
+  b.add_op(CopyOp{out, 0}, {.id = "copy"});
   ExecutionPlan plan = b.build();
   EXPECT_EQ(plan.find_buffer("out"), out);
   EXPECT_EQ(plan.find_buffer("missing"), std::nullopt);
   EXPECT_EQ(plan.outputs(), std::vector<size_t>{out});
   EXPECT_EQ(plan.variable("N"), 3);
-  EXPECT_TRUE(std::holds_alternative<PreparedCopy>(plan.op(0)));
+  EXPECT_TRUE(std::holds_alternative<CopyOp>(plan.op(0)));
   expect_error(ErrorKind::Validation, [&] { plan.buffer(9); }, {"buffer 9"});
 }
 

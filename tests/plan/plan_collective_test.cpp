@@ -17,7 +17,7 @@ namespace {
 
 using test::expect_error;
 using test::host_buffer;
-using Kind = PreparedCollective::Kind;
+using Kind = CollectiveKind;
 using Clock = std::chrono::steady_clock;
 
 Buffer filled(size_t count, float value) {
@@ -96,12 +96,12 @@ TEST_P(PlanCollective, KernelsAndCollectivesGiveTheSameResultsOnEveryRank) {
         const size_t full = b.add_buffer(arange(3 * ranks, float(r)), "full");
         const size_t part = b.add_buffer(host_buffer(DType::F32, 3), "part");
         const size_t w = b.add_buffer(filled(5, float(r)), "w");
-        b.add_op(PreparedKernel{set, {g}, {Expr::constant(4), Expr::constant(r + 1)}, {}});
-        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}, .op = ReduceOp::Sum});
-        b.add_op(PreparedKernel{add, {g, h}, {Expr::constant(4), Expr::constant(1)}, {}});
-        b.add_op(PreparedCollective{.kind = Kind::AllGather, .src = mine, .dst = all});
-        b.add_op(PreparedCollective{.kind = Kind::ReduceScatter, .src = full, .dst = part, .op = ReduceOp::Max});
-        b.add_op(PreparedCollective{.kind = Kind::Broadcast, .buffers = {w}, .root = n - 1});
+        b.add_op(KernelOp{set, {g}, {Expr::constant(4), Expr::constant(r + 1)}, {}});
+        b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}, .op = ReduceOp::Sum});
+        b.add_op(KernelOp{add, {g, h}, {Expr::constant(4), Expr::constant(1)}, {}});
+        b.add_op(CollectiveOp{.kind = Kind::AllGather, .src = mine, .dst = all});
+        b.add_op(CollectiveOp{.kind = Kind::ReduceScatter, .src = full, .dst = part, .op = ReduceOp::Max});
+        b.add_op(CollectiveOp{.kind = Kind::Broadcast, .buffers = {w}, .root = n - 1});
         ExecutionPlan plan = b.build();
         // Collectives are chained in op order, whatever their buffers.
         EXPECT_EQ(plan.predecessors()[4], (std::vector<size_t>{3}));
@@ -139,11 +139,11 @@ TEST_P(PlanCollective, RanksSharingThePoolDoNotStarve) {
         const size_t a = b.add_buffer(host_buffer(DType::F32, 8));
         const size_t c = b.add_buffer(host_buffer(DType::F32, 8));
         const size_t d = b.add_buffer(host_buffer(DType::F32, 8));
-        b.add_op(PreparedKernel{set, {a}, {Expr::constant(8), Expr::constant(comm.rank())}, {}});
-        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {a}, .op = ReduceOp::Max});
-        b.add_op(PreparedKernel{add, {a, c}, {Expr::constant(8), Expr::constant(1)}, {}});
-        b.add_op(PreparedKernel{add, {a, d}, {Expr::constant(8), Expr::constant(2)}, {}});
-        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {c, d}, .op = ReduceOp::Sum});
+        b.add_op(KernelOp{set, {a}, {Expr::constant(8), Expr::constant(comm.rank())}, {}});
+        b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {a}, .op = ReduceOp::Max});
+        b.add_op(KernelOp{add, {a, c}, {Expr::constant(8), Expr::constant(1)}, {}});
+        b.add_op(KernelOp{add, {a, d}, {Expr::constant(8), Expr::constant(2)}, {}});
+        b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {c, d}, .op = ReduceOp::Sum});
         ExecutionPlan plan = b.build();
         for (int run = 0; run < 50; ++run) plan.execute();
         EXPECT_EQ(floats(plan.buffer(c)), std::vector<float>(8, float(n * n)));
@@ -170,10 +170,10 @@ TEST_P(PlanCollectiveFailure, AFailedRankFailsTheOthersNamingIt) {
         const size_t g = b.add_buffer(host_buffer(DType::F32, 4));
         OpOptions after;
         if (comm.rank() == bad) {
-          b.add_op(PreparedCustomFunction{"fail", {x}, {}}, {.id = "breaks"});
+          b.add_op(CustomOp{"fail", {x}, {}}, {.id = "breaks"});
           after.after_ids = {"breaks"};
         }
-        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}}, after);
+        b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}}, after);
         ExecutionPlan plan = b.build();
         try {
           plan.execute();
@@ -215,11 +215,11 @@ TEST(PlanCollectiveOverlap, IndependentLocalWorkOverlapsACollective) {
         const size_t x = b.add_buffer(host_buffer(DType::F32, 4));
         const size_t g = b.add_buffer(filled(4, 1));
         if (comm.rank() == 0) {
-          b.add_op(PreparedCustomFunction{"gate", {x}, {}});
-          b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}});
+          b.add_op(CustomOp{"gate", {x}, {}});
+          b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}});
         } else {
-          b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}});
-          b.add_op(PreparedCustomFunction{"signal", {g}, {}});  // reads g: after the all_reduce
+          b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}});
+          b.add_op(CustomOp{"signal", {g}, {}});  // reads g: after the all_reduce
         }
         ExecutionPlan plan = b.build();
         EXPECT_TRUE(plan.predecessors()[1].empty() == (comm.rank() == 0));
@@ -242,7 +242,7 @@ TEST(PlanCollectiveTimeout, ARankThatFinishesWithoutItsCollectiveFailsTheOthersA
         ExecutionPlanBuilder b;
         b.set_communicator(borrowed(comm));
         const size_t g = b.add_buffer(host_buffer(DType::F32, 4));
-        b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}}, {.id = "reduce"});
+        b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}}, {.id = "reduce"});
         ExecutionPlan plan = b.build();
         try {
           plan.execute();
@@ -254,7 +254,7 @@ TEST(PlanCollectiveTimeout, ARankThatFinishesWithoutItsCollectiveFailsTheOthersA
       CommOptions{.timeout = std::chrono::seconds(60)});
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
   EXPECT_EQ(kind, ErrorKind::Execution) << message;
-  EXPECT_NE(message.find("op 0 (\"reduce\") (collective all_reduce) failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("op 0 (reduce) collective all_reduce failed"), std::string::npos) << message;
   EXPECT_NE(message.find("rank(s) 1 finished their work without joining it"), std::string::npos) << message;
 }
 
@@ -266,13 +266,13 @@ TEST(PlanCollectiveBuild, HazardsOrderCollectivesAgainstOtherOps) {
   const size_t mine = b.add_view(g, 0, 16, DType::F32);   // elements 0-3 of g
   const size_t all = b.add_buffer(host_buffer(DType::F32, 4));
   const size_t other = b.add_buffer(host_buffer(DType::F32, 4));
-  b.add_op(PreparedCustomFunction{"test_write", {mine}, {}});                      // 0
-  b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}});          // 1: reads and writes g
-  b.add_op(PreparedCustomFunction{"test_read", {g}, {}});                          // 2
-  b.add_op(PreparedCustomFunction{"test_write", {other}, {}});                     // 3: independent
-  b.add_op(PreparedCollective{.kind = Kind::AllGather, .src = mine, .dst = all});  // 4: reads mine, writes all
-  b.add_op(PreparedCustomFunction{"test_read", {all}, {}});                        // 5
-  b.add_op(PreparedCustomFunction{"test_write", {mine}, {}});                      // 6
+  b.add_op(CustomOp{"test_write", {mine}, {}});                      // 0
+  b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}});          // 1: reads and writes g
+  b.add_op(CustomOp{"test_read", {g}, {}});                          // 2
+  b.add_op(CustomOp{"test_write", {other}, {}});                     // 3: independent
+  b.add_op(CollectiveOp{.kind = Kind::AllGather, .src = mine, .dst = all});  // 4: reads mine, writes all
+  b.add_op(CustomOp{"test_read", {all}, {}});                        // 5
+  b.add_op(CustomOp{"test_write", {mine}, {}});                      // 6
   ExecutionPlan plan = b.build();
   const auto& preds = plan.predecessors();
   EXPECT_EQ(preds[1], (std::vector<size_t>{0}));     // RAW on g's first half
@@ -294,7 +294,7 @@ TEST(PlanCollectiveBuild, PlansWithoutCollectivesHaveNoCommunicator) {
   ExecutionPlanBuilder b;
   const size_t a = b.add_buffer(host_buffer(DType::F32, 4));
   const size_t c = b.add_buffer(host_buffer(DType::F32, 4));
-  b.add_op(PreparedCopy{c, a});
+  b.add_op(CopyOp{c, a});
   b.set_communicator(std::move(create_local_communicators(1).front()));
   ExecutionPlan plan = b.build();
   EXPECT_EQ(plan.communicator(), nullptr);
@@ -304,7 +304,7 @@ TEST(PlanCollectiveBuild, PlansWithoutCollectivesHaveNoCommunicator) {
 TEST(PlanCollectiveBuild, BadCollectivesAreRejectedNamingTheOp) {
   auto comms = create_local_communicators(2);
   std::shared_ptr<Communicator> comm = std::move(comms[0]);
-  auto build = [&](PreparedCollective c, DType dst_dtype = DType::F32, size_t dst_count = 8) {
+  auto build = [&](CollectiveOp c, DType dst_dtype = DType::F32, size_t dst_count = 8) {
     ExecutionPlanBuilder b;
     b.set_communicator(comm);
     b.add_buffer(host_buffer(DType::F32, 4), "a");
@@ -312,7 +312,7 @@ TEST(PlanCollectiveBuild, BadCollectivesAreRejectedNamingTheOp) {
     b.add_op(std::move(c), {.id = "coll"});
     return b.build();
   };
-  expect_error(ErrorKind::Validation, [&] { build({.kind = Kind::AllReduce}); }, {"op 0 (\"coll\")", "no buffers"});
+  expect_error(ErrorKind::Validation, [&] { build({.kind = Kind::AllReduce}); }, {"op 0 (coll)", "no buffers"});
   expect_error(ErrorKind::Validation, [&] { build({.kind = Kind::AllReduce, .buffers = {0, 7}}); },
                {"buffer 1 is buffer 7", "2 buffers"});
   expect_error(ErrorKind::Validation, [&] { build({.kind = Kind::Broadcast, .buffers = {0}, .root = 2}); },
@@ -327,6 +327,10 @@ TEST(PlanCollectiveBuild, BadCollectivesAreRejectedNamingTheOp) {
                {"collective reduce_scatter", "buffer 0 (\"a\") holds 4 elements but must hold 2 ranks x 4"});
   expect_error(ErrorKind::Validation, [&] { build({.kind = Kind::AllGather, .src = 0, .dst = 9}); },
                {"the destination is buffer 9"});
+  for (Kind kind : {Kind::Barrier, Kind::Send})
+    expect_error(ErrorKind::Validation, [&] { build({.kind = kind, .buffers = {0}}); },
+                 {"op 0 (coll) collective ", "a plan's collectives are all_reduce, broadcast, all_gather and "
+                                             "reduce_scatter"});
   // A reduce_scatter whose source is twice its destination is fine on 2 ranks.
   ExecutionPlan ok = build({.kind = Kind::ReduceScatter, .src = 1, .dst = 0, .op = ReduceOp::Min});
   EXPECT_EQ(ok.communicator(), comm);
@@ -337,14 +341,14 @@ TEST(PlanCollectiveBuild, MismatchedCollectivesAcrossRanksFailEveryRank) {
     ExecutionPlanBuilder b;
     b.set_communicator(borrowed(comm));
     const size_t g = b.add_buffer(host_buffer(DType::F32, comm.rank() == 0 ? 4 : 8));
-    b.add_op(PreparedCollective{.kind = Kind::AllReduce, .buffers = {g}});
+    b.add_op(CollectiveOp{.kind = Kind::AllReduce, .buffers = {g}});
     b.build().execute();
   });
   for (const auto& error : errors) {
     ASSERT_TRUE(error);
     EXPECT_EQ(error->kind(), ErrorKind::Validation) << error->what();
     const std::string m = error->what();
-    EXPECT_NE(m.find("op 0 (collective all_reduce) failed"), std::string::npos) << m;
+    EXPECT_NE(m.find("op 0 collective all_reduce failed"), std::string::npos) << m;
     EXPECT_NE(m.find("f32 x 4"), std::string::npos) << m;
     EXPECT_NE(m.find("f32 x 8"), std::string::npos) << m;
   }

@@ -18,8 +18,8 @@ using test::expect_error;
 using test::host_buffer;
 using Clock = std::chrono::steady_clock;
 
-PreparedCustomFunction call(std::string name, std::vector<size_t> buffers, Attrs attrs = {}) {
-  return PreparedCustomFunction{std::move(name), std::move(buffers), std::move(attrs)};
+CustomOp call(std::string name, std::vector<size_t> buffers, Attrs attrs = {}) {
+  return CustomOp{std::move(name), std::move(buffers), std::move(attrs)};
 }
 
 std::vector<float> floats(const Buffer& b) {
@@ -117,8 +117,8 @@ TEST_F(PlanExecute, IndependentKernelsRunAtTheSameTime) {
   const size_t counter = b.add_buffer(host_buffer(DType::I32, 1));
   const size_t met0 = b.add_buffer(host_buffer(DType::I32, 1));
   const size_t met1 = b.add_buffer(host_buffer(DType::I32, 1));
-  b.add_op(PreparedKernel{program, {counter, met0}, {}, {}});
-  b.add_op(PreparedKernel{program, {counter, met1}, {}, {}});
+  b.add_op(KernelOp{program, {counter, met0}, {}, {}});
+  b.add_op(KernelOp{program, {counter, met1}, {}, {}});
   ExecutionPlan plan = b.build();
   plan.execute();
   EXPECT_EQ(plan.buffer(met0).span<int>()[0], 1);
@@ -151,8 +151,8 @@ TEST_F(PlanExecute, KernelsCopiesAndViewsComputeTheRightValues) {
   const size_t mid = b.add_buffer(host_buffer(DType::F32, 4), "mid");
   const size_t arena = b.add_buffer(host_buffer(DType::F32, 8), "arena");
   const size_t hi = b.add_view(arena, 16, 16, DType::F32, "hi");
-  b.add_op(PreparedKernel{add, {in, mid}, {Expr::constant(4), Expr::constant(10)}, {}}, {.id = "add"});
-  b.add_op(PreparedCopy{hi, mid}, {.id = "copy"});
+  b.add_op(KernelOp{add, {in, mid}, {Expr::constant(4), Expr::constant(10)}, {}}, {.id = "add"});
+  b.add_op(CopyOp{hi, mid}, {.id = "copy"});
   b.add_output(arena);
   ExecutionPlan plan = b.build();
   auto input = plan.buffer(in).span<float>();
@@ -166,7 +166,7 @@ TEST_F(PlanExecute, ViewOpDefinesASlot) {
   ExecutionPlanBuilder b;
   const size_t base = b.add_buffer(host_buffer(DType::F32, 8));
   const size_t view = b.add_buffer(Buffer{});
-  b.add_op(PreparedBufferView{view, base, 8, 12, DType::F32}, {.id = "v"});
+  b.add_op(ViewOp{view, base, 8, 12, DType::F32}, {.id = "v"});
   b.add_op(call("fill", {view}, {{"value", 2.5}}), {.after_ids = {"v"}});
   ExecutionPlan plan = b.build();
   EXPECT_EQ(plan.buffer(view).byte_offset(), 8u);
@@ -183,11 +183,11 @@ TEST_F(PlanExecute, VariablesDriveScalarsAndLaunchSizes) {
   b.add_variable(Variable{"N", 1, 16}, 2);
   auto set = test::set_kernel();
   // set(out, n = N, v = N * 2 + 1) and the same with N fixed at 3.
-  b.add_op(PreparedKernel{set, {out}, {Expr::parse("N"), Expr::parse("N * 2 + 1")}, {}}, {.id = "set"});
-  b.add_op(PreparedKernel{set, {fixed_out}, {Expr::parse("N"), Expr::parse("N * 2 + 1")}, {{"N", 3}}});
+  b.add_op(KernelOp{set, {out}, {Expr::parse("N"), Expr::parse("N * 2 + 1")}, {}}, {.id = "set"});
+  b.add_op(KernelOp{set, {fixed_out}, {Expr::parse("N"), Expr::parse("N * 2 + 1")}, {{"N", 3}}});
   // put: global_size = N, a plan variable; put_n: global_size = n, its scalar.
-  b.add_op(PreparedKernel{test::put_kernel(), {slots}, {}, {}});
-  b.add_op(PreparedKernel{test::put_n_kernel(), {slots_n}, {Expr::parse("N - 1")}, {}});
+  b.add_op(KernelOp{test::put_kernel(), {slots}, {}, {}});
+  b.add_op(KernelOp{test::put_n_kernel(), {slots_n}, {Expr::parse("N - 1")}, {}});
   ExecutionPlan plan = b.build();
 
   plan.execute_with_vars({{"N", 4}});
@@ -211,7 +211,7 @@ TEST_F(PlanExecute, VariablesDriveScalarsAndLaunchSizes) {
   std::ranges::fill(s, 0);
   expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", 17}}); }, {"N = 17", "[1, 16]"});
   expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", 12}}); },
-               {"op 0 (\"set\")", "n = 12", "[0, 10]"});
+               {"op 0 (set)", "n = 12", "[0, 10]"});
   expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"M", 1}}); }, {"unknown plan variable \"M\""});
   EXPECT_EQ(s[0], 0) << "a refused run must not start any op";
   EXPECT_EQ(plan.variable("N"), 6);
@@ -226,14 +226,14 @@ TEST_F(PlanExecute, SliceCountsAreCheckedAgainstCoreIdWhenVariablesChange) {
   const size_t slots = b.add_buffer(host_buffer(DType::I64, 16));
   b.add_variable(Variable{"N", 1, int64_t{1} << 40}, 2);
   // put: global_size[0] = "N" slices, core_id an i32 without declared bounds.
-  b.add_op(PreparedKernel{test::put_kernel(), {slots}, {}, {}}, {.id = "put"});
+  b.add_op(KernelOp{test::put_kernel(), {slots}, {}, {}}, {.id = "put"});
   // mark: core_id declared in [0, 3], its slices also from N.
   auto mark_spec = test::c_kernel("mark", "void mark(long long* out, int core_id) { out[core_id] = -1; }",
                                   {BufferParam{"out", Access::Write, DType::I64}},
                                   {ScalarParam{"core_id", ScalarType::I32, 0, 3}});
   mark_spec.global_size[0] = Expr::parse("min(N, 4)");
-  b.add_op(PreparedKernel{cpu_device()->compile(mark_spec), {slots}, {}, {}}, {.id = "mark"});
-  b.add_op(PreparedKernel{cpu_device()->compile(mark_spec), {slots}, {}, {}, std::array<Expr, 3>{
+  b.add_op(KernelOp{cpu_device()->compile(mark_spec), {slots}, {}, {}}, {.id = "mark"});
+  b.add_op(KernelOp{cpu_device()->compile(mark_spec), {slots}, {}, {}, std::array<Expr, 3>{
                               Expr::parse("N"), Expr::constant(1), Expr::constant(1)}},
            {.id = "mark_all"});
   ExecutionPlan plan = b.build();
@@ -245,7 +245,7 @@ TEST_F(PlanExecute, SliceCountsAreCheckedAgainstCoreIdWhenVariablesChange) {
   // 5 slices would pass core_id = 4 to mark_all; 2^31 + 1 would wrap put's
   // i32 core_id negative. Both refused before any op runs.
   expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", 5}}); },
-               {"\"mark_all\"", "5 core_id slices would pass core_id = 4, outside its bounds [0, 3]"});
+               {"(mark_all) kernel mark", "5 core_id slices would pass core_id = 4, outside its bounds [0, 3]"});
   expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", (int64_t{1} << 31) + 1}}); },
                {"\"put\"", "core_id = 2147483648, outside its bounds [-2147483648, 2147483647]"});
   for (int64_t v : s) EXPECT_EQ(v, 0) << "a refused run must not start any op";
@@ -261,7 +261,7 @@ TEST_F(PlanExecute, MinCountsWhoseBytesOverflowAreRefused) {
   const size_t all = b.add_buffer(host_buffer(DType::F32, 8), "all");
   const size_t tail = b.add_view(all, 16, 16, DType::F32, "tail");
   b.add_variable(Variable{"N", 1, int64_t{1} << 62}, 4);
-  b.add_op(PreparedKernel{cpu_device()->compile(spec), {tail}, {Expr::parse("N")}, {}}, {.id = "last"});
+  b.add_op(KernelOp{cpu_device()->compile(spec), {tail}, {Expr::parse("N")}, {}}, {.id = "last"});
   ExecutionPlan plan = b.build();
   // 2^62 floats are 2^64 bytes, which wrapped to 0 and let the kernel write before "tail".
   expect_error(ErrorKind::Validation, [&] { plan.execute_with_vars({{"N", int64_t{1} << 62}}); },
@@ -297,7 +297,7 @@ TEST_F(PlanExecute, RebindingBuffersAndViews) {
   const size_t in = b.add_buffer(host_buffer(DType::F32, 4), "in");
   const size_t base = b.add_buffer(host_buffer(DType::F32, 8), "base");
   const size_t view = b.add_view(base, 16, 16, DType::F32, "view");
-  b.add_op(PreparedKernel{add, {in, view}, {Expr::constant(4), Expr::constant(1)}, {}});
+  b.add_op(KernelOp{add, {in, view}, {Expr::constant(4), Expr::constant(1)}, {}});
   ExecutionPlan plan = b.build();
   plan.execute();
   EXPECT_EQ(floats(plan.buffer(base)), (std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1}));
@@ -351,18 +351,18 @@ TEST_F(PlanExecute, FailureReportsTheOpAndPoisonsThePlan) {
       ExecutionPlan plan = b.build();
       expect_error(typed ? ErrorKind::Unsupported : ErrorKind::Execution,
                    [&] { plan.execute({.sequential = sequential}); },
-                   {"op 1 (\"bad\") (custom function \"boom\") failed", typed ? "typed boom" : "std boom"});
+                   {"op 1 (bad) custom boom failed", typed ? "typed boom" : "std boom"});
       EXPECT_EQ(floats(plan.buffer(x))[0], 1.0f);
       EXPECT_EQ(floats(plan.buffer(y))[0], 0.0f) << "an op after the failure ran";
       EXPECT_TRUE(plan.poisoned());
-      expect_error(ErrorKind::PlanPoisoned, [&] { plan.execute(); }, {"op 1 (\"bad\")"});
+      expect_error(ErrorKind::PlanPoisoned, [&] { plan.execute(); }, {"op 1 (bad)"});
       expect_error(ErrorKind::PlanPoisoned, [&] { plan.execute_with_vars({}); });
       expect_error(ErrorKind::PlanPoisoned, [&] { plan.replicate(); });
       // A rebind lifts the poisoning: the plan runs again (and fails again at "bad").
       plan.rebind(y, host_buffer(DType::F32, 4));
       EXPECT_FALSE(plan.poisoned());
       expect_error(typed ? ErrorKind::Unsupported : ErrorKind::Execution, [&] { plan.execute(); },
-                   {"op 1 (\"bad\")"});
+                   {"op 1 (bad)"});
       EXPECT_TRUE(plan.poisoned());
     }
   }
@@ -373,8 +373,8 @@ TEST_F(PlanExecute, TimeOpRunsOneOpAloneWithTheCurrentVariables) {
   const size_t c = b.add_buffer(host_buffer(DType::I32, 1));
   const size_t out = b.add_buffer(host_buffer(DType::I64, 8));
   b.add_variable({"N", 1, 8}, 3);
-  b.add_op(PreparedKernel{test::touch_kernel(), {c}, {}, {}});
-  b.add_op(PreparedKernel{test::put_kernel(), {out}, {}, {}});
+  b.add_op(KernelOp{test::touch_kernel(), {c}, {}, {}});
+  b.add_op(KernelOp{test::put_kernel(), {out}, {}, {}});
   ExecutionPlan plan = b.build();
 
   for (int i = 0; i < 3; ++i) EXPECT_GT(plan.time_op(0).count(), 0);
@@ -397,7 +397,7 @@ TEST_F(PlanExecute, TimeOpRunsOneOpAloneWithTheCurrentVariables) {
   failing.add_op(call("fill", {x}, {{"value", int64_t{1}}}));
   failing.add_op(call("boom", {x}), {.id = "bad"});
   ExecutionPlan bad = failing.build();
-  expect_error(ErrorKind::Unsupported, [&] { bad.time_op(1); }, {"op 1 (\"bad\")", "typed boom"});
+  expect_error(ErrorKind::Unsupported, [&] { bad.time_op(1); }, {"op 1 (bad)", "typed boom"});
   EXPECT_TRUE(bad.poisoned());
   expect_error(ErrorKind::PlanPoisoned, [&] { bad.time_op(0); });
 }
@@ -410,8 +410,8 @@ TEST_F(PlanExecute, ReplicasShareInputsAndRunConcurrently) {
   const size_t lo = b.add_view(arena, 0, 16, DType::F32);
   const size_t hi = b.add_view(arena, 16, 16, DType::F32);
   b.add_variable(Variable{"K", 0, 1000}, 0);
-  b.add_op(PreparedKernel{add, {in, lo}, {Expr::constant(4), Expr::parse("K")}, {}});
-  b.add_op(PreparedKernel{add, {lo, hi}, {Expr::constant(4), Expr::parse("K")}, {}});
+  b.add_op(KernelOp{add, {in, lo}, {Expr::constant(4), Expr::parse("K")}, {}});
+  b.add_op(KernelOp{add, {lo, hi}, {Expr::constant(4), Expr::parse("K")}, {}});
   ExecutionPlan original = b.build();
   for (int i = 0; i < 4; ++i) original.buffer(in).span<float>()[i] = static_cast<float>(i);
   original.execute_with_vars({{"K", 1}});
@@ -471,7 +471,7 @@ TEST_F(PlanExecute, ReplicasKeepTheResolvedCustomFunctions) {
 TEST_F(PlanExecute, OnePlanFromManyThreads) {
   ExecutionPlanBuilder b;
   const size_t c = b.add_buffer(host_buffer(DType::I32, 1));
-  for (int i = 0; i < 10; ++i) b.add_op(PreparedKernel{test::touch_kernel(), {c}, {}, {}});
+  for (int i = 0; i < 10; ++i) b.add_op(KernelOp{test::touch_kernel(), {c}, {}, {}});
   ExecutionPlan plan = b.build();
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)

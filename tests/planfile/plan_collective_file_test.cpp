@@ -64,7 +64,7 @@ TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
   TempDir dir;
   const PlanFile file = parse(dir, collective_plan());
   ASSERT_EQ(file.ops[1].kind, PlanFileOp::Kind::Collective);
-  EXPECT_EQ(file.ops[2].collective, PreparedCollective::Kind::AllGather);
+  EXPECT_EQ(file.ops[2].collective, CollectiveKind::AllGather);
   EXPECT_EQ(file.ops[2].buffers, (std::vector<std::string>{"mine", "all"}));
   run_local_ranks(
       4,
@@ -75,7 +75,7 @@ TEST(PlanFileCollective, RunsOnFourLocalRanksWithRankAndWorldSize) {
         if (comm.rank() != 0) loaded.plan.buffer(*loaded.plan.find_buffer("w")).span<int32_t>()[1] = 99;
         EXPECT_EQ(loaded.plan.variable("rank"), comm.rank());
         EXPECT_EQ(loaded.plan.variable("world_size"), 4);
-        EXPECT_EQ(op_label(loaded.plan, 1), "op 1 collective all_reduce");
+        EXPECT_EQ(loaded.plan.op_title(1), "op 1 collective all_reduce");
         loaded.execute();
         EXPECT_EQ(values<float>(loaded, "mine"), std::vector<float>(2, float(comm.rank() + 1 + 9)));
         EXPECT_EQ(values<float>(loaded, "g"), std::vector<float>(4, 4.0f));
@@ -211,7 +211,7 @@ TEST(PlanFileCollective, RootsAndSizesAreCheckedAgainstWorldSizeAtLoad) {
     ASSERT_TRUE(errors[size_t(r)]);
     EXPECT_EQ(errors[size_t(r)]->kind(), ErrorKind::Validation) << errors[size_t(r)]->what();
     const std::string m = errors[size_t(r)]->what();
-    EXPECT_NE(m.find(fmt::format("plan{}.json: ops: op 3 (ops[3]) (collective broadcast): root 2 is out of range "
+    EXPECT_NE(m.find(fmt::format("plan{}.json: ops: op 3 collective broadcast: root 2 is out of range "
                                  "(the communicator has ranks 0 to 1)",
                                  r)),
               std::string::npos)
@@ -220,7 +220,7 @@ TEST(PlanFileCollective, RootsAndSizesAreCheckedAgainstWorldSizeAtLoad) {
   plan["ops"][3]["collective"]["root"] = 0;
   plan["buffers"]["all"]["count"] = 6;
   EXPECT_EQ(test::kind_of([&] { load_plan(parse(dir, plan)); }, &message), ErrorKind::Validation);
-  EXPECT_NE(message.find("ops: op 2 (\"gather\") (collective all_gather): buffer 1 (\"all\") holds 6 elements but must "
+  EXPECT_NE(message.find("ops: op 2 (gather) collective all_gather: buffer 1 (\"all\") holds 6 elements but must "
                          "hold 1 ranks x 2"),
             std::string::npos)
       << message;

@@ -103,10 +103,10 @@ TEST(PlanFile, EveryFieldOfTheFormat) {
 
   LoadedPlan loaded = load_plan(file);
   ExecutionPlan& p = loaded.plan;
-  // Reports label ops by index, id and what they run (op_label).
-  EXPECT_EQ(op_label(p, 0), "op 0 (scale) kernel scale");
-  EXPECT_EQ(op_label(p, 2), "op 2 (copy) copy acc <- out");
-  EXPECT_EQ(op_label(p, 3), "op 3 custom all_reduce");
+  // Reports name ops by index, id and what they run (op_title).
+  EXPECT_EQ(p.op_title(0), "op 0 (scale) kernel scale");
+  EXPECT_EQ(p.op_title(2), "op 2 (copy) copy acc <- out");
+  EXPECT_EQ(p.op_title(3), "op 3 custom all_reduce");
   // Inits happen at load time, before anything runs.
   EXPECT_EQ(values_of<uint8_t>(p, slot_of(loaded, "f")), (std::vector<uint8_t>{7, 7, 7, 7}));
   EXPECT_EQ(values_of<int64_t>(p, slot_of(loaded, "r")), (std::vector<int64_t>{-2, 1, 4, 7, 10}));

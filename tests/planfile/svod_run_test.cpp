@@ -311,8 +311,8 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   EXPECT_NE(r.err.find("timed out after 1 s (--timeout) running op 0 (first)"), std::string::npos) << r.err;
 #else
   EXPECT_NE(r.first_err_line().find("svod run: error (timeout): "), std::string::npos) << r.err;
-  EXPECT_NE(r.first_err_line().find("op 0 (\"first\") (kernel \"k\") failed: kernel stopped: program \"k\" (entry k) on "
-                                    "CPU, plan op 0 (first): the run timed out after 1 s (--timeout)"),
+  EXPECT_NE(r.first_err_line().find("op 0 (first) kernel k failed: kernel stopped: program \"k\" (entry k) on "
+                                    "CPU, op 0 (first): the run timed out after 1 s (--timeout)"),
             std::string::npos)
       << r.err;
 #endif
@@ -326,13 +326,13 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
   r = svod_run(dir, {plan_with("exits", "exit(0);")});
 #if defined(__x86_64__)
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_NE(r.first_err_line().find("op 0 (\"first\") (kernel \"k\") failed: kernel fault: the kernel called exit(0), "
+  EXPECT_NE(r.first_err_line().find("op 0 (first) kernel k failed: kernel fault: the kernel called exit(0), "
                                     "which would end the process"),
             std::string::npos)
       << r.err;
 #else
   EXPECT_EQ(r.status, 70) << r.out << r.err;
-  EXPECT_NE(r.err.find("svod: program \"k\" called exit() while running on CPU, plan op 0 (first)"), std::string::npos)
+  EXPECT_NE(r.err.find("svod: program \"k\" called exit() while running on CPU, op 0 (first)"), std::string::npos)
       << r.err;
 #endif
   // A fault is stopped: the run fails with status 3 and one error line naming it.
@@ -342,12 +342,12 @@ TEST(SvodRun, HangingExitingAndFaultingKernelsEndTheRunNamingTheOp) {
 #else
   EXPECT_EQ(r.status, 3) << r.out << r.err;
   EXPECT_NE(r.first_err_line().find("svod run: error (kernel fault): "), std::string::npos) << r.err;
-  EXPECT_NE(r.first_err_line().find("op 0 (\"first\") (kernel \"k\") failed: kernel fault: SIGSEGV (invalid memory "
+  EXPECT_NE(r.first_err_line().find("op 0 (first) kernel k failed: kernel fault: SIGSEGV (invalid memory "
                                     "access) at address 0x0"),
             std::string::npos)
       << r.err;
 #endif
-  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, plan op 0 (first)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, op 0 (first)"), std::string::npos) << r.err;
   // A run that finishes in time is not affected by --timeout.
   r = svod_run(dir, {"--timeout", "60", SVOD_SOURCE_DIR "/examples/mlp/plan.json"});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -374,7 +374,7 @@ TEST(SvodRun, AFaultingKernelOnADevicesHostThreadsIsNamedBeforeTheProcessEnds) {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // a sanitizer's own handler may end it its way
   EXPECT_EQ(r.status, 128 + SIGSEGV) << r.out << r.err;
   EXPECT_NE(r.err.find("on a thread svod did not start, while these device kernels ran on host threads:\n"
-                       "  program \"boom\" (entry boom) on CL:0, plan op 0 (bad)\n"),
+                       "  program \"boom\" (entry boom) on CL:0, op 0 (bad)\n"),
             std::string::npos)
       << r.err;
 #endif
@@ -413,7 +413,7 @@ TEST(SvodRun, AFailedRunSaysWhichInputsAreIntact) {
                                  .string();
   const RunResult r = svod_run(dir, {plan});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_NE(r.first_err_line().find("op 0 (\"step\") (kernel \"k\") failed: kernel fault: the kernel called abort()"),
+  EXPECT_NE(r.first_err_line().find("op 0 (step) kernel k failed: kernel fault: the kernel called abort()"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("  | inputs: x intact (no op writes them); acc may be half-written (ops write them)\n"),
@@ -471,7 +471,7 @@ TEST(SvodRun, CheckedModeNamesTheOverrunAndTheFirstNan) {
 #else
   EXPECT_EQ(r.status, 3) << r.out << r.err;
 #endif
-  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, plan op 1 (second)\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in program \"k\" (entry k) on CPU, op 1 (second)\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("checked mode: wrote 0 bytes past the end of buffer 0 (\"o\", f32[4]) at element 4\n"),
             std::string::npos)
       << r.err;
@@ -483,7 +483,7 @@ TEST(SvodRun, CheckedModeNamesTheOverrunAndTheFirstNan) {
   EXPECT_NE(r.out.find("nan, 3]"), std::string::npos) << r.out;
   r = svod_run(dir, {nan, "--check=nan"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_NE(r.first_err_line().find("op 1 (\"second\") (kernel \"k\") failed: buffer 0 (\"o\") (f32[4]) holds NaN at "
+  EXPECT_NE(r.first_err_line().find("op 1 (second) kernel k failed: buffer 0 (\"o\") (f32[4]) holds NaN at "
                                     "element 2: the first non-finite value (checked mode: nan)"),
             std::string::npos)
       << r.err;
@@ -528,7 +528,7 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
   // Through syscall(), svod sees the call: the kernel is stopped there, without isolation.
   r = svod_run(dir, {plan_with("exit_group_call", "syscall(231, 0);")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_NE(r.first_err_line().find("op 1 (\"second\") (kernel \"k\") failed: kernel fault: the kernel called "
+  EXPECT_NE(r.first_err_line().find("op 1 (second) kernel k failed: kernel fault: the kernel called "
                                     "syscall(SYS_exit_group, 0)"),
             std::string::npos)
       << r.err;
@@ -561,8 +561,8 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
   r = svod_run(dir, {spins});
   EXPECT_EQ(r.status, 124) << r.out << r.err;
 #if !defined(__SANITIZE_THREAD__)
-  EXPECT_NE(r.first_err_line().find("op 1 (\"second\") (kernel \"k\") failed: kernel stopped: program \"k\" (entry k) on "
-                                    "CPU, plan op 1 (second): it ran past SVOD_OP_TIMEOUT=0.5 s"),
+  EXPECT_NE(r.first_err_line().find("op 1 (second) kernel k failed: kernel stopped: program \"k\" (entry k) on "
+                                    "CPU, op 1 (second): it ran past SVOD_OP_TIMEOUT=0.5 s"),
             std::string::npos)
       << r.err;
 #endif
@@ -582,7 +582,7 @@ TEST(SvodRun, IsolateReportsHowTheRunEndedAndOpTimeoutNamesTheHangingOp) {
 #endif
   r = svod_run(dir, {plan_with("pauses", "int pause(void); for (;;) pause();")});
   EXPECT_EQ(r.status, 124) << r.out << r.err;
-  EXPECT_NE(r.err.find("svod: plan op 1 (second), kernel \"k\" has run for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("svod: op 1 (second) kernel k has run for"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("past SVOD_OP_TIMEOUT=0.5, and could not be stopped"), std::string::npos) << r.err;
   ASSERT_EQ(setenv("SVOD_OP_TIMEOUT", "soon", 1), 0);
   r = svod_run(dir, {spins});
@@ -723,7 +723,7 @@ TEST(SvodRunRanks, BadInputFailsEveryRankWithStatus2) {
   };
   const std::vector<Case> cases = {
       {edited("\"kind\": \"broadcast\"", "\"kind\": \"scatter\""), "ops[3].collective.kind: unknown collective \"scatter\""},
-      {edited("\"root\": 0", "\"root\": 2"), "op 3 (ops[3]) (collective broadcast): root 2 is out of range"},
+      {edited("\"root\": 0", "\"root\": 2"), "op 3 collective broadcast: root 2 is out of range"},
       {edited("\"op\": \"sum\"", "\"op\": \"mean\""), "ops[1].collective.op: unknown reduction \"mean\""},
   };
   for (const auto& c : cases) {
@@ -741,7 +741,7 @@ TEST(SvodRunRanks, BadInputFailsEveryRankWithStatus2) {
   // all_gather sizes fit 4 ranks, not 2.
   RunResult r = svod_run(dir, {kGatherPlan, "--ranks", "2"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_EQ(count_of(r.err, "(collective all_gather): buffer 1 (\"all\") holds 8 elements but must hold 2 ranks x 2"), 2u)
+  EXPECT_EQ(count_of(r.err, "collective all_gather: buffer 1 (\"all\") holds 8 elements but must hold 2 ranks x 2"), 2u)
       << r.err;
 }
 
@@ -782,7 +782,7 @@ TEST(SvodRunRanks, ARankStuckInAKernelEndsTheRunNamingIt) {
 #else
   EXPECT_EQ(r.status, 124) << r.out << r.err;  // the worst rank's: the timeout
   EXPECT_NE(r.err.find("[rank 1] svod run: error (execution): "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(kernel \"spin\") failed: kernel stopped: program \"spin\" (entry spin) on CPU, plan op 0 "
+  EXPECT_NE(r.err.find("kernel spin failed: kernel stopped: program \"spin\" (entry spin) on CPU, op 0 "
                        "(spin): its local group failed: local rank 0: all_reduce"),
             std::string::npos)
       << r.err;

@@ -26,8 +26,8 @@ using Json = nlohmann::json;
 OpDescription op(std::string name, std::optional<double> flops, std::optional<double> bytes) {
   OpDescription d;
   d.name = std::move(name);
-  d.label = d.name;
-  d.kind = "kernel";
+  d.title = d.name;
+  d.kind = OpKind::Kernel;
   d.device = "CPU";
   d.flops = flops;
   d.bytes = bytes;
@@ -161,9 +161,9 @@ ExecutionPlan fork_join_plan() {
   const size_t y = b.add_buffer(device->allocate(DType::F32, 1), "y");
   const size_t z = b.add_buffer(device->allocate(DType::F32, 1), "z");
   const Expr iters = Expr::constant(1'500'000);
-  b.add_op(PreparedKernel{busy_kernel(), {x}, {iters}, {}}, OpOptions{.id = "left"});
-  b.add_op(PreparedKernel{busy_kernel(), {y}, {iters}, {}}, OpOptions{.id = "right"});
-  b.add_op(PreparedKernel{busy_kernel(), {z}, {iters}, {}}, OpOptions{.id = "join", .after = {0, 1}});
+  b.add_op(KernelOp{busy_kernel(), {x}, {iters}, {}}, OpOptions{.id = "left"});
+  b.add_op(KernelOp{busy_kernel(), {y}, {iters}, {}}, OpOptions{.id = "right"});
+  b.add_op(KernelOp{busy_kernel(), {z}, {iters}, {}}, OpOptions{.id = "join", .after = {0, 1}});
   return b.build();
 }
 

@@ -499,7 +499,7 @@ def test_checked_nan_names_the_first_op_that_makes_a_nan(tmp_path):
     with svod.checked("nan"):
         p = svod.load_plan(plan)
         with pytest.raises(svod.ExecutionError,
-                           match=r'op 0 \("divide"\) \(kernel "k"\) failed: buffer 0 \("o"\) \(f32\[4\]\) holds NaN at '
+                           match=r'op 0 \(divide\) kernel k failed: buffer 0 \("o"\) \(f32\[4\]\) holds NaN at '
                                  r'element 3'):
             p.execute()
 

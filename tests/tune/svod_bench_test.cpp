@@ -50,6 +50,8 @@ TEST(SvodBench, TimesEveryOpOfAPlanAndWritesJson) {
     shares += op["median_ns"].get<double>();
   }
   EXPECT_GT(shares, 0);
+  EXPECT_EQ(doc["ops"][1]["title"], "op 1 (scale) kernel scale");
+  EXPECT_EQ(doc["ops"][1]["kind"], "kernel");
   // scale: flops and bytes come from the program's expressions.
   EXPECT_TRUE(doc["ops"][1].contains("gflops"));
   EXPECT_TRUE(doc["ops"][1].contains("gbps"));
@@ -60,9 +62,9 @@ TEST(SvodBench, TimesEveryOpOfAPlanAndWritesJson) {
   const auto events = nlohmann::json::parse(trace_in)["traceEvents"];
   std::map<std::string, int> calls;
   for (const auto& e : events)
-    if (e["ph"] == "X" && e["cat"] != "plan") ++calls[e["args"]["label"].get<std::string>()];
+    if (e["ph"] == "X" && e["cat"] != "plan") ++calls[e["args"]["title"].get<std::string>()];
   EXPECT_EQ(calls.size(), 5u);
-  for (const auto& [label, n] : calls) EXPECT_EQ(n, 6) << label;
+  for (const auto& [title, n] : calls) EXPECT_EQ(n, 6) << title;
 }
 
 TEST(SvodBench, PlansThatCannotRunExitWith2AndOneLine) {

@@ -78,7 +78,7 @@ BenchmarkConfig collective_config(BenchmarkConfig config) {
 OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& description, const BenchmarkConfig& config,
                  Profiler* profiler, Communicator* comm) {
   OpTiming t{&description, std::nullopt, {}};
-  if (description.kind == "view") {
+  if (description.kind == OpKind::View) {
     t.note = "view, no work";
     return t;
   }
@@ -87,7 +87,7 @@ OpTiming time_op(ExecutionPlan& plan, size_t index, const OpDescription& descrip
     t.note = "no buffers, not timed";
     return t;
   }
-  const bool collective = description.kind == "collective";
+  const bool collective = description.kind == OpKind::Collective;
   if (collective && comm) comm->barrier();
   t.result = benchmark_operation(
       [&] {
@@ -113,17 +113,17 @@ void print_table(RankOutput& output, const std::vector<OpTiming>& rows) {
   for (const auto& r : rows)
     if (r.result) total += r.result->stats.median;
   size_t width = 2;
-  for (const auto& r : rows) width = std::max(width, r.op->label.size());
+  for (const auto& r : rows) width = std::max(width, r.op->title.size());
   output.print("{:<{}}  {:>5}  {:>12}  {:>12}  {:>12}  {:>9}  {:>8}  {:>6}\n", "op", width, "runs", "median us",
                "min us", "max us", "GFLOP/s", "GB/s", "share");
   for (const auto& r : rows) {
     if (!r.result) {
-      output.print("{:<{}}  {}\n", r.op->label, width, r.note);
+      output.print("{:<{}}  {}\n", r.op->title, width, r.note);
       continue;
     }
     const BenchmarkStats& s = r.result->stats;
     const double max = *std::max_element(r.result->samples.begin(), r.result->samples.end());
-    output.print("{:<{}}  {:>5}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>9}  {:>8}  {:>5.1f}%{}\n", r.op->label, width,
+    output.print("{:<{}}  {:>5}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>9}  {:>8}  {:>5.1f}%{}\n", r.op->title, width,
                  r.result->runs, s.median / 1e3, s.min / 1e3, max / 1e3, rate_text(r.op->flops, s.median),
                  rate_text(r.op->bytes, s.median), total > 0 ? 100 * s.median / total : 0.0,
                  r.result->timed_out ? "  (time budget reached)" : "");
@@ -136,7 +136,7 @@ void write_json(const std::string& path, const std::vector<OpTiming>& rows, int 
   nlohmann::json ops = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const OpTiming& r = rows[i];
-    nlohmann::json o = {{"label", r.op->label}, {"kind", r.op->kind}, {"device", r.op->device}, {"name", r.op->name}};
+    nlohmann::json o = {{"title", r.op->title}, {"kind", to_string(r.op->kind)}, {"device", r.op->device}, {"name", r.op->name}};
     if (r.result) {
       const BenchmarkStats& s = r.result->stats;
       o["runs"] = r.result->runs;
@@ -164,11 +164,11 @@ void write_roofline(RankOutput& output, const std::string& path, const std::vect
   std::vector<RooflinePoint> points;
   std::vector<UnplottedOp> unplotted;
   for (const OpTiming& r : rows) {
-    if (!r.result) unplotted.push_back({r.op->label, r.note});
+    if (!r.result) unplotted.push_back({r.op->title, r.note});
     else if (!r.op->flops || !r.op->bytes || *r.op->flops <= 0 || *r.op->bytes <= 0)
-      unplotted.push_back({r.op->label, "no flop/byte counts"});
-    else if (r.result->stats.median <= 0) unplotted.push_back({r.op->label, "no measurable time"});
-    else points.push_back({r.op->label, *r.op->flops / *r.op->bytes, *r.op->flops / r.result->stats.median});
+      unplotted.push_back({r.op->title, "no flop/byte counts"});
+    else if (r.result->stats.median <= 0) unplotted.push_back({r.op->title, "no measurable time"});
+    else points.push_back({r.op->title, *r.op->flops / *r.op->bytes, *r.op->flops / r.result->stats.median});
   }
   MachinePeaks peaks = machine_peaks();
   // Cached peaks measured while the machine was busy read low, and an op
@@ -184,7 +184,7 @@ void write_roofline(RankOutput& output, const std::string& path, const std::vect
       fmt::format_to(std::back_inserter(output.err),
                      "svod bench: note: {} reaches {:.2f} GFLOP/s at {:.3g} flop/byte, {} (timing noise, peaks "
                      "measured while the machine was busy, or flop/byte counts higher than what the op does)\n",
-                     p.label, p.gflops, p.intensity, roof_excess_text(excess));
+                     p.title, p.gflops, p.intensity, roof_excess_text(excess));
   }
   output.print("wrote {} (peak {:.1f} GFLOP/s, L1 cache {:.1f} GB/s, {} {:.1f} GB/s; {} op{} plotted, {} listed as "
                "not plotted)\n",
@@ -228,7 +228,7 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
       try {
         rows.push_back(time_op(plan, i, ops[i], config, profiler ? &*profiler : nullptr, comm.get()));
       } catch (const Error& e) {
-        throw make_error(e.kind(), "{}: {}", ops[i].label, e.what());
+        throw make_error(e.kind(), "{}: {}", ops[i].title, e.what());
       }
     }
     // Every rank is done before rank 0 measures the machine's peaks for --plot

@@ -36,7 +36,7 @@ constexpr double kPlotLeft = 70, kPlotRight = 24, kPlotTop = 98, kPlotHeight = 3
 constexpr double kRowHeight = 17;
 constexpr double kRadius = 4.5;
 constexpr double kPad = 1.5;             // kept free around every label
-constexpr size_t kMaxLabelGlyphs = 64;   // longer op labels are cut in the table
+constexpr size_t kMaxTitleGlyphs = 64;   // longer op titles are cut in the table
 constexpr const char* kRed = "#c33";
 
 struct Box {
@@ -56,16 +56,16 @@ size_t glyphs(std::string_view text) {
 // less, capitals more), and kPad around every box takes up the rest.
 double text_width(std::string_view text, double size) { return static_cast<double>(glyphs(text)) * size * 0.62; }
 
-// `label` cut to kMaxLabelGlyphs characters, the last an ellipsis (the
-// point's tooltip keeps the whole label).
-std::string cut(const std::string& label) {
-  if (glyphs(label) <= kMaxLabelGlyphs) return label;
+// An op's `title` cut to kMaxTitleGlyphs characters, the last an ellipsis
+// (the point's tooltip keeps the whole title).
+std::string cut(const std::string& title) {
+  if (glyphs(title) <= kMaxTitleGlyphs) return title;
   size_t end = 0;
-  for (size_t kept = 0; kept < kMaxLabelGlyphs - 1; ++kept) {
+  for (size_t kept = 0; kept < kMaxTitleGlyphs - 1; ++kept) {
     ++end;  // past a character's first byte, then past its continuation bytes
-    while (end < label.size() && (static_cast<unsigned char>(label[end]) & 0xC0) == 0x80) ++end;
+    while (end < title.size() && (static_cast<unsigned char>(title[end]) & 0xC0) == 0x80) ++end;
   }
-  return label.substr(0, end) + "…";
+  return title.substr(0, end) + "…";
 }
 
 enum class Anchor { Start, Middle, End };
@@ -184,13 +184,13 @@ PlacedLabel place_label(Placer& placer, double cx, double cy, std::string text, 
 
 // The table below the plot: a row per point, and where its columns are.
 struct Row {
-  std::string number, label, gflops, gbps, intensity, note;
+  std::string number, op, gflops, gbps, intensity, note;
 };
 struct Table {
   std::vector<Row> rows;
-  // Numbers right-aligned at their column's end, the op's label and the note
+  // Numbers right-aligned at their column's end, the op's title and the note
   // left-aligned at their start, 16 px between columns.
-  double number_end = 0, label_x = 0, gflops_end = 0, gbps_end = 0, intensity_end = 0, note_x = 0, end = 0;
+  double number_end = 0, op_x = 0, gflops_end = 0, gbps_end = 0, intensity_end = 0, note_x = 0, end = 0;
 };
 
 const Row kHeader{"#", "op", "GFLOP/s", "GB/s", "flop/byte", ""};
@@ -200,7 +200,7 @@ Table table_of(const MachinePeaks& peaks, const std::vector<RooflinePoint>& poin
   for (size_t i = 0; i < points.size(); ++i) {
     const RooflinePoint& p = points[i];
     const RoofExcess excess = roof_excess(peaks, p);
-    t.rows.push_back({std::to_string(i + 1), cut(p.label), fmt::format("{:.2f}", p.gflops),
+    t.rows.push_back({std::to_string(i + 1), cut(p.title), fmt::format("{:.2f}", p.gflops),
                       fmt::format("{:.2f}", p.gflops / p.intensity), fmt::format("{:.3g}", p.intensity),
                       excess.fraction > 0 ? roof_excess_text(excess) : std::string()});
   }
@@ -210,8 +210,8 @@ Table table_of(const MachinePeaks& peaks, const std::vector<RooflinePoint>& poin
     return w;
   };
   t.number_end = kMargin + widest(&Row::number);
-  t.label_x = t.number_end + 10;
-  t.gflops_end = t.label_x + widest(&Row::label) + 16 + widest(&Row::gflops);
+  t.op_x = t.number_end + 10;
+  t.gflops_end = t.op_x + widest(&Row::op) + 16 + widest(&Row::gflops);
   t.gbps_end = t.gflops_end + 16 + widest(&Row::gbps);
   t.intensity_end = t.gbps_end + 16 + widest(&Row::intensity);
   t.note_x = t.intensity_end + 16;
@@ -222,7 +222,7 @@ Table table_of(const MachinePeaks& peaks, const std::vector<RooflinePoint>& poin
 // One row at baseline y.
 std::string row_svg(const Table& t, const Row& r, double y, const std::string& extra) {
   std::string svg = Text{t.number_end, y, r.number, kSize, Anchor::End, extra}.svg() +
-                    Text{t.label_x, y, r.label, kSize, Anchor::Start, extra}.svg() +
+                    Text{t.op_x, y, r.op, kSize, Anchor::Start, extra}.svg() +
                     Text{t.gflops_end, y, r.gflops, kSize, Anchor::End, extra}.svg() +
                     Text{t.gbps_end, y, r.gbps, kSize, Anchor::End, extra}.svg() +
                     Text{t.intensity_end, y, r.intensity, kSize, Anchor::End, extra}.svg();
@@ -321,7 +321,7 @@ std::string point_svg(const RooflinePoint& point, const Row& row, double cx, dou
   std::string svg = fmt::format(
       "<g class=\"op\" data-n=\"{}\" data-gflops=\"{:.6g}\" data-intensity=\"{:.6g}\" data-above=\"{}\">"
       "<title>{}: {} GFLOP/s, {} GB/s, {} flop/byte</title>",
-      row.number, point.gflops, point.intensity, above ? "true" : "false", svg_escape(point.label), row.gflops,
+      row.number, point.gflops, point.intensity, above ? "true" : "false", svg_escape(point.title), row.gflops,
       row.gbps, row.intensity);
   if (label.leader_end)
     svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>", cx, cy,
@@ -364,7 +364,7 @@ std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePo
   double width = std::max(kMinWidth, table.end + kMargin);
   for (const Text& t : legend) width = std::max(width, t.box().x1 + kMargin);
   for (const UnplottedOp& u : unplotted)
-    width = std::max(width, 2 * kMargin + text_width(cut(u.label) + " — " + u.reason, kSize));
+    width = std::max(width, 2 * kMargin + text_width(cut(u.title) + " — " + u.reason, kSize));
 
   const Scales sc = scales_of(peaks, points, Box{kPlotLeft, kPlotTop, width - kPlotRight, kPlotTop + kPlotHeight});
   std::string body;
@@ -400,7 +400,7 @@ std::string roofline_svg(const MachinePeaks& peaks, const std::vector<RooflinePo
     y += kRowHeight / 2;
     line({kMargin, y, "not plotted:", kSize, Anchor::Start, "fill=\"#555\""});
     for (const UnplottedOp& u : unplotted)
-      line({kMargin, y, cut(u.label) + " — " + u.reason, kSize, Anchor::Start, "class=\"unplotted\""});
+      line({kMargin, y, cut(u.title) + " — " + u.reason, kSize, Anchor::Start, "class=\"unplotted\""});
   }
   const bool any_in_cache = std::any_of(points.begin(), points.end(), [&](const RooflinePoint& p) {
     return p.gflops > peaks.dram_gbps * p.intensity;

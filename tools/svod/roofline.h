@@ -11,14 +11,14 @@ namespace svod::cli {
 
 // A timed op with flops and bytes.
 struct RooflinePoint {
-  std::string label;
+  std::string title;  // the op's (ExecutionPlan::op_title)
   double intensity = 0;  // flops per byte
   double gflops = 0;     // achieved
 };
 
 // An op that has no place on the roofline, and why ("no flop/byte counts").
 struct UnplottedOp {
-  std::string label;
+  std::string title;
   std::string reason;
 };
 

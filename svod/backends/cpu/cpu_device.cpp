@@ -16,6 +16,7 @@
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/guarded_memory.h"
 #include "svod/guard/op_deadline.h"
+#include "svod/guard/op_name.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/loader/shared_library.h"
 #include "svod/program/cpu_abi.h"
@@ -273,7 +274,7 @@ void log_disassembly(const ProgramSpec& spec, const std::vector<std::byte>& imag
 // the plan op that runs it has one) and/or logged.
 [[gnu::noinline, gnu::cold]] void run_watched(const CpuProgram& program, const uint64_t* args, int64_t slices) {
   std::optional<OpDeadline> deadline;
-  if (op_timeout_seconds() > 0) deadline.emplace(running_op, "kernel", program.spec().display_name().c_str());
+  if (op_timeout_seconds() > 0) deadline.emplace(op_title({}, OpKind::Kernel, program.spec().display_name()));
   if (launch_debug_level >= 2)
     run_logged(program, args, slices);
   else

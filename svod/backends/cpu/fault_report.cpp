@@ -2,6 +2,10 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
+#include "svod/guard/op_name.h"
+
 namespace svod {
 
 Report& Report::number(uint64_t v) noexcept {
@@ -26,12 +30,12 @@ Report& Report::hex(uint64_t v) noexcept {
 
 namespace {
 
-// ", plan op 2 (layer3)" when a plan op is running.
+// ", op 2 (layer3)" when a plan op is running.
 void name_op(Report& r, const RunningOp* op) {
   if (op == nullptr) return;
-  r << ", plan op ";
-  r.number(op->index);
-  if (const std::string& label = op->label(op->plan, op->index); !label.empty()) r << " (" << label << ")";
+  char name[512];
+  const size_t length = write_op_name(name, op->index, op->id_or_label(op->plan, op->index));
+  r << ", " << std::string_view(name, std::min(length, sizeof name));
 }
 
 std::string_view access_name(MemoryAccess access) {
@@ -186,7 +190,7 @@ void describe_unlaunched(Report& r, const char* program, const TrappedFault& f) 
 void describe_in_flight(Report& r, const TrappedFault& f, KernelLister for_each_kernel) {
   describe_signal_at(r, f);
   r << " on a thread svod did not start, while these device kernels ran on host threads:\n";
-  const auto name = [](const char* label, void* report) { *static_cast<Report*>(report) << "  " << label << "\n"; };
+  const auto name = [](const char* note, void* report) { *static_cast<Report*>(report) << "  " << note << "\n"; };
   for_each_kernel(name, &r);
   r << "svod: a kernel on a device's own threads cannot be stopped; the process ends with the signal\n";
 }

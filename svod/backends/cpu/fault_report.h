@@ -37,11 +37,11 @@ std::string_view signal_name(int signal) noexcept;
 // "SIGSEGV (invalid memory access)".
 std::string_view describe_signal(int signal) noexcept;
 
-// "program "f" (entry f) on CPU, core_id slice 1, plan op 0 (x)".
+// "program "f" (entry f) on CPU, core_id slice 1, op 0 (x)".
 void name_launch(Report& r, const LaunchView& launch);
 
 // "kernel fault: SIGSEGV (invalid memory access) at address 0x10\n  in
-// program "f" (entry f) on CPU, core_id slice 1, plan op 0 (x)\n" and where
+// program "f" (entry f) on CPU, core_id slice 1, op 0 (x)\n" and where
 // the address lies: `place`, from place_of (null for a fault without an
 // address).
 void describe_fault(Report& r, const LaunchView& launch, const TrappedFault& f, const Place* place);
@@ -56,9 +56,9 @@ void describe_handed_on(Report& r, const LaunchView& launch, const TrappedFault&
 void describe_unlaunched(Report& r, const char* program, const TrappedFault& f);
 
 // The handler's report of a fault on a thread svod did not start while device
-// kernels ran on host threads: `for_each_kernel` lists their labels
+// kernels ran on host threads: `for_each_kernel` lists their notes
 // (for_each_kernel_in_flight).
-using KernelLister = size_t (*)(void (*each)(const char* label, void* context), void* context);
+using KernelLister = size_t (*)(void (*each)(const char* note, void* context), void* context);
 void describe_in_flight(Report& r, const TrappedFault& f, KernelLister for_each_kernel);
 
 // The report of a kernel that called exit() where svod could not stop it at

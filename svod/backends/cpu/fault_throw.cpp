@@ -28,7 +28,7 @@ KernelFaultInfo launch_fault_info(const KernelFrame& k) {
   info.slice = k.slice;
   if (k.op != nullptr) {
     info.op = k.op->index;
-    info.op_label = k.op->label(k.op->plan, k.op->index);
+    info.op_label = k.op->id_or_label(k.op->plan, k.op->index);
   }
   return info;
 }

@@ -124,7 +124,7 @@ class OpenClProgram final : public Program {
   detail::ClHandle<_cl_kernel*> kernel_;
   // "program "k" (entry k) on CL:0" for kernels_in_flight.h when the device
   // runs kernels on host threads (PoCL); empty otherwise.
-  std::string in_flight_label_;
+  std::string in_flight_note_;
   // clSetKernelArg changes the kernel object, so setting arguments and
   // enqueueing is one critical section per program.
   mutable std::mutex mutex_;

@@ -134,8 +134,8 @@ OpenClProgram::OpenClProgram(OpenClDevice& device, ProgramSpec spec, detail::ClH
                              detail::ClHandle<cl_kernel> kernel)
     : Program(std::move(spec)), device_(&device), program_(std::move(program)), kernel_(std::move(kernel)) {
   if (device.details().type == "CPU")
-    in_flight_label_ = fmt::format("program \"{}\" (entry {}) on {}", this->spec().display_name(), this->spec().entry,
-                                   device.name());
+    in_flight_note_ = fmt::format("program \"{}\" (entry {}) on {}", this->spec().display_name(), this->spec().entry,
+                                  device.name());
 }
 
 Device& OpenClProgram::device() const noexcept { return *device_; }
@@ -167,9 +167,9 @@ OpenClEvent OpenClProgram::enqueue(const LaunchArgs& call, std::span<cl_event co
     int slot = -1;
     ~InFlight() { forget_kernel_in_flight(slot); }
   } in_flight;
-  if (!in_flight_label_.empty())
-    in_flight.slot = note_kernel_in_flight(running_op == nullptr ? in_flight_label_
-                                                                  : in_flight_label_ + ", " + op_name(*running_op));
+  if (!in_flight_note_.empty())
+    in_flight.slot = note_kernel_in_flight(running_op == nullptr ? in_flight_note_
+                                                                 : in_flight_note_ + ", " + op_name(*running_op));
   const auto& cl = opencl_api();
   cl_event event = nullptr;
   {

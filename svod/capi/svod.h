@@ -228,9 +228,10 @@ SVOD_C_EXPORT svod_status* svod_plan_load(const char* path, const char* vars_jso
  * Thread-safe, also on the same bytes. */
 SVOD_C_EXPORT svod_status* svod_plan_load_package(const void* data, size_t size, const char* vars_json,
                                                   svod_plan** out);
-/* As svod_plan_load_package, from a package file: the file is mapped and
- * buffers use their initial data where it lies, copy-on-write (the file never
- * changes). IO when the file cannot be read. Added in API version 1.1.
+/* As svod_plan_load_package, from a package file: the file is read once into
+ * private memory and buffers use their initial data where it lies there (a
+ * later change of the file reaches nothing loaded). IO when the file cannot
+ * be read. Added in API version 1.1.
  * Thread-safe. */
 SVOD_C_EXPORT svod_status* svod_plan_load_package_file(const char* path, const char* vars_json, svod_plan** out);
 /* Sets a plan variable for the next executions (checked now against its

@@ -38,9 +38,9 @@ std::string failure_text(std::string_view command, const Error& e) {
 
 int failure_status(const Error& e) {
   switch (e.kind()) {
-    case ErrorKind::KernelFault: return kKernelFaultStatus;
-    case ErrorKind::Timeout: return kOpTimeoutStatus;
-    default: return 2;
+    case ErrorKind::KernelFault: return kExitKernelFault;
+    case ErrorKind::Timeout: return kExitTimeout;
+    default: return kExitFailed;
   }
 }
 

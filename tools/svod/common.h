@@ -16,14 +16,13 @@
 #include "svod/base/error.h"
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
+#include "tools/svod/exit_status.h"
 
 namespace svod::cli {
 
-// The exit status of a command that failed with `e`: kKernelFaultStatus when
-// a kernel faulted and was stopped (the run failed, svod itself is whole),
-// kOpTimeoutStatus (124, as timeout(1)) for a time limit that passed
-// (--timeout, SVOD_OP_TIMEOUT, SVOD_COMM_TIMEOUT), 2 for every other failure.
-inline constexpr int kKernelFaultStatus = 3;
+// The exit status of a command that failed with `e` (exit_status.h):
+// kExitKernelFault when a kernel faulted and was stopped, kExitTimeout for a
+// time limit that passed, kExitFailed for every other failure.
 int failure_status(const Error& e);
 
 // Prints failure_text() on stderr; returns failure_status(e).

@@ -12,6 +12,7 @@
 #include "svod/comm/communicator.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/entry.h"
+#include "tools/svod/exit_status.h"
 #include "tools/svod/usage.h"
 
 int svod_command_main(int argc, char** argv) {
@@ -184,7 +185,7 @@ int svod_command_main(int argc, char** argv) {
     if (tune->parsed()) return svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
-    return 2;
+    return svod::cli::kExitFailed;
   }
   return 0;
 }

@@ -415,7 +415,7 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
   if (mismatched > 0) {
     fmt::format_to(std::back_inserter(output.err), "svod run: {} output{} did not match the expectation\n", mismatched,
                    mismatched == 1 ? "" : "s");
-    return 1;
+    return kExitMismatch;
   }
   return 0;
 }
@@ -449,11 +449,11 @@ int run_plan_isolated(RunOptions options) {
     fmt::print(stderr, "svod run: {}: the isolated run ended with status {} before the plan finished, {}{}\n",
                options.plan, end.status, where,
                end.status == 0 ? " (a kernel called exit_group or _exit?); reported as status 70" : "");
-    return end.status == 0 ? kKernelExitStatus : end.status;
+    return end.status == 0 ? kExitKernelExit : end.status;
   }
   fmt::print(stderr, "svod run: {}: the isolated run was ended by {} {}\n", options.plan, signal_text(end.signal),
              where);
-  return 128 + end.signal;
+  return kExitSignalBase + end.signal;
 }
 
 }  // namespace
@@ -463,7 +463,7 @@ int run(const RunOptions& options) {
   StopScope scope;  // every rank's kernels run in it, for --timeout
   const EnterStopScope in_scope(scope);
   // --timeout: past its seconds the run's kernels are asked to stop (the run
-  // then fails with kOpTimeoutStatus, 124, as under SVOD_OP_TIMEOUT); what
+  // then fails with kExitTimeout, 124, as under SVOD_OP_TIMEOUT); what
   // is still running a second later cannot be stopped, and the process ends
   // with 124 after naming it.
   const std::string timed_out = fmt::format("the run timed out after {:g} s (--timeout)", options.timeout_s);
@@ -483,7 +483,7 @@ int run(const RunOptions& options) {
                                                       : "running " + ops + ", which could not be stopped");
                                     },
                                     .grace = std::chrono::seconds(1),
-                                    .status = kOpTimeoutStatus});
+                                    .status = kExitTimeout});
   try {
     if (!options.check.empty()) set_check_mode(parse_check_mode(options.check, "--check"));
   } catch (const Error& e) {

@@ -9,6 +9,8 @@
 #include <limits>
 #include <variant>
 
+#include "tools/svod/exit_status.h"
+
 namespace svod::cli {
 namespace {
 
@@ -83,7 +85,7 @@ int usage_error(const CLI::App* command, std::string_view problem) {
   const std::string words = command_words(command);
   fmt::print(stderr, "{}: error (usage): {}\nRun `{} --help` for {}.\n", words, problem, words,
              command->get_parent() == nullptr ? "the commands" : "its options");
-  return 2;
+  return kExitFailed;
 }
 
 // The command the first words of `args` name (`svod` itself when none), or a

@@ -75,14 +75,14 @@ seed_packages() {  # packages of the examples, when a built svod can pack them
 # dtype.cpp, how it is seeded, and libFuzzer's input size and memory limits.
 plan_sources=(svod/planfile/plan_parse.cpp svod/planfile/plan_parse_program.cpp svod/planfile/plan_parse_ops.cpp
               svod/planfile/json_text.cpp svod/base/file_read.cpp svod/program/program_spec.cpp
-              svod/program/expr.cpp svod/comm/reduce.cpp svod/base/json_depth.cpp)
+              svod/program/expr.cpp svod/program/expr_parse.cpp svod/comm/reduce.cpp svod/base/json_depth.cpp)
 max_len=65536
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024)
 case "$target" in
   plan_file) sources=("${plan_sources[@]}"); seed="seed_json svod_plan" ;;
   tune_file) sources=("${plan_sources[@]}" svod/tune/tune_file.cpp); seed="seed_json svod_tune" ;;
   npy) sources=(svod/base/npy.cpp svod/base/file_read.cpp svod/base/file_write.cpp); seed=seed_npy ;;
-  expr) sources=(svod/program/expr.cpp); seed=: ;;
+  expr) sources=(svod/program/expr.cpp svod/program/expr_parse.cpp); seed=: ;;
   object_cache) sources=(svod/cache/object_cache.cpp svod/cache/cache_key.cpp svod/compile/compiler.cpp
                          svod/compile/artifact_store.cpp svod/compile/compile_policy.cpp svod/base/hash.cpp svod/base/env.cpp svod/base/log.cpp
                          svod/base/cpu_features.cpp svod/base/file_read.cpp svod/base/file_write.cpp)

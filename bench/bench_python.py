@@ -3,7 +3,9 @@
     PYTHONPATH=build/release/python /usr/bin/python3 bench/bench_python.py
 
 Prints medians of per-call times (each sample is the mean of a batch of 1,000 calls, so a
-batch hit by preemption on a busy machine is an outlier rather than part of every sample):
+batch hit by preemption on a busy machine is an outlier rather than part of every sample; the
+calls compared in 1. and 4. take turns batch by batch, so drift of a shared machine hits them
+alike):
   1. a call of an empty CPU kernel with two numpy arrays and one scalar, beside a raw ctypes
      call of the same loaded function (its entry address; pointers precomputed as ints) and
      beside ctypes taking the pointers from the arrays on every call;
@@ -12,10 +14,19 @@ batch hit by preemption on a busy machine is an outlier rather than part of ever
   3. plan.execute() of a 1,000-op chain of empty kernels (and a 1-op plan) from Python,
      beside the C++ execute() timed inside svod (svod.benchmark on the plan). Both sides time
      single executions and take the median (the Python side less the cost of reading the
-     clock twice), in five alternating rounds; the figures are the medians of the rounds.
+     clock twice), in five alternating rounds; the figures are the medians of the rounds;
+  4. where tinygrad is found (SVOD_TINYGRAD_DIR, default shared/tinygrad beside the repository
+     folder), the same empty kernel as tinygrad's runtimes hold it: called as tinygrad calls a
+     runtime, prg(*buffers, vals=(n,)), on its CPU device (CPUProgram: ctypes) and on svod's
+     SVOD device (SVODProgram: a svod.Program call, also timed alone), and loaded as tinygrad
+     loads a kernel its compile cache holds (Device[...].runtime(TinyELF): tinygrad's own ELF
+     loader in Python, svod's load_binary).
 """
 import ctypes
+import os
+import pathlib
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -37,6 +48,22 @@ def per_call_ns(fn, batch=BATCH, samples=SAMPLES):
             fn()
         times.append((time.perf_counter_ns() - start) / batch)
     return statistics.median(times)
+
+
+def side_by_side_ns(fns, batch=BATCH, samples=SAMPLES):
+    """{name: median per-call ns} for {name: fn}, as per_call_ns, the functions taking turns
+    batch by batch."""
+    for fn in fns.values():
+        for _ in range(batch // 10):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(samples):
+        for name, fn in fns.items():
+            start = time.perf_counter_ns()
+            for _ in range(batch):
+                fn()
+            times[name].append((time.perf_counter_ns() - start) / batch)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def single_call_ns(fn, runs):
@@ -66,10 +93,10 @@ def main():
     po, pa = o.ctypes.data, a.ctypes.data
 
     loop = per_call_ns(lambda: None)
-    svod_ns = per_call_ns(lambda: empty(o, a, 1024))
-    svod_kw_ns = per_call_ns(lambda: empty(o, a, n=1024))
-    ctypes_ns = per_call_ns(lambda: raw(po, pa, 1024))
-    ctypes_arrays_ns = per_call_ns(lambda: raw(o.ctypes.data, a.ctypes.data, 1024))
+    calls = side_by_side_ns({"svod": lambda: empty(o, a, 1024), "svod keyword": lambda: empty(o, a, n=1024),
+                             "ctypes": lambda: raw(po, pa, 1024),
+                             "ctypes arrays": lambda: raw(o.ctypes.data, a.ctypes.data, 1024)})
+    svod_ns, svod_kw_ns, ctypes_ns, ctypes_arrays_ns = calls.values()
     print(f"lambda loop overhead (subtracted from nothing below): {loop:.0f} ns")
     print(f"svod call, 2 numpy arrays + 1 scalar:        {svod_ns:7.0f} ns")
     print(f"svod call, scalar by keyword:                {svod_kw_ns:7.0f} ns")
@@ -107,6 +134,47 @@ def main():
         py, cpp = statistics.median(py), statistics.median(cpp)
         print(f"plan.execute(), {ops:4d} ops: Python {py / 1e3:8.2f} us, C++ execute {cpp / 1e3:8.2f} us, "
               f"Python overhead {(py - cpp) / 1e3:+.2f} us")
+
+    tinygrad_runtimes()
+
+
+TINYGRAD_DIR = pathlib.Path(os.environ.get("SVOD_TINYGRAD_DIR", pathlib.Path(__file__).resolve().parents[2] / "shared" /
+                                           "tinygrad"))
+EMPTY = "void empty(float* o, const float* a, int n) {}"
+
+
+def tinygrad_runtimes():
+    """Part 4: the empty kernel through tinygrad's Program interface, on its CPU device and on SVOD."""
+    sys.path.append(str(TINYGRAD_DIR))
+    try:
+        import svod.tinygrad  # noqa: F401 - registers the device SVOD
+        from tinygrad import Device, dtypes
+        from tinygrad.device import BufferSpec, TinyELF
+    except ImportError as e:
+        print(f"tinygrad's runtimes: not measured, tinygrad not found in {TINYGRAD_DIR} ({e})")
+        return
+    # Two 1,024-float buffers and the scalar n, as tinygrad's signature lists a kernel's parameters.
+    signature = ((None, 0, dtypes.float32, (1024,)), (None, 1, dtypes.float32, (1024,)), ("n", 2, dtypes.int32, ()))
+    devices = {}
+    for name in ("CPU", "SVOD"):
+        dev = Device[name]
+        elf = TinyELF(dev.compiler.compile(EMPTY), "empty", dev.renderer.target, signature)
+        prg = dev.runtime(elf)
+        bufs = [dev.allocator.alloc(4096, BufferSpec()) for _ in range(2)]
+        devices[name] = (dev, elf, prg, bufs)
+    _, _, inner, inner_bufs = devices["SVOD"]
+    calls = side_by_side_ns({**{name: (lambda prg=prg, bufs=bufs: prg(*bufs, vals=(1024,)))
+                                for name, (_, _, prg, bufs) in devices.items()},
+                             "svod": lambda: inner.prg(*inner_bufs, 1024)})
+    print(f"tinygrad's runtime call, prg(*bufs, vals=(1024,)): CPU (CPUProgram) {calls['CPU']:7.0f} ns, "
+          f"SVOD (SVODProgram) {calls['SVOD']:7.0f} ns   SVOD/CPU = {calls['SVOD'] / calls['CPU']:.2f}")
+    print(f"the svod.Program inside SVODProgram, called directly: {calls['svod']:7.0f} ns   "
+          f"svod/CPU = {calls['svod'] / calls['CPU']:.2f}")
+    loads = side_by_side_ns({name: (lambda dev=dev, elf=elf: dev.runtime(elf))
+                             for name, (dev, elf, _, _) in devices.items()}, batch=20, samples=101)
+    print(f"tinygrad's runtime load, Device.runtime(TinyELF): CPU {loads['CPU'] / 1e3:7.1f} us, "
+          f"SVOD {loads['SVOD'] / 1e3:7.1f} us   SVOD/CPU = {loads['SVOD'] / loads['CPU']:.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -32,7 +32,7 @@ for ((r = 1; r <= rounds; r++)); do
       check=()
       [[ $mode != off ]] && check=(--check="$mode")
       "$build/svod" run "${plans[$plan]}" --repeat 200 --sequential "${check[@]}" |
-        sed -n 's/^execute ([a-z]*, [0-9]* runs): median \([0-9.]*\) us.*/\1/p' >>"$work/$plan-$mode.txt"
+        sed -n 's/^execute (.*warm runs: median \([0-9.]*\) us.*/\1/p' >>"$work/$plan-$mode.txt"
     done
   done
 done

@@ -6,8 +6,8 @@ the process opens the compiler and compiles once (the object cache on: a preambl
 every run), its source with and without `#include <math.h>`, and, for scale, `/bin/true`; rounds alternate the commands, and each
 median is also given as a multiple of /bin/true's, with the median CPU time (user + system, every
 thread): wall time well above it is time spent waiting (threads joined, the scheduler). With a baseline build folder, its `svod` runs
-the same commands in the same rounds. Then Python (this build): `import svod` and
-`svod.device("CPU")` after it, each in a fresh interpreter.
+the same commands in the same rounds. Then Python (this build), each in a fresh interpreter:
+`import numpy` (which svod needs), `import svod` after it and `svod.device("CPU")` after that.
 
     /usr/bin/python3 bench/startup.py [rounds=15] [build folder=build/release] [baseline build folder]
 """
@@ -36,11 +36,13 @@ KERNEL_PLAN = """{{ "svod_plan": 1,
 PYTHON_PROBE = """
 import time
 t0 = time.perf_counter()
-import svod
+import numpy
 t1 = time.perf_counter()
-svod.device("CPU")
+import svod
 t2 = time.perf_counter()
-print(t1 - t0, t2 - t1)
+svod.device("CPU")
+t3 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2)
 """
 
 
@@ -108,14 +110,14 @@ def main():
             print(f"{name:53s} median {m * 1e3:6.2f} ms  (range {min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})  "
                   f"{m / base:5.2f}x /bin/true  cpu {statistics.median(cpu[name]) * 1e3:5.2f} ms")
         py_env = dict(env, PYTHONPATH=os.path.join(build, "python"))
-        imports, devices = [], []
+        steps = {"python: import numpy": [], "python: import svod": [], "python: svod.device(CPU)": []}
         for _ in range(rounds):
             out = subprocess.run([sys.executable, "-c", PYTHON_PROBE], env=py_env, capture_output=True, text=True,
                                  check=True).stdout.split()
-            imports.append(float(out[0]))
-            devices.append(float(out[1]))
-        print(f"{'python: import svod':53s} median {statistics.median(imports) * 1e3:6.2f} ms")
-        print(f"{'python: svod.device(CPU)':53s} median {statistics.median(devices) * 1e3:6.2f} ms (after the import)")
+            for times, value in zip(steps.values(), out):
+                times.append(float(value))
+        for (name, times), after in zip(steps.items(), ("", " (after numpy)", " (after the import)")):
+            print(f"{name:53s} median {statistics.median(times) * 1e3:6.2f} ms{after}")
     finally:
         shutil.rmtree(work)
 

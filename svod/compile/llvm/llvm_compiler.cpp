@@ -71,7 +71,7 @@ double thread_cpu_ms() {
 // The length is for 256-bit vector registers and grows with them: a body of
 // a few lanes fills 512-bit registers only through the loop vectoriser (an
 // element-wise corpus kernel of 4 lanes ran 1.2-1.3x slower on AVX-512
-// without it, docs/BENCHMARKS.md).
+// without it, docs/BENCHMARKS_HISTORY.md, 2026-12-02).
 constexpr size_t kLongLoopInstructions = 128;
 
 struct SkipLoopVectorizeOnLongLoops : llvm::PassInfoMixin<SkipLoopVectorizeOnLongLoops> {

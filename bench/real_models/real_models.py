@@ -9,19 +9,20 @@ never edited. Anything missing (Node.js, the npm packages, tinygrad, svod's Pyth
 the benchmark with a line that says what.
 
 Each configuration runs in a worker process of its own, and all take turns, round by round, for
-the same time each (--seconds): ONNX Runtime (ort_worker.js; one intra-op thread and all), and
-tinygrad (tinygrad_worker.py) on DEV=SVOD and DEV=CPU, on all threads and on one (NUM_CPU_THREADS=1,
-SVOD_THREADS=1), and on DEV=SVOD with its kernels compiled by clang with more flags (--clang=FLAGS,
+the same time each (--seconds), on each of --threads (default one and all): ONNX Runtime
+(ort_worker.js, its intra-op threads), and tinygrad (tinygrad_worker.py; NUM_CPU_THREADS and
+SVOD_THREADS below all) on DEV=SVOD and DEV=CPU, and on DEV=SVOD with its kernels compiled by clang with more flags (--clang=FLAGS,
 default -O3: clang_with_flags.sh as SVOD_CLANG, no change to svod). Every worker has its own svod
 and tinygrad caches under --work, so the first run compiles everything and later runs compile
-nothing. The tables give medians in ms of:
+nothing. The tables give medians in ms (wall clock; with --clock=cpu, the process's CPU time, for a
+loaded machine, where a long call's wall time counts other processes' turns on the cores) of:
 
   end to end   a call as its user makes it: tensor in, output out (ONNX Runtime: Tensor, run, data);
   replay       tinygrad's replay of the jitted calls alone (no input tensor, no .numpy());
   svod plans   the svod plans that DEV=SVOD made of the jitted batches, executed directly;
   × ORT        against ONNX Runtime with the same thread count (end to end; plans, else replay).
 
-Outputs are compared with ONNX Runtime's (one thread) on the same input, a fixed-seed uniform
+Outputs are compared with ONNX Runtime's (the first thread count) on the same input, a fixed-seed uniform
 [-1, 1) array saved as .npy that both sides read. For the classifier and the recognition model,
 a per-op profile of the svod plans (svod.profile) lists where the time goes, for svod's default
 build beside each --clang build.
@@ -51,6 +52,7 @@ MODELS = {
     "detection": ("ch_PP-OCRv4_det_infer.onnx", None, "PP-OCRv4 detection"),
 }
 PROFILED = ("classifier", "recognition")
+CLOCK_NAMES = {"wall": "ms", "cpu": "CPU ms of the process"}
 
 
 class Worker:
@@ -150,13 +152,13 @@ def compared(output: pathlib.Path, reference: np.ndarray) -> str:
     return f"max abs {diff.max():.1e} ({diff.max() / np.abs(reference).max():.1e} of max |ORT|)"
 
 
-def bench_model(name, shape, title, args, ort, workers, all_threads):
+def bench_model(name, shape, title, args, ort, workers):
     """Loads the model in every worker, times it in rounds and prints its table."""
     path = args.modules / "@gutenye" / "ocr-models" / "assets" / MODELS[name][0]
     out = args.work / "out"
     out.mkdir(parents=True, exist_ok=True)
     np.save(inp := out / f"{name}.input.npy", np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32))
-    ort_threads = list(dict.fromkeys((1, all_threads)))
+    ort_threads = args.thread_counts
     # One worker at a time, so that their first-use times are not each other's load.
     created = ort("load", name=name, path=str(path), threads=ort_threads, input=str(inp),
                   output_prefix=str(out / f"{name}.ort-"))["create_ms"]
@@ -168,21 +170,22 @@ def bench_model(name, shape, title, args, ort, workers, all_threads):
     before = load()
     for _ in range(args.rounds):
         for threads in ort_threads:
-            ms = ort("time", name=name, threads=threads, seconds=args.seconds)["ms"]
+            ms = ort("time", name=name, threads=threads, seconds=args.seconds, clock=args.clock)["ms"]
             times.setdefault(("ORT", threads), {"e2e": []})["e2e"] += ms
         for config, worker in workers.items():
             for device in config.devices:
-                for kind, ms in worker("time", name=name, device=device, seconds=args.seconds).items():
+                for kind, ms in worker("time", name=name, device=device, seconds=args.seconds,
+                                       clock=args.clock).items():
                     times.setdefault((config, device), {}).setdefault(kind, []).extend(ms)
         for threads in ort_threads:
             if (ms := exported_from_c_ms(name, threads, args.seconds)) is not None:
                 times.setdefault(("C", threads), {"e2e": []})["e2e"] += ms
 
-    print(f"\n{title}, input {'x'.join(map(str, shape))}: ms per call, medians of {args.rounds} rounds "
+    print(f"\n{title}, input {'x'.join(map(str, shape))}: {CLOCK_NAMES[args.clock]} per call, medians of {args.rounds} rounds "
           f"({before} before, {load()} after)")
     print(f"{'':36} {'threads':>7} {'end to end':>11} {'× ORT':>7} {'replay':>8} {'svod plans':>10} {'× ORT':>7}"
-          f"   outputs against ONNX Runtime's (1 thread)")
-    reference = np.load(out / f"{name}.ort-1.npy").astype(np.float64)
+          f"   outputs against ONNX Runtime's ({ort_threads[0]} thread{'s' * (ort_threads[0] > 1)})")
+    reference = np.load(out / f"{name}.ort-{ort_threads[0]}.npy").astype(np.float64)
     for threads in ort_threads:
         ort_ms = median(times[("ORT", threads)]["e2e"])
         rows = [(f"ONNX Runtime {args.ort_version}", ("ORT", threads), out / f"{name}.ort-{threads}.npy")]
@@ -241,11 +244,11 @@ def bench_llm(args, workers):
     before = load()
     for _ in range(args.rounds):
         for config, device in columns:
-            answer = workers[config]("llm_decode", device=device, tokens=tokens)
+            answer = workers[config]("llm_decode", device=device, tokens=tokens, clock=args.clock)
             ms[(config, device)] += answer["ms"]
             out[(config, device)] = answer["tokens"]
     print(f"\ntinygrad's LLM decode step (tinygrad/llm/model.py: 4 blocks, dim 512, random weights, greedy): "
-          f"{args.rounds} rounds of {tokens} tokens ({before} before, {load()} after)")
+          f"{args.rounds} rounds of {tokens} tokens, {CLOCK_NAMES[args.clock]} ({before} before, {load()} after)")
     first = out[columns[0]]
     for column in columns:
         config, device = column
@@ -269,6 +272,9 @@ def main():
     parser.add_argument("--clang", action="append", metavar="FLAGS",
                         help="adds DEV=SVOD rows whose kernels clang compiles with these flags added; written "
                              "--clang=-O3 (the default), --clang= for none; repeatable")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: time calls in the process's CPU time, which leaves out the time other "
+                             "processes hold the cores (a loaded machine); with --threads=1 only")
     parser.add_argument("--profile-top", type=int, default=12)
     parser.add_argument("--profile-replays", type=int, default=20)
     parser.add_argument("--llm-tokens", type=int, default=16, help="tokens per round; 0: no LLM")
@@ -282,9 +288,12 @@ def main():
         print("real_models: skipped: " + "; ".join(lacking))
         return
     all_threads = os.cpu_count()
-    thread_counts = [all_threads if t == "all" else int(t) for t in args.threads.split(",")]
+    thread_counts = args.thread_counts = list(dict.fromkeys(
+        all_threads if t == "all" else int(t) for t in args.threads.split(",")))
+    if args.clock == "cpu" and thread_counts != [1]:
+        parser.error("--clock=cpu needs --threads=1: several threads' CPU time adds up, and waiting threads may spin")
     clang = [flags for flags in (args.clang if args.clang is not None else ["-O3"]) if flags]
-    configs = [Config(threads, flags) for threads in dict.fromkeys(thread_counts) for flags in [None, *clang]]
+    configs = [Config(threads, flags) for threads in thread_counts for flags in [None, *clang]]
 
     args.work.mkdir(parents=True, exist_ok=True)
     ort = Worker("ONNX Runtime", ["node", str(HERE / "ort_worker.js"), str(args.modules.resolve())])
@@ -295,7 +304,7 @@ def main():
         print(f"real models: {machine()}; ONNX Runtime {args.ort_version} (onnxruntime-node, CPU); {load()}")
         for name in models:
             _, shape, title = MODELS[name]
-            bench_model(name, shape or (1, 3, args.det_size, args.det_size), title, args, ort, workers, all_threads)
+            bench_model(name, shape or (1, 3, args.det_size, args.det_size), title, args, ort, workers)
         for name in models:
             if name in PROFILED: profile_model(name, args, workers)
         if args.llm_tokens: bench_llm(args, workers)

@@ -8,13 +8,14 @@ Requests ({"cmd": name, ...arguments}; an answer {"error": text} when one fails)
   load(name, path, input, devices, output_prefix): the ONNX model through tinygrad's ONNX frontend
       on each device, jitted (TinyJit), called three times (run, capture, replay) on the input
       .npy; the last output goes to OUTPUT_PREFIX<device>.npy.
-  time(name, device, seconds): calls of one model, `seconds` of each kind (in ms):
+  time(name, device, seconds, clock): calls of one model, `seconds` of each kind, each call's time in ms
+      on CLOCKS[clock]:
       e2e     a user's call: a tensor made from the numpy input, the jitted call, .numpy() out;
       replay  tinygrad's replay of the captured calls alone (no input tensor, no copy out);
       plans   SVOD only: the svod plans that SVODGraph made of the jitted batches, executed
               directly, no tinygrad in the loop.
   profile(name, replays, top): svod.profile() of the plans' replays: the ops that take the most time.
-  llm_load(device, max_context) / llm_decode(device, tokens): tinygrad's LLM (tinygrad/llm/model.py,
+  llm_load(device, max_context) / llm_decode(device, tokens, clock): tinygrad's LLM (tinygrad/llm/model.py,
       random weights) decoding greedily; each token's time from the generator, in ms.
 """
 import contextlib
@@ -76,13 +77,19 @@ def recording_svod_graphs(graphs: list):
         svod.tinygrad.SVODGraph.__init__ = init
 
 
-def timed_ms(fn, seconds: float) -> list[float]:
-    """Calls fn until `seconds` have passed (at least once); each call's time in ms."""
-    times, end = [], time.perf_counter() + seconds
+# wall: time as the caller waits for it. cpu: the CPU time of the whole process (all its threads),
+# which leaves out the time other processes hold the cores: with one thread, a call's own work on a
+# loaded machine, as long as no thread of the process spins while it waits.
+CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.process_time_ns}
+
+
+def timed_ms(fn, seconds: float, clock: str) -> list[float]:
+    """Calls fn until `seconds` have passed (at least once); each call's time in ms on CLOCKS[clock]."""
+    now, times, end = CLOCKS[clock], [], time.perf_counter() + seconds
     while not times or time.perf_counter() < end:
-        start = time.perf_counter_ns()
+        start = now()
         fn()
-        times.append((time.perf_counter_ns() - start) / 1e6)
+        times.append((now() - start) / 1e6)
     return times
 
 
@@ -140,11 +147,11 @@ class Worker:
                               "svod_plans": len(model.graphs), "outside_graphs": model.outside_graphs}
         return answer
 
-    def time(self, name, device, seconds):
+    def time(self, name, device, seconds, clock):
         model = self.models[(name, device)]
         kinds = {"e2e": model.call, "replay": model.replay}
         if model.graphs: kinds["plans"] = model.execute_plans
-        return {kind: timed_ms(fn, seconds) for kind, fn in kinds.items()}
+        return {kind: timed_ms(fn, seconds, clock) for kind, fn in kinds.items()}
 
     def profile(self, name, replays, top):
         model = self.models[(name, "SVOD")]
@@ -170,14 +177,14 @@ class Worker:
         self.llms[device] = (generator, tokens)
         return {}
 
-    def llm_decode(self, device, tokens):
+    def llm_decode(self, device, tokens, clock):
         generator, out = self.llms[device]
         ms = []
         with Context(DEV=device):
             for _ in range(tokens):
-                start = time.perf_counter_ns()
+                start = CLOCKS[clock]()
                 out.append(next(generator))  # the token's .item(): the step has finished
-                ms.append((time.perf_counter_ns() - start) / 1e6)
+                ms.append((CLOCKS[clock]() - start) / 1e6)
         return {"ms": ms, "tokens": out}
 
 

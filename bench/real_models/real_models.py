@@ -183,7 +183,7 @@ def bench_model(name, shape, title, args, ort, workers):
 
     print(f"\n{title}, input {'x'.join(map(str, shape))}: {CLOCK_NAMES[args.clock]} per call, medians of {args.rounds} rounds "
           f"({before} before, {load()} after)")
-    print(f"{'':36} {'threads':>7} {'end to end':>11} {'× ORT':>7} {'replay':>8} {'svod plans':>10} {'× ORT':>7}"
+    print(f"{'':{args.label_width}} {'threads':>7} {'end to end':>11} {'× ORT':>7} {'replay':>8} {'svod plans':>10} {'× ORT':>7}"
           f"   outputs against ONNX Runtime's ({ort_threads[0]} thread{'s' * (ort_threads[0] > 1)})")
     reference = np.load(out / f"{name}.ort-{ort_threads[0]}.npy").astype(np.float64)
     for threads in ort_threads:
@@ -194,7 +194,7 @@ def bench_model(name, shape, title, args, ort, workers):
         for label, row, output in rows:
             t = times[row]
             e2e, replay, plans = (median(t.get(kind, [])) for kind in ("e2e", "replay", "plans"))
-            line = f"{label:36} {threads:7} {e2e:11.3f} {e2e / ort_ms:6.2f}x "
+            line = f"{label:{args.label_width}} {threads:7} {e2e:11.3f} {e2e / ort_ms:6.2f}x "
             if "replay" in t:
                 line += f"{replay:8.3f} " + (f"{plans:10.3f}" if "plans" in t else f"{'-':>10}")
                 line += f" {(plans if 'plans' in t else replay) / ort_ms:6.2f}x"
@@ -203,9 +203,9 @@ def bench_model(name, shape, title, args, ort, workers):
             print(f"{line}   {compared(output, reference)}")
         if ("C", threads) in times:
             e2e = median(times[("C", threads)]["e2e"])
-            print(f"{'exported package, called from C':36} {threads:7} {e2e:11.3f} {e2e / ort_ms:6.2f}x")
+            print(f"{'exported package, called from C':{args.label_width}} {threads:7} {e2e:11.3f} {e2e / ort_ms:6.2f}x")
         else:
-            print(f"{'exported package, called from C':36} {threads:7}   not yet: svod cannot export a jitted "
+            print(f"{'exported package, called from C':{args.label_width}} {threads:7}   not yet: svod cannot export a jitted "
                   f"function (issue 52)")
     print("first use: ONNX Runtime's session " + ", ".join(
         f"{threads} thread{'s' * (threads > 1)} {created[str(threads)]:.0f} ms" for threads in ort_threads))
@@ -225,12 +225,14 @@ def profile_model(name, args, workers):
         default = profiles[group[0]]
         print(f"\n{name}: the svod plans' {args.profile_top} slowest ops, µs per replay, {threads} "
               f"thread{'s' * (threads > 1)} (medians of {args.profile_replays} replays, svod.profile)")
-        print(f"{'op':72} " + " ".join(f"{('svod default' if c.clang is None else 'clang ' + c.clang):>14}" for c in group))
+        heads = {c: "svod default" if c.clang is None else "clang " + c.clang for c in group}
+        width = {c: max(14, len(head)) for c, head in heads.items()}
+        print(f"{'op':40} " + " ".join(f"{head:>{width[c]}}" for c, head in heads.items()))
         by_op = {config: {op["op"]: op["us"] for op in p["ops"]} for config, p in profiles.items()}
         for op in default["ops"][:args.profile_top]:
             label = f"#{op['op']} {op['kernel']}"  # the op's place among all plans' ops, its kernel
-            print(f"{label[:72]:72} " + " ".join(f"{by_op[c].get(op['op'], float('nan')):14.1f}" for c in group))
-        print(f"{'all ops (sum of their medians)':72} " + " ".join(f"{profiles[c]['kernels_us']:14.1f}" for c in group))
+            print(f"{label[:40]:40} " + " ".join(f"{by_op[c].get(op['op'], float('nan')):{width[c]}.1f}" for c in group))
+        print(f"{'all ops (sum of their medians)':40} " + " ".join(f"{profiles[c]['kernels_us']:{width[c]}.1f}" for c in group))
 
 
 def bench_llm(args, workers):
@@ -253,7 +255,7 @@ def bench_llm(args, workers):
     for column in columns:
         config, device = column
         agree = "the same tokens" if out[column] == first else "other tokens than the first row"
-        print(f"{config.row(device):36} {config.threads:2} thread{'s' * (config.threads > 1):1} "
+        print(f"{config.row(device):{args.label_width}} {config.threads:2} thread{'s' * (config.threads > 1):1} "
               f"{1000 / median(ms[column]):8.1f} tokens/s "
               f"({median(ms[column]):.2f} ms a token), {agree}")
 
@@ -295,6 +297,7 @@ def main():
     clang = [flags for flags in (args.clang if args.clang is not None else ["-O3"]) if flags]
     configs = [Config(threads, flags) for threads in thread_counts for flags in [None, *clang]]
 
+    args.label_width = max(36, *(len(config.row(device)) for config in configs for device in config.devices))
     args.work.mkdir(parents=True, exist_ok=True)
     ort = Worker("ONNX Runtime", ["node", str(HERE / "ort_worker.js"), str(args.modules.resolve())])
     workers = {config: Worker(config.slug, [sys.executable, str(HERE / "tinygrad_worker.py")],

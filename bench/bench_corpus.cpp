@@ -5,7 +5,7 @@
 // softmax and layernorm in several passes, elementwise chains over many
 // inputs, core_id-threaded variants and f16 inputs widened to f32, from about
 // 15 to 500 lines each. For every kernel it reports the compile time of the
-// clang process (one `clang-19 -O2` per kernel, svod's flags) and of the
+// clang process (one `clang-19` per kernel, svod's flags) and of the
 // in-process llvm compiler, the llvm compiler's breakdown (front end, IR
 // optimisation, code generation) plus the ELF load time, and the kernel's run
 // time built by each compiler. Compiles call the compilers directly, so no

@@ -14,6 +14,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "svod/compile/cpu_recipe.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/watchdog.h"
 #include "svod/package/program_binary.h"
@@ -288,6 +289,9 @@ PYBIND11_MODULE(_svod, m) {
   // What a cache of program binaries (compile_binary) is keyed by, as
   // svod.tinygrad's is: svod.program_binary_format.
   m.attr("program_binary_format") = svod::program_binary_format();
+  // The name of the recipe CPU kernels are compiled with, which such a cache
+  // is keyed by too: svod.cpu_recipe.
+  m.attr("cpu_recipe") = std::string(svod::kDefaultCpuRecipe.name);
   // Errors raised inside pybind11-bound functions take the same path as the
   // raw entry points.
   py::register_exception_translator([](std::exception_ptr p) {

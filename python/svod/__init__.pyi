@@ -13,6 +13,9 @@ __version__: str
 # Changes whenever program binaries (Device.compile_binary) this svod makes would be refused by one
 # that differs: a cache of binaries keyed by it misses instead of handing out ones this svod refuses.
 program_binary_format: str
+# The name of the recipe svod's CPU compilers build kernels with ("O3"): a cache of compiled kernels
+# kept outside svod keys by it too, so that kernels another recipe built are compiled again.
+cpu_recipe: str
 
 class Error(Exception):
     kind: str

@@ -95,11 +95,12 @@ _KERNEL_NAME = re.compile(r"^void\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
 class SVODCompiler(Compiler):
     """tinygrad's compile step by svod: C source to a svod program binary (bytes), through svod's
     kernel and object caches. tinygrad's compile cache (CCACHE, on by default) keeps the binaries
-    under the key compile_svod_<svod version>_<program binary format>, so that binaries an
-    earlier svod made, which this one would refuse, are not found there."""
+    under the key compile_svod_<svod version>_<program binary format>_<CPU recipe>, so that
+    binaries an earlier svod made, which this one would refuse or would build otherwise, are not
+    found there."""
 
     def __init__(self):
-        super().__init__(f"compile_svod_{svod.__version__}_{svod.program_binary_format}")
+        super().__init__(f"compile_svod_{svod.__version__}_{svod.program_binary_format}_{svod.cpu_recipe}")
 
     def compile(self, src: str) -> bytes:
         names = _KERNEL_NAME.findall(src)

@@ -6,6 +6,7 @@
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/base/subprocess.h"
+#include "svod/compile/cpu_recipe.h"
 
 namespace svod {
 namespace {
@@ -63,9 +64,11 @@ ClangCompiler::ClangCompiler(Options options) : options_(std::move(options)) {
 
 const std::vector<std::string>& ClangCompiler::object_flags() {
   static const std::vector<std::string> flags = {
-      "-O2",        "-march=native",          "-ffreestanding",           "-fno-math-errno",
-      "-fno-stack-protector", "-fPIC",       "-fno-plt",                 "-fvisibility=hidden",
-      "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
+      kDefaultCpuRecipe.clang_flag(), "-march=native", "-ffreestanding", "-fno-math-errno", "-fno-stack-protector",
+      "-fPIC", "-fno-plt", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
+      // No address-significance table: the loader ignores it, and the
+      // in-process compiler writes none.
+      "-fno-addrsig",
   };
   return flags;
 }
@@ -88,6 +91,10 @@ std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
+  // The object's file symbol names the source as the in-process compiler's
+  // does, not "-" for stdin, so that both compilers make the same bytes.
+  if (spec.language == Language::C)
+    argv.insert(argv.end(), {"-Xclang", "-main-file-name", "-Xclang", spec.diagnostic_file_name()});
   argv.insert(argv.end(), {"-", "-o", "-"});
   return argv;
 }

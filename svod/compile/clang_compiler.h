@@ -25,9 +25,10 @@ class ClangCompiler final : public Compiler {
   ClangCompiler();
   explicit ClangCompiler(Options options);
 
-  // The flags every object is built with: freestanding, -O2 for the host CPU,
-  // position-independent with GOT calls (-fno-plt), no errno from math, no
-  // stack protector, no unwind tables.
+  // The flags every object is built with: the default recipe's optimisation
+  // (cpu_recipe.h) for the host CPU, freestanding, position-independent with
+  // GOT calls (-fno-plt), no errno from math, no stack protector, no unwind
+  // tables.
   static const std::vector<std::string>& object_flags();
 
   // SVOD_CLANG, else clang-19, else clang on PATH. Throws DeviceUnavailable

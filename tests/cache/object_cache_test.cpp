@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/cache/cache_key.h"
+#include "svod/compile/cpu_recipe.h"
 #include "tests/cache/cache_test_support.h"
 #include "tests/support/watchdog.h"
 
@@ -245,6 +247,31 @@ TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
     EXPECT_EQ(compiles_for({}, spec), 0);
   }
   EXPECT_EQ(cache.usage().entries, 4u);
+}
+
+// The CPU compilers' recipe (cpu_recipe.h) is part of their identity: an
+// object the same compiler built with another recipe (-O2, the recipe before
+// -O3) is a miss, and the kernel is compiled with the recipe of today.
+TEST(ObjectCacheTest, AnObjectOfAnotherRecipeIsAMiss) {
+  TempDir dir;
+  ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+  const ProgramSpec spec = add_kernel(1);
+  auto compiler = std::make_shared<CountingCompiler>();
+  CompilerIdentity other_recipe = compiler->identity();
+  const auto level = std::find(other_recipe.flags.begin(), other_recipe.flags.end(), kDefaultCpuRecipe.clang_flag());
+  ASSERT_NE(level, other_recipe.flags.end());
+  *level = "-O2";
+  ClangCompiler::Options o2;
+  o2.extra_flags = {"-O2"};  // the last -O wins: what the other recipe built
+  cache.put(object_key(spec, other_recipe), ClangCompiler(o2).compile(spec));
+  CpuDevice device(compiler);
+  EXPECT_FLOAT_EQ(run_add_kernel(device, *compile_through(&cache, device, *compiler, spec)), 4.0f);
+  EXPECT_EQ(compiler->compiles(), 1);
+  EXPECT_EQ(cache.usage().entries, 2u);
+  // The object of today's recipe is found.
+  CpuDevice again(compiler);
+  EXPECT_FLOAT_EQ(run_add_kernel(again, *compile_through(&cache, again, *compiler, spec)), 4.0f);
+  EXPECT_EQ(compiler->compiles(), 1);
 }
 
 TEST(ObjectCacheTest, BudgetEvictsLeastRecentlyUsed) {

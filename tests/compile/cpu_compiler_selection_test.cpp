@@ -2,9 +2,11 @@
 // concurrent in-process compiles, and the lifetime of dlopen'ed libraries,
 // compiled or prebuilt.
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "svod/base/error.h"
 #include "svod/base/subprocess.h"
 #include "svod/compile/clang_compiler.h"
+#include "svod/compile/cpu_recipe.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/backends/cpu/cpu_device.h"
 #include "tests/support/cpu_compilers_built.h"
@@ -282,6 +285,96 @@ TEST(LlvmCompiler, ObjectsDoNotDependOnWhatWasCompiledBefore) {
   for (size_t i = specs.size(); i-- > 0;) {
     SCOPED_TRACE(specs[i].entry);
     EXPECT_TRUE(compiler.compile(specs[i]).bytes == forward[i].bytes);
+  }
+}
+
+// The recipe is in every CPU compiler's identity, which keys the object
+// cache (ObjectCacheTest.AnObjectOfAnotherRecipeIsAMiss): the llvm compiler
+// names its pipeline's level beside the flags it shares with clang.
+TEST(CpuRecipe, EveryCpuCompilersIdentityNamesIt) {
+  EXPECT_EQ(kDefaultCpuRecipe.clang_flag(), "-O3");
+  for (CpuCompiler c : test::cpu_compilers_built()) {
+    SCOPED_TRACE(to_string(c));
+    const std::vector<std::string>& flags = cpu_device(c)->compiler().identity().flags;
+    EXPECT_EQ(std::count(flags.begin(), flags.end(), "-O3"), 1);
+    EXPECT_EQ(std::count(flags.begin(), flags.end(), "-O2"), 0);
+    if (c == CpuCompiler::Llvm) EXPECT_NE(flags.back().find("default<O3>"), std::string::npos) << flags.back();
+  }
+}
+
+// Both compilers follow one recipe (cpu_recipe.h): the clang process by its
+// flags, the llvm compiler by the same flags for its front end and the same
+// passes and code generator level after it. So their objects are the same
+// bytes, and a kernel gives the same bits whichever compiled it. The kernels
+// are shaped as tinygrad renders them: a depthwise 5x5 convolution whose
+// filter loop the recipe unrolls and whose row loop it then vectorises, an
+// unrolled 3x4 tile whose long body loops 64 times (the loop vectoriser's
+// work), calls into libm, and LLVM IR (which names its file itself: clang
+// reads it from stdin, and would name it "<stdin>").
+TEST(CpuRecipe, BothCompilersBuildTheSameObjects) {
+  SVOD_REQUIRE_LLVM_PLUGIN();
+  const Compiler& clang = cpu_device(CpuCompiler::Clang)->compiler();
+  const Compiler& llvm = cpu_device(CpuCompiler::Llvm)->compiler();
+  // The plugin's clang is Debian's clang-19; another clang (SVOD_CLANG) makes other code.
+  if (llvm.identity().version.find(clang.identity().version) == std::string::npos)
+    GTEST_SKIP() << "the clang process is " << clang.identity().version << ", the plugin " << llvm.identity().version;
+  std::string tile = "void tile(float* restrict o, const float* restrict w, const float* restrict x) {\n"
+                     "  for (int i = 0; i < 64; i++) {\n";
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c)
+      tile += fmt::format(
+          "    o[{0}] += w[i * 3 + {1}] * x[i * 4 + {2}] + w[i * 3 + {1} + 192] * x[i * 4 + {2} + 256];\n", r * 4 + c,
+          r, c);
+  tile += "  }\n}\n";
+  std::vector<ProgramSpec> specs = {
+      c_kernel("dw5x5",
+               "void dw5x5(float* restrict o, const float* restrict x, const float* restrict w) {\n"
+               "  float acc[3];\n"
+               "  for (int row = 0; row < 40; row++)\n"
+               "    for (int col = 0; col < 96; col++) {\n"
+               "      acc[0] = acc[1] = acc[2] = 0.0f;\n"
+               "      for (int k = 0; k < 5; k++) {\n"
+               "        int at = row * 288 + k * 96 + col;\n"
+               "        _Bool left = 1 < col, right = col < 94, inside = 0 < k && k < 4;\n"
+               "        float a0 = (left & inside) ? x[at - 98] : 0.0f, a1 = inside ? x[at - 96] : 0.0f;\n"
+               "        float a2 = (right & inside) ? x[at - 94] : 0.0f, b0 = left ? x[at - 2] : 0.0f;\n"
+               "        float b1 = x[at], b2 = right ? x[at + 2] : 0.0f;\n"
+               "        acc[0] += a0 * w[k * 5] + a1 * w[k * 5 + 2] + a2 * w[k * 5 + 4];\n"
+               "        acc[1] += b0 * w[k * 5 + 1] + b1 * w[k * 5 + 2] + b2 * w[k * 5 + 3];\n"
+               "        acc[2] += a1 * b1 + a0 * b2;\n"
+               "      }\n"
+               "      float y = acc[0] + acc[1] + acc[2] + 3.0f;\n"
+               "      o[row * 96 + col] = y * (y < 0.0f ? 0.0f : 6.0f < y ? 6.0f : y) * 0.16666667f;\n"
+               "    }\n}\n",
+               {{"o", Access::Write}, {"x"}, {"w"}}),
+      c_kernel("tile", tile, {{"o", Access::ReadWrite}, {"w"}, {"x"}}),
+      c_kernel("softmax",
+               "#include <math.h>\n"
+               "void softmax(float* restrict o, const float* restrict x, int n) {\n"
+               "  float m = -INFINITY, s = 0.0f;\n"
+               "  for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;\n"
+               "  for (int i = 0; i < n; i++) { o[i] = expf(x[i] - m); s += o[i]; }\n"
+               "  for (int i = 0; i < n; i++) o[i] = o[i] / sqrtf(s * s);\n}\n",
+               {{"o", Access::Write}, {"x"}}, {{"n"}}),
+  };
+  ProgramSpec ir = c_kernel("scale",
+                            "source_filename = \"scale.ll\"\n"
+                            "define void @scale(ptr noalias %o, ptr noalias %x, i32 %n) {\n"
+                            "entry:\n  %go = icmp sgt i32 %n, 0\n  br i1 %go, label %loop, label %done\n"
+                            "loop:\n  %i = phi i32 [ 0, %entry ], [ %next, %loop ]\n"
+                            "  %at = getelementptr float, ptr %x, i32 %i\n  %v = load float, ptr %at\n"
+                            "  %w = fmul float %v, 2.5\n  %to = getelementptr float, ptr %o, i32 %i\n"
+                            "  store float %w, ptr %to\n  %next = add i32 %i, 1\n  %more = icmp slt i32 %next, %n\n"
+                            "  br i1 %more, label %loop, label %done\n"
+                            "done:\n  ret void\n}\n",
+                            {{"o", Access::Write}, {"x"}}, {{"n"}});
+  ir.language = Language::LlvmIr;
+  specs.push_back(ir);
+  for (const ProgramSpec& spec : specs) {
+    SCOPED_TRACE(spec.entry);
+    const Artifact by_clang = clang.compile(spec);
+    EXPECT_GT(by_clang.bytes.size(), 0u);
+    EXPECT_TRUE(llvm.compile(spec).bytes == by_clang.bytes);
   }
 }
 

@@ -324,6 +324,14 @@ print(((a @ a.T) + 1).sum(axis=1).tolist())
     assert third.returncode != 0 and "tried to compile with ASSERT_COMPILE set" in third.stderr
 
 
+def test_tinygrads_disk_cache_keys_svod_binaries_by_the_cpu_recipe(tg):
+    """A binary that another recipe built (svod built its kernels at -O2 before) is not taken from
+    tinygrad's cache, as svod's object cache does not take its objects."""
+    assert svod.cpu_recipe == "O3"
+    assert tg[3].SVODCompiler().cachekey == \
+        f"compile_svod_{svod.__version__}_{svod.program_binary_format}_{svod.cpu_recipe}"
+
+
 def test_a_kernel_that_faults_is_a_runtime_error_for_tinygrad(tg):
     """tinygrad takes a RuntimeError from a launch as a failed kernel (BEAM search records the
     candidate as failed and goes on): a fault is both svod.KernelFault and RuntimeError."""

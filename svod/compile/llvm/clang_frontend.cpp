@@ -439,7 +439,8 @@ ClangFrontend::ClangFrontend() {
   os.flush();
   if (!parsed) throw make_error(ErrorKind::Internal, "clang rejected svod's own cc1 command line:\n{}", text);
   // Clang hands over the IR as its code generator made it, with the function
-  // attributes of -O2; svod's own pipeline optimises it (EmitPipeline).
+  // attributes of the recipe's -O level (in ClangCompiler's flags); svod's
+  // own pipeline optimises it (EmitPipeline).
   invocation->getCodeGenOpts().DisableLLVMPasses = true;
   invocation->getFrontendOpts().Inputs.clear();
   invocation->getFrontendOpts().OutputFile.clear();

@@ -5,9 +5,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
-#include <llvm/Analysis/TargetTransformInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
@@ -26,7 +24,6 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
-#include <llvm/Transforms/Utils/LoopUtils.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,15 +38,40 @@
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/compile/clang_compiler.h"
+#include "svod/compile/cpu_recipe.h"
 #include "svod/compile/llvm/plugin_api.h"
 #include "svod/guard/signal_stack.h"
 
 namespace svod::detail {
 namespace {
 
-// Part of the identity: what the in-process path does beyond the C flags.
-constexpr char kPipeline[] =
-    "c:disable-llvm-passes;default<O2>+unroll+loop-vectorize(innermost<128x(vector bits/256))+slp-vectorize,no-builtins,pic,got-calls";
+// Part of the identity: what the in-process path does beyond the C flags,
+// which name the recipe's level too. The passes are those clang runs at that
+// level, by the same tuning (Parts::tuning), so both compilers build the same
+// code.
+std::string pipeline_description(const CpuRecipe& recipe) {
+  return fmt::format(
+      "c:disable-llvm-passes;default<O{0}>+unroll+loop-vectorize+slp-vectorize,codegen<O{0}>,no-builtins,pic,got-calls",
+      recipe.opt_level);
+}
+
+// The recipe's level as clang maps -O1 to -O3 onto LLVM's pass pipelines and
+// code generator levels.
+llvm::OptimizationLevel pass_level(const CpuRecipe& recipe) {
+  switch (recipe.opt_level) {
+    case 1: return llvm::OptimizationLevel::O1;
+    case 2: return llvm::OptimizationLevel::O2;
+    case 3: return llvm::OptimizationLevel::O3;
+  }
+  throw make_error(ErrorKind::Validation, "CPU recipe \"{}\": optimisation level {} is not 1, 2 or 3", recipe.name,
+                   recipe.opt_level);
+}
+
+llvm::CodeGenOptLevel codegen_level(const CpuRecipe& recipe) {
+  return recipe.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
+         : recipe.opt_level == 2 ? llvm::CodeGenOptLevel::Default
+                                 : llvm::CodeGenOptLevel::Less;
+}
 
 double ms_between(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end) {
   return std::chrono::duration<double, std::milli>(end - start).count();
@@ -63,35 +85,6 @@ double thread_cpu_ms() {
   return double(now.tv_sec) * 1e3 + double(now.tv_nsec) / 1e6;
 }
 
-// Generated kernels arrive unrolled and register-tiled: an innermost loop
-// whose body is already this long is not worth the loop vectoriser's time
-// (the SLP vectoriser still vectorises across its statements), and on such
-// loops the loop vectoriser's cost modelling is the most expensive pass of
-// the pipeline. Short loops, as people write them, are vectorised as before.
-// The length is for 256-bit vector registers and grows with them: a body of
-// a few lanes fills 512-bit registers only through the loop vectoriser (an
-// element-wise corpus kernel of 4 lanes ran 1.2-1.3x slower on AVX-512
-// without it, docs/BENCHMARKS_HISTORY.md, 2026-12-02).
-constexpr size_t kLongLoopInstructions = 128;
-
-struct SkipLoopVectorizeOnLongLoops : llvm::PassInfoMixin<SkipLoopVectorizeOnLongLoops> {
-  llvm::PreservedAnalyses run(llvm::Function& function, llvm::FunctionAnalysisManager& analyses) {
-    const uint64_t vector_bits = analyses.getResult<llvm::TargetIRAnalysis>(function)
-                                     .getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector)
-                                     .getFixedValue();
-    const size_t long_loop = kLongLoopInstructions * std::max<uint64_t>(1, vector_bits / 256);
-    for (llvm::Loop* loop : analyses.getResult<llvm::LoopAnalysis>(function).getLoopsInPreorder()) {
-      // Loops the source says how to vectorise keep their hints.
-      if (!loop->isInnermost() || llvm::findStringMetadataForLoop(loop, "llvm.loop.vectorize.enable")) continue;
-      size_t instructions = 0;
-      for (const llvm::BasicBlock* block : loop->blocks()) instructions += block->size();
-      if (instructions >= long_loop) llvm::addStringMetadataToLoop(loop, "llvm.loop.vectorize.enable", 0);
-    }
-    // Only loop metadata changed: every analysis still holds.
-    return llvm::PreservedAnalyses::all();
-  }
-};
-
 // Collects error diagnostics from LLVM (which is built without exceptions, so
 // nothing may be thrown from inside it); the caller throws afterwards.
 void collect_errors(const llvm::DiagnosticInfo* info, void* sink) {
@@ -103,7 +96,7 @@ void collect_errors(const llvm::DiagnosticInfo* info, void* sink) {
   os << '\n';
 }
 
-std::unique_ptr<llvm::TargetMachine> host_target_machine(const LlvmTarget& target) {
+std::unique_ptr<llvm::TargetMachine> host_target_machine(const LlvmTarget& target, const CpuRecipe& recipe) {
   std::string error;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, error);
   if (t == nullptr)
@@ -112,7 +105,7 @@ std::unique_ptr<llvm::TargetMachine> host_target_machine(const LlvmTarget& targe
   for (const auto& f : target.features) features += (features.empty() ? "" : ",") + f;
   std::unique_ptr<llvm::TargetMachine> machine(t->createTargetMachine(
       target.triple, target.cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Default));
+      codegen_level(recipe)));
   if (!machine)
     throw make_error(ErrorKind::DeviceUnavailable, "LLVM cannot create a target machine for {} (cpu {})",
                      target.triple, target.cpu);
@@ -130,7 +123,8 @@ void initialise_native_target() {
   });
 }
 
-EmitPipelinePool::EmitPipelinePool(LlvmTarget target) : target_(std::move(target)) {}
+EmitPipelinePool::EmitPipelinePool(LlvmTarget target, const CpuRecipe& recipe)
+    : target_(std::move(target)), recipe_(recipe) {}
 
 EmitPipelinePool::~EmitPipelinePool() = default;
 
@@ -151,7 +145,7 @@ EmitPipelinePool::Lease EmitPipelinePool::acquire() {
       return Lease(*this, std::move(pipeline));
     }
   }
-  return Lease(*this, std::make_unique<EmitPipeline>(target_));
+  return Lease(*this, std::make_unique<EmitPipeline>(target_, recipe_));
 }
 
 std::unique_ptr<llvm::Module> parse_llvm_ir(const ProgramSpec& spec, llvm::LLVMContext& context) {
@@ -215,17 +209,18 @@ void check_integer_widths(const llvm::Module& module, const std::string& who) {
 }
 
 struct EmitPipeline::Parts {
-  explicit Parts(const LlvmTarget& target)
-      : triple(target.triple), machine(host_target_machine(target)), builder(machine.get(), tuning()), out(object) {
+  Parts(const LlvmTarget& target, const CpuRecipe& recipe)
+      : triple(target.triple),
+        level(pass_level(recipe)),
+        machine(host_target_machine(target, recipe)),
+        builder(machine.get(), tuning()),
+        out(object) {
     // -ffreestanding: no library function is assumed to exist or behave as
     // in the C standard (the first registration of an analysis wins).
     functions.registerPass([this] {
       llvm::TargetLibraryInfoImpl library{llvm::Triple(triple)};
       library.disableAllFunctions();
       return llvm::TargetLibraryAnalysis(std::move(library));
-    });
-    builder.registerVectorizerStartEPCallback([](llvm::FunctionPassManager& passes, llvm::OptimizationLevel) {
-      passes.addPass(SkipLoopVectorizeOnLongLoops());
     });
     builder.registerModuleAnalyses(modules);
     builder.registerCGSCCAnalyses(sccs);
@@ -254,6 +249,7 @@ struct EmitPipeline::Parts {
   }
 
   std::string triple;
+  llvm::OptimizationLevel level;
   std::unique_ptr<llvm::TargetMachine> machine;
   llvm::LoopAnalysisManager loops;
   llvm::FunctionAnalysisManager functions;
@@ -265,7 +261,8 @@ struct EmitPipeline::Parts {
   llvm::legacy::PassManager codegen;
 };
 
-EmitPipeline::EmitPipeline(const LlvmTarget& target) : parts_(std::make_unique<Parts>(target)) {}
+EmitPipeline::EmitPipeline(const LlvmTarget& target, const CpuRecipe& recipe)
+    : parts_(std::make_unique<Parts>(target, recipe)) {}
 
 EmitPipeline::~EmitPipeline() = default;
 
@@ -277,7 +274,7 @@ std::vector<std::byte> EmitPipeline::run(llvm::Module& module, const std::string
   module.setDataLayout(p.machine->createDataLayout());
   // The pass pipeline itself is built per module: the inliner's wrapper
   // moves its passes out when it runs, so it cannot run twice.
-  p.builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(module, p.modules);
+  p.builder.buildPerModuleDefaultPipeline(p.level).run(module, p.modules);
   p.forget_module();
   const double optimised = thread_cpu_ms();
 
@@ -295,7 +292,7 @@ namespace {
 
 class LlvmCompiler final : public Compiler {
  public:
-  explicit LlvmCompiler(std::string plugin_path) : pipelines_(frontend_.target()) {
+  explicit LlvmCompiler(std::string plugin_path) : pipelines_(frontend_.target(), kDefaultCpuRecipe) {
     identity_.name = "llvm";
     identity_.path = std::move(plugin_path);
     identity_.version = "LLVM " LLVM_VERSION_STRING " in-process; " + ClangFrontend::version();
@@ -303,7 +300,7 @@ class LlvmCompiler final : public Compiler {
     identity_.target_cpu = frontend_.target().cpu;
     identity_.target_features = frontend_.target().features;
     identity_.flags = ClangCompiler::object_flags();
-    identity_.flags.emplace_back(kPipeline);
+    identity_.flags.push_back(pipeline_description(kDefaultCpuRecipe));
   }
 
   const CompilerIdentity& identity() const override { return identity_; }

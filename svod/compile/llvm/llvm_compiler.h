@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "svod/compile/compiler.h"
+#include "svod/compile/cpu_recipe.h"
 #include "svod/program/program_spec.h"
 
 namespace clang {
@@ -67,24 +68,24 @@ class ClangFrontend {
 };
 
 // The optimisation and code generation machinery of one compile at a time,
-// for one target: the target machine, the pass builder and analysis managers
-// of svod's O2 pipeline, and the code generation passes writing into a
-// buffer. Building them anew for every compile cost a small kernel about a
+// for one target and recipe (cpu_recipe.h): the target machine, the pass
+// builder and analysis managers of the recipe's pipeline, and the code
+// generation passes writing into a buffer. Building them anew for every compile cost a small kernel about a
 // sixth of its compile time, so they are built once and reused. Nothing of a
 // module outlives its compile (analysis results are cleared after each
 // module, and LLVM's assembly printer resets its streamer after each), so an
 // object does not depend on what was compiled before it.
 class EmitPipeline {
  public:
-  // Throws Error(DeviceUnavailable) when LLVM has no such target.
-  explicit EmitPipeline(const LlvmTarget& target);
+  // Throws Error(DeviceUnavailable) when LLVM has no such target, and
+  // Error(Validation) for a recipe of a level clang does not have.
+  EmitPipeline(const LlvmTarget& target, const CpuRecipe& recipe);
   ~EmitPipeline();
   EmitPipeline(const EmitPipeline&) = delete;
   EmitPipeline& operator=(const EmitPipeline&) = delete;
 
-  // Optimises `module` (svod's O2 pipeline, see kPipeline in
-  // llvm_compiler.cpp) and emits it as an ELF object, adding the time of
-  // each phase to `phases`. Throws Error(Compile) on LLVM's code generator's
+  // Optimises `module` (the recipe's pipeline, as clang runs it) and emits
+  // it as an ELF object, adding the time of each phase to `phases`. Throws Error(Compile) on LLVM's code generator's
   // errors: `codegen_errors` is where the context's diagnostic handler
   // collected them.
   std::vector<std::byte> run(llvm::Module& module, const std::string& codegen_errors, const std::string& who,
@@ -95,12 +96,12 @@ class EmitPipeline {
   std::unique_ptr<Parts> parts_;
 };
 
-// Pipelines for one target, lent to one compile at a time (a target machine
+// Pipelines for one target and recipe, lent to one compile at a time (a target machine
 // and its passes may not serve two threads at once); a new one is built when
 // all are busy.
 class EmitPipelinePool {
  public:
-  explicit EmitPipelinePool(LlvmTarget target);
+  EmitPipelinePool(LlvmTarget target, const CpuRecipe& recipe);
   ~EmitPipelinePool();
 
   class Lease {
@@ -122,6 +123,7 @@ class EmitPipelinePool {
 
  private:
   LlvmTarget target_;
+  CpuRecipe recipe_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<EmitPipeline>> idle_;
 };

@@ -1,9 +1,11 @@
 // Dispatch cost of the CPU path: Program::launch of an empty kernel (checks
 // included), the pre-validated CpuProgram::run that plans use, and a direct C
-// call of the same loaded entry as the floor.
+// call of the same loaded entry as the floor; and what a host buffer costs to
+// allocate, with and without its guard page.
 #include <benchmark/benchmark.h>
 
 #include "svod/backends/cpu/cpu_device.h"
+#include "svod/guard/guarded_memory.h"
 #include "svod/program/cpu_abi.h"
 
 namespace {
@@ -72,3 +74,16 @@ void BM_ProgramLaunchCoreIdSlices(benchmark::State& state) {
 BENCHMARK(BM_ProgramLaunchCoreIdSlices)->Arg(2)->Arg(16);
 
 }  // namespace
+
+// What a host buffer costs to allocate and free: fenced (the default: a
+// mapping ending at a guard page) against SVOD_GUARD_PAGES=0 (malloc for small
+// buffers, a plain mapping from 1 MiB up). Args: bytes, fenced.
+void BM_AllocateHostBuffer(benchmark::State& state) {
+  auto cpu = svod::cpu_device();
+  const auto bytes = static_cast<size_t>(state.range(0));
+  const bool was = svod::fence_host_memory();
+  svod::set_fence_host_memory(state.range(1) != 0);
+  for (auto _ : state) benchmark::DoNotOptimize(cpu->allocate(svod::DType::U8, bytes));
+  svod::set_fence_host_memory(was);
+}
+BENCHMARK(BM_AllocateHostBuffer)->ArgsProduct({{64, 65536, 1 << 20}, {0, 1}});

@@ -28,6 +28,7 @@ constexpr EnvVariable kVariables[] = {
     {EnvVar::CudaDriver, "SVOD_CUDA_DRIVER", EnvType::Text},
     {EnvVar::CudaPath, "SVOD_CUDA_PATH", EnvType::Text},
     {EnvVar::Debug, "SVOD_DEBUG", EnvType::Level, 0, 4},
+    {EnvVar::GuardPages, "SVOD_GUARD_PAGES", EnvType::Switch},
     {EnvVar::KernelCacheMax, "SVOD_KERNEL_CACHE_MAX", EnvType::Integer, 0, kNoLimit},
     {EnvVar::LlcSize, "SVOD_LLC_SIZE", EnvType::Bytes},
     {EnvVar::LlvmPlugin, "SVOD_LLVM_PLUGIN", EnvType::Text},

@@ -43,6 +43,7 @@ enum class EnvVar {
   CudaDriver,
   CudaPath,
   Debug,
+  GuardPages,
   KernelCacheMax,
   LlcSize,
   LlvmPlugin,

@@ -46,9 +46,17 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
                      bytes, size_text(bytes), limit, size_text(limit));
   }
   if (check_mode().memory) {
-    set_host_data(allocate_guarded(bytes));
+    set_host_data(allocate_guarded(bytes, Guards::Around));
     set_guarded();
+    kind_ = Memory::Guarded;
     return;
+  }
+  if (fence_host_memory()) {
+    if (void* data = try_allocate_fenced(bytes)) {
+      set_host_data(data);
+      kind_ = Memory::Fenced;
+      return;
+    }
   }
   if (bytes >= kMapThreshold) {
     // Page-aligned, so 64-byte aligned; zero pages appear on first touch.
@@ -56,8 +64,8 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
     if (data == MAP_FAILED)
       throw make_error(ErrorKind::Execution, "out of host memory allocating {} bytes ({}) on {}: {}", bytes,
                        size_text(bytes), device.name(), std::strerror(errno));
-    mapped_bytes_ = bytes;
     set_host_data(data);
+    kind_ = Memory::Mapping;
     return;
   }
   // aligned_alloc needs a size that is a multiple of the alignment; a zero-byte
@@ -71,13 +79,19 @@ HostStorage::HostStorage(Device& device, size_t bytes) : Storage(device, bytes) 
 }
 
 HostStorage::~HostStorage() {
-  if (guarded()) {
-    if (!gaps_intact(host_data(), bytes()))
-      std::fprintf(stderr, "svod: checked mode: a buffer of %zu bytes at %p being freed was written just outside its "
-                   "range (the canary around it changed)\n", bytes(), host_data());
-    free_guarded(host_data(), bytes());
-  } else if (mapped_bytes_ != 0) ::munmap(host_data(), mapped_bytes_);
-  else std::free(host_data());
+  switch (kind_) {
+    case Memory::Guarded:
+    case Memory::Fenced: {
+      const Guards guards = kind_ == Memory::Guarded ? Guards::Around : Guards::After;
+      if (!gaps_intact(host_data(), bytes(), guards))
+        std::fprintf(stderr, "svod: a buffer of %zu bytes at %p being freed was written just outside its range (the "
+                     "canary in its alignment slack changed)\n", bytes(), host_data());
+      free_guarded(host_data(), bytes(), guards);
+      break;
+    }
+    case Memory::Mapping: ::munmap(host_data(), bytes()); break;
+    case Memory::Heap: std::free(host_data()); break;
+  }
 }
 
 size_t checked_byte_size(DType dtype, size_t count) {

@@ -49,12 +49,17 @@ class Storage {
   uint64_t id_;
 };
 
-// Host memory: 64-byte aligned, zero-filled. In checked mode (memory) every
-// allocation is guarded memory instead (svod/guard/guarded_memory.h: 16-byte
-// aligned, guard pages on both sides). Otherwise allocations from
-// kMapThreshold bytes up are anonymous mappings, which the kernel zeroes a
-// page at a time on first touch: a large buffer of which a kernel uses a
-// little costs only the pages it uses, and making it writes nothing. A
+// Host memory: 64-byte aligned, zero-filled. By default each allocation ends
+// at most 63 bytes before an inaccessible guard page (fenced:
+// svod/guard/guarded_memory.h, Guards::After), so a kernel that writes past
+// its end faults at once and the fault names the buffer; in checked mode
+// (memory) it lies between guards on both sides instead (16-byte aligned).
+// Either is an anonymous mapping, which the kernel zeroes a page at a time
+// on first touch: a large buffer of which a kernel uses a little costs only
+// the pages it uses, and making it writes nothing. Where fencing is off
+// (SVOD_GUARD_PAGES=0) or the process has too many fenced buffers alive,
+// allocations from kMapThreshold bytes up are plain mappings and smaller
+// ones come from malloc's heap. A
 // request above host_memory_limit() is refused up front (Error Unsupported,
 // with the size asked for and the memory available) instead of failing
 // later, page by page, in the OOM killer.
@@ -66,7 +71,8 @@ class HostStorage final : public Storage {
   ~HostStorage() override;
 
  private:
-  size_t mapped_bytes_ = 0;  // nonzero when the memory is a mapping of this size
+  enum class Memory : uint8_t { Heap, Mapping, Fenced, Guarded };
+  Memory kind_ = Memory::Heap;
 };
 
 class Buffer {

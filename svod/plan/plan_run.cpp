@@ -284,7 +284,7 @@ void PlanState::check_outputs(size_t i, bool scan_nan) const {
   for (const auto& [slot, a] : access[i]) {
     if (!writes(a)) continue;
     const Buffer& b = buffers[slot];
-    if (b.is_host() && b.storage().guarded() && !gaps_intact(b.storage().host_data(), b.storage().bytes()))
+    if (b.is_host() && b.storage().guarded() && !gaps_intact(b.storage().host_data(), b.storage().bytes(), Guards::Around))
       throw make_error(ErrorKind::Execution,
                        "wrote just outside {} ({}[{}]): the canary in the bytes around it changed (checked mode)",
                        slot_name(slot), to_string(b.dtype()), b.count());

@@ -22,6 +22,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/comm/communicator.h"
 #include "svod/guard/checked_mode.h"
+#include "svod/guard/guarded_memory.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/support/comm_checks.h"
 #include "tests/support/rss.h"
@@ -378,9 +379,46 @@ TEST_F(KernelTrap, CheckedModeStopsTheFirstAccessPastEitherEndNamingTheElement) 
     EXPECT_EQ(info.buffer, 0u);
     EXPECT_EQ(info.element, c.element);
   }
-  // Without checked mode the same overrun by one element goes unnoticed.
   set_check_mode(CheckMode{});
-  launch("void k(float* o) { for (int i = 0; i <= 1024; i++) o[i] = i; }", 1, 1024);
+}
+
+// By default every host buffer ends at a guard page (at most 63 bytes before
+// it), so the newcomer's overrun, 64 elements into a buffer of 16, and a
+// small one, 4 elements past 16, are faults that name the buffer and the
+// element, not heap corruption found later.
+TEST_F(KernelTrap, AnOverrunOfAHostBufferFaultsAtItsGuardPageByDefault) {
+#if defined(__x86_64__)
+  const std::string wrote = "wrote";
+#else
+  const std::string wrote = "accessed";
+#endif
+  for (int past : {4, 48}) {
+    std::string message;
+    const KernelFaultInfo info = trapped(
+        [&] { launch("void k(float* o) { for (int i = 0; i < " + std::to_string(16 + past) + "; i++) o[i] = i; }"); },
+        &message);
+    EXPECT_THAT(message, HasSubstr("  guard page: " + wrote +
+                                   " 0 bytes past the end of buffer 0 (\"o\", f32[16]) at element 16\n"));
+    EXPECT_EQ(info.cause, "out of bounds");
+    EXPECT_EQ(info.buffer, 0u);
+    EXPECT_EQ(info.element, 16);
+  }
+}
+
+TEST_F(KernelTrap, HostBuffersAreFencedUnlessTurnedOff) {
+  auto cpu = cpu_device();
+  const auto fenced = [&](size_t count) {
+    Buffer b = cpu->allocate(DType::F32, count);
+    GuardHit hit{};
+    return find_guard(b.first_byte() + b.bytes(), hit) && hit.guards == Guards::After;
+  };
+  ASSERT_TRUE(fence_host_memory()) << "SVOD_GUARD_PAGES is on by default";
+  EXPECT_TRUE(fenced(16));
+  EXPECT_TRUE(fenced(1 << 20));
+  set_fence_host_memory(false);
+  EXPECT_FALSE(fenced(16));
+  EXPECT_FALSE(fenced(1 << 20));
+  set_fence_host_memory(true);
 }
 
 // A handler installed over svod's after a program was loaded (LLVM's crash

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -71,12 +72,12 @@ TEST(CheckedMode, FirstNonFiniteFindsNanAndInfOfEachWidth) {
 
 TEST(GuardedMemory, DataEndsAtTheGuardAndTheTableFindsBothSides) {
   for (size_t bytes : {size_t{0}, size_t{16}, size_t{100}, size_t{4096}, size_t{5000}, size_t{1} << 20}) {
-    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes));
+    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes, Guards::Around));
     const auto at = reinterpret_cast<uint64_t>(data);
     EXPECT_EQ(at % 16, 0u) << bytes;
     for (size_t i = 0; i < bytes; ++i) EXPECT_EQ(data[i], 0) << bytes;  // zeroed
     std::memset(data, 7, bytes);
-    EXPECT_TRUE(gaps_intact(data, bytes)) << bytes;
+    EXPECT_TRUE(gaps_intact(data, bytes, Guards::Around)) << bytes;
     GuardHit hit{};
     ASSERT_TRUE(find_guard(at + bytes, hit)) << bytes;
     EXPECT_EQ(hit.data, at);
@@ -86,11 +87,11 @@ TEST(GuardedMemory, DataEndsAtTheGuardAndTheTableFindsBothSides) {
     EXPECT_FALSE(hit.after);
     if (bytes % 16 != 0) {  // the slack before the guard holds the canary
       data[bytes] = 1;
-      EXPECT_FALSE(gaps_intact(data, bytes)) << bytes;
+      EXPECT_FALSE(gaps_intact(data, bytes, Guards::Around)) << bytes;
       data[bytes] = 0xCB;
-      EXPECT_TRUE(gaps_intact(data, bytes)) << bytes;
+      EXPECT_TRUE(gaps_intact(data, bytes, Guards::Around)) << bytes;
     }
-    free_guarded(data, bytes);
+    free_guarded(data, bytes, Guards::Around);
     EXPECT_FALSE(find_guard(at + bytes, hit)) << bytes;
   }
 }
@@ -100,7 +101,7 @@ TEST(GuardedMemory, EachGuardIsAsLargeAsTheData) {
   // and is named; one page of guard each side used to let it into whatever was mapped next.
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   for (size_t bytes : {size_t{64}, 4 * page, size_t{1} << 20}) {
-    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes));
+    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes, Guards::Around));
     const auto at = reinterpret_cast<uint64_t>(data);
     const uint64_t reach = std::max<uint64_t>(bytes, page) - 1;
     GuardHit hit{};
@@ -111,7 +112,7 @@ TEST(GuardedMemory, EachGuardIsAsLargeAsTheData) {
     EXPECT_EQ(hit.data, at);
     EXPECT_FALSE(hit.after);
     EXPECT_FALSE(find_guard(at + bytes / 2, hit)) << "the data is no guard";
-    free_guarded(data, bytes);
+    free_guarded(data, bytes, Guards::Around);
   }
 }
 
@@ -120,7 +121,7 @@ TEST(GuardedMemory, AWriteThreePagesPastTheEndFaults) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   EXPECT_DEATH(
       {
-        auto* data = static_cast<volatile char*>(allocate_guarded(4 * page));
+        auto* data = static_cast<volatile char*>(allocate_guarded(4 * page, Guards::Around));
         data[7 * page] = 1;
       },
       "");
@@ -130,16 +131,72 @@ TEST(GuardedMemory, TheFirstByteAfterAndBeforeFault) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        auto* data = static_cast<volatile char*>(allocate_guarded(64));
+        auto* data = static_cast<volatile char*>(allocate_guarded(64, Guards::Around));
         data[64] = 1;
       },
       "");
   EXPECT_DEATH(
       {
-        auto* data = static_cast<volatile char*>(allocate_guarded(4096));
+        auto* data = static_cast<volatile char*>(allocate_guarded(4096, Guards::Around));
         data[-1] = 1;
       },
       "");
+}
+
+
+// The default fence: one guard page after the data, which ends at most 63
+// bytes before it, 64-byte aligned; nothing guards the start.
+TEST(GuardedMemory, AFenceEndsTheDataAtOneGuardPage) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t bytes : {size_t{0}, size_t{4}, size_t{64}, size_t{100}, page, page + 1, size_t{1} << 20}) {
+    auto* data = static_cast<unsigned char*>(allocate_guarded(bytes, Guards::After));
+    const auto at = reinterpret_cast<uint64_t>(data);
+    EXPECT_EQ(at % 64, 0u) << bytes;
+    const uint64_t guard = (bytes + 63) / 64 * 64 + at;
+    EXPECT_EQ(guard % page, 0u) << bytes;
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(data[i], 0) << bytes;
+    GuardHit hit{};
+    ASSERT_TRUE(find_guard(guard, hit)) << bytes;
+    EXPECT_EQ(hit.data, at);
+    EXPECT_EQ(hit.bytes, bytes);
+    EXPECT_TRUE(hit.after);
+    EXPECT_EQ(hit.guards, Guards::After);
+    EXPECT_TRUE(find_guard(guard + page - 1, hit)) << bytes;
+    EXPECT_FALSE(find_guard(guard + page, hit)) << "one page of guard";
+    if (bytes % 64 != 0) {  // the slack before the guard holds the canary
+      data[bytes] = 1;
+      EXPECT_EQ(first_gap_change(data, bytes, Guards::After), static_cast<int64_t>(bytes));
+      data[bytes] = 0xCB;
+    }
+    EXPECT_TRUE(gaps_intact(data, bytes, Guards::After)) << bytes;
+    free_guarded(data, bytes, Guards::After);
+    EXPECT_FALSE(find_guard(guard, hit)) << bytes;
+  }
+}
+
+TEST(GuardedMemory, FencesStopAtTheirShareOfTheMappingsAndComeBackWhenFreed) {
+  // Each fence is two of the process's mappings; past an eighth of
+  // vm.max_map_count fences (a quarter of the mappings) try_allocate_fenced
+  // says no, and the caller takes unfenced memory.
+  std::vector<void*> fences;
+  for (size_t n = 0; n < 200000; ++n) {
+    void* p = try_allocate_fenced(16);
+    if (p == nullptr) break;
+    fences.push_back(p);
+  }
+  size_t limit = 65530;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    unsigned long value = 0;
+    if (std::fscanf(f, "%lu", &value) == 1) limit = value;
+    std::fclose(f);
+  }
+  EXPECT_GT(fences.size(), 0u);
+  EXPECT_LE(fences.size(), limit / 8);
+  EXPECT_EQ(try_allocate_fenced(16), nullptr);
+  for (void* p : fences) free_guarded(p, 16, Guards::After);
+  void* again = try_allocate_fenced(16);
+  ASSERT_NE(again, nullptr);
+  free_guarded(again, 16, Guards::After);
 }
 
 }  // namespace

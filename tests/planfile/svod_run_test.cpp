@@ -499,6 +499,28 @@ TEST(SvodRun, CheckedModeNamesTheOverrunAndTheFirstNan) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 
+// The newcomer's overrun: a kernel writing 64 floats into a buffer of 16.
+// Every host buffer ends at a guard page, so this is a kernel fault with the
+// full report, not heap corruption that kills or hangs the process later.
+TEST(SvodRun, AnOverrunOfASmallBufferIsAKernelFaultNamingItByDefault) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run of an overrun", std::chrono::seconds(120));
+  const auto plan = dir.write("plan.json", R"J({ "svod_plan": 1,
+  "buffers": { "o": { "dtype": "f32", "count": 16 } },
+  "programs": { "bad": { "language": "c", "entry": "bad",
+    "source": "void bad(float* o) { for (int i = 0; i < 64; i++) o[i] = 1; }",
+    "buffers": [ { "name": "o", "access": "write" } ] } },
+  "ops": [ { "id": "first", "run": "bad", "buffers": ["o"] } ] })J");
+  RunResult r = svod_run(dir, {plan.string()});
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+#else
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+#endif
+  EXPECT_NE(r.err.find("in program \"bad\" (entry bad) on CPU, op 0 (first)\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" 0 bytes past the end of buffer 0 (\"o\", 64 bytes)\n"), std::string::npos) << r.err;
+}
+
 // --isolate runs the plan in a child process: whatever ends it, the parent
 // says how and in which op; a kernel's exit_group(0) is never a silent 0.
 // SVOD_OP_TIMEOUT ends a run whose op hangs, naming it.

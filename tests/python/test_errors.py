@@ -4,6 +4,7 @@ ValueError or OverflowError, nor a crash. DLPack imports are validated; read-onl
 read-only; a daemon thread inside svod at interpreter exit does not abort the process."""
 import ctypes
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -457,9 +458,15 @@ def _overrun_script(body):
 
 
 def test_checked_mode_stops_an_overrun_at_the_first_element_and_names_it():
-    # Without checked mode a one-element overrun lands in the allocator's slack, unnoticed.
+    # By default the buffer's guard page stops a one-element overrun; without it (SVOD_GUARD_PAGES=0)
+    # and without checked mode the write lands in the allocator's slack, unnoticed.
     r = subprocess.run([sys.executable, "-c", _overrun_script("k(cpu.allocate('f32', 1024))")],
                        capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "survived" not in r.stdout
+    assert "svod.KernelFault" in r.stderr and "  guard page: " in r.stderr, r.stderr
+    assert 'past the end of buffer 0 ("o", f32[1024]) at element 1024' in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-c", _overrun_script("k(cpu.allocate('f32', 1024))")],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "SVOD_GUARD_PAGES": "0"})
     assert r.returncode == 0 and "survived" in r.stdout, r.stderr
     r = subprocess.run([sys.executable, "-c", _overrun_script(
         "with svod.checked():\n            o = cpu.allocate('f32', 1024)\n        k(o)")],

@@ -116,7 +116,7 @@ struct StagedArgument {
   void* copy = nullptr;
   size_t bytes = 0;
   ~StagedArgument() {
-    if (copy != nullptr) free_guarded(copy, bytes);
+    if (copy != nullptr) free_guarded(copy, bytes, Guards::Around);
   }
 };
 
@@ -155,7 +155,7 @@ void CpuProgram::launch_staged(std::span<const Buffer> buffers, uint64_t* args, 
       args[i] = args[same_as[i]];
       continue;
     }
-    staged[i].copy = allocate_guarded(b.bytes());
+    staged[i].copy = allocate_guarded(b.bytes(), Guards::Around);
     staged[i].bytes = b.bytes();
     std::memcpy(staged[i].copy, b.data(), b.bytes());
     args[i] = reinterpret_cast<uint64_t>(staged[i].copy);
@@ -166,7 +166,7 @@ void CpuProgram::launch_staged(std::span<const Buffer> buffers, uint64_t* args, 
     const StagedArgument& own = staged[same_as[i]];
     const void* data = own.copy != nullptr ? own.copy : b.storage().guarded() ? b.data() : nullptr;
     if (data == nullptr || same_as[i] != i) continue;
-    if (const auto at = first_gap_change(data, b.bytes()))
+    if (const auto at = first_gap_change(data, b.bytes(), Guards::Around))
       throw make_error(ErrorKind::Execution,
                        "program \"{}\": checked mode: the kernel wrote just outside buffer {} (\"{}\", {}), at element {} "
                        "(byte offset {}): the canary there changed; the launch failed{}",

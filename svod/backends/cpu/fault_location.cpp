@@ -25,8 +25,8 @@ Place locate(const LaunchView& launch, uint64_t address, uint64_t sp, const Guar
     return p;
   }
   if (guard != nullptr) {
-    // Checked mode: in the guard page (or gap) of a guarded allocation.
-    p.kind = Place::Guarded;
+    // In the guard page (or gap) of a guarded allocation: checked mode's or the default fence.
+    p.kind = guard->guards == Guards::Around ? Place::Guarded : Place::Fenced;
     p.hit = *guard;
     p.buffer = argument_in(launch, p.hit.data, p.hit.bytes);
     const uint64_t start = p.buffer >= 0 ? launch.args[p.buffer] : p.hit.data;
@@ -65,6 +65,7 @@ std::string_view cause_of(Place::Kind place) noexcept {
     case Place::Null: return "null pointer";
     case Place::Stack: return "stack overflow";
     case Place::Guarded: return "out of bounds (checked mode)";
+    case Place::Fenced:
     case Place::Past: return "out of bounds";
     case Place::BeforeAll: return "wild address";
   }

@@ -80,13 +80,13 @@ int argument_in(const LaunchView& launch, uint64_t data, uint64_t bytes) noexcep
 // Where a faulting address lies relative to the kernel's arguments, as data:
 // rendered into the report and into KernelFaultInfo alike.
 struct Place {
-  enum Kind { Null, Stack, Guarded, Past, BeforeAll } kind = BeforeAll;
+  enum Kind { Null, Stack, Guarded, Fenced, Past, BeforeAll } kind = BeforeAll;
   int buffer = -1;       // the argument it falls in or after (-1: none)
-  uint64_t offset = 0;   // Past: bytes past the argument's start; Guarded: bytes past the end or before the start
+  uint64_t offset = 0;   // Past: bytes past the argument's start; Guarded, Fenced: bytes past the end or before the start
   bool element_known = false;
   int64_t element = 0;   // negative: before the start
-  GuardHit hit{};        // Guarded: the allocation
-  uint64_t extent = 0;   // Guarded: bytes from the argument's start to the allocation's end
+  GuardHit hit{};        // Guarded, Fenced: the allocation
+  uint64_t extent = 0;   // Guarded, Fenced: bytes from the argument's start to the allocation's end
 };
 
 // Where `address` lies, for a fault with the stack pointer `sp`: the first

@@ -66,8 +66,9 @@ void render_place(Report& r, const LaunchView& launch, const Place& p, std::stri
            "array)\n";
       return;
     case Place::BeforeAll: r << "  the address lies before every buffer argument\n"; return;
-    case Place::Guarded: {
-      r << "  checked mode: " << access << " ";
+    case Place::Guarded:
+    case Place::Fenced: {
+      r << (p.kind == Place::Guarded ? "  checked mode: " : "  guard page: ") << access << " ";
       r.number(p.offset) << (p.hit.after ? " bytes past the end of " : " bytes before the start of ");
       if (p.buffer < 0) {
         r << "a buffer of ";

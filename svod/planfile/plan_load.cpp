@@ -270,10 +270,9 @@ class PlanLoader {
     }
     for (const auto& b : file_.buffers) {
       if (!b.view_of) continue;
-      const size_t size = size_of(b.dtype);
-      made_[b.name] = made_.at(*b.view_of).view_bytes(b.offset * size, b.count * size, b.dtype);
       slots_[b.name] = at(file_, "buffers." + b.name, [&] {
-        return builder_.add_view(slots_.at(*b.view_of), b.offset * size, b.count * size, b.dtype, b.name);
+        made_[b.name] = made_.at(*b.view_of).view_bytes(b.byte_offset, b.bytes(), b.dtype);
+        return builder_.add_view(slots_.at(*b.view_of), b.byte_offset, b.bytes(), b.dtype, b.name);
       });
     }
   }
@@ -440,6 +439,8 @@ class PlanLoader {
         kernel.program = programs_[index];
         kernel.buffers = std::move(op_slots);
         kernel.scalars = op.scalars;
+        kernel.global = op.global_size;
+        kernel.local = op.local_size;
         return kernel;
       }
       case PlanFileOp::Kind::Copy: return CopyOp{op_slots[0], op_slots[1]};
@@ -513,7 +514,10 @@ Hash128 plan_digest(const PlanFile& file, const std::map<std::string, int64_t>& 
   for (const auto& b : file.buffers) {
     h.str(b.name).str(to_string(b.dtype)).u64(b.count).u64(b.shape.size());
     for (size_t d : b.shape) h.u64(d);
-    h.str(b.device).str(b.view_of.value_or("")).u64(b.view_of ? 1 : 0).u64(b.offset);
+    h.u64(b.dim_variables.size());
+    for (const auto& v : b.dim_variables) h.str(v);
+    h.str(b.device).str(b.view_of.value_or("")).u64(b.view_of ? 1 : 0).u64(b.byte_offset);
+    h.u64(b.role ? uint64_t(*b.role) + 1 : 0);
     h.u64(uint64_t(b.init.kind)).u64(b.init.seed);
     f64(b.init.a);
     f64(b.init.b);
@@ -530,6 +534,11 @@ Hash128 plan_digest(const PlanFile& file, const std::map<std::string, int64_t>& 
     for (const auto& b : op.buffers) h.str(b);
     h.u64(op.scalars.size());
     for (const auto& e : op.scalars) h.str(e.text());
+    for (const auto* sizes : {&op.global_size, &op.local_size}) {
+      h.u64(sizes->has_value() ? 1 : 0);
+      if (*sizes)
+        for (const Expr& e : **sizes) h.str(e.text());
+    }
     h.u64(op.attrs.size());
     for (const auto& [key, value] : op.attrs) h.str(key).str(to_string(value));
     h.u64(op.after.size());

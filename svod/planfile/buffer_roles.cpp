@@ -19,18 +19,7 @@ constexpr std::array<std::pair<BufferRole, std::string_view>, 5> kRoleNames = {{
     {BufferRole::Scratch, "scratch"},
 }};
 
-// Where a buffer's bytes are: host memory by address (two storages over the
-// same host memory are the same bytes), device memory by storage.
-struct Place {
-  uint64_t space;  // 0: host memory; else the storage's id
-  uint64_t begin;
-  uint64_t end;
-};
-
-Place place_of(const Buffer& b) {
-  if (b.is_host()) return {0, b.first_byte(), b.first_byte() + b.bytes()};
-  return {b.storage_id(), b.byte_offset(), b.byte_offset() + b.bytes()};
-}
+using Place = BufferPlace;
 
 // The bytes of each space that an op has written so far, as disjoint
 // [begin, end) ranges keyed by their start.
@@ -73,6 +62,11 @@ class WrittenBytes {
 };
 
 }  // namespace
+
+BufferPlace place_of(const Buffer& b) {
+  if (b.is_host()) return {UINT64_MAX, b.first_byte(), b.first_byte() + b.bytes()};
+  return {b.storage_id(), b.byte_offset(), b.byte_offset() + b.bytes()};
+}
 
 std::string_view to_string(BufferRole role) noexcept {
   for (const auto& [r, name] : kRoleNames)

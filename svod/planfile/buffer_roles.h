@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -50,5 +51,15 @@ std::vector<std::optional<BufferRole>> derive_buffer_roles(const ExecutionPlan& 
 
 // The base slot `slot` is part of (itself when it is no view).
 size_t base_slot(const ExecutionPlan& plan, size_t slot);
+
+// Where a buffer's bytes are, [begin, end) in `space`: host memory by
+// address (space UINT64_MAX, as for hazards: two storages over the same host memory are the same
+// bytes), device memory by its storage's id and offset.
+struct BufferPlace {
+  uint64_t space = UINT64_MAX;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+BufferPlace place_of(const Buffer& buffer);
 
 }  // namespace svod

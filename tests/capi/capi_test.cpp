@@ -680,7 +680,7 @@ TEST(CApi, DamagedPackages) {
   }
   expect_error(svod_plan_load_package(bytes.data(), bytes.size() - 1, nullptr, &none), SVOD_ERROR_LOAD, "truncated");
   std::vector<std::byte> wrong_version = bytes;
-  wrong_version[8] = std::byte{2};
+  wrong_version[8] = std::byte{9};  // a version no svod has written yet
   expect_error(svod_plan_load_package(wrong_version.data(), wrong_version.size(), nullptr, &none), SVOD_ERROR_LOAD,
                "header");
   const std::string text = "{\"svod_plan\": 1}";

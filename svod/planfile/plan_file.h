@@ -207,8 +207,11 @@ struct LoadOptions {
 
   // Base buffers whose first values come from these .npy files instead of
   // their init (svod run --input NAME=@FILE.npy): by buffer name, each file
-  // checked as an npy init is (dtype, element count). Errors name
-  // "inputs.NAME": an unknown buffer (with the plan's), a view, a bad file.
+  // checked as an npy init is (dtype, element count). A buffer whose shape
+  // has variable dimensions takes a file of that shape, each variable
+  // dimension setting its variable (a value given in `vars` must agree) and
+  // the data filling its first elements. Errors name "inputs.NAME": an
+  // unknown buffer (with the plan's), a view, a bad file or shape.
   std::map<std::string, std::filesystem::path> inputs;
 
   // Hooks for packages (svod/package), which carry a plan's data and compiled
@@ -226,7 +229,7 @@ struct LoadOptions {
 struct LoadedOutput {
   std::string name;
   size_t slot = 0;                    // the plan's buffer index
-  std::vector<size_t> shape;
+  std::vector<size_t> shape;         // variable dimensions at the loaded values
   std::optional<PlanFileExpect> expect;
   std::vector<double> expected;       // the expected values (from the file or npy), when expect is set
 };

@@ -42,8 +42,8 @@ void describe_package(const std::string& path) {
   const PackageManifest m = read_manifest(reader.text(kManifestSection), reader.source());
   const PlanFile file = parse_plan_text(reader.text(kPlanSection), ".", reader.source());
   fmt::print("package: {} (format {}, {})\n", path, m.format, size_text(text.size()));
-  fmt::print("made by: svod {}{}, from {}\n", m.svod_version,
-             m.exporter.empty() ? std::string() : fmt::format(" for {}", m.exporter), m.plan_name);
+  fmt::print("made by: svod {}{}; plan {}\n", m.svod_version,
+             m.exporter.empty() ? std::string() : fmt::format(", exporter {}", m.exporter), m.plan_name);
   fmt::print("signed by: {}\n", signer ? fmt::format("key {}", signer->id()) : std::string("nobody (unsigned)"));
   fmt::print("inputs:{}\n", m.inputs.empty() ? " none" : "");
   for (const PackagePort& port : m.inputs) fmt::print("{}", port_text(port));

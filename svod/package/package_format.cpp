@@ -192,9 +192,9 @@ std::string_view artifact_name(const std::optional<ArtifactKind>& artifact) noex
 
 std::string unread_version(uint64_t version) {
   if (version > kPackageFormatVersion)
-    return fmt::format("package format version {}, written by a newer svod; this svod ({}) reads versions {} to {} "
+    return fmt::format("package format version {}, written by a newer svod; this svod reads versions {} to {} "
                        "(update svod, or pack the plan with this one)",
-                       version, SVOD_VERSION, kOldestPackageFormatVersion, kPackageFormatVersion);
+                       version, kOldestPackageFormatVersion, kPackageFormatVersion);
   return fmt::format("package format version {}; this svod reads versions {} to {} (repack the plan with this svod)",
                      version, kOldestPackageFormatVersion, kPackageFormatVersion);
 }

@@ -3,21 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 
 #include "svod/base/error.h"
 
 namespace svod {
 namespace {
-
-constexpr std::array<std::pair<BufferRole, std::string_view>, 5> kRoleNames = {{
-    {BufferRole::Input, "input"},
-    {BufferRole::Output, "output"},
-    {BufferRole::Constant, "constant"},
-    {BufferRole::State, "state"},
-    {BufferRole::Scratch, "scratch"},
-}};
 
 using Place = BufferPlace;
 
@@ -66,19 +57,6 @@ class WrittenBytes {
 BufferPlace place_of(const Buffer& b) {
   if (b.is_host()) return {UINT64_MAX, b.first_byte(), b.first_byte() + b.bytes()};
   return {b.storage_id(), b.byte_offset(), b.byte_offset() + b.bytes()};
-}
-
-std::string_view to_string(BufferRole role) noexcept {
-  for (const auto& [r, name] : kRoleNames)
-    if (r == role) return name;
-  return "unknown";
-}
-
-BufferRole parse_buffer_role(std::string_view text) {
-  for (const auto& [role, name] : kRoleNames)
-    if (name == text) return role;
-  throw make_error(ErrorKind::Validation,
-                   "unknown role \"{}\" (expected input, output, constant, state or scratch)", text);
 }
 
 size_t base_slot(const ExecutionPlan& plan, size_t slot) {

@@ -307,30 +307,15 @@ TEST(SvodPack, PlansWithCollectivesPackOnTheirRanks) {
 namespace svod {
 namespace {
 
-// y = x * 2 + 1 over n rows of 3: x an input of [n, 3] floats, n in [1, 4].
-constexpr const char* kNamedPlan = R"({"svod_plan": 1,
-  "variables": {"n": {"min": 1, "max": 4, "value": 4}},
-  "buffers": {
-    "x": {"dtype": "f32", "shape": ["n", 3], "role": "input"},
-    "w": {"dtype": "f32", "count": 12, "init": {"fill": 2}, "role": "constant"},
-    "y": {"dtype": "f32", "shape": ["n", 3], "role": "output"}
-  },
-  "programs": {"affine": {"language": "c", "entry": "affine",
-    "source": "void affine(float* y, const float* x, const float* w, long long n) { for (long long i = 0; i < 3 * n; ++i) y[i] = x[i] * w[i] + 1; }",
-    "buffers": [{"name": "y", "access": "write", "dtype": "f32"}, {"name": "x", "dtype": "f32"}, {"name": "w", "dtype": "f32"}],
-    "scalars": [{"name": "n", "type": "i64"}]}},
-  "ops": [{"run": "affine", "buffers": ["y", "x", "w"], "scalars": {"n": "n"}}],
-  "outputs": {"y": {}}
-})";
-
 // `svod run MODEL --input x=@x.npy --output y=@y.npy`: the npy's shape sets
 // the variable dimension, the output is written at that shape; `svod info`
 // lists what the package holds.
 TEST(SvodPack, APackageRunsByNameAndInfoDescribesIt) {
   TempDir dir;
-  const auto plan = dir.write("plan.json", kNamedPlan);
+  // y = x * 2 + 1 over n rows of 3: x an input of [n, 3] floats, n in [1, 4].
+  const std::string plan = SVOD_SOURCE_DIR "/tests/planfile/data/named_inputs.json";
   const std::string package = (dir / "affine.svodpkg").string();
-  ASSERT_TRUE(svod({}, {"pack", plan.string(), "-o", package}).ok());
+  ASSERT_TRUE(svod({}, {"pack", plan, "-o", package}).ok());
 
   const std::vector<float> x = {1, 2, 3, 4, 5, 6};
   const size_t shape[] = {2, 3};

@@ -130,6 +130,33 @@ TEST(Package, APlanInMemoryPacksWithoutCompiling) {
   EXPECT_EQ(run_outputs(package.loaded), run_outputs(original));
 }
 
+// A plan spanning the CPU and an OpenCL device (PoCL in CI) saves and packs
+// from memory: its OpenCL programs travel as the binaries they were loaded
+// from, and both compute bitwise what the plan computes.
+TEST(Package, AnOpenClPlanInMemorySavesAndPacks) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  TempDir dir;
+  LoadedPlan original = load_plan(parse_plan_file(kCrossDevice));
+  save_plan(original.plan, dir / "saved");
+  const std::vector<std::byte> bytes = pack_plan(original.plan, {});
+  LoadedPlan saved = load_plan(parse_plan_file(dir / "saved" / "plan.json"));
+  const uint64_t before = compile_count();
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(compile_count(), before);
+  EXPECT_EQ(package.compiled, 0u);
+  bool binaries = false;
+  for (const auto& p : package.manifest.programs) binaries |= p.artifact && !is_cpu_artifact(*p.artifact);
+  EXPECT_TRUE(binaries) << "no OpenCL program was packed as a binary";
+  const auto expected = run_outputs(original);
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(run_outputs(saved), expected);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+}
+
 // A variable dimension is written by its variable's name and read back so.
 TEST(PackageFormat, PortsWithVariableDimensionsRoundTrip) {
   PackageManifest m;

@@ -269,7 +269,17 @@ std::vector<PlanPort> ports_of(const PyPlan& p, py::handle obj, const std::strin
 SaveOptions save_options(const PyPlan& p, py::handle inputs, py::handle outputs, py::handle roles) {
   SaveOptions options;
   if (!inputs.is_none()) options.inputs = ports_of(p, inputs, "inputs");
-  if (!outputs.is_none()) options.outputs = ports_of(p, outputs, "outputs");
+  if (!outputs.is_none()) {
+    options.outputs = ports_of(p, outputs, "outputs");
+  } else {
+    // The plan's outputs, in the shapes Python knows (the plan itself knows only counts).
+    options.outputs.emplace();
+    for (const LoadedOutput& o : p.loaded->outputs) {
+      PlanPort port{o.name, o.slot, std::nullopt, {}};
+      for (const size_t d : p.shapes[o.slot]) port.shape.emplace_back(static_cast<int64_t>(d));
+      options.outputs->push_back(std::move(port));
+    }
+  }
   if (!roles.is_none()) {
     if (!PyDict_Check(roles.ptr())) throw type_error("roles", "a dict {buffer: role}", roles);
     for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(roles))

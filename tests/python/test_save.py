@@ -1,6 +1,9 @@
 """Plan.save and Plan.pack on every kind of svod.Plan (captured, loaded from a plan file): what is
 saved or packed loads back into a plan that computes bitwise the same, with its inputs by name."""
 import json
+import os
+import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -59,3 +62,15 @@ def test_a_plan_file_packs_with_its_input_named_and_refuses_what_it_cannot_save(
     with pytest.raises(svod.ValidationError, match='no buffer named "nope"'):
         plan.save(tmp_path / "bad", inputs=["nope"])
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.skipif(not os.environ.get("SVOD_BINARY_DIR"), reason="needs SVOD_BINARY_DIR for `svod pack --keygen`")
+def test_a_signed_pack_names_its_signer(tmp_path):
+    svod_cli = pathlib.Path(os.environ["SVOD_BINARY_DIR"]) / "svod"
+    subprocess.run([str(svod_cli), "pack", "--keygen", str(tmp_path / "me")], check=True, capture_output=True)
+    plan = svod.load_plan(MLP)
+    plan.pack(tmp_path / "signed.svodpkg", inputs=["x"], sign=str(tmp_path / "me.key"), exporter="test_save")
+    info = subprocess.run([str(svod_cli), "info", str(tmp_path / "signed.svodpkg")], check=True, capture_output=True,
+                          text=True).stdout
+    assert "signed by: key " in info and "exporter test_save" in info and "x  f32 [64, 256]" in info, info
+    assert svod.load_package(tmp_path / "signed.svodpkg").run(x=plan.buffers["x"].numpy())["probs"].shape == (64, 10)

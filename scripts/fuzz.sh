@@ -65,7 +65,8 @@ seed_packages() {  # packages of the examples, when a built svod can pack them
     echo "  no svod at $cli: no package seeds (build svod_cli or set SVOD_CLI)"
     return
   fi
-  for plan in examples/features/plan.json examples/cross_device/plan.json; do
+  cp "$root"/tests/package/data/*.svodpkg "$work/seeds/"  # format version 1
+  for plan in examples/features/plan.json examples/cross_device/plan.json tests/planfile/data/named_inputs.json; do
     SVOD_CACHE=0 "$cli" pack "$root/$plan" -o "$work/seeds/$(basename "$(dirname "$plan")").svodpkg" >/dev/null \
       || echo "  could not pack $plan (skipped)"
   done
@@ -74,7 +75,7 @@ seed_packages() {  # packages of the examples, when a built svod can pack them
 # Each target: the runtime sources it needs beyond svod/base/error.cpp and
 # dtype.cpp, how it is seeded, and libFuzzer's input size and memory limits.
 plan_sources=(svod/planfile/plan_parse.cpp svod/planfile/plan_parse_program.cpp svod/planfile/plan_parse_ops.cpp
-              svod/planfile/json_text.cpp svod/base/file_read.cpp svod/program/program_spec.cpp
+              svod/planfile/buffer_role_names.cpp svod/planfile/json_text.cpp svod/program/launch_layout.cpp svod/base/file_read.cpp svod/program/program_spec.cpp
               svod/program/expr.cpp svod/program/expr_parse.cpp svod/comm/reduce.cpp svod/base/json_depth.cpp)
 max_len=65536
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024)

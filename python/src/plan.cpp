@@ -13,6 +13,8 @@
 #include "svod/compile/compile_policy.h"
 #include "svod/compile/cpu_compiler.h"
 #include "svod/package/package.h"
+#include "svod/package/signature.h"
+#include "svod/planfile/plan_save.h"
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/benchmark.h"
@@ -212,6 +214,80 @@ AttrValue attr_of(py::handle v, const std::string& key) {
   throw type_error(what, "an int, float or str", v);
 }
 
+
+// A buffer of the plan by name (str) or slot (int), as Plan.save takes them.
+BufferRef buffer_ref(const PyPlan& p, py::handle obj, const std::string& what) {
+  if (PyUnicode_Check(obj.ptr())) return string_argument(obj, what);
+  if (PyLong_Check(obj.ptr())) return size_argument(obj, what);
+  throw type_error(what, "a buffer name (str) or slot (int)", obj);
+}
+
+// Plan.save's inputs= or outputs=: buffers (names or slots), each saved under
+// its name with the shape Python knows, or a mapping {buffer: shape}, whose
+// shapes may name plan variables ("batch"), or {buffer: {"dtype": ...,
+// "shape": ...}} for byte storage (a capture's) seen as typed elements.
+std::vector<PlanPort> ports_of(const PyPlan& p, py::handle obj, const std::string& what) {
+  std::vector<std::pair<py::object, py::object>> entries;
+  if (PyDict_Check(obj.ptr())) {
+    for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(obj))
+      entries.emplace_back(py::reinterpret_borrow<py::object>(key), py::reinterpret_borrow<py::object>(value));
+  } else {
+    for (py::object item : sequence_argument(obj, what, "a sequence of buffer names or slots, or a dict"))
+      entries.emplace_back(item, py::none());
+  }
+  std::vector<PlanPort> ports;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& [key, shape] = entries[i];
+    const std::string at = fmt::format("{}[{}]", what, i);
+    PlanPort port;
+    port.buffer = buffer_ref(p, key, at);
+    const size_t slot = std::holds_alternative<size_t>(port.buffer) ? std::get<size_t>(port.buffer)
+                                                                    : p.slot(std::get<std::string>(port.buffer));
+    if (slot >= p.names.size())
+      throw make_error(ErrorKind::Validation, "{}: buffer {} is out of range ({} buffers)", at, slot, p.names.size());
+    port.name = p.names[slot].empty() ? fmt::format("buffer{}", slot) : p.names[slot];
+    py::object dims = shape;
+    if (PyDict_Check(shape.ptr())) {  // {"dtype": ..., "shape": ...}
+      const py::dict spec = py::reinterpret_borrow<py::dict>(shape);
+      if (!spec.contains("shape")) throw make_error(ErrorKind::Validation, "{}: a dict without \"shape\"", at);
+      if (spec.contains("dtype")) port.dtype = dtype_from_object(spec["dtype"]);
+      dims = spec["shape"];
+    }
+    if (dims.is_none()) {
+      for (const size_t d : p.shapes[slot]) port.shape.emplace_back(static_cast<int64_t>(d));
+    } else {
+      for (py::object d : sequence_argument(dims, at + " shape", "a sequence of sizes and variable names")) {
+        if (PyUnicode_Check(d.ptr())) port.shape.emplace_back(string_argument(d, at + " shape"));
+        else port.shape.emplace_back(static_cast<int64_t>(size_argument(d, at + " shape")));
+      }
+    }
+    ports.push_back(std::move(port));
+  }
+  return ports;
+}
+
+SaveOptions save_options(const PyPlan& p, py::handle inputs, py::handle outputs, py::handle roles) {
+  SaveOptions options;
+  if (!inputs.is_none()) options.inputs = ports_of(p, inputs, "inputs");
+  if (!outputs.is_none()) {
+    options.outputs = ports_of(p, outputs, "outputs");
+  } else {
+    // The plan's outputs, in the shapes Python knows (the plan itself knows only counts).
+    options.outputs.emplace();
+    for (const LoadedOutput& o : p.loaded->outputs) {
+      PlanPort port{o.name, o.slot, std::nullopt, {}};
+      for (const size_t d : p.shapes[o.slot]) port.shape.emplace_back(static_cast<int64_t>(d));
+      options.outputs->push_back(std::move(port));
+    }
+  }
+  if (!roles.is_none()) {
+    if (!PyDict_Check(roles.ptr())) throw type_error("roles", "a dict {buffer: role}", roles);
+    for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(roles))
+      options.roles.emplace_back(buffer_ref(p, key, "roles"), parse_buffer_role(string_argument(value, "roles")));
+  }
+  return options;
+}
+
 // svod.Plan.
 void bind_plan_class(py::module_& m) {
   py::class_<PyPlan> cls(m, "Plan",
@@ -259,6 +335,47 @@ void bind_plan_class(py::module_& m) {
            "any device, without a copy; the views derived from the slot follow it. The buffer must hold\n"
            "the slot's bytes in its dtype (or either is u8 byte storage); ValidationError otherwise.\n"
            "A plan poisoned by a failed run (and without peers) runs again after a rebind.")
+      .def(
+          "save",
+          [](const PyPlan& p, py::handle path, py::handle inputs, py::handle outputs, py::handle roles) {
+            const SaveOptions options = save_options(p, inputs, outputs, roles);
+            const std::filesystem::path folder = path_argument(path, "save: path");
+            GilReleased unlocked;
+            save_plan(p.plan(), folder, options);
+          },
+          py::arg("path"), py::kw_only(), py::arg("inputs") = py::none(), py::arg("outputs") = py::none(),
+          py::arg("roles") = py::none(),
+          "Saves the plan as a plan file in folder `path` (plan.json, and an .npy file per constant\n"
+          "and state buffer), which svod.load_plan loads into a plan that computes bitwise the same.\n"
+          "inputs= names the buffers a caller fills: buffer names or slots, saved with the shapes\n"
+          "Python knows, or {buffer: shape}, a shape's entries sizes or plan variable names (a\n"
+          "dynamic batch), or {buffer: {\"dtype\": \"f32\", \"shape\": [...]}} for byte storage (a\n"
+          "capture's buffers are). outputs= likewise (default: the plan's outputs); roles= {buffer: role}\n"
+          "overrides a derived role (\"constant\", \"state\", \"scratch\", ...). The folder is\n"
+          "written whole or not at all; an earlier save there is replaced.")
+      .def(
+          "pack",
+          [](const PyPlan& p, py::handle path, py::handle sign, py::handle inputs, py::handle outputs,
+             py::handle roles, py::handle exporter, py::handle vars) {
+            const SaveOptions save = save_options(p, inputs, outputs, roles);
+            PackOptions options;
+            options.vars = vars_of(vars, "pack: vars");
+            options.exporter = optional_string(exporter, "pack: exporter").value_or("");
+            options.plan_name = p.source;
+            const std::filesystem::path out = path_argument(path, "pack: path");
+            const std::optional<std::string> key = optional_string(sign, "pack: sign");
+            GilReleased unlocked;
+            std::vector<std::byte> bytes = pack_plan(p.plan(), save, options);
+            if (key) bytes = sign_package(std::move(bytes), read_secret_key(*key));
+            write_package(out, bytes);
+          },
+          py::arg("path"), py::kw_only(), py::arg("sign") = py::none(), py::arg("inputs") = py::none(),
+          py::arg("outputs") = py::none(), py::arg("roles") = py::none(), py::arg("exporter") = py::none(),
+          py::arg("vars") = py::none(),
+          "Writes the plan as a package (.svodpkg) to `path`: its programs' objects as they were\n"
+          "loaded (nothing compiles), its constant and state data, and its inputs and outputs by name\n"
+          "(inputs=, outputs=, roles= as for save). sign= a secret key file (svod pack --keygen)\n"
+          "signs it; exporter= records what made it (\"svod.tinygrad\"); vars= sets variables' values.")
       .def_property_readonly("buffers",
                              [](const PyPlan& p) {
                                py::dict out;

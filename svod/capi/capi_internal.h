@@ -18,6 +18,7 @@
 #include "svod/capi/svod.h"
 #include "svod/comm/communicator.h"
 #include "svod/device/device.h"
+#include "svod/package/model.h"
 #include "svod/planfile/plan_file.h"
 
 struct svod_status {
@@ -45,13 +46,10 @@ struct svod_comm {
 };
 
 struct svod_plan {
-  explicit svod_plan(svod::LoadedPlan plan, std::vector<svod::PlanFileVariable> vars)
-      : loaded(std::move(plan)), variables(std::move(vars)) {}
+  explicit svod_plan(svod::Model m) : model(std::move(m)) {}
 
   std::mutex mutex;  // serializes every call on the plan
-  svod::LoadedPlan loaded;
-  std::vector<svod::PlanFileVariable> variables;  // names and bounds, for svod_plan_set_var
-  std::map<std::string, int64_t> pending;         // set since the last execution
+  svod::Model model;  // its variables set since the last execution, its inputs bound
 };
 
 namespace svod::capi {

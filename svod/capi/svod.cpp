@@ -117,7 +117,7 @@ void copy_with_host(const char* what, const svod_buffer* buffer, const void* hos
 
 size_t plan_slot(const svod_plan& plan, const char* name) {
   require(name, "name");
-  auto slot = plan.loaded.plan.find_buffer(name);
+  auto slot = const_cast<svod_plan&>(plan).model.plan().find_buffer(name);
   if (!slot) throw make_error(ErrorKind::Validation, "the plan has no buffer named \"{}\"", name);
   return *slot;
 }
@@ -177,7 +177,7 @@ std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_jso
   options.communicator = std::move(comm);
   PlanFile file = parse_plan_file(path);
   LoadedPlan loaded = load_plan(file, options);
-  return std::make_unique<svod_plan>(std::move(loaded), std::move(file.variables));
+  return std::make_unique<svod_plan>(Model(std::move(file), std::move(loaded)));
 }
 
 // `source`: the package's bytes or its path, as load_package takes them.
@@ -189,8 +189,7 @@ std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char*
   PackageLoadOptions options;
   options.vars = parse_vars(vars_json);
   options.communicator = std::move(comm);
-  LoadedPackage package = load_package(source, options);
-  return std::make_unique<svod_plan>(std::move(package.loaded), std::move(package.file.variables));
+  return std::make_unique<svod_plan>(Model(load_package(source, options)));
 }
 
 }  // namespace
@@ -412,16 +411,7 @@ svod_status* svod_plan_set_var(svod_plan* plan, const char* name, int64_t value)
     require(plan, "plan");
     require(name, "name");
     std::lock_guard lock(plan->mutex);
-    for (const auto& v : plan->variables) {
-      if (v.variable.name != name) continue;
-      v.variable.check(value);
-      plan->pending[name] = value;
-      return;
-    }
-    std::string names;
-    for (const auto& v : plan->variables) names += (names.empty() ? "" : ", ") + v.variable.name;
-    throw svod::make_error(svod::ErrorKind::Validation, "the plan has no variable named \"{}\" (it has: {})", name,
-                           names.empty() ? "none" : names);
+    plan->model.set_variable(name, value);
   });
 }
 
@@ -431,7 +421,7 @@ svod_status* svod_plan_buffer(svod_plan* plan, const char* name, svod_buffer** o
     require(out, "out");
     std::lock_guard lock(plan->mutex);
     const size_t slot = svod::capi::plan_slot(*plan, name);
-    svod::capi::hand_out(svod::capi::buffer_handle(plan->loaded.plan.buffer(slot)), out);
+    svod::capi::hand_out(svod::capi::buffer_handle(plan->model.plan().buffer(slot)), out);
   });
 }
 
@@ -440,7 +430,14 @@ svod_status* svod_plan_bind(svod_plan* plan, const char* name, svod_buffer* buff
     require(plan, "plan");
     require(buffer, "buffer");
     std::lock_guard lock(plan->mutex);
-    plan->loaded.plan.rebind(svod::capi::plan_slot(*plan, name), buffer->buffer);
+    const size_t slot = svod::capi::plan_slot(*plan, name);
+    // An input bound here is bound at the shape its variables have now.
+    for (const svod::ModelPort& input : plan->model.inputs()) {
+      if (input.slot != slot) continue;
+      plan->model.bind_input(name, buffer->buffer, input.shape);
+      return;
+    }
+    plan->model.plan().rebind(slot, buffer->buffer);
   });
 }
 
@@ -448,13 +445,124 @@ svod_status* svod_plan_execute(svod_plan* plan) {
   return guarded(__func__, [&] {
     require(plan, "plan");
     std::lock_guard lock(plan->mutex);
-    if (plan->pending.empty()) {
-      plan->loaded.execute();
-      return;
+    plan->model.run();
+  });
+}
+
+namespace {
+
+// Input or output `index` of `plan`, as svod_plan_*_info and _dim give it.
+svod::ModelPort port_at(svod_plan* plan, size_t index, bool input) {
+  require(plan, "plan");
+  const auto ports = input ? plan->model.inputs() : plan->model.outputs();
+  if (index >= ports.size())
+    throw svod::make_error(svod::ErrorKind::Validation, "{} {} is out of range (the plan has {})",
+                           input ? "input" : "output", index, ports.size());
+  return ports[index];
+}
+
+// A name of the plan's file, which lives as long as the plan.
+const char* file_string(const svod_plan* plan, const std::string& name) {
+  for (const auto& b : plan->model.file().buffers) {
+    if (b.name == name) return b.name.c_str();
+    for (const auto& v : b.dim_variables)
+      if (v == name) return v.c_str();
+  }
+  throw svod::make_error(svod::ErrorKind::Internal, "\"{}\" is not a name of the plan's file", name);
+}
+
+svod_status* port_info(const char* function, svod_plan* plan, size_t index, bool input, const char** name,
+                       const char** dtype, size_t* rank) {
+  return guarded(function, [&] {
+    require(name, "name");
+    require(dtype, "dtype");
+    require(rank, "rank");
+    require(plan, "plan");
+    std::lock_guard lock(plan->mutex);
+    const svod::ModelPort port = port_at(plan, index, input);
+    *name = file_string(plan, port.name);
+    *dtype = svod::to_string(port.dtype).data();
+    *rank = port.shape.size();
+  });
+}
+
+svod_status* port_dim(const char* function, svod_plan* plan, size_t index, bool input, size_t dim, int64_t* size,
+                      const char** variable) {
+  return guarded(function, [&] {
+    require(size, "size");
+    require(variable, "variable");
+    require(plan, "plan");
+    std::lock_guard lock(plan->mutex);
+    const svod::ModelPort port = port_at(plan, index, input);
+    if (dim >= port.shape.size())
+      throw svod::make_error(svod::ErrorKind::Validation, "{} \"{}\" has {} dimensions, not {}",
+                             input ? "input" : "output", port.name, port.shape.size(), dim + 1);
+    *size = static_cast<int64_t>(port.shape[dim]);
+    const bool fixed = port.dim_variables.empty() || port.dim_variables[dim].empty();
+    *variable = fixed ? nullptr : file_string(plan, port.dim_variables[dim]);
+  });
+}
+
+}  // namespace
+
+size_t svod_plan_input_count(svod_plan* plan) {
+  if (plan == nullptr) return 0;
+  std::lock_guard lock(plan->mutex);
+  return plan->model.inputs().size();
+}
+
+size_t svod_plan_output_count(svod_plan* plan) {
+  if (plan == nullptr) return 0;
+  std::lock_guard lock(plan->mutex);
+  return plan->model.outputs().size();
+}
+
+svod_status* svod_plan_input_info(svod_plan* plan, size_t index, const char** name, const char** dtype,
+                                  size_t* rank) {
+  return port_info(__func__, plan, index, true, name, dtype, rank);
+}
+
+svod_status* svod_plan_output_info(svod_plan* plan, size_t index, const char** name, const char** dtype,
+                                   size_t* rank) {
+  return port_info(__func__, plan, index, false, name, dtype, rank);
+}
+
+svod_status* svod_plan_input_dim(svod_plan* plan, size_t index, size_t dim, int64_t* size, const char** variable) {
+  return port_dim(__func__, plan, index, true, dim, size, variable);
+}
+
+svod_status* svod_plan_output_dim(svod_plan* plan, size_t index, size_t dim, int64_t* size, const char** variable) {
+  return port_dim(__func__, plan, index, false, dim, size, variable);
+}
+
+svod_status* svod_plan_set_input(svod_plan* plan, const char* name, const void* data, size_t bytes,
+                                 const char* dtype, const int64_t* shape, size_t rank) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(name, "name");
+    require(dtype, "dtype");
+    if (bytes > 0) require(data, "data");
+    if (rank > 0) require(shape, "shape");
+    std::vector<size_t> dims;
+    for (size_t d = 0; d < rank; ++d) {
+      if (shape[d] < 0)
+        throw svod::make_error(svod::ErrorKind::Validation, "input \"{}\": shape[{}] is {}, below 0", name, d,
+                               shape[d]);
+      dims.push_back(static_cast<size_t>(shape[d]));
     }
-    // Once set, the values stay: later runs take the usual path again.
-    plan->loaded.plan.execute_with_vars(plan->pending);
-    plan->pending.clear();
+    const svod::DType type = svod::parse_dtype(dtype);
+    std::lock_guard lock(plan->mutex);
+    plan->model.set_input(name, type, dims, std::span(static_cast<const std::byte*>(data), bytes));
+  });
+}
+
+svod_status* svod_plan_get_output(svod_plan* plan, const char* name, void* data, size_t bytes) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    require(name, "name");
+    if (bytes > 0) require(data, "data");
+    std::lock_guard lock(plan->mutex);
+    plan->model.read_output(name, std::span(static_cast<std::byte*>(data), bytes));
   });
 }
 

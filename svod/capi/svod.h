@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 7
+#define SVOD_API_VERSION_MINOR 8
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -253,6 +253,53 @@ SVOD_C_EXPORT svod_status* svod_plan_bind(svod_plan* plan, const char* name, svo
  * plan poisoned: later executions return PLAN_POISONED until it is loaded
  * again, on every device. Thread-safe: calls on one plan are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_execute(svod_plan* plan);
+/* ---- Running a plan by name (1.8) --------------------------------------- */
+
+/* A saved plan or a package made from one (docs/PACKAGE_FORMAT.md) names
+ * its inputs (buffers of role "input", which the caller fills before a run)
+ * and its outputs. Each has a dtype and a shape, row-major; a dimension may
+ * be a plan variable (a dynamic batch or sequence length): its size is the
+ * variable's value for the next run, and an input's data sets it. Plans
+ * without named inputs (plan files that give none) have 0 inputs and run as
+ * before. All of these are thread-safe: calls on one plan are serialized. */
+
+/* The number of inputs and of outputs; 0 for a NULL handle. */
+SVOD_C_EXPORT size_t svod_plan_input_count(svod_plan* plan);
+SVOD_C_EXPORT size_t svod_plan_output_count(svod_plan* plan);
+/* Input (output) `index` (0 to count - 1): its name and dtype name ("f32"),
+ * both alive as long as the plan, and its rank (number of dimensions).
+ * VALIDATION for an index out of range. */
+SVOD_C_EXPORT svod_status* svod_plan_input_info(svod_plan* plan, size_t index, const char** name,
+                                                const char** dtype, size_t* rank);
+SVOD_C_EXPORT svod_status* svod_plan_output_info(svod_plan* plan, size_t index, const char** name,
+                                                 const char** dtype, size_t* rank);
+/* Dimension `dim` of input (output) `index`: its size for the next run, and
+ * the name of the plan variable it is (alive as long as the plan), or NULL
+ * for a fixed dimension. VALIDATION for an index or dim out of range. */
+SVOD_C_EXPORT svod_status* svod_plan_input_dim(svod_plan* plan, size_t index, size_t dim, int64_t* size,
+                                               const char** variable);
+SVOD_C_EXPORT svod_status* svod_plan_output_dim(svod_plan* plan, size_t index, size_t dim, int64_t* size,
+                                                const char** variable);
+/* Copies `bytes` bytes at `data`, an array of `dtype` with `shape` (`rank`
+ * sizes, row-major), into input `name`. The dtype must be the input's and
+ * the shape its shape, each variable dimension within its variable's
+ * bounds; a variable dimension sets its variable for the next runs (the
+ * data then fills the input's first elements). The input keeps the data for
+ * later runs until it is set again. VALIDATION naming the input for an
+ * unknown name, another dtype, rank or fixed size, a variable out of range,
+ * or `bytes` other than the shape's; nothing changes then. svod_plan_bind
+ * binds an input's buffer instead, at the shape its variables have. */
+SVOD_C_EXPORT svod_status* svod_plan_set_input(svod_plan* plan, const char* name, const void* data, size_t bytes,
+                                               const char* dtype, const int64_t* shape, size_t rank);
+/* Copies output `name` as the last execution left it into `data`: its
+ * current shape's elements (svod_plan_output_dim), which must be exactly
+ * `bytes` bytes (VALIDATION otherwise, and for an unknown name). An output
+ * may also be bound to the caller's buffer (svod_plan_bind), which the
+ * plan then writes. svod_plan_execute refuses (VALIDATION) to run while an
+ * input was never set or bound, or two inputs give one variable different
+ * sizes, naming them. */
+SVOD_C_EXPORT svod_status* svod_plan_get_output(svod_plan* plan, const char* name, void* data, size_t bytes);
+
 /* Releases the plan; buffer handles taken from it stay valid. Not
  * concurrently with other calls on this handle. */
 SVOD_C_EXPORT svod_status* svod_plan_release(svod_plan* plan);

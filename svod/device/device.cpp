@@ -114,23 +114,26 @@ void Program::run_bound(const uint64_t*, int64_t) const {
                    spec().display_name(), device().name());
 }
 
-std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec,
-                                               const std::function<void(const Artifact&)>& loaded) {
-  auto load = [&](const Artifact& artifact) {
-    auto program = device.load(spec, artifact);
-    if (loaded) loaded(artifact);
-    return program;
-  };
+std::shared_ptr<const Program> load_program(Device& device, const ProgramSpec& spec, Artifact artifact,
+                                            std::optional<CompilerIdentity> made_by) {
+  std::shared_ptr<const Program> program = device.load(spec, artifact);
+  artifact.diagnostics.clear();
+  artifact.diagnostics.shrink_to_fit();
+  program->artifact_ = std::make_shared<const LoadedArtifact>(LoadedArtifact{std::move(artifact), std::move(made_by)});
+  return program;
+}
+
+std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec) {
   const std::shared_ptr<ObjectCache> objects = object_cache();
   const Compiler& compiler = device.compiler();
   if (objects == nullptr || !objects->enabled()) {
     begin_compile(spec, {});
-    return load(compiler.compile(spec));
+    return load_program(device, spec, compiler.compile(spec));
   }
   const Hash128 key = object_key(spec, objects->identity_hash(compiler));
   if (auto stored = objects->get(key)) {
     try {
-      auto program = load(*stored);
+      auto program = load_program(device, spec, std::move(*stored));
       detail::note_build_source(detail::BuildSource::DiskCache);
       return program;
     } catch (const Error& e) {
@@ -145,7 +148,7 @@ std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec
   begin_compile(spec, {});
   Artifact artifact = compiler.compile(spec);
   // Load before publishing, so an object that cannot load is never stored.
-  auto program = load(artifact);
+  auto program = load_program(device, spec, artifact);
   objects->put(key, artifact);
   return program;
 }

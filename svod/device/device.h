@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -122,6 +123,16 @@ class Device {
   const uint64_t cache_scope_;
 };
 
+// The artifact a Program was loaded from and the compiler that made it.
+struct LoadedArtifact {
+  Artifact artifact;  // its kind and bytes (no diagnostics)
+  // The identity of the compiler that made it; nullopt when it is the
+  // program's device's own compiler (Device::compiler()), which is asked
+  // only when someone needs it, so that a program loaded from the object
+  // cache never opens its compiler.
+  std::optional<CompilerIdentity> made_by;
+};
+
 class Program {
  public:
   explicit Program(ProgramSpec spec);
@@ -161,19 +172,35 @@ class Program {
   // callers that call it themselves, e.g. through ctypes); null otherwise.
   virtual void* host_entry() const noexcept { return nullptr; }
 
+  // The artifact this program was loaded from (load_program), so that a plan
+  // holding it packs without compiling again; null for a program made some
+  // other way. Its bytes stay in memory as long as the program: a CPU
+  // program's ELF object, a few KiB per kernel.
+  const std::shared_ptr<const LoadedArtifact>& artifact() const noexcept { return artifact_; }
+
  private:
+  friend std::shared_ptr<const Program> load_program(Device& device, const ProgramSpec& spec, Artifact artifact,
+                                                     std::optional<CompilerIdentity> made_by);
   ProgramSpec spec_;
   LaunchLayout layout_;
+  // Set once by load_program, before the program is handed to anyone.
+  mutable std::shared_ptr<const LoadedArtifact> artifact_;
 };
+
+// device.load(spec, artifact), the program keeping the artifact
+// (Program::artifact) with the identity of the compiler that made it
+// (nullopt: the device's own). Every Program made from an artifact is made
+// here: by the compile pipeline (load_or_compile), from packages and from
+// program binaries.
+std::shared_ptr<const Program> load_program(Device& device, const ProgramSpec& spec, Artifact artifact,
+                                            std::optional<CompilerIdentity> made_by = std::nullopt);
 
 // Builds a Program for `spec` on `device` without the kernel cache: a stored
 // object from the object cache is loaded with device.load(); otherwise the
 // device's compiler compiles, the device loads, and the object is published.
-// A stored object that fails to load is removed and compiled afresh.
-// `loaded`, when given, sees the artifact that became the Program (packages
-// keep it).
-std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec,
-                                               const std::function<void(const Artifact&)>& loaded = {});
+// A stored object that fails to load is removed and compiled afresh. The
+// program keeps the artifact it was loaded from (Program::artifact).
+std::shared_ptr<const Program> load_or_compile(Device& device, const ProgramSpec& spec);
 
 // How svod copies a buffer, decided here once:
 // dst <- src (equal byte sizes) now, on the calling thread, wherever either

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <algorithm>
 #include <tuple>
 
 #include "svod/base/error.h"
@@ -129,6 +130,77 @@ Artifact artifact_of(const PackageReader& reader, const std::string& program, Ar
   return artifact;
 }
 
+// What a package is made of, from a plan file (pack_plan(path)) or a plan
+// in memory (pack_plan(plan)): the plan's self-contained JSON and its
+// parsed form, the program each of its programs was loaded as (its object
+// packed when it keeps one: Program::artifact), the contents of its npy
+// buffers and the expected values of its npy expectations.
+struct PackContents {
+  std::string plan_name;
+  std::string plan_text;
+  const PlanFile& file;
+  std::map<std::string, int64_t> variables;
+  std::map<std::string, std::shared_ptr<const Program>> programs;
+  std::map<std::string, std::vector<std::byte>> init;
+  std::map<std::string, std::vector<double>> expected;
+  std::string exporter;
+};
+
+PackagePort port_of(const PlanFileBuffer& buffer, std::string name) {
+  PackagePort port{std::move(name), buffer.dtype, buffer.shape, buffer.dim_variables};
+  for (size_t d = 0; d < port.dim_variables.size(); ++d)
+    if (!port.dim_variables[d].empty()) port.shape[d] = 0;
+  return port;
+}
+
+// The one place packages are written.
+std::vector<std::byte> pack(PackContents& contents) {
+  const PlanFile& file = contents.file;
+  PackageManifest manifest;
+  manifest.svod_version = SVOD_VERSION;
+  manifest.exporter = contents.exporter;
+  manifest.plan_name = contents.plan_name;
+  manifest.variables = contents.variables;
+  for (const PlanFileBuffer& b : file.buffers)
+    if (b.role == BufferRole::Input) manifest.inputs.push_back(port_of(b, b.name));
+  for (const PlanFileOutput& out : file.outputs) manifest.outputs.push_back(port_of(*file.find_buffer(out.buffer), out.buffer));
+
+  PackageWriter writer;
+  for (const auto& p : file.programs) {
+    PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, std::nullopt};
+    const auto it = contents.programs.find(p.name);
+    const std::shared_ptr<const LoadedArtifact> object = it == contents.programs.end() ? nullptr : it->second->artifact();
+    if (object) {
+      // The manifest records one compiler per device (and one for every CPU
+      // object): an object another compiler made is packed as source.
+      const CompilerIdentity identity = object->made_by ? *object->made_by : it->second->device().compiler().identity();
+      const bool cpu = is_cpu_artifact(object->artifact.kind);
+      if (cpu && !manifest.cpu) manifest.cpu = identity;
+      if (!cpu && !manifest.devices.contains(entry.device)) manifest.devices[entry.device] = identity;
+      if ((cpu ? *manifest.cpu : manifest.devices.at(entry.device)).hash() == identity.hash()) {
+        entry.artifact = object->artifact.kind;
+        writer.add(program_section(p.name), object->artifact.bytes);
+      }
+    }
+    manifest.programs.push_back(std::move(entry));
+  }
+  for (const auto& b : file.buffers) {
+    if (b.view_of || b.init.kind != BufferInit::Kind::Npy) continue;
+    writer.add(init_section(b.name), std::move(contents.init.at(b.name)));
+    manifest.buffers.push_back(b.name);
+  }
+  for (const PlanFileOutput& out : file.outputs) {
+    const auto it = contents.expected.find(out.buffer);
+    if (it == contents.expected.end()) continue;
+    const auto* p = reinterpret_cast<const std::byte*>(it->second.data());
+    writer.add(expect_section(out.buffer), std::vector<std::byte>(p, p + it->second.size() * sizeof(double)));
+    manifest.expected.push_back(out.buffer);
+  }
+  writer.add(std::string(kPlanSection), contents.plan_text);
+  writer.add(std::string(kManifestSection), write_manifest(manifest));
+  return writer.finish();
+}
+
 LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void> image, const fs::path& folder,
                         const PackageLoadOptions& options) {
   // Before anything in the package is used: a wrong signature, and under
@@ -219,7 +291,7 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
   const std::string why = device.artifact_mismatch(made_by);
   if (!why.empty()) return rebuild(what, why);
   try {
-    return device.load(spec, artifact_of(reader, name, kind));
+    return load_program(device, spec, artifact_of(reader, name, kind), made_by);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Load) throw;
     return rebuild(what, e.what());
@@ -229,61 +301,49 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
 std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& options) {
   PlanFile file = parse_plan_file(plan);
 
-  // Load the plan once, keeping what each device's compiler produced for
-  // each program (through the object cache, so a warm cache compiles nothing).
+  // Load the plan once; each program keeps the object it was loaded from
+  // (through the object cache, so a warm cache compiles nothing).
   std::mutex mutex;
-  std::map<std::string, Artifact> objects;
-  std::optional<CompilerIdentity> cpu_identity;
-  std::map<std::string, CompilerIdentity> device_identities;
+  PackContents contents{.plan_name = plan.string(), .plan_text = {}, .file = file, .variables = options.vars,
+                        .programs = {}, .init = {}, .expected = {}, .exporter = options.exporter};
   LoadOptions load;
   load.vars = options.vars;
   load.communicator = options.communicator;
   load.cpu_compiler = options.cpu_compiler;
-  load.build_program = [&](const PlanFileProgram& program, Device& device) -> std::shared_ptr<const Program> {
-    return load_or_compile(device, program.spec, [&](const Artifact& artifact) {
-      const CompilerIdentity& identity = device.compiler().identity();
-      std::lock_guard lock(mutex);
-      objects[program.name] = artifact;
-      if (is_cpu_artifact(artifact.kind)) {
-        if (!cpu_identity) cpu_identity = identity;
-      } else {
-        device_identities[program.device.empty() ? file.device : program.device] = identity;
-      }
-    });
+  load.build_program = [&](const PlanFileProgram& program, Device& device) {
+    std::shared_ptr<const Program> made = device.compile(program.spec);
+    std::lock_guard lock(mutex);
+    contents.programs[program.name] = made;
+    return made;
   };
   LoadedPlan loaded = load_plan(file, load);
-
-  PackageManifest manifest;
-  manifest.svod_version = SVOD_VERSION;
-  manifest.plan_name = plan.string();
-  manifest.variables = options.vars;
-  manifest.cpu = cpu_identity;
-  manifest.devices = std::move(device_identities);
-  PackageWriter writer;
-  for (const auto& p : file.programs) {
-    PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, std::nullopt};
-    if (auto it = objects.find(p.name); it != objects.end()) {
-      entry.artifact = it->second.kind;
-      writer.add(program_section(p.name), std::move(it->second.bytes));
-    }
-    manifest.programs.push_back(std::move(entry));
-  }
   for (const auto& b : file.buffers) {
     if (b.view_of || b.init.kind != BufferInit::Kind::Npy) continue;
-    writer.add(init_section(b.name), host_copy(loaded.plan.buffer(*loaded.plan.find_buffer(b.name))));
-    manifest.buffers.push_back(b.name);
+    contents.init[b.name] = host_copy(loaded.plan.buffer(*loaded.plan.find_buffer(b.name)));
   }
   for (size_t i = 0; i < file.outputs.size(); ++i) {
     const PlanFileOutput& out = file.outputs[i];
-    if (!out.expect || !out.expect->npy) continue;
-    const auto& values = loaded.outputs[i].expected;
-    const auto* p = reinterpret_cast<const std::byte*>(values.data());
-    writer.add(expect_section(out.buffer), std::vector<std::byte>(p, p + values.size() * sizeof(double)));
-    manifest.expected.push_back(out.buffer);
+    if (out.expect && out.expect->npy) contents.expected[out.buffer] = loaded.outputs[i].expected;
   }
-  writer.add(std::string(kPlanSection), self_contained_plan(plan, file));
-  writer.add(std::string(kManifestSection), write_manifest(manifest));
-  return writer.finish();
+  contents.plan_text = self_contained_plan(plan, file);
+  return pack(contents);
+}
+
+std::vector<std::byte> pack_plan(const ExecutionPlan& plan, const SaveOptions& save, const PackOptions& options) {
+  SavedPlan saved = to_plan_file(plan, save, ".");
+  for (const auto& [name, value] : options.vars) {
+    const auto it = std::find_if(saved.file.variables.begin(), saved.file.variables.end(),
+                                 [&](const PlanFileVariable& v) { return v.variable.name == name; });
+    if (it == saved.file.variables.end())
+      throw make_error(ErrorKind::Validation, "vars: the plan has no variable \"{}\" to set", name);
+    it->variable.check(value);
+    it->value = value;
+  }
+  const std::string text = write_plan_text(saved.file);
+  PackContents contents{.plan_name = options.plan_name, .plan_text = text, .file = saved.file,
+                        .variables = options.vars, .programs = std::move(saved.programs),
+                        .init = std::move(saved.data), .expected = {}, .exporter = options.exporter};
+  return pack(contents);
 }
 
 void write_package(const fs::path& path, std::span<const std::byte> bytes) { write_file_atomically(path, {bytes}); }

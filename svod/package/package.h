@@ -45,6 +45,7 @@
 #include "svod/package/package_format.h"
 #include "svod/package/signature.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/planfile/plan_save.h"
 
 namespace svod {
 
@@ -59,11 +60,26 @@ struct PackOptions {
   // The compiler of the plan's CPU programs (LoadOptions::cpu_compiler;
   // empty: the process's default).
   std::string cpu_compiler;
+  // What made the plan, recorded in the manifest ("svod.tinygrad"); free text.
+  std::string exporter;
+  // The manifest's "plan" of a plan in memory (a plan file's is its path).
+  std::string plan_name;
 };
 
 // The package for a plan file, in memory. Plan errors keep their kind and
 // message (as load_plan reports them).
 std::vector<std::byte> pack_plan(const std::filesystem::path& plan, const PackOptions& options = {});
+// The package of a plan in memory, however it was made (a plan file,
+// PlanBuilder, a capture): the plan file to_plan_file makes of it (`save`
+// names its inputs and outputs and may choose roles), the object each of its
+// programs was loaded from (Program::artifact: nothing is compiled; a
+// program without one is packed as source and compiled when the package
+// loads), and the contents of its constant and state buffers as they are
+// now. options.vars set variables' values in the packaged plan;
+// options.communicator and cpu_compiler are not used (the plan is loaded
+// already). Errors as to_plan_file, and Error(Validation) for a variable
+// the plan lacks or a value outside its bounds.
+std::vector<std::byte> pack_plan(const ExecutionPlan& plan, const SaveOptions& save, const PackOptions& options = {});
 // Writes a package's bytes to `out` through a temporary file renamed into
 // place, so no reader sees half a package. Error(Io) on failure.
 void write_package(const std::filesystem::path& out, std::span<const std::byte> bytes);

@@ -116,10 +116,8 @@ PackageReader::PackageReader(std::span<const std::byte> bytes, std::string sourc
   if (get_digest(bytes, kHeaderDigested) != hash_bytes(bytes.first(kHeaderDigested)))
     throw fail("header", "digest mismatch (the header is corrupt)");
   const auto version = get_le<uint32_t>(bytes, 8);
-  if (version != kPackageFormatVersion)
-    throw fail("header", fmt::format("package format version {}; this svod reads version {} (repack the plan with "
-                                     "this svod)",
-                                     version, kPackageFormatVersion));
+  if (version < kOldestPackageFormatVersion || version > kPackageFormatVersion)
+    throw fail("header", unread_version(version));
   if (!all_zero(bytes.subspan(40, 8))) throw fail("header", "reserved bytes are not zero");
   // The recorded size ends the package; a signature block may follow it
   // (signature.h checks what is in the block).
@@ -192,6 +190,15 @@ std::string_view artifact_name(const std::optional<ArtifactKind>& artifact) noex
   return artifact ? artifact->name() : kSourceArtifact;
 }
 
+std::string unread_version(uint64_t version) {
+  if (version > kPackageFormatVersion)
+    return fmt::format("package format version {}, written by a newer svod; this svod reads versions {} to {} "
+                       "(update svod, or pack the plan with this one)",
+                       version, kOldestPackageFormatVersion, kPackageFormatVersion);
+  return fmt::format("package format version {}; this svod reads versions {} to {} (repack the plan with this svod)",
+                     version, kOldestPackageFormatVersion, kPackageFormatVersion);
+}
+
 std::string program_section(std::string_view program) { return "program/" + std::string(program); }
 std::string init_section(std::string_view buffer) { return "init/" + std::string(buffer); }
 std::string expect_section(std::string_view output) { return "expect/" + std::string(output); }
@@ -201,6 +208,16 @@ namespace {
 // The compiler's name keeps the field name "backend" it had from the first
 // package on, so that every svod version reads every package's manifest
 // (docs/PACKAGE_FORMAT.md).
+// A port's shape: its fixed sizes, and the names of its variable dimensions.
+Json port_json(const PackagePort& port) {
+  Json shape = Json::array();
+  for (size_t d = 0; d < port.shape.size(); ++d) {
+    if (!port.dim_variables.empty() && !port.dim_variables[d].empty()) shape.push_back(port.dim_variables[d]);
+    else shape.push_back(port.shape[d]);
+  }
+  return {{"name", port.name}, {"dtype", to_string(port.dtype)}, {"shape", std::move(shape)}};
+}
+
 Json identity_json(const CompilerIdentity& id) {
   return {{"backend", id.name},          {"path", id.path},
           {"version", id.version},       {"target_triple", id.target_triple},
@@ -214,6 +231,14 @@ std::string write_manifest(const PackageManifest& m) {
   Json j;
   j["format"] = m.format;
   j["svod_version"] = m.svod_version;
+  if (m.format >= 2) {
+    j["exporter"] = m.exporter;
+    for (const auto& [key, ports] : {std::pair("inputs", &m.inputs), std::pair("outputs", &m.outputs)}) {
+      Json list = Json::array();
+      for (const PackagePort& port : *ports) list.push_back(port_json(port));
+      j[key] = std::move(list);
+    }
+  }
   j["plan"] = m.plan_name;
   j["variables"] = m.variables;
   if (m.cpu) j["cpu"] = identity_json(*m.cpu);
@@ -264,9 +289,50 @@ PackageManifest read_manifest(std::string_view json, std::string_view source) {
   };
   PackageManifest m;
   const Json& format = field(j, "format", T::number_integer, "");
-  if (format != kPackageFormatVersion)
-    throw fail("format", fmt::format("{}, this svod reads {}", format.dump(), kPackageFormatVersion));
+  if (!format.is_number_unsigned() || format.get<uint64_t>() < kOldestPackageFormatVersion ||
+      format.get<uint64_t>() > kPackageFormatVersion)
+    throw fail("format", format.is_number_unsigned() ? unread_version(format.get<uint64_t>()) : "out of range");
+  m.format = format.get<uint32_t>();
   m.svod_version = field(j, "svod_version", T::string, "").get<std::string>();
+  // A variable dimension names a variable of the plan, which the plan's
+  // own parser checks; here only its form.
+  auto ports = [&](const char* key) {
+    std::vector<PackagePort> out;
+    const Json& list = field(j, key, T::array, "");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = fmt::format("{}[{}]", key, i);
+      PackagePort port;
+      port.name = field(list[i], "name", T::string, path).get<std::string>();
+      const std::string dtype = field(list[i], "dtype", T::string, path).get<std::string>();
+      try {
+        port.dtype = parse_dtype(dtype);
+      } catch (const Error& e) {
+        throw fail(path + ".dtype", e.what());
+      }
+      const Json& shape = field(list[i], "shape", T::array, path);
+      bool variable = false;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d].is_string()) {
+          port.shape.push_back(0);
+          port.dim_variables.push_back(shape[d].get<std::string>());
+          variable = true;
+        } else if (shape[d].is_number_unsigned()) {
+          port.shape.push_back(shape[d].get<size_t>());
+          port.dim_variables.emplace_back();
+        } else {
+          throw fail(fmt::format("{}.shape[{}]", path, d), "expected a size or a variable's name");
+        }
+      }
+      if (!variable) port.dim_variables.clear();
+      out.push_back(std::move(port));
+    }
+    return out;
+  };
+  if (m.format >= 2) {
+    m.exporter = field(j, "exporter", T::string, "").get<std::string>();
+    m.inputs = ports("inputs");
+    m.outputs = ports("outputs");
+  }
   m.plan_name = field(j, "plan", T::string, "").get<std::string>();
   for (const auto& [name, value] : field(j, "variables", T::object, "").items()) {
     if (!value.is_number_integer()) throw fail("variables." + name, "expected an integer");

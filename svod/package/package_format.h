@@ -22,11 +22,15 @@
 #include <vector>
 
 #include "svod/compile/compiler.h"
+#include "svod/base/dtype.h"
 
 namespace svod {
 
 inline constexpr char kPackageMagic[8] = {'S', 'V', 'O', 'D', 'P', 'K', 'G', '\0'};
-inline constexpr uint32_t kPackageFormatVersion = 1;
+// The format version written; every version from kOldestPackageFormatVersion
+// to it is read (version 1 has no inputs, outputs or exporter).
+inline constexpr uint32_t kPackageFormatVersion = 2;
+inline constexpr uint32_t kOldestPackageFormatVersion = 1;
 inline constexpr size_t kPackageAlignment = 64;
 inline constexpr size_t kPackageSectionNameMax = 95;  // bytes; the table keeps a terminating NUL
 
@@ -87,10 +91,24 @@ struct PackageProgram {
   std::optional<ArtifactKind> artifact;
 };
 
+// An input or output of the packaged plan, as its caller sees it: a base
+// buffer of role "input", or an output of the plan.
+struct PackagePort {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<size_t> shape;  // 0 for a variable dimension (its bounds are the plan variable's)
+  // Per dimension, the plan variable it is, or "" for a fixed one; empty
+  // when none is variable. The manifest writes a shape as [ "batch", 3 ].
+  std::vector<std::string> dim_variables;
+};
+
 // The "manifest" section: what the package was built from and for.
 struct PackageManifest {
   uint32_t format = kPackageFormatVersion;
   std::string svod_version;
+  std::string exporter;                       // what made the plan ("svod pack", "svod.tinygrad"); version 2
+  std::vector<PackagePort> inputs;            // version 2
+  std::vector<PackagePort> outputs;           // version 2
   std::string plan_name;                      // the plan file it was packed from
   std::map<std::string, int64_t> variables;   // --var values given to svod pack
   std::optional<CompilerIdentity> cpu;        // the compiler of the CPU objects
@@ -106,6 +124,10 @@ struct PackageManifest {
 std::string write_manifest(const PackageManifest& manifest);
 // Error(Load) naming `source` and the field at fault.
 PackageManifest read_manifest(std::string_view json, std::string_view source);
+
+// What a reader says of a package of a format `version` it does not read
+// (a newer one: "written by a newer svod").
+std::string unread_version(uint64_t version);
 
 // The manifest's word for `artifact`: its name, "source" for none.
 std::string_view artifact_name(const std::optional<ArtifactKind>& artifact) noexcept;

@@ -1,7 +1,6 @@
 #include "svod/package/program_binary.h"
 
 #include <atomic>
-#include <optional>
 
 #include "svod/base/error.h"
 #include "svod/base/hash.h"
@@ -18,22 +17,21 @@ constexpr std::string_view kWhat = "program binary";
 }  // namespace
 
 std::vector<std::byte> compile_program_binary(Device& device, const ProgramSpec& spec) {
-  std::optional<Artifact> made;
   device.check_compilable(spec);
-  load_or_compile(device, spec, [&](const Artifact& artifact) { made = artifact; });
+  const std::shared_ptr<const LoadedArtifact> made = load_or_compile(device, spec)->artifact();
 
   PackageManifest manifest;
   manifest.svod_version = SVOD_VERSION;
-  manifest.programs.push_back(PackageProgram{spec.entry, device.name(), made->kind});
-  const CompilerIdentity& identity = device.compiler().identity();
-  if (is_cpu_artifact(made->kind)) manifest.cpu = identity;
+  manifest.programs.push_back(PackageProgram{spec.entry, device.name(), made->artifact.kind});
+  const CompilerIdentity& identity = made->made_by ? *made->made_by : device.compiler().identity();
+  if (is_cpu_artifact(made->artifact.kind)) manifest.cpu = identity;
   else manifest.devices[device.name()] = identity;
 
   PackageWriter writer;
   writer.add(std::string(kManifestSection), write_manifest(manifest));
   writer.add(std::string(kSourceSection), std::string_view(spec.source));
   writer.add(std::string(kCompiledFromSection), source_hash(spec).to_hex());
-  writer.add(program_section(spec.entry), std::move(made->bytes));
+  writer.add(program_section(spec.entry), made->artifact.bytes);
   return writer.finish();
 }
 

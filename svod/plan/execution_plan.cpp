@@ -25,6 +25,11 @@ const std::string& ExecutionPlan::buffer_name(size_t index) const {
   return state_->buffer_names[index];
 }
 
+std::optional<PlanView> ExecutionPlan::view(size_t index) const {
+  buffer(index);  // checks the index
+  return state_->views[index];
+}
+
 std::optional<size_t> ExecutionPlan::find_buffer(std::string_view name) const {
   const auto& names = state_->buffer_names;
   for (size_t i = 0; i < names.size(); ++i)
@@ -46,6 +51,11 @@ const std::string& ExecutionPlan::op_id(size_t index) const {
   return state_->options[index].id;
 }
 
+const OpOptions& ExecutionPlan::op_options(size_t index) const {
+  op(index);
+  return state_->options[index];
+}
+
 std::string ExecutionPlan::op_title(size_t index) const {
   op(index);  // checks the index
   return state_->op_title(index);
@@ -64,6 +74,13 @@ std::span<const std::pair<size_t, Access>> ExecutionPlan::op_accesses(size_t ind
 std::optional<int64_t> ExecutionPlan::variable(std::string_view name) const {
   std::lock_guard lock(state_->mutex);
   return state_->variables().find(name);
+}
+
+std::vector<PlanVariable> ExecutionPlan::variables() const {
+  std::lock_guard lock(state_->mutex);
+  std::vector<PlanVariable> out;
+  for (size_t i = 0; i < state_->var_names.size(); ++i) out.push_back({state_->var_defs[i], state_->var_values[i]});
+  return out;
 }
 
 std::vector<size_t> ExecutionPlan::topological_order() const { return state_->runner.dag().order(); }

@@ -121,6 +121,21 @@ struct CollectiveOp {
 using PlanOp =
     std::variant<KernelOp, CopyOp, CustomOp, ViewOp, CollectiveOp>;
 
+// A slot that is part of another (add_view, or a ViewOp): `bytes` bytes of
+// slot `base` at `byte_offset`, typed `dtype`. The base may itself be a view.
+struct PlanView {
+  size_t base = 0;
+  size_t byte_offset = 0;
+  size_t bytes = 0;
+  DType dtype = DType::U8;
+};
+
+// A plan variable: its name and bounds, and the value it has now.
+struct PlanVariable {
+  Variable variable;
+  int64_t value = 0;
+};
+
 // Receives op start/end notifications from execute(); called on the thread
 // that runs the op, so implementations must be thread-safe and cheap. Null
 // (the default) costs one branch per op.
@@ -238,10 +253,15 @@ class ExecutionPlan {
   size_t buffer_count() const;
   std::optional<size_t> find_buffer(std::string_view name) const;
   const std::string& buffer_name(size_t index) const;  // empty for a slot added without a name
+  // How slot `index` is part of another when add_view or a ViewOp made it so;
+  // nullopt for a slot that holds a buffer of its own.
+  std::optional<PlanView> view(size_t index) const;
   const std::vector<size_t>& outputs() const;
   size_t op_count() const;
   const PlanOp& op(size_t index) const;
   const std::string& op_id(size_t index) const;
+  // The id, label and declared order (after, after_ids) op `index` was added with.
+  const OpOptions& op_options(size_t index) const;
   // How errors, tables, traces and reports name op `index` with what it is
   // (op_title, svod/guard/op_name.h): "op 3 (mm) kernel mm", a copy by its
   // buffers "op 4 copy out <- d_out", a view "op 5 view".
@@ -258,6 +278,9 @@ class ExecutionPlan {
   // The current value of a plan variable (waits for a running execute; do
   // not call it from inside an op of this plan).
   std::optional<int64_t> variable(std::string_view name) const;
+  // Every plan variable with its bounds and current value, by name (rank and
+  // world_size, which plan files add, are read_only); waits like variable().
+  std::vector<PlanVariable> variables() const;
 
   // Deterministic: Kahn's algorithm taking the smallest ready op index first.
   std::vector<size_t> topological_order() const;

@@ -73,7 +73,7 @@ void PlanState::derive_views() {
     if (views[v->view] || given_buffers[v->view].valid())
       throw make_error(ErrorKind::Validation, "{}: {} must be an empty slot that no other view defines",
                        op_title(i), slot_name(v->view));
-    views[v->view] = ViewRule{v->base, v->byte_offset, v->bytes, v->dtype};
+    views[v->view] = PlanView{v->base, v->byte_offset, v->bytes, v->dtype};
   }
   buffers = given_buffers;
   derive_order.clear();
@@ -449,7 +449,7 @@ size_t ExecutionPlanBuilder::add_buffer(Buffer buffer, std::string name) {
 
 size_t ExecutionPlanBuilder::add_view(size_t base, size_t byte_offset, size_t bytes, DType dtype, std::string name) {
   const size_t slot = add_buffer(Buffer{}, std::move(name));
-  state_->given_views[slot] = detail::ViewRule{base, byte_offset, bytes, dtype};
+  state_->given_views[slot] = PlanView{base, byte_offset, bytes, dtype};
   return slot;
 }
 

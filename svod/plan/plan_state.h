@@ -45,13 +45,6 @@ inline ByteRange range_of(const Buffer& b) {
   return {b.storage_id(), b.byte_offset(), b.byte_offset() + b.bytes()};
 }
 
-struct ViewRule {
-  size_t base;
-  size_t byte_offset;
-  size_t bytes;
-  DType dtype;
-};
-
 // Where a name in a kernel's expressions gets its value: a fixed value of
 // the op, or a plan variable.
 struct ValueSource {
@@ -119,7 +112,7 @@ struct PlanState {
   // ---- definition, as given to the builder ----
   std::vector<Buffer> given_buffers;
   std::vector<std::string> buffer_names;
-  std::vector<std::optional<ViewRule>> given_views;  // from add_view
+  std::vector<std::optional<PlanView>> given_views;  // from add_view
   std::vector<std::pair<Variable, int64_t>> given_variables;
   std::vector<PlanOp> ops;
   std::vector<OpOptions> options;
@@ -128,7 +121,7 @@ struct PlanState {
 
   // ---- built ----
   std::vector<Buffer> buffers;                 // live, views derived
-  std::vector<std::optional<ViewRule>> views;  // add_view and view ops
+  std::vector<std::optional<PlanView>> views;  // add_view and view ops
   std::vector<size_t> derive_order;            // view slots, bases first
   std::vector<std::string> var_names;          // sorted
   std::vector<Variable> var_defs;              // same order

@@ -34,6 +34,7 @@
 //    and bool buffers default to exact comparison.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +52,7 @@
 #include "svod/custom/custom_function.h"
 #include "svod/device/device.h"
 #include "svod/plan/execution_plan.h"
+#include "svod/planfile/buffer_roles.h"
 #include "svod/program/program_spec.h"
 
 namespace svod {
@@ -75,12 +77,16 @@ struct BufferInit {
 struct PlanFileBuffer {
   std::string name;
   DType dtype = DType::F32;
-  size_t count = 0;
-  std::vector<size_t> shape;   // {count} when the file gave a count
+  size_t count = 0;            // the elements allocated: variable dimensions at their variable's max
+  std::vector<size_t> shape;   // {count} when the file gave a count; variable dimensions at their max
+  // Per dimension of `shape`, the plan variable it is ("batch") or "" for a
+  // fixed one; empty when no dimension is variable.
+  std::vector<std::string> dim_variables;
   std::string device;          // base buffers; empty: the plan's device
   BufferInit init;             // base buffers only
+  std::optional<BufferRole> role;      // base buffers: what a saved plan and a model do with it
   std::optional<std::string> view_of;  // set for views: the base buffer's name
-  size_t offset = 0;           // views: in elements of the base's dtype
+  size_t byte_offset = 0;      // views: where in the base they start
 
   size_t bytes() const noexcept { return count * size_of(dtype); }
 };
@@ -109,6 +115,10 @@ struct PlanFileOp {
   ReduceOp reduce = ReduceOp::Sum;  // all_reduce, reduce_scatter
   int root = 0;                     // broadcast
   std::vector<Expr> scalars;         // run: the program's scalars except core_id, in order
+  // run: launch sizes of this op in place of the program's (plan variables
+  // and the program's scalars), as KernelOp::global and local.
+  std::optional<std::array<Expr, 3>> global_size;
+  std::optional<std::array<Expr, 3>> local_size;
   Attrs attrs;                       // custom
   std::string id;
   std::vector<OpRef> after;
@@ -150,6 +160,14 @@ PlanFile parse_plan_file(const std::filesystem::path& path);
 PlanFile parse_plan_text(std::string_view json_text, const std::filesystem::path& folder,
                          std::string_view source_name);
 
+// The plan file's JSON text for `file`, which parse_plan_text reads back into
+// an equal PlanFile given the same folder: every field as docs/PLAN_FORMAT.md
+// describes it, programs inline ("source"), files (npy inits and
+// expectations) relative to file.folder where they lie inside it, else
+// absolute. The inverse of parse_plan_text, for plans made in code
+// (save_plan).
+std::string write_plan_text(const PlanFile& file);
+
 // One program object as written under "programs" in a plan file, parsed on
 // its own (for APIs that take a single kernel, such as the C API): the same
 // fields and checks, except that sizes may name only the program's scalars.
@@ -189,8 +207,11 @@ struct LoadOptions {
 
   // Base buffers whose first values come from these .npy files instead of
   // their init (svod run --input NAME=@FILE.npy): by buffer name, each file
-  // checked as an npy init is (dtype, element count). Errors name
-  // "inputs.NAME": an unknown buffer (with the plan's), a view, a bad file.
+  // checked as an npy init is (dtype, element count). A buffer whose shape
+  // has variable dimensions takes a file of that shape, each variable
+  // dimension setting its variable (a value given in `vars` must agree) and
+  // the data filling its first elements. Errors name "inputs.NAME": an
+  // unknown buffer (with the plan's), a view, a bad file or shape.
   std::map<std::string, std::filesystem::path> inputs;
 
   // Hooks for packages (svod/package), which carry a plan's data and compiled
@@ -208,7 +229,7 @@ struct LoadOptions {
 struct LoadedOutput {
   std::string name;
   size_t slot = 0;                    // the plan's buffer index
-  std::vector<size_t> shape;
+  std::vector<size_t> shape;         // variable dimensions at the loaded values
   std::optional<PlanFileExpect> expect;
   std::vector<double> expected;       // the expected values (from the file or npy), when expect is set
 };

@@ -144,7 +144,8 @@ void initialise(const PlanFileBuffer& desc, const Buffer& buffer) {
     initialise_host(desc, buffer);
     return;
   }
-  const Buffer staging = buffer.device().allocate_host(desc.dtype, desc.count);
+  // The whole buffer: an input's data may fill only its first elements.
+  const Buffer staging = buffer.device().allocate_host(desc.dtype, buffer.count());
   initialise_host(desc, staging);
   buffer.device().copy(buffer, staging);
 }
@@ -226,11 +227,19 @@ class PlanLoader {
                          file_.source_name, name, names.empty() ? "none" : names);
       }
     }
+    read_input_shapes();
     for (const auto& v : file_.variables) {
       auto it = options_.vars.find(v.variable.name);
-      const int64_t value = it == options_.vars.end() ? v.value : it->second;
+      int64_t value = it == options_.vars.end() ? v.value : it->second;
+      if (const auto given = input_vars_.find(v.variable.name); given != input_vars_.end()) {
+        if (it != options_.vars.end() && it->second != given->second.first)
+          throw make_error(ErrorKind::Validation, "{}: variables.{}: set to {}, and the shape of input \"{}\" makes it {}",
+                           file_.source_name, v.variable.name, it->second, given->second.second, given->second.first);
+        value = given->second.first;
+      }
       at(file_, "variables." + v.variable.name, [&] { v.variable.check(value); });
       builder_.add_variable(v.variable, value);
+      values_[v.variable.name] = value;
     }
     const int rank = options_.communicator ? options_.communicator->rank() : 0;
     const int world_size = options_.communicator ? options_.communicator->size() : 1;
@@ -254,6 +263,7 @@ class PlanLoader {
       if (const auto input = options_.inputs.find(b.name); input != options_.inputs.end()) {
         PlanFileBuffer given = b;
         given.init = BufferInit{.kind = BufferInit::Kind::Npy, .npy = input->second};
+        given.count = count_now(b);  // the first elements, when a dimension is variable
         buffer = at(file_, "inputs." + b.name, [&] {
           Buffer made = device.allocate(b.dtype, b.count);
           initialise(given, made);
@@ -270,12 +280,56 @@ class PlanLoader {
     }
     for (const auto& b : file_.buffers) {
       if (!b.view_of) continue;
-      const size_t size = size_of(b.dtype);
-      made_[b.name] = made_.at(*b.view_of).view_bytes(b.offset * size, b.count * size, b.dtype);
       slots_[b.name] = at(file_, "buffers." + b.name, [&] {
-        return builder_.add_view(slots_.at(*b.view_of), b.offset * size, b.count * size, b.dtype, b.name);
+        made_[b.name] = made_.at(*b.view_of).view_bytes(b.byte_offset, b.bytes(), b.dtype);
+        return builder_.add_view(slots_.at(*b.view_of), b.byte_offset, b.bytes(), b.dtype, b.name);
       });
     }
+  }
+
+  // An input (options.inputs) of a buffer with variable dimensions sets
+  // those variables from its .npy file's shape, whose other dimensions must
+  // be the buffer's; two inputs must agree on a variable they share.
+  void read_input_shapes() {
+    for (const auto& [name, npy] : options_.inputs) {
+      const PlanFileBuffer* b = file_.find_buffer(name);
+      if (b == nullptr || b->dim_variables.empty()) continue;  // check_inputs names an unknown one
+      const std::vector<size_t> shape = at(file_, "inputs." + name, [&] { return read_npy(npy).shape; });
+      std::vector<std::string> declared;
+      for (size_t d = 0; d < b->shape.size(); ++d)
+        declared.push_back(b->dim_variables[d].empty() ? std::to_string(b->shape[d]) : b->dim_variables[d]);
+      if (shape.size() != b->shape.size())
+        throw make_error(ErrorKind::Validation, "{}: inputs.{}: {} has shape [{}], the input [{}]", file_.source_name,
+                         name, npy.string(), fmt::join(shape, ", "), fmt::join(declared, ", "));
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const std::string& variable = b->dim_variables[d];
+        if (variable.empty()) {
+          if (shape[d] != b->shape[d])
+            throw make_error(ErrorKind::Validation, "{}: inputs.{}: {} has shape [{}], the input [{}]",
+                             file_.source_name, name, npy.string(), fmt::join(shape, ", "), fmt::join(declared, ", "));
+          continue;
+        }
+        const auto value = static_cast<int64_t>(shape[d]);
+        const auto [it, fresh] = input_vars_.try_emplace(variable, value, name);
+        if (!fresh && it->second.first != value)
+          throw make_error(ErrorKind::Validation, "{}: inputs \"{}\" and \"{}\" make variable \"{}\" {} and {}",
+                           file_.source_name, it->second.second, name, variable, it->second.first, value);
+      }
+    }
+  }
+
+  // The elements of `b` at the variables' values (its count when no
+  // dimension is variable).
+  size_t count_now(const PlanFileBuffer& b) const {
+    size_t n = 1;
+    for (const size_t d : shape_now(b)) n *= d;
+    return n;
+  }
+  std::vector<size_t> shape_now(const PlanFileBuffer& b) const {
+    std::vector<size_t> shape = b.shape;
+    for (size_t d = 0; d < b.dim_variables.size(); ++d)
+      if (!b.dim_variables[d].empty()) shape[d] = static_cast<size_t>(values_.at(b.dim_variables[d]));
+    return shape;
   }
 
   // options.inputs name base buffers of the plan.
@@ -348,7 +402,7 @@ class PlanLoader {
                          "name that buffer here",
                          file_.source_name, out.buffer, made_.at(out.buffer).device().name());
       }
-      loaded.shape = buf.shape;
+      loaded.shape = shape_now(buf);
       loaded.expect = out.expect;
       if (out.expect && out.expect->npy && options_.npy_expected) {
         loaded.expected = at(file_, fmt::format("outputs.{}.expect.npy", out.buffer), [&] {
@@ -440,6 +494,8 @@ class PlanLoader {
         kernel.program = programs_[index];
         kernel.buffers = std::move(op_slots);
         kernel.scalars = op.scalars;
+        kernel.global = op.global_size;
+        kernel.local = op.local_size;
         return kernel;
       }
       case PlanFileOp::Kind::Copy: return CopyOp{op_slots[0], op_slots[1]};
@@ -482,6 +538,9 @@ class PlanLoader {
   std::map<std::string, Buffer, std::less<>> made_;  // for validating custom ops before the plan exists
   std::vector<std::shared_ptr<const Program>> programs_;  // per file.programs
   std::vector<LoadedOutput> outputs_;
+  std::map<std::string, int64_t> values_;  // each plan variable's value
+  // The variables inputs' shapes set: value and the input that set it.
+  std::map<std::string, std::pair<int64_t, std::string>> input_vars_;
 };
 
 }  // namespace
@@ -513,7 +572,10 @@ Hash128 plan_digest(const PlanFile& file, const std::map<std::string, int64_t>& 
   for (const auto& b : file.buffers) {
     h.str(b.name).str(to_string(b.dtype)).u64(b.count).u64(b.shape.size());
     for (size_t d : b.shape) h.u64(d);
-    h.str(b.device).str(b.view_of.value_or("")).u64(b.view_of ? 1 : 0).u64(b.offset);
+    h.u64(b.dim_variables.size());
+    for (const auto& v : b.dim_variables) h.str(v);
+    h.str(b.device).str(b.view_of.value_or("")).u64(b.view_of ? 1 : 0).u64(b.byte_offset);
+    h.u64(b.role ? uint64_t(*b.role) + 1 : 0);
     h.u64(uint64_t(b.init.kind)).u64(b.init.seed);
     f64(b.init.a);
     f64(b.init.b);
@@ -530,6 +592,11 @@ Hash128 plan_digest(const PlanFile& file, const std::map<std::string, int64_t>& 
     for (const auto& b : op.buffers) h.str(b);
     h.u64(op.scalars.size());
     for (const auto& e : op.scalars) h.str(e.text());
+    for (const auto* sizes : {&op.global_size, &op.local_size}) {
+      h.u64(sizes->has_value() ? 1 : 0);
+      if (*sizes)
+        for (const Expr& e : **sizes) h.str(e.text());
+    }
     h.u64(op.attrs.size());
     for (const auto& [key, value] : op.attrs) h.str(key).str(to_string(value));
     h.u64(op.after.size());
@@ -580,6 +647,10 @@ OutputCheck check_output(const LoadedOutput& output, DType dtype, std::span<cons
 
 void write_output_npy(const std::filesystem::path& path, const LoadedOutput& output, DType dtype,
                       std::span<const std::byte> data) {
+  // A shape with variable dimensions covers the buffer's first elements.
+  size_t count = 1;
+  for (const size_t d : output.shape) count *= d;
+  data = data.first(std::min(data.size(), count * size_of(dtype)));
   if (dtype != DType::BF16) {
     write_npy(path, dtype, output.shape, data);
     return;

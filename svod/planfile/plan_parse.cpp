@@ -1,6 +1,7 @@
 // Plan file JSON → PlanFile: every field checked, every error naming its JSON path.
 // The plan as a whole, its variables, buffers and outputs, and the entry points;
 // programs and ops are read in plan_parse_program.cpp and plan_parse_ops.cpp.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -84,33 +85,64 @@ void Parser::buffers(const Json& j) {
 }
 
 PlanFileBuffer Parser::base_buffer(const Json& b, const std::string& key, const std::string& path) const {
-  allow(b, path, {"dtype", "count", "shape", "device", "init"});
+  allow(b, path, {"dtype", "count", "shape", "device", "init", "role"});
   PlanFileBuffer buf;
   buf.name = key;
   const std::string dtype_path = child(path, "dtype");
   buf.dtype = parsed(dtype_path, str(need(b, path, "dtype"), dtype_path), parse_dtype);
+  count_or_shape(b, path, buf);
+  if (buf.count == 0) fail(path, "a buffer needs at least one element");
+  if (buf.count > kMaxBufferBytes / size_of(buf.dtype)) fail(path, "the buffer is too large");
+  if (const Json* d = find(b, "device")) buf.device = name(*d, child(path, "device"));
+  if (const Json* init = find(b, "init")) buf.init = buffer_init(*init, buf, child(path, "init"));
+  if (const Json* role = find(b, "role")) {
+    const std::string role_path = child(path, "role");
+    buf.role = parsed(role_path, str(*role, role_path), parse_buffer_role);
+  }
+  return buf;
+}
+
+// "count", or "shape" (whose dimensions may name plan variables, counted at
+// their max): exactly one of them.
+void Parser::count_or_shape(const Json& b, const std::string& path, PlanFileBuffer& buf) const {
   const Json* count_json = find(b, "count");
   const Json* shape_json = find(b, "shape");
   if ((count_json != nullptr) == (shape_json != nullptr)) fail(path, "give either \"count\" or \"shape\"");
   if (count_json) {
     buf.count = count(*count_json, child(path, "count"));
     buf.shape = {buf.count};
-  } else {
-    const std::string shape_path = child(path, "shape");
-    array(*shape_json, shape_path);
-    buf.count = 1;
-    for (size_t i = 0; i < shape_json->size(); ++i) {
-      const size_t d = count((*shape_json)[i], item(shape_path, i));
-      buf.shape.push_back(d);
-      if (d != 0 && buf.count > kMaxBufferBytes / d) fail(shape_path, "the buffer is too large");
-      buf.count *= d;
-    }
+    return;
   }
-  if (buf.count == 0) fail(path, "a buffer needs at least one element");
-  if (buf.count > kMaxBufferBytes / size_of(buf.dtype)) fail(path, "the buffer is too large");
-  if (const Json* d = find(b, "device")) buf.device = name(*d, child(path, "device"));
-  if (const Json* init = find(b, "init")) buf.init = buffer_init(*init, buf, child(path, "init"));
-  return buf;
+  const std::string shape_path = child(path, "shape");
+  array(*shape_json, shape_path);
+  buf.count = 1;
+  bool variable = false;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < shape_json->size(); ++i) {
+    const Json& dim = (*shape_json)[i];
+    const std::string at = item(shape_path, i);
+    size_t d = 0;
+    names.emplace_back();
+    if (dim.is_string()) {
+      const std::string var = dim.get<std::string>();
+      const auto it = std::find_if(file_.variables.begin(), file_.variables.end(),
+                                   [&](const PlanFileVariable& v) { return v.variable.name == var; });
+      if (it == file_.variables.end())
+        fail(at, fmt::format("\"{}\" is no variable of the plan (a dimension is a count or a variable's name)", var));
+      if (it->variable.min < 0)
+        fail(at, fmt::format("variable \"{}\" may be {}, and a dimension is never negative", var, it->variable.min));
+      if (uint64_t(it->variable.max) > kMaxBufferBytes) fail(at, fmt::format("variable \"{}\"'s max is too large", var));
+      d = static_cast<size_t>(it->variable.max);
+      names.back() = var;
+      variable = true;
+    } else {
+      d = count(dim, at);
+    }
+    buf.shape.push_back(d);
+    if (d != 0 && buf.count > kMaxBufferBytes / d) fail(shape_path, "the buffer is too large");
+    buf.count *= d;
+  }
+  if (variable) buf.dim_variables = std::move(names);
 }
 
 // Checks that `value` is stored exactly in an integer or bool buffer.
@@ -175,7 +207,7 @@ BufferInit Parser::buffer_init(const Json& j, const PlanFileBuffer& buf, const s
 
 PlanFileBuffer Parser::view_buffer(const Json& b, const std::string& key, const std::string& path,
                                    const std::map<std::string, PlanFileBuffer>& bases, const Json& all) const {
-  allow(b, path, {"view", "offset", "count"});
+  allow(b, path, {"view", "offset", "byte_offset", "count", "shape", "dtype"});
   PlanFileBuffer view;
   view.name = key;
   const std::string base_name = name(need(b, path, "view"), child(path, "view"));
@@ -188,14 +220,28 @@ PlanFileBuffer Parser::view_buffer(const Json& b, const std::string& key, const 
   const PlanFileBuffer* base_buf = &base->second;
   view.view_of = base_name;
   view.dtype = base_buf->dtype;
-  view.offset = count(need(b, path, "offset"), child(path, "offset"));
-  view.count = count(need(b, path, "count"), child(path, "count"));
-  if (view.count == 0) fail(child(path, "count"), "a view needs at least one element");
-  if (view.offset > base_buf->count || view.count > base_buf->count - view.offset) {
-    fail(path, fmt::format("elements [{}, {}) leave \"{}\", which has {}", view.offset, view.offset + view.count,
-                           base_name, base_buf->count));
+  if (const Json* d = find(b, "dtype")) {
+    const std::string dtype_path = child(path, "dtype");
+    view.dtype = parsed(dtype_path, str(*d, dtype_path), parse_dtype);
   }
-  view.shape = {view.count};
+  const Json* offset = find(b, "offset");
+  const Json* byte_offset = find(b, "byte_offset");
+  if ((offset != nullptr) == (byte_offset != nullptr)) fail(path, "give either \"offset\" or \"byte_offset\"");
+  if (offset) {
+    view.byte_offset = count(*offset, child(path, "offset")) * size_of(base_buf->dtype);
+  } else {
+    view.byte_offset = count(*byte_offset, child(path, "byte_offset"));
+  }
+  count_or_shape(b, path, view);
+  if (view.count == 0) fail(path, "a view needs at least one element");
+  if (view.count > kMaxBufferBytes / size_of(view.dtype)) fail(path, "the view is too large");
+  if (view.byte_offset > base_buf->bytes() || view.bytes() > base_buf->bytes() - view.byte_offset) {
+    fail(path, view.dtype == base_buf->dtype && view.byte_offset % size_of(view.dtype) == 0
+                   ? fmt::format("elements [{}, {}) leave \"{}\", which has {}", view.byte_offset / size_of(view.dtype),
+                                 view.byte_offset / size_of(view.dtype) + view.count, base_name, base_buf->count)
+                   : fmt::format("bytes [{}, {}) leave \"{}\", which has {}", view.byte_offset,
+                                 view.byte_offset + view.bytes(), base_name, base_buf->bytes()));
+  }
   return view;
 }
 

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_parser.h"
+#include "svod/program/launch_layout.h"
 
 namespace svod::detail::plan_parse {
 
@@ -67,7 +69,7 @@ PlanFileOp Parser::op(const Json& j, const std::string& path, size_t index, size
     }
   }
   if (const Json* run = find(j, "run")) {
-    allow(j, path, {"run", "buffers", "scalars", "id", "after"});
+    allow(j, path, {"run", "buffers", "scalars", "global_size", "local_size", "id", "after"});
     op.kind = PlanFileOp::Kind::Run;
     op.target = name(*run, child(path, "run"));
     const PlanFileProgram* prog = file_.find_program(op.target);
@@ -80,10 +82,12 @@ PlanFileOp Parser::op(const Json& j, const std::string& path, size_t index, size
                                   op.buffers.size()));
     }
     for (size_t k = 0; k < op.buffers.size(); ++k) {
-      const DType have = file_.find_buffer(op.buffers[k])->dtype;
-      if (spec.buffers[k].dtype && *spec.buffers[k].dtype != have) {
+      // As a launch checks it (dtype_accepts): the dtype, or u8 bytes aligned
+      // for it (from the base's start: bases are aligned for every dtype).
+      const PlanFileBuffer& have = *file_.find_buffer(op.buffers[k]);
+      if (spec.buffers[k].dtype && !dtype_accepts(*spec.buffers[k].dtype, have.dtype, have.byte_offset)) {
         fail(item(bufs_path, k), fmt::format("buffer \"{}\" is {}, parameter \"{}\" of \"{}\" takes {}",
-                                             op.buffers[k], to_string(have), spec.buffers[k].name, op.target,
+                                             op.buffers[k], to_string(have.dtype), spec.buffers[k].name, op.target,
                                              to_string(*spec.buffers[k].dtype)));
       }
     }
@@ -103,6 +107,21 @@ PlanFileOp Parser::op(const Json& j, const std::string& path, size_t index, size
       const Json* value = scalars ? find(*scalars, s.name) : nullptr;
       if (!value) fail(sc_path, fmt::format("missing scalar \"{}\" of program \"{}\"", s.name, op.target));
       op.scalars.push_back(expr(*value, child(sc_path, s.name), variable_names_, "plan variables"));
+    }
+    // As the program's own launch sizes, over the same names.
+    std::set<std::string> size_names = variable_names_;
+    for (const auto& s : spec.scalars)
+      if (s.name != kCoreIdName) size_names.insert(s.name);
+    for (const char* field : {"global_size", "local_size"}) {
+      const Json* dims = find(j, field);
+      if (!dims) continue;
+      const std::string at = child(path, field);
+      array(*dims, at);
+      if (dims->empty() || dims->size() > 3) fail(at, fmt::format("expected 1 to 3 sizes, got {}", dims->size()));
+      std::array<Expr, 3> sizes = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+      for (size_t i = 0; i < dims->size(); ++i)
+        sizes[i] = expr((*dims)[i], item(at, i), size_names, "plan variables and the program's scalars");
+      (std::string_view(field) == "global_size" ? op.global_size : op.local_size) = sizes;
     }
   } else if (const Json* copy = find(j, "copy")) {
     allow(j, path, {"copy", "id", "after"});

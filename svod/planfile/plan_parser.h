@@ -181,6 +181,7 @@ class Parser {
   void variables(const Json& j);
   void buffers(const Json& j);
   PlanFileBuffer base_buffer(const Json& b, const std::string& key, const std::string& path) const;
+  void count_or_shape(const Json& b, const std::string& path, PlanFileBuffer& buf) const;
   void representable(DType dtype, double value, const std::string& path) const;
   BufferInit buffer_init(const Json& j, const PlanFileBuffer& buf, const std::string& path) const;
   PlanFileBuffer view_buffer(const Json& b, const std::string& key, const std::string& path,

@@ -680,7 +680,7 @@ TEST(CApi, DamagedPackages) {
   }
   expect_error(svod_plan_load_package(bytes.data(), bytes.size() - 1, nullptr, &none), SVOD_ERROR_LOAD, "truncated");
   std::vector<std::byte> wrong_version = bytes;
-  wrong_version[8] = std::byte{2};
+  wrong_version[8] = std::byte{9};  // a version no svod has written yet
   expect_error(svod_plan_load_package(wrong_version.data(), wrong_version.size(), nullptr, &none), SVOD_ERROR_LOAD,
                "header");
   const std::string text = "{\"svod_plan\": 1}";
@@ -766,3 +766,69 @@ TEST(CApi, PlanDoubleRelease) {
 }
 
 }  // namespace
+
+// ---- Running a plan by name (1.8) ----
+
+// y = x * 2 + 1 over n elements: x an input of [n] floats, n in [1, 8].
+constexpr const char* kNamedPlan = R"({"svod_plan": 1,
+  "variables": {"n": {"min": 1, "max": 8, "value": 8}},
+  "buffers": {
+    "x": {"dtype": "f32", "shape": ["n"], "role": "input"},
+    "y": {"dtype": "f32", "shape": ["n"], "role": "output"}
+  },
+  "programs": {"affine": {"language": "c", "entry": "affine",
+    "source": "void affine(float* y, const float* x, long long n) { for (long long i = 0; i < n; ++i) y[i] = x[i] * 2 + 1; }",
+    "buffers": [{"name": "y", "access": "write", "dtype": "f32"}, {"name": "x", "dtype": "f32"}],
+    "scalars": [{"name": "n", "type": "i64"}]}},
+  "ops": [{"run": "affine", "buffers": ["y", "x"], "scalars": {"n": "n"}}],
+  "outputs": {"y": {}}
+})";
+
+TEST(CApi, APlanRunsByNameWithAVariableDimension) {
+  TempDir dir;
+  const auto path = dir.write("plan.json", kNamedPlan);
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path.c_str(), nullptr, &plan.handle));
+  ASSERT_EQ(svod_plan_input_count(plan.handle), 1u);
+  ASSERT_EQ(svod_plan_output_count(plan.handle), 1u);
+  EXPECT_EQ(svod_plan_input_count(nullptr), 0u);
+  const char* name = nullptr;
+  const char* dtype = nullptr;
+  size_t rank = 0;
+  ASSERT_OK(svod_plan_input_info(plan.handle, 0, &name, &dtype, &rank));
+  EXPECT_STREQ(name, "x");
+  EXPECT_STREQ(dtype, "f32");
+  EXPECT_EQ(rank, 1u);
+  int64_t size = 0;
+  const char* variable = nullptr;
+  ASSERT_OK(svod_plan_input_dim(plan.handle, 0, 0, &size, &variable));
+  EXPECT_EQ(size, 8);
+  EXPECT_STREQ(variable, "n");
+  expect_error(svod_plan_input_dim(plan.handle, 0, 1, &size, &variable), SVOD_ERROR_VALIDATION,
+               "input \"x\" has 1 dimensions, not 2");
+  expect_error(svod_plan_output_info(plan.handle, 1, &name, &dtype, &rank), SVOD_ERROR_VALIDATION,
+               "output 1 is out of range");
+
+  // Nothing runs before the input is set.
+  expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_VALIDATION, "input \"x\" is not bound");
+  const float x[3] = {1, 2, 3};
+  const int64_t shape[1] = {3};
+  expect_error(svod_plan_set_input(plan.handle, "q", x, sizeof x, "f32", shape, 1), SVOD_ERROR_VALIDATION,
+               "no input named \"q\"");
+  expect_error(svod_plan_set_input(plan.handle, "x", x, sizeof x, "i32", shape, 1), SVOD_ERROR_VALIDATION,
+               "i32 data for an input of f32");
+  const int64_t too_long[1] = {9};
+  expect_error(svod_plan_set_input(plan.handle, "x", x, sizeof x, "f32", too_long, 1), SVOD_ERROR_VALIDATION,
+               "variable \"n\", which lies in [1, 8], not 9");
+  ASSERT_OK(svod_plan_set_input(plan.handle, "x", x, sizeof x, "f32", shape, 1));
+  ASSERT_OK(svod_plan_output_dim(plan.handle, 0, 0, &size, &variable));
+  EXPECT_EQ(size, 3);
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  float y[3] = {};
+  expect_error(svod_plan_get_output(plan.handle, "y", y, sizeof y - 1), SVOD_ERROR_VALIDATION,
+               "output \"y\": 11 bytes to read into, the output has 12");
+  ASSERT_OK(svod_plan_get_output(plan.handle, "y", y, sizeof y));
+  EXPECT_EQ(y[0], 3.0f);
+  EXPECT_EQ(y[1], 5.0f);
+  EXPECT_EQ(y[2], 7.0f);
+}

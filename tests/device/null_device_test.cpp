@@ -125,7 +125,7 @@ TEST(NullDeviceOwnKinds, TheObjectCacheStoresAndReturnsItsArtifactKind) {
 
   std::optional<ArtifactKind> made;
   detail::take_build_source();
-  load_or_compile(*device, spec, [&](const Artifact& a) { made = a.kind; });
+  made = load_or_compile(*device, spec)->artifact()->artifact.kind;
   EXPECT_EQ(detail::take_build_source(), detail::BuildSource::Compiled);
   EXPECT_EQ(made, kNullObject);
   size_t entries = 0;
@@ -138,7 +138,8 @@ TEST(NullDeviceOwnKinds, TheObjectCacheStoresAndReturnsItsArtifactKind) {
 
   // A second build loads the stored entry (NULL's load refuses any other kind).
   made.reset();
-  auto program = load_or_compile(*device, spec, [&](const Artifact& a) { made = a.kind; });
+  auto program = load_or_compile(*device, spec);
+  made = program->artifact()->artifact.kind;
   EXPECT_EQ(detail::take_build_source(), detail::BuildSource::DiskCache);
   EXPECT_EQ(made, kNullObject);
   Buffer o = device->allocate(DType::F32, 1);

@@ -18,6 +18,7 @@
 #include "svod/base/cpu_features.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/package/package.h"
+#include "svod/planfile/plan_save.h"
 #include "tests/package/package_test_support.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
@@ -81,6 +82,105 @@ TEST(Package, MlpFromMemoryMatchesThePlanWithoutCompiling) {
   EXPECT_EQ(run_outputs(package.loaded), expected);
   expect_checks_pass(package.loaded);
   EXPECT_EQ(compile_count(), before);
+}
+
+// A package of format version 1, packed before version 2 existed, loads
+// and runs: y = x * 3 + 1, as its expectation says.
+TEST(Package, FormatVersionOneStillLoads) {
+  LoadedPackage package = load_package(std::filesystem::path(SVOD_SOURCE_DIR) / "tests/package/data/format1.svodpkg");
+  EXPECT_EQ(package.manifest.format, 1u);
+  EXPECT_TRUE(package.manifest.inputs.empty());
+  EXPECT_TRUE(package.manifest.exporter.empty());
+  run_outputs(package.loaded);
+  expect_checks_pass(package.loaded);
+}
+
+// A plan in memory packs with the objects its programs were loaded from
+// (nothing compiles, packing or loading) and its inputs and outputs in the
+// manifest; the package computes bitwise what the plan computes.
+TEST(Package, APlanInMemoryPacksWithoutCompiling) {
+  LoadedPlan original = load_plan(parse_plan_file(kMlp));
+  SaveOptions save;
+  save.inputs.push_back(PlanPort{"x", std::string("x"), std::nullopt, {int64_t{64}, int64_t{256}}});
+  PackOptions options;
+  options.exporter = "package_test";
+  const uint64_t before = compile_count();
+  const std::vector<std::byte> bytes = pack_plan(original.plan, save, options);
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(compile_count(), before);
+  EXPECT_EQ(package.compiled, 0u);
+
+  const PackageManifest& m = package.manifest;
+  EXPECT_EQ(m.format, kPackageFormatVersion);
+  EXPECT_EQ(m.exporter, "package_test");
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.inputs[0].name, "x");
+  EXPECT_EQ(m.inputs[0].dtype, DType::F32);
+  EXPECT_EQ(m.inputs[0].shape, (std::vector<size_t>{64, 256}));
+  ASSERT_EQ(m.outputs.size(), 2u);
+  EXPECT_EQ(m.outputs[0].name, "logits");
+  // A plan in memory knows its buffers' element counts, not their shapes.
+  EXPECT_EQ(m.outputs[1].shape, (std::vector<size_t>{640}));
+  for (const auto& p : m.programs) EXPECT_EQ(p.artifact, ArtifactKind::ElfObject) << p.name;
+  // Constants travel; the input does not (the caller binds it).
+  EXPECT_EQ(m.buffers.size(), 6u);
+
+  std::memcpy(package.loaded.plan.buffer(*package.loaded.plan.find_buffer("x")).data(),
+              original.plan.buffer(*original.plan.find_buffer("x")).data(), 64 * 256 * sizeof(float));
+  EXPECT_EQ(run_outputs(package.loaded), run_outputs(original));
+}
+
+// A plan spanning the CPU and an OpenCL device (PoCL in CI) saves and packs
+// from memory: its OpenCL programs travel as the binaries they were loaded
+// from, and both compute bitwise what the plan computes.
+TEST(Package, AnOpenClPlanInMemorySavesAndPacks) {
+  try {
+    open_device("CL:0");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  TempDir dir;
+  LoadedPlan original = load_plan(parse_plan_file(kCrossDevice));
+  save_plan(original.plan, dir / "saved");
+  const std::vector<std::byte> bytes = pack_plan(original.plan, {});
+  LoadedPlan saved = load_plan(parse_plan_file(dir / "saved" / "plan.json"));
+  const uint64_t before = compile_count();
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(compile_count(), before);
+  EXPECT_EQ(package.compiled, 0u);
+  bool binaries = false;
+  for (const auto& p : package.manifest.programs) binaries |= p.artifact && !is_cpu_artifact(*p.artifact);
+  EXPECT_TRUE(binaries) << "no OpenCL program was packed as a binary";
+  const auto expected = run_outputs(original);
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(run_outputs(saved), expected);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+}
+
+// A variable dimension is written by its variable's name and read back so.
+TEST(PackageFormat, PortsWithVariableDimensionsRoundTrip) {
+  PackageManifest m;
+  m.svod_version = "test";
+  m.exporter = "svod.tinygrad";
+  m.inputs.push_back(PackagePort{"tokens", DType::I32, {0, 128}, {"batch", ""}});
+  m.outputs.push_back(PackagePort{"logits", DType::BF16, {4, 10}, {}});
+  const std::string text = write_manifest(m);
+  EXPECT_NE(text.find("\"batch\""), std::string::npos) << text;
+  const PackageManifest back = read_manifest(text, "test");
+  EXPECT_EQ(back.exporter, "svod.tinygrad");
+  ASSERT_EQ(back.inputs.size(), 1u);
+  EXPECT_EQ(back.inputs[0].name, "tokens");
+  EXPECT_EQ(back.inputs[0].dtype, DType::I32);
+  EXPECT_EQ(back.inputs[0].shape, (std::vector<size_t>{0, 128}));
+  EXPECT_EQ(back.inputs[0].dim_variables, (std::vector<std::string>{"batch", ""}));
+  ASSERT_EQ(back.outputs.size(), 1u);
+  EXPECT_EQ(back.outputs[0].dtype, DType::BF16);
+  EXPECT_TRUE(back.outputs[0].dim_variables.empty());
+  auto bad = nlohmann::json::parse(text);
+  bad["inputs"][0]["shape"][1] = -3;
+  const Error e = expect_error([&] { read_manifest(bad.dump(), "test"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Load);
+  EXPECT_NE(std::string(e.what()).find("inputs[0].shape[1]"), std::string::npos) << e.what();
 }
 
 TEST(Package, RunsWithCompilingForbidden) {
@@ -463,15 +563,17 @@ TEST(PackageFormat, EveryFlippedByteIsRefusedNamingThePart) {
 
 TEST(PackageFormat, WrongVersionAndMagic) {
   auto bytes = small_package();
-  // Another format version, with a header digest that matches it: refused for the version.
-  const uint32_t version = 2;
+  // A newer format version, with a header digest that matches it: refused for the version.
+  const uint32_t version = kPackageFormatVersion + 1;
   std::memcpy(bytes.data() + 8, &version, 4);
   const Hash128 digest = hash_bytes(std::span(bytes).first(48));
   std::memcpy(bytes.data() + 48, &digest.low, 8);
   std::memcpy(bytes.data() + 56, &digest.high, 8);
-  Error e = expect_error([&] { PackageReader(bytes, "v2"); });
+  Error e = expect_error([&] { PackageReader(bytes, "v3"); });
   EXPECT_EQ(e.kind(), ErrorKind::Load);
-  EXPECT_NE(std::string(e.what()).find("format version 2"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find(fmt::format("format version {}, written by a newer svod", version)),
+            std::string::npos)
+      << e.what();
 
   const std::string json = R"({"svod_plan": 1})";
   e = expect_error([&] { PackageReader(std::as_bytes(std::span(json)), "plan.json"); });

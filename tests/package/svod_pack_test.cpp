@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "svod/base/error.h"
+#include "svod/base/npy.h"
 #include "svod/base/subprocess.h"
 #include "svod/registry/registry.h"
 #include "svod/base/cpu_features.h"
@@ -298,6 +299,48 @@ TEST(SvodPack, PlansWithCollectivesPackOnTheirRanks) {
   // --keygen makes no package: --ranks goes with packing only.
   EXPECT_FALSE(svod({}, {"pack", "--keygen", (dir / "bob").string(), "--ranks", "2"}).ok());
   EXPECT_FALSE(std::filesystem::exists(dir / "bob.key"));
+}
+
+}  // namespace
+}  // namespace svod
+
+namespace svod {
+namespace {
+
+// `svod run MODEL --input x=@x.npy --output y=@y.npy`: the npy's shape sets
+// the variable dimension, the output is written at that shape; `svod info`
+// lists what the package holds.
+TEST(SvodPack, APackageRunsByNameAndInfoDescribesIt) {
+  TempDir dir;
+  // y = x * 2 + 1 over n rows of 3: x an input of [n, 3] floats, n in [1, 4].
+  const std::string plan = SVOD_SOURCE_DIR "/tests/planfile/data/named_inputs.json";
+  const std::string package = (dir / "affine.svodpkg").string();
+  ASSERT_TRUE(svod({}, {"pack", plan, "-o", package}).ok());
+
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  const size_t shape[] = {2, 3};
+  write_npy(dir / "x.npy", DType::F32, shape, std::as_bytes(std::span(x)));
+  const ProcessResult run = svod({"SVOD_COMPILE=0"}, {"run", package, "--input", "x=@" + (dir / "x.npy").string(),
+                                                      "--output", "y=@" + (dir / "y.npy").string()});
+  ASSERT_TRUE(run.ok()) << run.out << run.err;
+  EXPECT_NE(run.out.find("y: f32 [2, 3] [3, 5, 7, 9, 11, 13]"), std::string::npos) << run.out;
+  const NpyArray y = read_npy(dir / "y.npy");
+  EXPECT_EQ(y.shape, (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(reinterpret_cast<const float*>(y.data.data())[5], 13.0f);
+
+  const size_t too_many[] = {5, 3};
+  const std::vector<float> big(15, 1.0f);
+  write_npy(dir / "big.npy", DType::F32, too_many, std::as_bytes(std::span(big)));
+  const ProcessResult refused = svod({}, {"run", package, "--input", "x=@" + (dir / "big.npy").string()});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out;
+  EXPECT_NE(refused.err.find("variables.n"), std::string::npos) << refused.err;
+
+  const ProcessResult info = svod({}, {"info", package});
+  ASSERT_TRUE(info.ok()) << info.err;
+  for (const char* line : {"format 2", "inputs:\n  x  f32 [n, 3]", "outputs:\n  y  f32 [n, 3]", "n in [1, 4], 4",
+                           "kernels: 1 (1 elf_object for CPU)", "constant: 1 buffer, 48 B", "signed by: nobody",
+                           "cpu objects: "})
+    EXPECT_NE(info.out.find(line), std::string::npos) << line << "\n" << info.out;
 }
 
 }  // namespace

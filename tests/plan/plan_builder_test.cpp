@@ -292,5 +292,44 @@ TEST_F(PlanBuilder, NamesAndAccessors) {
   expect_error(ErrorKind::Validation, [&] { plan.buffer(9); }, {"buffer 9"});
 }
 
+// What a saved plan reads back: views (from add_view and from view ops), the
+// variables with their bounds and current values, each op's options.
+TEST_F(PlanBuilder, ViewsVariablesAndOpOptionsReadBack) {
+  ExecutionPlanBuilder b;
+  const size_t arena = b.add_buffer(host_buffer(DType::F32, 8), "arena");
+  const size_t tail = b.add_view(arena, 16, 16, DType::I32, "tail");
+  const size_t head = b.add_buffer(Buffer{}, "head");
+  b.add_op(ViewOp{head, tail, 4, 8, DType::U8}, {.id = "v", .after_ids = {}, .after = {}, .label = {}});
+  b.add_op(CopyOp{head, head}, {.id = {}, .after_ids = {"v"}, .after = {0}, .label = "self"});
+  b.add_variable(Variable{"N", 1, 10}, 3);
+  b.add_variable(Variable{"B", -2, 2}, 0);
+  ExecutionPlan plan = b.build();
+  EXPECT_FALSE(plan.view(arena));
+  const auto t = plan.view(tail);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->base, arena);
+  EXPECT_EQ(t->byte_offset, 16u);
+  EXPECT_EQ(t->bytes, 16u);
+  EXPECT_EQ(t->dtype, DType::I32);
+  const auto h = plan.view(head);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->base, tail);
+  EXPECT_EQ(h->byte_offset, 4u);
+  EXPECT_EQ(h->dtype, DType::U8);
+  plan.execute_with_vars({{"N", 7}});
+  const std::vector<PlanVariable> vars = plan.variables();
+  ASSERT_EQ(vars.size(), 2u);
+  EXPECT_EQ(vars[0].variable.name, "B");
+  EXPECT_EQ(vars[0].variable.min, -2);
+  EXPECT_EQ(vars[1].variable.name, "N");
+  EXPECT_EQ(vars[1].variable.max, 10);
+  EXPECT_EQ(vars[1].value, 7);
+  EXPECT_EQ(plan.op_options(1).label, "self");
+  EXPECT_EQ(plan.op_options(1).after_ids, std::vector<std::string>{"v"});
+  EXPECT_EQ(plan.op_options(1).after, std::vector<size_t>{0});
+  expect_error(ErrorKind::Validation, [&] { plan.view(5); }, {"buffer 5"});
+  expect_error(ErrorKind::Validation, [&] { plan.op_options(2); }, {"op 2"});
+}
+
 }  // namespace
 }  // namespace svod

@@ -11,6 +11,7 @@
 #include "svod/registry/registry.h"
 #include "svod/plan/op_description.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/planfile/plan_save.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/comm_checks.h"
 #include "tests/support/test_support.h"
@@ -425,6 +426,41 @@ TEST(PlanFileCollective, CpuLocalIsTheCpu) {
       [&](Communicator& comm) {
         LoadedPlan loaded = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
         EXPECT_EQ(loaded.plan.buffer(*loaded.plan.find_buffer("g")).device().name(), "CPU");
+      },
+      test::quick_comm_options());
+}
+
+}  // namespace
+}  // namespace svod
+
+namespace svod {
+namespace {
+
+// A plan with collectives saves on each rank and loads back on the ranks:
+// the saved plans compute bitwise what the originals do (g, all-reduced in
+// place, is state and keeps its value).
+TEST(PlanFileCollective, SavedOnTwoLocalRanksComputesBitwiseTheSame) {
+  TempDir dir;
+  Json plan = collective_plan();
+  plan["buffers"]["all"]["count"] = 4;  // two ranks gather two parts
+  const PlanFile file = parse(dir, plan);
+  run_local_ranks(
+      2,
+      [&](Communicator& comm) {
+        LoadedPlan original = load_plan(file, LoadOptions{.communicator = borrowed(comm)});
+        original.execute();
+        const std::filesystem::path folder = dir / fmt::format("rank{}", comm.rank());
+        save_plan(original.plan, folder);
+        const PlanFile saved = parse_plan_file(folder / "plan.json");
+        EXPECT_EQ(saved.find_buffer("g")->role, BufferRole::State);
+        LoadedPlan copy = load_plan(saved, LoadOptions{.communicator = borrowed(comm)});
+        for (int run = 0; run < 2; ++run) {
+          original.execute();
+          copy.execute();
+          for (const char* name : {"mine", "all", "g"})
+            EXPECT_EQ(values<float>(original, name), values<float>(copy, name)) << name << ", rank " << comm.rank();
+          EXPECT_EQ(values<int32_t>(original, "w"), values<int32_t>(copy, "w")) << "rank " << comm.rank();
+        }
       },
       test::quick_comm_options());
 }

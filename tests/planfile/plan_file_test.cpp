@@ -362,9 +362,11 @@ TEST(PlanFile, InvalidPlansNameTheField) {
       {"zero count", [](Json& j) { j["buffers"]["out"]["count"] = 0; }, K::Validation,
        "buffers.out: a buffer needs at least one element"},
       {"shape entry", [](Json& j) { j["buffers"]["a"].erase("count"); j["buffers"]["a"]["shape"] = {2, "x"}; },
+       K::Validation, "buffers.a.shape[1]: \"x\" is no variable of the plan (a dimension is a count or a variable's name)"},
+      {"shape entry type", [](Json& j) { j["buffers"]["a"].erase("count"); j["buffers"]["a"]["shape"] = {2, -1}; },
        K::Validation, "buffers.a.shape[1]: expected a non-negative integer"},
       {"buffer field typo", [](Json& j) { j["buffers"]["a"]["cout"] = 3; }, K::Validation,
-       "buffers.a.cout: unknown field (expected one of: dtype, count, shape, device, init)"},
+       "buffers.a.cout: unknown field (expected one of: dtype, count, shape, device, init, role)"},
       {"init kind", [](Json& j) { j["buffers"]["a"]["init"] = {{"ones", 1}}; }, K::Validation,
        "buffers.a.init.ones: unknown field"},
       {"two inits", [](Json& j) { j["buffers"]["a"]["init"]["fill"] = 1; }, K::Validation,
@@ -403,8 +405,8 @@ TEST(PlanFile, InvalidPlansNameTheField) {
          j["buffers"]["v"] = Json::parse(R"J({"view": "a", "offset": 0, "count": 4})J");
          j["buffers"]["w"] = Json::parse(R"J({"view": "v", "offset": 0, "count": 2})J");
        }, K::Validation, "buffers.w.view: \"v\" is itself a view"},
-      {"view dtype", [](Json& j) { j["buffers"]["v"] = Json::parse(R"J({"view": "a", "offset": 0, "count": 4, "dtype": "i32"})J"); },
-       K::Validation, "buffers.v.dtype: unknown field"},
+      {"view role", [](Json& j) { j["buffers"]["v"] = Json::parse(R"J({"view": "a", "offset": 0, "count": 4, "role": "input"})J"); },
+       K::Validation, "buffers.v.role: unknown field (expected one of: view, offset, byte_offset, count, shape, dtype)"},
       {"language", [](Json& j) { j["programs"]["add"]["language"] = "Rust!"; }, K::Validation,
        "programs.add.language: language \"Rust!\": names are 1 to 15 lower-case letters"},
       {"two sources", [](Json& j) { j["programs"]["add"]["source_file"] = "add.c"; }, K::Validation,

@@ -181,9 +181,14 @@ TEST(SvodRun, InputAndOutputFeedAndWriteBuffersWithoutEditingThePlan) {
   write_npy(dir / "tens.npy", DType::F32, shape, std::as_bytes(std::span(tens)));
   RunResult r = svod_run(dir, {plan.string(), "--input", "a=@" + (dir / "tens.npy").string(), "--output",
                                "b=" + (dir / "b.npy").string(), "--output", "out=" + (dir / "o.npy").string()});
-  // The plan's expectation is for its own inputs: 10 + 2, not 0 + 2, so it fails.
-  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  // The plan's expectation is for its own inputs (0 + 2, not 10 + 2): with
+  // --input it is not judged, unless --expect asks, and then it fails.
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("out: f32 [8, 8] [12, 12, 12,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expect: not judged"), std::string::npos) << r.out;
+  const RunResult judged = svod_run(dir, {plan.string(), "--input", "a=@" + (dir / "tens.npy").string(), "--expect"});
+  EXPECT_EQ(judged.status, 1) << judged.out << judged.err;
+  EXPECT_NE(judged.out.find("expect: FAILED"), std::string::npos) << judged.out;
   EXPECT_NE(r.out.find("b: wrote " + (dir / "b.npy").string()), std::string::npos) << r.out;
   const NpyArray b = read_npy(dir / "b.npy");  // after the copy of out into b
   ASSERT_EQ(b.count(), 64u);

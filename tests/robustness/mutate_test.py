@@ -1127,7 +1127,7 @@ def read_package(data):
     if data[48:64] != xxh3_128(data[:48]):
         return "header digest"
     version, count, size = struct.unpack_from("<IIQ", data, 8)
-    if version != 1:
+    if version not in (1, 2):  # this svod writes 2 and reads 1 as well
         return "version"
     if any(data[40:48]):
         return "reserved bytes"
@@ -1217,7 +1217,7 @@ def mutate_package_header(rng, data, sections):
     out = bytearray(data)
     field = rng.choice(["version", "count", "size", "reserved", "magic"])
     if field == "version":
-        struct.pack_into("<I", out, 8, rng.choice([0, 2, 0xFFFFFFFF]))
+        struct.pack_into("<I", out, 8, rng.choice([0, 3, 0xFFFFFFFF]))
     elif field == "count":
         struct.pack_into("<I", out, 12, rng.choice([0, len(sections) - 1, len(sections) + 1, 65536, 65537,
                                                      0xFFFFFFFF]))
@@ -1340,7 +1340,7 @@ def manifest_mutation(rng, doc, ctx):
         return f"manifest cpu.{key} = {short(value)}"
     if r < 0.65:
         key = rng.choice(["format", "buffers", "expected", "variables", "devices", "opencl", "svod_version"])
-        value = {"format": rng.choice([0, 2, "1", None]),
+        value = {"format": rng.choice([0, 3, "1", None]),
                  "buffers": rng.choice([[], ["nonexistent"], ctx["names"][:3], ["x", "x"]]),
                  "expected": rng.choice([[], ["nonexistent"], ctx["names"][:2]]),
                  "variables": rng.choice([Obj([["N", 2**63]]), Obj([["nonexistent", 1]]), Obj([["N", -1]]), []]),

@@ -7,6 +7,9 @@
 namespace svod::cli {
 
 int info();
+// `svod info PACKAGE`: what the package holds (inputs, outputs, variables,
+// kernels, data by role, the CPU of its objects, who made and signed it).
+int info(const std::string& package);
 int demo();
 int cache_stats();  // `svod cache stats`: the object cache's directory, entries, bytes
 int cache_clear();  // `svod cache clear`: removes every entry
@@ -30,8 +33,12 @@ struct RunOptions {
   int repeat = 1;
   std::string out_dir;
   // NAME=@FILE.npy: buffer NAME's first values from FILE (relative to the
-  // working folder), instead of its init in the plan.
+  // working folder), instead of its init in the plan; a variable dimension
+  // of its shape sets the variable (LoadOptions::inputs).
   std::vector<std::string> inputs;
+  // Judge the outputs' stored expectations even with --input (which makes
+  // other outputs than the ones they expect).
+  bool expect = false;
   // NAME=FILE.npy: buffer NAME after the first execution written to FILE.
   std::vector<std::string> outputs;
   std::string profile;  // Chrome trace output

@@ -10,9 +10,88 @@
 #include "svod/compile/cpu_compiler.h"
 #include "svod/registry/registry.h"
 #include "svod/base/cpu_features.h"
+#include "svod/base/file_read.h"
+#include "svod/package/package.h"
 #include "tools/svod/commands.h"
+#include "tools/svod/common.h"
 
 namespace svod::cli {
+namespace {
+
+std::string size_text(size_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
+
+std::string port_text(const PackagePort& port) {
+  std::vector<std::string> dims;
+  for (size_t d = 0; d < port.shape.size(); ++d)
+    dims.push_back(port.dim_variables.empty() || port.dim_variables[d].empty() ? std::to_string(port.shape[d])
+                                                                               : port.dim_variables[d]);
+  return fmt::format("  {}  {} [{}]\n", port.name, to_string(port.dtype), fmt::join(dims, ", "));
+}
+
+// What a package holds, read without loading it: who made and signed it,
+// its inputs and outputs, variables, kernels and data, and the CPU its
+// objects were built for.
+void describe_package(const std::string& path) {
+  const std::string text = read_regular_file(path, "package");
+  const PackageReader reader(std::as_bytes(std::span(text)), path);
+  const std::optional<PublicKey> signer = check_package_signature(reader);
+  const PackageManifest m = read_manifest(reader.text(kManifestSection), reader.source());
+  const PlanFile file = parse_plan_text(reader.text(kPlanSection), ".", reader.source());
+  fmt::print("package: {} (format {}, {})\n", path, m.format, size_text(text.size()));
+  fmt::print("made by: svod {}{}; plan {}\n", m.svod_version,
+             m.exporter.empty() ? std::string() : fmt::format(", exporter {}", m.exporter), m.plan_name);
+  fmt::print("signed by: {}\n", signer ? fmt::format("key {}", signer->id()) : std::string("nobody (unsigned)"));
+  fmt::print("inputs:{}\n", m.inputs.empty() ? " none" : "");
+  for (const PackagePort& port : m.inputs) fmt::print("{}", port_text(port));
+  fmt::print("outputs:{}\n", m.outputs.empty() ? (m.format < 2 ? " (not recorded before format 2)" : " none") : "");
+  for (const PackagePort& port : m.outputs) fmt::print("{}", port_text(port));
+  fmt::print("variables:{}\n", file.variables.empty() ? " none" : "");
+  for (const PlanFileVariable& v : file.variables) {
+    const auto it = m.variables.find(v.variable.name);
+    fmt::print("  {} in [{}, {}], {}\n", v.variable.name, v.variable.min, v.variable.max,
+               it == m.variables.end() ? v.value : it->second);
+  }
+  std::map<std::string, size_t> kinds;
+  for (const PackageProgram& p : m.programs) ++kinds[fmt::format("{} for {}", artifact_name(p.artifact), p.device)];
+  std::vector<std::string> kind_text;
+  for (const auto& [kind, n] : kinds) kind_text.push_back(fmt::format("{} {}", n, kind));
+  fmt::print("kernels: {}{}\n", m.programs.size(), kinds.empty() ? "" : fmt::format(" ({})", fmt::join(kind_text, ", ")));
+  // Base buffers by role; a buffer without one (an older plan file) counts
+  // as data when the package carries its contents.
+  std::map<std::string, std::pair<size_t, size_t>> roles;
+  for (const PlanFileBuffer& b : file.buffers) {
+    if (b.view_of) continue;
+    const std::string role = b.role ? std::string(to_string(*b.role))
+                                    : b.init.kind == BufferInit::Kind::Npy ? "data (no role)" : "other (no role)";
+    roles[role].first += 1;
+    roles[role].second += b.bytes();
+  }
+  fmt::print("buffers:\n");
+  for (const auto& [role, counted] : roles)
+    fmt::print("  {}: {} buffer{}, {}\n", role, counted.first, counted.first == 1 ? "" : "s", size_text(counted.second));
+  if (m.cpu)
+    fmt::print("cpu objects: {} {}, for {} (cpu {}, {} features)\n", m.cpu->name, m.cpu->version, m.cpu->target_triple,
+               m.cpu->target_cpu, m.cpu->target_features.size());
+  for (const auto& [device, id] : m.devices) fmt::print("{} binaries: {} {}\n", device, id.name, id.version);
+}
+
+}  // namespace
+
+int info(const std::string& package) {
+  if (!package.empty()) {
+    try {
+      describe_package(package);
+    } catch (const Error& e) {
+      return fail("info", e);
+    }
+    return 0;
+  }
+  return info();
+}
 
 int info() {
   fmt::print("svod {}\n", SVOD_VERSION);

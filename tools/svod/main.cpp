@@ -31,7 +31,11 @@ int svod_command_main(int argc, char** argv) {
   app.set_version_flag("--version,-V", fmt::format("svod {} (C API {}.{}, in-process compiler LLVM {})", SVOD_VERSION,
                                                 SVOD_API_VERSION_MAJOR, SVOD_API_VERSION_MINOR, SVOD_LLVM_VERSION));
 
-  auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count");
+  auto* info = app.add_subcommand("info", "print the version, toolchain, devices and thread count; or what a package "
+                                           "holds");
+  std::string info_package;
+  info->add_option("package", info_package,
+                   "a package (.svodpkg): its inputs, outputs, variables, kernels, data, CPU, maker and signer");
   auto* demo = app.add_subcommand("demo", "compile, load and run a few kernels, printing results and timings");
 
   // Options the plan commands share.
@@ -68,10 +72,12 @@ int svod_command_main(int argc, char** argv) {
       ->check(svod::cli::at_least(1));
   run->add_option("--out", run_options.out_dir, "write every output as DIR/<name>.npy (or its npy file name)");
   run->add_option("--input", run_options.inputs,
-                  "NAME=@FILE.npy: start buffer NAME with the values of FILE instead of its init in the plan "
-                  "(repeatable)")
+                  "NAME=@FILE.npy: start buffer NAME with the values of FILE instead of its init in the plan; "
+                  "a variable dimension of an input's shape takes FILE's size (repeatable)")
       ->type_size(1)
       ->allow_extra_args(false);
+  run->add_flag("--expect", run_options.expect,
+                "judge the outputs' stored expectations even with --input (without it they are not judged then)");
   run->add_option("--output", run_options.outputs,
                   "NAME=FILE.npy: write buffer NAME as it is after the first execution to FILE (repeatable)")
       ->type_size(1)
@@ -171,7 +177,7 @@ int svod_command_main(int argc, char** argv) {
     return svod::cli::tune_worker();
   if (const auto status = svod::cli::parse_command_line(app, argc, argv)) return *status;
   try {
-    if (info->parsed()) return svod::cli::info();
+    if (info->parsed()) return svod::cli::info(info_package);
     if (demo->parsed()) return svod::cli::demo();
     if (cache_stats->parsed()) return svod::cli::cache_stats();
     if (cache_clear->parsed()) return svod::cli::cache_clear();

@@ -93,11 +93,12 @@ void check_writable(const std::filesystem::path& path) {
                      file_type_name(st.st_mode));
 }
 
-void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
-  const Destination where = destination(path);
-  if (where.through) return write_through(path, parts);
-  const std::filesystem::path& target = where.target;
+namespace {
 
+// Writes `parts` to a new file beside `target` and renames it over `target`;
+// errors name `path`, the name the caller gave.
+void write_and_rename(const std::filesystem::path& path, const std::filesystem::path& target,
+                      std::initializer_list<std::span<const std::byte>> parts) {
   // The pid and a counter make the temporary name unique among processes and
   // threads; it lies beside the destination so that rename() is atomic.
   static std::atomic<uint64_t> counter{0};
@@ -112,6 +113,18 @@ void write_file_atomically(const std::filesystem::path& path, std::initializer_l
     ::unlink(temp.c_str());
     throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(error));
   }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
+  const Destination where = destination(path);
+  if (where.through) return write_through(path, parts);
+  write_and_rename(path, where.target, parts);
+}
+
+void replace_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  write_and_rename(path, path, {std::as_bytes(std::span(text.data(), text.size()))});
 }
 
 }  // namespace svod

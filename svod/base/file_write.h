@@ -10,6 +10,11 @@
 // through instead, one through a symbolic link replaces the file the link
 // names, and any other non-regular file (a directory, a block device, a
 // socket) is refused: the node itself is never replaced.
+//
+// Files svod owns (the object cache's entries) are written with
+// replace_file_atomically instead: whatever has the name — a FIFO, a device,
+// a symbolic link — is replaced by the rename, never opened or followed, so
+// nothing planted in the folder makes svod wait or write elsewhere.
 #pragma once
 
 #include <cstddef>
@@ -33,5 +38,10 @@ void check_writable(const std::filesystem::path& path);
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
   write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
 }
+
+// Writes `text` to a temporary name beside `path` and renames it over
+// whatever has that name (see above). Throws Error(Io) naming the path; a
+// directory at `path` is not replaced (rename refuses).
+void replace_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace svod

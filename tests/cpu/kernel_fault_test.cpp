@@ -189,8 +189,7 @@ TEST_F(KernelTrap, ARaisedSignalStillEndsTheProcessWithItsReport) {
 }
 
 TEST_F(KernelTrap, ALeafFunctionTheKernelCallsIsTrappedADeeperOneIsNot) {
-  // memcpy faulting on the kernel's bad pointer: a leaf function that holds no lock. (Called,
-  // not tail-called: a tail call leaves svod's return address on the stack. Under
+  // memcpy faulting on the kernel's bad pointer: a leaf function that holds no lock. (Under
   // AddressSanitizer the kernel's memcpy is the sanitizer's, which calls the real one.)
   if (!test::kAddressSanitizer) {
     const KernelFaultInfo info = trapped([] {
@@ -205,6 +204,36 @@ TEST_F(KernelTrap, ALeafFunctionTheKernelCallsIsTrappedADeeperOneIsNot) {
   // puts holds stdout's lock when strlen faults inside it: the process cannot go on.
   EXPECT_DEATH(launch("int puts(const char*); void k(float* o) { puts((const char*)8); }"),
                "svod: kernel fault: SIGSEGV .*\n  in program \"k\".*\n.*\nsvod: the fault is not in the kernel's own code");
+}
+
+// memset as a kernel's last statement is a tail call: the kernel's frame is
+// gone and memset's return address is svod's. It is recognised by the stack
+// pointer, which is the kernel's at its entry: on the launching thread, on the
+// pool's, and with arguments on the stack (more than the registers take).
+TEST_F(KernelTrap, ALeafFunctionTheKernelTailCallsIsTrapped) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "the kernel's memset is the sanitizer's, which is no leaf";
+  const std::string memset = "void* memset(void*, int, unsigned long);\n";
+  for (int64_t slices : {1, 8}) {
+    const KernelFaultInfo info = trapped([&] {
+      launch(memset + "void k(float* o, int core_id) { memset((char*)o - (1l << 40), 0, (unsigned long)((int*)o)[0] + 64); }",
+             slices);
+    });
+    EXPECT_TRUE(info.in_called_function);
+    EXPECT_EQ(info.access, "write");
+  }
+  auto cpu = cpu_device();
+  std::vector<ScalarParam> scalars;
+  std::string parameters = "float* o";
+  for (int i = 0; i < 12; ++i) {
+    scalars.push_back({fmt::format("s{}", i), ScalarType::I64, 0, 100});
+    parameters += fmt::format(", long s{}", i);
+  }
+  auto many = cpu->compile(c_kernel("k", memset + "void k(" + parameters + ") { memset((void*)s11, 0, (unsigned long)s10 + 64); }",
+                                    {{"o", Access::Write, DType::F32}}, scalars));
+  Buffer o[] = {cpu->allocate(DType::F32, 16)};
+  const std::vector<int64_t> values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 64};
+  EXPECT_EQ(trapped([&] { many->launch(o, values); }).cause, "null pointer");
+  test::expect_a_good_cpu_launch();
 }
 
 TEST_F(KernelTrap, FaultsOnEverySliceAtOnceFailTheLaunchOnce) {

@@ -2,7 +2,8 @@
 // KernelFrame on that thread names it. A fault there — SIGSEGV, SIGBUS,
 // SIGFPE or SIGILL caused by an instruction of the program's own code (what
 // svod's loader mapped, or the shared library's executable segments), or by a
-// leaf function it called such as memcpy — is a trap: the handler records it
+// leaf function it called such as memcpy (or jumped to as its last call,
+// trap_machine.h's kernel_entry_depth) — is a trap: the handler records it
 // in the frame and resumes the thread at the launch boundary (the trampoline
 // that called the kernel), and the launch throws KernelFault with the
 // program, the core_id slice, the plan op (running_op.h), the signal and

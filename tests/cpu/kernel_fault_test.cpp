@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,7 @@
 #include "tests/support/comm_checks.h"
 #include "tests/support/rss.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -372,6 +374,24 @@ TEST_F(KernelTrap, AKernelThatCallsExitOrItsKinIsStoppedAtTheCall) {
   EXPECT_EQ(trapped([] { launch("void exit(int); void k(float* o, int core_id) { if (core_id == 1) exit(0); }", 4); })
                 .slice,
             1);
+  // pthread_exit() and thrd_exit() would end the launching thread, or a pool
+  // thread whose slice the launch then waits for for ever.
+  {
+    const test::Watchdog watchdog("kernels that end their thread", std::chrono::seconds(120));
+    std::string message;
+    EXPECT_EQ(trapped([] { launch("void pthread_exit(void*); void k(float* o) { pthread_exit(0); }"); }, &message).cause,
+              "called pthread_exit()");
+    EXPECT_THAT(message, HasSubstr("kernel fault: the kernel called pthread_exit(), which would end its thread\n"
+                                   "  in program \"k\" (entry k) on CPU"));
+    EXPECT_EQ(trapped([] { launch("void thrd_exit(int); void k(float* o) { thrd_exit(7); }"); }).cause,
+              "called thrd_exit(7)");
+    for (int round = 0; round < 4; ++round) {
+      const KernelFaultInfo info = trapped(
+          [] { launch("void pthread_exit(void*); void k(float* o, int core_id) { if (core_id >= 2) pthread_exit(0); }", 8); });
+      EXPECT_EQ(info.cause, "called pthread_exit()");
+      EXPECT_GE(info.slice, 2);
+    }
+  }
   // syscall() for anything else is the C library's.
   launch(fmt::format("long syscall(long, ...); void k(float* o) {{ o[0] = (float)syscall({}); }}", SYS_getpid));
   test::expect_a_good_cpu_launch();

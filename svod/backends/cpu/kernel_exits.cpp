@@ -1,8 +1,12 @@
 // A kernel's calls that would end the process — exit() and its kin, abort(),
-// a failed assert(), the exit system calls through syscall() — linked by
+// a failed assert(), the exit system calls through syscall() — or its thread
+// (pthread_exit(), thrd_exit(): the launch would wait for the thread's slice
+// for ever, or the launching thread would be gone from under it), linked by
 // svod's loader to the functions here (route_kernel_exits), which leave the
 // kernel at the call as the fault handler leaves it at a fault.
+#include <pthread.h>
 #include <sys/syscall.h>
+#include <threads.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -35,12 +39,13 @@ thread_local std::string leaving_cause;
 // own code or, where the compiler made the call a tail call, from the
 // launch's caller.
 template <typename Cause>
-void leave_kernel(Cause&& cause) {
+void leave_kernel(Cause&& cause, bool ends_thread = false) {
   KernelFrame* k = running_kernel;
   if (k == nullptr) return;
   leaving_cause = cause();
   k->fault = TrappedFault{};
   k->fault.call_cause = leaving_cause.c_str();
+  k->fault.call_ends_thread = ends_thread;
   detail::svod_trap_unwind(k->resume_sp);
 }
 
@@ -70,6 +75,14 @@ void leave_kernel(Cause&& cause) {
   leave_kernel([&] { return fmt::format("failed an assertion: {} ({}:{}, in {})", assertion, file, line, function); });
   __assert_fail(assertion, file, line, function);
 }
+[[noreturn]] void kernel_pthread_exit(void* value) {
+  leave_kernel([] { return std::string("called pthread_exit()"); }, true);
+  ::pthread_exit(value);
+}
+[[noreturn]] void kernel_thrd_exit(int result) {
+  leave_kernel([&] { return fmt::format("called thrd_exit({})", result); }, true);
+  ::thrd_exit(result);
+}
 // syscall(number, ...): six argument words at most, in registers and then on
 // the stack as a variadic call passes them.
 long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
@@ -91,6 +104,8 @@ void route_kernel_exits() {
     override_host_symbol("syscall", reinterpret_cast<void*>(&kernel_syscall));
     override_host_symbol("abort", reinterpret_cast<void*>(&kernel_abort));
     override_host_symbol("__assert_fail", reinterpret_cast<void*>(&kernel_assert_fail));
+    override_host_symbol("pthread_exit", reinterpret_cast<void*>(&kernel_pthread_exit));
+    override_host_symbol("thrd_exit", reinterpret_cast<void*>(&kernel_thrd_exit));
     return true;
   }();
   (void)routed;

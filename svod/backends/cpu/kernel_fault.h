@@ -139,11 +139,12 @@ std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> own
                                                  std::string_view name);
 
 // Makes the kernels svod's loader links from now on call svod's versions of
-// exit(), quick_exit(), _exit(), _Exit(), abort(), assert()'s __assert_fail
-// and syscall(): called from a launch's kernel, they (and the exit and
-// exit_group system calls) stop the kernel at the call as at a fault, and
-// the launch throws KernelFault (cause "called _exit(0)", "failed an
-// assertion: i < n (k.c:3, in k)"); called anywhere else they do what the C
+// exit(), quick_exit(), _exit(), _Exit(), abort(), assert()'s __assert_fail,
+// pthread_exit(), thrd_exit() and syscall(): called from a launch's kernel,
+// they (and the exit and exit_group system calls) stop the kernel at the call
+// as at a fault, and the launch throws KernelFault (cause "called _exit(0)",
+// "failed an assertion: i < n (k.c:3, in k)", "called pthread_exit()");
+// called anywhere else (a thread the kernel started) they do what the C
 // library's do (syscall() always does for other calls). x86-64 only; a
 // shared library's kernels call the C library's. Called before every load
 // (one load of a flag once done).

@@ -251,13 +251,13 @@ uintptr_t kernel_entry_depth(size_t n) noexcept { return entry_depth[n]; }
 
 void prepare_thread_for_kernels() noexcept {
   const uint32_t epoch = fault_handlers_epoch();
-  if (fault_handlers_seen == 0) {
-    ensure_signal_stack();
-    try {
-      register_kernel_thread();
-    } catch (const std::exception&) {
-      // (No memory for the entry: this thread's kernels cannot be stopped.)
-    }
+  if (fault_handlers_seen == 0) ensure_signal_stack();
+  try {
+    // At every change of the epoch, not only the first: a forked child's
+    // first launch starts its own signalling thread here.
+    register_kernel_thread();
+  } catch (const std::exception&) {
+    // (No memory for the entry: this thread's kernels cannot be stopped.)
   }
   try {
     ensure_fault_reporting();

@@ -18,6 +18,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <string>
 
 #include "svod/backends/cpu/cpu_device.h"
@@ -395,6 +398,58 @@ TEST_F(KernelTrap, AKernelThatCallsExitOrItsKinIsStoppedAtTheCall) {
   // syscall() for anything else is the C library's.
   launch(fmt::format("long syscall(long, ...); void k(float* o) {{ o[0] = (float)syscall({}); }}", SYS_getpid));
   test::expect_a_good_cpu_launch();
+}
+
+// A kernel that sets SIGSEGV to its default action, ignores SIGURG or blocks
+// both on its thread: the next launch puts svod's handlers back and unblocks
+// them, so the next fault is trapped and the next spinning kernel stopped
+// (they ended the process, and spun for ever). In a child process, whose
+// handlers the kernels change; the alarm ends it if a stop never comes.
+TEST_F(KernelTrap, AKernelThatChangesSignalHandlersOrItsMaskLeavesSvodsInPlace) {
+  EXPECT_EXIT(
+      {
+        ::alarm(30);
+        auto faults_are_trapped = [] {
+          try {
+            launch("void k(float* o) { *(volatile float*)8 = 1.0f; }");
+          } catch (const svod::KernelFault&) {
+            return true;
+          }
+          return false;
+        };
+        auto spinning_is_stopped = [] {
+          ProgramSpec spec = c_kernel("k", "void k(volatile float* o) { while (o[0] == 0.0f) { } }",
+                                      {{"o", Access::ReadWrite, DType::F32}});
+          auto program = cpu_device()->compile(spec);
+          Buffer o[] = {cpu_device()->allocate(DType::F32, 4)};
+          StopScope scope;
+          const EnterStopScope entered(scope);
+          std::thread stopper([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            scope.request(ErrorKind::Execution, "the test asked");
+          });
+          bool stopped = false;
+          try {
+            program->launch(o, {});
+          } catch (const Error&) {
+            stopped = true;
+          }
+          stopper.join();
+          scope.withdraw();
+          return stopped;
+        };
+        launch("#include <signal.h>\nvoid k(float* o) { signal(SIGSEGV, SIG_DFL); }");
+        const bool after_signal = faults_are_trapped();
+        launch("#include <signal.h>\n"
+               "void k(float* o) { struct sigaction a = {0}; a.sa_handler = SIG_IGN; sigaction(SIGURG, &a, 0);\n"
+               "  sigset_t s; sigemptyset(&s); sigaddset(&s, SIGURG); sigaddset(&s, SIGSEGV);\n"
+               "  pthread_sigmask(SIG_BLOCK, &s, 0); }");
+        const bool after_mask = faults_are_trapped() && spinning_is_stopped();
+        std::fprintf(stderr, "trapped after signal(): %d, trapped and stopped after sigaction() and the mask: %d\n",
+                     after_signal, after_mask);
+        std::_Exit(after_signal && after_mask ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "trapped after signal\\(\\): 1, trapped and stopped after sigaction\\(\\) and the mask: 1");
 }
 
 // Checked mode (memory): the first element past either end faults, and the

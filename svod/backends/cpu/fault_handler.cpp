@@ -252,6 +252,13 @@ uintptr_t kernel_entry_depth(size_t n) noexcept { return entry_depth[n]; }
 void prepare_thread_for_kernels() noexcept {
   const uint32_t epoch = fault_handlers_epoch();
   if (fault_handlers_seen == 0) ensure_signal_stack();
+  // A kernel may have blocked them on this thread (kernel_signals.cpp): a
+  // fault would then end the process, and a stop never come.
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (int signal : kSignals) sigaddset(&ours, signal);
+  sigaddset(&ours, kKernelStopSignal);
+  pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
   try {
     // At every change of the epoch, not only the first: a forked child's
     // first launch starts its own signalling thread here.

@@ -16,6 +16,7 @@
 
 #include "svod/backends/cpu/kernel_fault.h"
 #include "svod/backends/cpu/trap_machine.h"
+#include "svod/guard/fault_handlers.h"
 #include "svod/loader/elf_loader.h"
 
 // glibc's, which <assert.h> declares only without NDEBUG.
@@ -85,10 +86,14 @@ void leave_kernel(Cause&& cause, bool ends_thread = false) {
 }
 // syscall(number, ...): six argument words at most, in registers and then on
 // the stack as a variadic call passes them.
+// A change of signal handlers or of the thread's mask is noted as the C
+// library's functions are (route_kernel_signal_calls).
 long kernel_syscall(long number, long a, long b, long c, long d, long e, long f) {
   if (number == SYS_exit_group || number == SYS_exit)
     leave_kernel([&] { return fmt::format("called syscall({}, {})", number == SYS_exit ? "SYS_exit" : "SYS_exit_group", a); });
-  return ::syscall(number, a, b, c, d, e, f);
+  const long result = ::syscall(number, a, b, c, d, e, f);
+  if (number == SYS_rt_sigaction || number == SYS_rt_sigprocmask) note_fault_handlers_changed();
+  return result;
 }
 #endif
 

@@ -150,6 +150,15 @@ std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> own
 // (one load of a flag once done).
 void route_kernel_exits();
 
+// Makes the kernels svod's loader links from now on call svod's versions of
+// signal(), sysv_signal(), sigaction(), sigprocmask() and pthread_sigmask()
+// (and, on x86-64, syscall() for rt_sigaction and rt_sigprocmask): they do
+// what the C library's do and then note_fault_handlers_changed(), so that the
+// next launch on each thread puts svod's handlers back on top and unblocks
+// the signals svod traps and stops kernels with (kernel_signals.cpp). Called
+// before every load.
+void route_kernel_signal_calls();
+
 // Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
 // or again when another handler (LLVM's crash recovery, enabled by the first
 // in-process compile) was installed over it since; the one it replaces becomes the previous handler. Called for

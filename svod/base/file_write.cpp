@@ -7,9 +7,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "svod/base/error.h"
 #include "svod/base/file_read.h"
@@ -41,10 +43,36 @@ int write_parts_and_close(int fd, std::initializer_list<std::span<const std::byt
   return saved;
 }
 
-// Writes `parts` into the character device or pipe at `path` as it is (a
+// Opens the FIFO at `path` for writing once a reader has it open: O_NONBLOCK
+// makes open() fail with ENXIO instead of waiting while no process reads it.
+// A reader started beside svod (`cat fifo &`) may open it a moment later, so
+// the open is tried again for kFifoReaderWait; after that the FIFO has no
+// reader and the write fails. The descriptor is back in blocking mode.
+int open_fifo_for_writing(const std::filesystem::path& path) {
+  const auto give_up = std::chrono::steady_clock::now() + kFifoReaderWait;
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0) {
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) return fd;
+      const int error = errno;
+      ::close(fd);
+      errno = error;
+      return -1;
+    }
+    if (errno != ENXIO) return -1;
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw make_error(ErrorKind::Io, "cannot write {}: the FIFO has no reader (none opened it within {} s)",
+                       path.string(), std::chrono::duration_cast<std::chrono::seconds>(kFifoReaderWait).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// Writes `parts` into the character device or FIFO at `path` as it is (a
 // rename would replace the node itself: /dev/null with a regular file).
-void write_through(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+void write_through(const std::filesystem::path& path, bool fifo,
+                   std::initializer_list<std::span<const std::byte>> parts) {
+  const int fd = fifo ? open_fifo_for_writing(path) : ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(errno));
   if (const int error = write_parts_and_close(fd, parts); error != 0)
     throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(error));
@@ -56,14 +84,15 @@ void write_through(const std::filesystem::path& path, std::initializer_list<std:
 // a regular file is refused.
 struct Destination {
   bool through = false;  // write into the node as it is
+  bool fifo = false;     // the node is a FIFO
   std::filesystem::path target;
 };
 
 Destination destination(const std::filesystem::path& path) {
-  Destination destination{false, path};
+  Destination destination{false, false, path};
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {true, path};
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {true, S_ISFIFO(st.st_mode), path};
     if (!S_ISREG(st.st_mode))
       throw make_error(ErrorKind::Io, "cannot write {}: it is {} (svod writes regular files, character devices and pipes)",
                        path.string(), file_type_name(st.st_mode));
@@ -93,11 +122,12 @@ void check_writable(const std::filesystem::path& path) {
                      file_type_name(st.st_mode));
 }
 
-void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
-  const Destination where = destination(path);
-  if (where.through) return write_through(path, parts);
-  const std::filesystem::path& target = where.target;
+namespace {
 
+// Writes `parts` to a new file beside `target` and renames it over `target`;
+// errors name `path`, the name the caller gave.
+void write_and_rename(const std::filesystem::path& path, const std::filesystem::path& target,
+                      std::initializer_list<std::span<const std::byte>> parts) {
   // The pid and a counter make the temporary name unique among processes and
   // threads; it lies beside the destination so that rename() is atomic.
   static std::atomic<uint64_t> counter{0};
@@ -112,6 +142,18 @@ void write_file_atomically(const std::filesystem::path& path, std::initializer_l
     ::unlink(temp.c_str());
     throw make_error(ErrorKind::Io, "cannot write {}: {}", path.string(), std::strerror(error));
   }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::span<const std::byte>> parts) {
+  const Destination where = destination(path);
+  if (where.through) return write_through(path, where.fifo, parts);
+  write_and_rename(path, where.target, parts);
+}
+
+void replace_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  write_and_rename(path, path, {std::as_bytes(std::span(text.data(), text.size()))});
 }
 
 }  // namespace svod

@@ -375,7 +375,8 @@ Hash128 ObjectCache::identity_hash(const Compiler& compiler) {
     // and it is what was opened).
     if (compiler.identity_source() == source && writable_.load(std::memory_order_relaxed) && ensure_directory()) {
       try {
-        write_file_atomically(path, fmt::format("{}\n{}\n", hash->to_hex(), identity.describe()));
+        // Replaced, never written through: a FIFO in its place would wait for a reader.
+        replace_file_atomically(path, fmt::format("{}\n{}\n", hash->to_hex(), identity.describe()));
       } catch (const Error& e) {
         log_debug("object cache: {}", e.what());  // only the next process's opening of the compiler is lost
       }

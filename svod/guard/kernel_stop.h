@@ -10,7 +10,9 @@
 // nest (a plan op's deadline inside a rank's scope), and a kernel stops when
 // any scope around it is asked to. StopScope::request marks the scope and
 // has a background thread send kKernelStopSignal to every thread that has
-// run kernels, every few milliseconds, until the request is withdrawn; the
+// run kernels, every few milliseconds, until the request is withdrawn (that
+// thread, "svod-stop", is started with the first thread that runs kernels,
+// so a request makes no thread, takes no lock and allocates nothing); the
 // CPU backend's handler (backends/cpu/kernel_fault.h) stops a kernel of a
 // requested scope when the signal finds the thread in the kernel's own code,
 // as it stops a fault there. A thread found elsewhere (svod's code, a libc
@@ -42,10 +44,11 @@ class StopScope {
 
   // Asks every kernel running or launched under this scope to stop, until
   // withdraw(); the launches fail with Error(kind) saying `reason` ("it ran
-  // past SVOD_OP_TIMEOUT=1 s"). Only the first request counts. Any thread.
-  // Throws only what allocating the reason throws: without a thread to send
-  // the signals (a process at its thread limit), nothing is stopped.
-  void request(ErrorKind kind, std::string reason);
+  // past SVOD_OP_TIMEOUT=1 s"). Only the first request counts. Any thread;
+  // takes no lock and allocates nothing (the reason is the caller's).
+  // Without a thread to send the signals (a process that was at its thread
+  // limit when its kernels' threads registered), nothing is stopped.
+  void request(ErrorKind kind, std::string reason) noexcept;
   // Ends a request; called by the scope's owner once nothing under it runs.
   void withdraw() noexcept;
   // Whether this scope or one around it was asked to stop: read by the
@@ -83,8 +86,9 @@ class EnterStopScope {
 };
 
 // Makes the calling thread one that StopScope::request signals (threads that
-// run kernels: the CPU backend calls it once per thread before its first
-// launch); it is left out again when the thread ends.
+// run kernels: the CPU backend calls it before a thread's first launch, and
+// again after a fork), and starts the signalling thread unless it runs; the
+// calling thread is left out again when it ends.
 void register_kernel_thread();
 
 }  // namespace svod

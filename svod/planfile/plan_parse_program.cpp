@@ -38,6 +38,7 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
   allow(p, path,
         {"language", "device", "source", "source_file", "entry", "buffers", "scalars", "global_size",
          "local_size", "defines", "flops", "bytes"});
+  no_nul(key, path);
   PlanFileProgram prog;
   prog.name = key;
   ProgramSpec& spec = prog.spec;

@@ -71,7 +71,7 @@ class Parser {
   Json parse_json(std::string_view text) const {
     check_json_depth(text, ErrorKind::Validation, file_.source_name);  // deeper values overflow the stack
     try {
-      return Json::parse(text.begin(), text.end());
+      return parse_json_checking_keys(text, [this](const std::string& path, std::string_view problem) { fail(path, problem); });
     } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       throw make_error(ErrorKind::Validation, "{}: not valid JSON: {}", file_.source_name, json_error_words(e.what()));
     }
@@ -115,7 +115,15 @@ class Parser {
   std::string name(const Json& j, const std::string& path) const {
     std::string s = str(j, path);
     if (s.empty()) fail(path, "expected a name, got an empty string");
+    no_nul(s, path);
     return s;
+  }
+  // Names are C text wherever they go (reports, the C API, kernels' entry
+  // symbols): a NUL byte would cut one short. A plan file's keys are checked
+  // as it is parsed (parse_json_checking_keys); this checks names given as
+  // values, and keys that arrive without a parse (Python's compile()).
+  void no_nul(const std::string& s, const std::string& path) const {
+    if (s.find('\0') != std::string::npos) fail(path, "a name may not contain a NUL byte (\\u0000)");
   }
   int64_t integer(const Json& j, const std::string& path) const {
     if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX)) fail(path, "integer too large");

@@ -5,6 +5,7 @@
 
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -14,6 +15,7 @@
 #include "svod/base/error.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -71,6 +73,55 @@ TEST(FileWrite, DevicesAndPipesAreWrittenThroughNeverReplaced) {
   EXPECT_EQ(received, "through the pipe");
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"fifo"});
+}
+
+// A FIFO that no process reads: a blocking open() would wait for a reader
+// for ever. The writer waits kFifoReaderWait for one and then fails, naming
+// the FIFO, which stays.
+TEST(FileWrite, AFifoWithNoReaderFailsWithinTheWaitInsteadOfHanging) {
+  TempDir dir;
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const test::Watchdog watchdog("a write into a FIFO with no reader", std::chrono::seconds(60));
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  EXPECT_EQ(test::kind_of([&] { write_file_atomically(fifo, "nobody reads this"); }, &message), ErrorKind::Io);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, kFifoReaderWait);
+  EXPECT_EQ(message, "cannot write " + fifo.string() + ": the FIFO has no reader (none opened it within 2 s)");
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"fifo"});
+
+  // A reader that comes within the wait gets everything.
+  std::string received;
+  std::thread reader([&] {
+    std::this_thread::sleep_for(kFifoReaderWait / 4);
+    received = read(fifo);
+  });
+  write_file_atomically(fifo, "a late reader");
+  reader.join();
+  EXPECT_EQ(received, "a late reader");
+}
+
+// The object cache's writer: whatever has the name is replaced, never opened
+// (a FIFO) or followed (a link, whose target stays).
+TEST(FileWrite, ReplaceNeverOpensOrFollowsWhatHasTheName) {
+  TempDir dir;
+  const test::Watchdog watchdog("replacing a FIFO", std::chrono::seconds(60));
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  replace_file_atomically(dir / "fifo", "a file now");
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir / "fifo")));
+  EXPECT_EQ(read(dir / "fifo"), "a file now");
+
+  write_file_atomically(dir / "target", "kept");
+  std::filesystem::create_symlink(dir / "target", dir / "link");
+  replace_file_atomically(dir / "link", "replaced");
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir / "link")));
+  EXPECT_EQ(read(dir / "link"), "replaced");
+  EXPECT_EQ(read(dir / "target"), "kept");
+
+  std::filesystem::create_directory(dir / "folder");
+  EXPECT_EQ(test::kind_of([&] { replace_file_atomically(dir / "folder", "x"); }), ErrorKind::Io);
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"fifo", "folder", "link", "target"}));
 }
 
 TEST(FileWrite, ALinkKeepsNamingTheFileThatReplacesItsTarget) {

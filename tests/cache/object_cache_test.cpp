@@ -473,6 +473,29 @@ TEST(ObjectCacheTest, CompilerIdentitiesAreRememberedUnderTheirSource) {
     EXPECT_EQ(compiler.made(), before + 1);
     EXPECT_EQ(Hash128::from_hex(read_file(memo).substr(0, 32)), expected);
   }
+  // A FIFO is neither read nor written through (a writer's open() would wait
+  // for a reader for ever): it is replaced by a regular file. So is a link,
+  // whose target stays as it was.
+  {
+    test::Watchdog watchdog("a FIFO in place of a remembered identity", std::chrono::seconds(60));
+    fs::remove(memo);
+    ASSERT_EQ(::mkfifo(memo.c_str(), 0644), 0);
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    EXPECT_EQ(cache.identity_hash(compiler), expected);
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(memo)));
+    EXPECT_EQ(Hash128::from_hex(read_file(memo).substr(0, 32)), expected);
+  }
+  {
+    const fs::path elsewhere = dir.path() / "elsewhere";
+    write_file(elsewhere, "not hex\n");
+    fs::remove(memo);
+    fs::create_symlink(elsewhere, memo);
+    ObjectCache cache({dir.path(), ObjectCacheConfig::kDefaultMaxBytes});
+    EXPECT_EQ(cache.identity_hash(compiler), expected);
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(memo)));
+    EXPECT_EQ(read_file(elsewhere), "not hex\n");
+    fs::remove(elsewhere);
+  }
   fs::remove(memo);
   fs::create_directory(memo);
   {

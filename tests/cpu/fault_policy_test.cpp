@@ -29,6 +29,12 @@ TEST(FaultPolicy, AFaultOfTheKernelsOwnCodeOrOfALeafItCalledIsTrapped) {
   leaf.pc_in_kernel = false;
   leaf.returns_to_kernel = true;
   EXPECT_EQ(decide_fault(leaf), FaultAction::Trap);
+  FaultSituation tail = kernel_fault();
+  tail.pc_in_kernel = false;
+  tail.tail_called = true;
+  EXPECT_EQ(decide_fault(tail), FaultAction::Trap);
+  tail.code = SI_TKILL;  // (a signal sent to it is not)
+  EXPECT_EQ(decide_fault(tail), FaultAction::ReportAndHandOn);
 }
 
 TEST(FaultPolicy, AFaultDeeperThanALeafOrASignalSentOrRaisedIsReportedAndHandedOn) {

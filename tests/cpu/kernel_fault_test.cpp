@@ -15,8 +15,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <string>
 
 #include "svod/backends/cpu/cpu_device.h"
@@ -27,6 +31,7 @@
 #include "tests/support/comm_checks.h"
 #include "tests/support/rss.h"
 #include "tests/support/test_support.h"
+#include "tests/support/watchdog.h"
 
 namespace svod {
 namespace {
@@ -190,8 +195,7 @@ TEST_F(KernelTrap, ARaisedSignalStillEndsTheProcessWithItsReport) {
 }
 
 TEST_F(KernelTrap, ALeafFunctionTheKernelCallsIsTrappedADeeperOneIsNot) {
-  // memcpy faulting on the kernel's bad pointer: a leaf function that holds no lock. (Called,
-  // not tail-called: a tail call leaves svod's return address on the stack. Under
+  // memcpy faulting on the kernel's bad pointer: a leaf function that holds no lock. (Under
   // AddressSanitizer the kernel's memcpy is the sanitizer's, which calls the real one.)
   if (!test::kAddressSanitizer) {
     const KernelFaultInfo info = trapped([] {
@@ -206,6 +210,39 @@ TEST_F(KernelTrap, ALeafFunctionTheKernelCallsIsTrappedADeeperOneIsNot) {
   // puts holds stdout's lock when strlen faults inside it: the process cannot go on.
   EXPECT_DEATH(launch("int puts(const char*); void k(float* o) { puts((const char*)8); }"),
                "svod: kernel fault: SIGSEGV .*\n  in program \"k\".*\n.*\nsvod: the fault is not in the kernel's own code");
+}
+
+// memset as a kernel's last statement is a tail call: the kernel's frame is
+// gone and memset's return address is svod's. It is recognised by the stack
+// pointer, which is the kernel's at its entry: on the launching thread, on the
+// pool's, and with arguments on the stack (more than the registers take).
+TEST_F(KernelTrap, ALeafFunctionTheKernelTailCallsIsTrapped) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the kernel's memset is the sanitizer's, which is no leaf";
+#endif
+  if (test::kAddressSanitizer) GTEST_SKIP() << "the kernel's memset is the sanitizer's, which is no leaf";
+  const std::string memset = "void* memset(void*, int, unsigned long);\n";
+  for (int64_t slices : {1, 8}) {
+    const KernelFaultInfo info = trapped([&] {
+      launch(memset + "void k(float* o, int core_id) { memset((char*)o - (1l << 40), 0, (unsigned long)((int*)o)[0] + 64); }",
+             slices);
+    });
+    EXPECT_TRUE(info.in_called_function);
+    EXPECT_EQ(info.access, "write");
+  }
+  auto cpu = cpu_device();
+  std::vector<ScalarParam> scalars;
+  std::string parameters = "float* o";
+  for (int i = 0; i < 12; ++i) {
+    scalars.push_back({fmt::format("s{}", i), ScalarType::I64, 0, 100});
+    parameters += fmt::format(", long s{}", i);
+  }
+  auto many = cpu->compile(c_kernel("k", memset + "void k(" + parameters + ") { memset((void*)s11, 0, (unsigned long)s10 + 64); }",
+                                    {{"o", Access::Write, DType::F32}}, scalars));
+  Buffer o[] = {cpu->allocate(DType::F32, 16)};
+  const std::vector<int64_t> values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 64};
+  EXPECT_EQ(trapped([&] { many->launch(o, values); }).cause, "null pointer");
+  test::expect_a_good_cpu_launch();
 }
 
 TEST_F(KernelTrap, FaultsOnEverySliceAtOnceFailTheLaunchOnce) {
@@ -344,9 +381,82 @@ TEST_F(KernelTrap, AKernelThatCallsExitOrItsKinIsStoppedAtTheCall) {
   EXPECT_EQ(trapped([] { launch("void exit(int); void k(float* o, int core_id) { if (core_id == 1) exit(0); }", 4); })
                 .slice,
             1);
+  // pthread_exit() and thrd_exit() would end the launching thread, or a pool
+  // thread whose slice the launch then waits for for ever.
+  {
+    const test::Watchdog watchdog("kernels that end their thread", std::chrono::seconds(120));
+    std::string message;
+    EXPECT_EQ(trapped([] { launch("void pthread_exit(void*); void k(float* o) { pthread_exit(0); }"); }, &message).cause,
+              "called pthread_exit()");
+    EXPECT_THAT(message, HasSubstr("kernel fault: the kernel called pthread_exit(), which would end its thread\n"
+                                   "  in program \"k\" (entry k) on CPU"));
+    EXPECT_EQ(trapped([] { launch("void thrd_exit(int); void k(float* o) { thrd_exit(7); }"); }).cause,
+              "called thrd_exit(7)");
+    for (int round = 0; round < 4; ++round) {
+      const KernelFaultInfo info = trapped(
+          [] { launch("void pthread_exit(void*); void k(float* o, int core_id) { if (core_id >= 2) pthread_exit(0); }", 8); });
+      EXPECT_EQ(info.cause, "called pthread_exit()");
+      EXPECT_GE(info.slice, 2);
+    }
+  }
   // syscall() for anything else is the C library's.
   launch(fmt::format("long syscall(long, ...); void k(float* o) {{ o[0] = (float)syscall({}); }}", SYS_getpid));
   test::expect_a_good_cpu_launch();
+}
+
+// A kernel that sets SIGSEGV to its default action, ignores SIGURG or blocks
+// both on its thread: the next launch puts svod's handlers back and unblocks
+// them, so the next fault is trapped and the next spinning kernel stopped
+// (they ended the process, and spun for ever). In a child process, whose
+// handlers the kernels change; the alarm ends it if a stop never comes.
+TEST_F(KernelTrap, AKernelThatChangesSignalHandlersOrItsMaskLeavesSvodsInPlace) {
+  EXPECT_EXIT(
+      {
+        ::alarm(30);
+        auto faults_are_trapped = [] {
+          try {
+            launch("void k(float* o) { *(volatile float*)8 = 1.0f; }");
+          } catch (const svod::KernelFault&) {
+            return true;
+          }
+          return false;
+        };
+        auto spinning_is_stopped = [] {
+#if defined(__SANITIZE_THREAD__)
+          return true;  // (ThreadSanitizer holds the stop signal back while a kernel spins.)
+#endif
+          ProgramSpec spec = c_kernel("k", "void k(volatile float* o) { while (o[0] == 0.0f) { } }",
+                                      {{"o", Access::ReadWrite, DType::F32}});
+          auto program = cpu_device()->compile(spec);
+          Buffer o[] = {cpu_device()->allocate(DType::F32, 4)};
+          StopScope scope;
+          const EnterStopScope entered(scope);
+          std::thread stopper([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            scope.request(ErrorKind::Execution, "the test asked");
+          });
+          bool stopped = false;
+          try {
+            program->launch(o, {});
+          } catch (const Error&) {
+            stopped = true;
+          }
+          stopper.join();
+          scope.withdraw();
+          return stopped;
+        };
+        launch("#include <signal.h>\nvoid k(float* o) { signal(SIGSEGV, SIG_DFL); }");
+        const bool after_signal = faults_are_trapped();
+        launch("#include <signal.h>\n"
+               "void k(float* o) { struct sigaction a = {0}; a.sa_handler = SIG_IGN; sigaction(SIGURG, &a, 0);\n"
+               "  sigset_t s; sigemptyset(&s); sigaddset(&s, SIGURG); sigaddset(&s, SIGSEGV);\n"
+               "  pthread_sigmask(SIG_BLOCK, &s, 0); }");
+        const bool after_mask = faults_are_trapped() && spinning_is_stopped();
+        std::fprintf(stderr, "trapped after signal(): %d, trapped and stopped after sigaction() and the mask: %d\n",
+                     after_signal, after_mask);
+        std::_Exit(after_signal && after_mask ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "trapped after signal\\(\\): 1, trapped and stopped after sigaction\\(\\) and the mask: 1");
 }
 
 // Checked mode (memory): the first element past either end faults, and the

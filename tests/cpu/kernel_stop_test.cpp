@@ -10,13 +10,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/comm/communicator.h"
+#include "svod/guard/watchdog.h"
 #include "svod/plan/execution_plan.h"
 #include "tests/support/comm_checks.h"
 #include "tests/support/test_support.h"
@@ -86,6 +93,66 @@ TEST_F(KernelStop, AStopStopsEverySliceOfALaunchAndTheNextLaunchRuns) {
   o[0].span<float>()[0] = 1.0f;
   program->launch(o, {});
   for (int i = 1; i <= kSlices; ++i) EXPECT_EQ(o[0].span<float>()[i], 1.0f);
+}
+
+// How many of this process's threads have the name `name`.
+int threads_named(const std::string& name) {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++count;
+  }
+  return count;
+}
+
+// The thread that sends stop signals is there before any stop is asked for:
+// made when a thread first runs a kernel, not when a stop is needed (when
+// making a thread could wait for a lock the kernel holds). In a new process.
+TEST_F(KernelStop, TheSignallingThreadExistsBeforeAnyStopIsAskedFor) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const int before = threads_named("svod-stop");
+        auto program = cpu_device()->compile(c_kernel("k", "void k(float* o) { o[0] = 1; }", {{"o", Access::Write, DType::F32}}));
+        Buffer o[] = {cpu_device()->allocate(DType::F32, 4)};
+        program->launch(o, {});
+        const int after = threads_named("svod-stop");
+        std::fprintf(stderr, "svod-stop threads: %d before the first launch, %d after\n", before, after);
+        std::_Exit(before == 0 && after == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "svod-stop threads: 0 before the first launch, 1 after");
+}
+
+// A kernel spinning in a callback the C library calls with the loader's lock
+// held (dl_iterate_phdr's): the stop must need neither that lock nor any
+// other, nor memory, so the thread that sends stop signals exists before
+// any stop is asked for. In a child process, which ends at once (the lock
+// stays held); the alarm ends it if the stop never comes.
+TEST_F(KernelStop, AStopComesWhileTheKernelHoldsTheLoadersLock) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::alarm(20);
+        ProgramSpec spec = c_kernel("k",
+                                    "typedef unsigned long size_t; struct dl_phdr_info;\n"
+                                    "int dl_iterate_phdr(int (*)(struct dl_phdr_info*, size_t, void*), void*);\n"
+                                    "static int spin(struct dl_phdr_info* i, size_t n, void* o) {\n"
+                                    "  while (((volatile float*)o)[0] == 0.0f) { } return 1; }\n"
+                                    "void k(float* o) { dl_iterate_phdr(spin, o); }",
+                                    {{"o", Access::ReadWrite, DType::F32}});
+        auto program = cpu_device()->compile(spec);
+        Buffer o[] = {cpu_device()->allocate(DType::F32, 4)};
+        try {
+          const TimeLimit limit(std::chrono::milliseconds(200), "the test's limit");
+          program->launch(o, {});
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(e.kind() == ErrorKind::Timeout ? 0 : 1);
+        }
+        std::_Exit(2);
+      },
+      ::testing::ExitedWithCode(0), "kernel stopped: program \"k\"");
 }
 
 TEST_F(KernelStop, AKernelOfAnotherScopeGoesOn) {

@@ -549,6 +549,42 @@ TEST(PlanFile, InvalidPlansNameTheField) {
   }
 }
 
+// What the JSON parser would take silently: a key given twice (it keeps the
+// last, so the first is ignored) and a NUL byte in a key or a name (which
+// would cut it short as C text). Each is refused, naming where.
+TEST(PlanFile, DuplicateKeysAndNulBytesInNamesAreRefusedNamingWhere) {
+  const std::string base = base_plan().dump();
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    return text;
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {edited("{", R"({"svod_plan":1,)"), "svod_plan: the key appears twice in one object"},
+      {edited(R"("buffers":{)", R"("buffers":{"out":{"dtype":"f32","count":4},)"),
+       "buffers.out: the key appears twice in one object"},
+      {edited(R"("run":"add")", R"("run":"add","run":"add")"), "ops[0].run: the key appears twice in one object"},
+      {edited(R"("attrs":{"op":"sum"})", R"("attrs":{"op":"sum","op":"max"})"),
+       "ops[2].attrs.op: the key appears twice in one object"},
+      {edited(R"("b":{)", R"("b\u0000c":{)"), R"(buffers."b\u0000c": a key may not contain a NUL byte)"},
+      {edited(R"("id":"first")", R"("id":"fir\u0000st")"), "ops[0].id: a name may not contain a NUL byte"},
+      {edited(R"("entry":"add")", R"("entry":"add\u0000")"), "programs.add.entry: a name may not contain a NUL byte"},
+  };
+  for (const auto& [text, expected] : cases) {
+    try {
+      parse_plan_text(text, ".", "plan.json");
+      ADD_FAILURE() << "no error; expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Validation) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("plan.json: " + expected, 0), 0u) << e.what();
+    }
+  }
+  // A key twice in different objects is fine, and so is the plan as it was.
+  EXPECT_EQ(parse_plan_text(base, ".", "plan.json").buffers.size(), 4u);
+}
+
 TEST(PlanFile, BadJsonAndMissingFiles) {
   TempDir dir;
   try {

@@ -294,6 +294,31 @@ TEST(SvodRun, AFifoForThePlanOrAnInputFailsAtOnceWithStatus2) {
                                     ": the .npy file is a FIFO, not a regular file");
 }
 
+// An output that is a FIFO: written through to a reader; with no reader the
+// run fails after kFifoReaderWait (2 s) naming it, instead of waiting for ever.
+TEST(SvodRun, AnOutputFifoWithNoReaderFailsInsteadOfWaiting) {
+  TempDir dir;
+  test::Watchdog watchdog("svod run writing into a FIFO", std::chrono::seconds(120));
+  const auto plan = dir.write("plan.json", kAddPlan);
+  const auto fifo = dir / "fifo.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  RunResult r = svod_run(dir, {plan.string(), "--output", "out=" + fifo.string()});
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("cannot write " + fifo.string() + ": the FIFO has no reader (none opened it within 2 s)"),
+            std::string::npos)
+      << r.err;
+
+  std::string received;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);
+    received.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  r = svod_run(dir, {plan.string(), "--output", "out=" + fifo.string()});
+  reader.join();
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(received.substr(0, 6), "\x93NUMPY");
+}
+
 // A kernel that never returns, one that calls exit(0), and one that writes
 // through NULL (issue 24): each run fails with a documented status and names
 // the op, never hangs and never exits 0.

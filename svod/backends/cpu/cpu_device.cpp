@@ -305,6 +305,7 @@ std::span<const Language> CpuDevice::languages() const noexcept {
 std::shared_ptr<const Program> CpuDevice::load(const ProgramSpec& spec, const Artifact& artifact) {
   spec.validate();
   route_kernel_exits();  // before the loader resolves the kernel's calls
+  route_kernel_signal_calls();
   if (launch_debug_level >= 4) [[unlikely]]
     log_disassembly(spec, artifact.bytes);
   if (artifact.kind == ArtifactKind::ElfObject) {

@@ -68,7 +68,10 @@ FaultSituation situation_of(const TrappedFault& f, const KernelFrame* k, const v
     s.pc_in_kernel = k->program->owns_code(f.pc);
     // The stack is read only for a fault an instruction caused, outside the
     // kernel's own code.
-    if (!s.pc_in_kernel && f.code > 0) s.returns_to_kernel = k->program->owns_code(detail::leaf_return_address(f, context));
+    if (!s.pc_in_kernel && f.code > 0) {
+      s.returns_to_kernel = k->program->owns_code(detail::leaf_return_address(f, context));
+      s.tail_called = f.sp == k->resume_sp - detail::kernel_entry_depth(k->program->abi_arg_count());
+    }
   }
   return s;
 }
@@ -227,15 +230,41 @@ void install(int signal, void (*handler)(int, siginfo_t*, void*), int flags) {
 
 namespace detail {
 
+namespace {
+uintptr_t entry_depth[kMaxKernelArgs + 1];
+}  // namespace
+
+void measure_kernel_entry_depths() noexcept {
+  static const bool measured = [] {
+    const uint64_t zeros[kMaxKernelArgs] = {};
+    for (size_t n = 0; n <= kMaxKernelArgs; ++n) {
+      uintptr_t resume_sp = 0;
+      svod_trap_call(kKernelCallers[n], reinterpret_cast<void*>(&svod_trap_entry_probe), zeros, &resume_sp);
+      entry_depth[n] = resume_sp - svod_trap_probed_sp;
+    }
+    return true;
+  }();
+  (void)measured;
+}
+
+uintptr_t kernel_entry_depth(size_t n) noexcept { return entry_depth[n]; }
+
 void prepare_thread_for_kernels() noexcept {
   const uint32_t epoch = fault_handlers_epoch();
-  if (fault_handlers_seen == 0) {
-    ensure_signal_stack();
-    try {
-      register_kernel_thread();
-    } catch (const std::exception&) {
-      // (No memory for the entry: this thread's kernels cannot be stopped.)
-    }
+  if (fault_handlers_seen == 0) ensure_signal_stack();
+  // A kernel may have blocked them on this thread (kernel_signals.cpp): a
+  // fault would then end the process, and a stop never come.
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (int signal : kSignals) sigaddset(&ours, signal);
+  sigaddset(&ours, kKernelStopSignal);
+  pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
+  try {
+    // At every change of the epoch, not only the first: a forked child's
+    // first launch starts its own signalling thread here.
+    register_kernel_thread();
+  } catch (const std::exception&) {
+    // (No memory for the entry: this thread's kernels cannot be stopped.)
   }
   try {
     ensure_fault_reporting();
@@ -248,6 +277,7 @@ void prepare_thread_for_kernels() noexcept {
 }  // namespace detail
 
 void ensure_fault_reporting() {
+  detail::measure_kernel_entry_depths();
   std::lock_guard lock(install_mutex);
   // exit() and quick_exit() both; _exit() and exit_group() end the process
   // without running anything (svod run --isolate names them).

@@ -35,9 +35,10 @@ struct TrappedFault {
   MemoryAccess access;
   bool in_callee;    // the pc is in a function the kernel called, not in its own code
   // A call that would have ended the process ("called _exit(0)", "failed an
-  // assertion: ..."; signal 0): the kernel was stopped at the call
-  // (route_kernel_exits).
+  // assertion: ..."; signal 0) or its thread (call_ends_thread: "called
+  // pthread_exit()"): the kernel was stopped at the call (route_kernel_exits).
   const char* call_cause = nullptr;
+  bool call_ends_thread = false;
 };
 
 // A launch as the reports name it and locate() reads it: the fields of a

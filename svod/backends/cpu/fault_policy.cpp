@@ -17,10 +17,11 @@ FaultAction decide_fault(const FaultSituation& s) noexcept {
   if (s.handed_on) return FaultAction::EndProcess;
   if (s.in_launch) {
     // Only a fault an instruction of the kernel's own code caused, or a leaf
-    // function it called (memcpy, memset: they hold no lock), is stopped
-    // there; a signal sent or raised is not.
+    // function it called or tail-called (memcpy, memset: they hold no lock),
+    // is stopped there; a signal sent or raised is not.
     const bool caused = s.code > 0 && s.signal != SIGABRT;
-    if (s.machine_traps && caused && (s.pc_in_kernel || s.returns_to_kernel)) return FaultAction::Trap;
+    if (s.machine_traps && caused && (s.pc_in_kernel || s.returns_to_kernel || s.tail_called))
+      return FaultAction::Trap;
     return FaultAction::ReportAndHandOn;
   }
   if (s.code > 0) {

@@ -47,6 +47,8 @@ struct FaultSituation {
   bool in_launch = false;             // a KernelFrame is set on the thread
   bool pc_in_kernel = false;          // the pc is in the running kernel's own code
   bool returns_to_kernel = false;     // the pc is in a leaf function the running kernel called
+  bool tail_called = false;           // the pc is in a function the kernel jumped to as its last call,
+                                      // which has saved nothing yet (the stack pointer is the kernel's at entry)
   bool stop_requested = false;        // a stop scope around the running launch asks it to stop
   bool sent_by_this_process = false;  // the signal was sent by tgkill from this process
   bool in_registered_code = false;    // no launch: the pc is in a registered program's code

@@ -40,7 +40,7 @@ KernelFaultInfo launch_fault_info(const KernelFrame& k) {
   throw Error(k.stopped->kind(), r.str());
 }
 
-// The launch of a kernel stopped at its call of exit() or its kin
+// The launch of a kernel stopped at its call of exit() or its kin, or of pthread_exit()
 // (frame.fault.call_cause, route_kernel_exits). Formatted rather than built
 // in a Report: an assertion's text has no bound.
 [[noreturn]] void throw_exit_call(const KernelFrame& k) {
@@ -49,9 +49,9 @@ KernelFaultInfo launch_fault_info(const KernelFrame& k) {
   Report name;
   name_launch(name, launch_view(k));
   std::string message = fmt::format(
-      "kernel fault: the kernel {}, which would end the process\n  in {}\n  the kernel was stopped at the call and "
+      "kernel fault: the kernel {}, which would end {}\n  in {}\n  the kernel was stopped at the call and "
       "the launch failed; what it wrote before stays written",
-      info.cause, name.text());
+      info.cause, k.fault.call_ends_thread ? "its thread" : "the process", name.text());
   throw KernelFault(std::move(info), message);
 }
 

@@ -2,7 +2,8 @@
 // KernelFrame on that thread names it. A fault there — SIGSEGV, SIGBUS,
 // SIGFPE or SIGILL caused by an instruction of the program's own code (what
 // svod's loader mapped, or the shared library's executable segments), or by a
-// leaf function it called such as memcpy — is a trap: the handler records it
+// leaf function it called such as memcpy (or jumped to as its last call,
+// trap_machine.h's kernel_entry_depth) — is a trap: the handler records it
 // in the frame and resumes the thread at the launch boundary (the trampoline
 // that called the kernel), and the launch throws KernelFault with the
 // program, the core_id slice, the plan op (running_op.h), the signal and
@@ -138,15 +139,25 @@ std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> own
                                                  std::string_view name);
 
 // Makes the kernels svod's loader links from now on call svod's versions of
-// exit(), quick_exit(), _exit(), _Exit(), abort(), assert()'s __assert_fail
-// and syscall(): called from a launch's kernel, they (and the exit and
-// exit_group system calls) stop the kernel at the call as at a fault, and
-// the launch throws KernelFault (cause "called _exit(0)", "failed an
-// assertion: i < n (k.c:3, in k)"); called anywhere else they do what the C
+// exit(), quick_exit(), _exit(), _Exit(), abort(), assert()'s __assert_fail,
+// pthread_exit(), thrd_exit() and syscall(): called from a launch's kernel,
+// they (and the exit and exit_group system calls) stop the kernel at the call
+// as at a fault, and the launch throws KernelFault (cause "called _exit(0)",
+// "failed an assertion: i < n (k.c:3, in k)", "called pthread_exit()");
+// called anywhere else (a thread the kernel started) they do what the C
 // library's do (syscall() always does for other calls). x86-64 only; a
 // shared library's kernels call the C library's. Called before every load
 // (one load of a flag once done).
 void route_kernel_exits();
+
+// Makes the kernels svod's loader links from now on call svod's versions of
+// signal(), sysv_signal(), sigaction(), sigprocmask() and pthread_sigmask()
+// (and, on x86-64, syscall() for rt_sigaction and rt_sigprocmask): they do
+// what the C library's do and then note_fault_handlers_changed(), so that the
+// next launch on each thread puts svod's handlers back on top and unblocks
+// the signals svod traps and stops kernels with (kernel_signals.cpp). Called
+// before every load.
+void route_kernel_signal_calls();
 
 // Installs the fault handler (and the exit() hook, once: kKernelExitStatus),
 // or again when another handler (LLVM's crash recovery, enabled by the first

@@ -90,6 +90,26 @@ svod_trap_unwind:
   mov w0, #1
   b .Lsvod_trap_return
   .size svod_trap_unwind, .-svod_trap_unwind
+
+  .globl svod_trap_entry_probe
+  .type svod_trap_entry_probe, %function
+  .p2align 4
+svod_trap_entry_probe:
+  adrp x9, svod_trap_probed_sp
+  mov x10, sp
+  str x10, [x9, :lo12:svod_trap_probed_sp]
+  ret
+  .size svod_trap_entry_probe, .-svod_trap_entry_probe
+  .popsection
+
+  .pushsection .bss.svod_trap_probed_sp, "aw", %nobits
+  .globl svod_trap_probed_sp
+  .hidden svod_trap_probed_sp
+  .type svod_trap_probed_sp, %object
+  .p2align 3
+svod_trap_probed_sp:
+  .zero 8
+  .size svod_trap_probed_sp, 8
   .popsection
 )");
 

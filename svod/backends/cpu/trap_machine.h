@@ -6,6 +6,7 @@
 // every kernel fault and hands it on, and ensure_fault_reporting says so once).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "svod/backends/cpu/fault_location.h"
@@ -30,6 +31,18 @@ void read_machine_state(const void* context, TrappedFault& f) noexcept;
 // register); 0 when it cannot be read safely.
 uint64_t leaf_return_address(const TrappedFault& f, const void* context) noexcept;
 
+// How far below the launch boundary's stack pointer (the trampoline's
+// resume_sp) a kernel of n ABI words starts: its stack pointer at its first
+// instruction is resume_sp - kernel_entry_depth(n). A function the kernel
+// jumped to as its last call (a tail call: memset as its last statement)
+// starts there too, its return address svod's, not the kernel's. Measured
+// by measure_kernel_entry_depths(), once per process before any launch, by
+// calling svod_trap_entry_probe through the trampoline and each kernel
+// caller of cpu_abi.h (their frames are the same at every call); read
+// without locks by the fault handler. 0 without a trampoline.
+void measure_kernel_entry_depths() noexcept;
+uintptr_t kernel_entry_depth(size_t n) noexcept;
+
 // Makes the handler return into svod_trap_resume on the launch boundary's
 // stack `resume_sp`, as a call boundary leaves the processor's state.
 void resume_at_launch_boundary(void* context, uintptr_t resume_sp) noexcept;
@@ -44,5 +57,10 @@ void resume_at_launch_boundary(void* context, uintptr_t resume_sp) noexcept;
 // for the machine, svod_trap_call is a plain call that returns 0.
 extern "C" int svod_trap_call(KernelCaller caller, void* entry, const uint64_t* args, uintptr_t* resume_sp);
 extern "C" [[noreturn]] void svod_trap_unwind(uintptr_t resume_sp);
+
+// A kernel of any number of arguments that stores its stack pointer at entry
+// in svod_trap_probed_sp and returns (for measure_kernel_entry_depths).
+extern "C" void svod_trap_entry_probe();
+extern "C" __attribute__((visibility("hidden"))) uintptr_t svod_trap_probed_sp;
 
 }  // namespace svod::detail

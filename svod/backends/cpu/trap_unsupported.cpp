@@ -18,5 +18,9 @@ void read_machine_state(const void*, TrappedFault&) noexcept {}
 uint64_t leaf_return_address(const TrappedFault&, const void*) noexcept { return 0; }
 void resume_at_launch_boundary(void*, uintptr_t) noexcept {}
 
+// (Nothing is measured: svod_trap_call leaves resume_sp as it was.)
+extern "C" void svod_trap_entry_probe() {}
+extern "C" uintptr_t svod_trap_probed_sp = 0;
+
 }  // namespace svod::detail
 #endif

@@ -77,6 +77,24 @@ svod_trap_unwind:
   movl $1, %eax
   jmp .Lsvod_trap_return
   .size svod_trap_unwind, .-svod_trap_unwind
+
+  .globl svod_trap_entry_probe
+  .type svod_trap_entry_probe, @function
+  .p2align 4
+svod_trap_entry_probe:
+  movq %rsp, svod_trap_probed_sp(%rip)
+  retq
+  .size svod_trap_entry_probe, .-svod_trap_entry_probe
+  .popsection
+
+  .pushsection .bss.svod_trap_probed_sp, "aw", @nobits
+  .globl svod_trap_probed_sp
+  .hidden svod_trap_probed_sp
+  .type svod_trap_probed_sp, %object
+  .p2align 3
+svod_trap_probed_sp:
+  .zero 8
+  .size svod_trap_probed_sp, 8
   .popsection
 )");
 

@@ -5,7 +5,9 @@
 // code, resumed at the launch boundary by this program's own handler, returns
 // 1 with the caller's callee-saved registers as they were, a thousand times
 // on one stack; the handler reads the faulting pc, the stack pointer, the
-// access and a leaf function's return address; svod_trap_unwind returns 1.
+// access and a leaf function's return address; a leaf the kernel jumped to
+// faults at the stack pointer the entry probe records; svod_trap_unwind
+// returns 1.
 #include <signal.h>
 
 #include <cstdint>
@@ -87,6 +89,19 @@ asm(".pushsection .text\n.type trampoline_check_leaf_store, %function\ntrampolin
 
 void unwinds(uint64_t, uint64_t) { svod_trap_unwind(resume_sp); }
 
+// Jumps to the leaf as its last act, so the leaf starts at this function's
+// entry stack pointer with the kernel caller's return address.
+extern "C" void trampoline_check_tail_calls_leaf(uint64_t out, uint64_t);
+#if defined(__aarch64__)
+asm(".pushsection .text\n.type trampoline_check_tail_calls_leaf, %function\ntrampoline_check_tail_calls_leaf:\n"
+    "  b trampoline_check_leaf_store\n.size trampoline_check_tail_calls_leaf, .-trampoline_check_tail_calls_leaf\n"
+    ".popsection");
+#elif defined(__x86_64__)
+asm(".pushsection .text\n.type trampoline_check_tail_calls_leaf, %function\ntrampoline_check_tail_calls_leaf:\n"
+    "  jmp trampoline_check_leaf_store\n.size trampoline_check_tail_calls_leaf, .-trampoline_check_tail_calls_leaf\n"
+    ".popsection");
+#endif
+
 int trap_call(void (*kernel)(uint64_t, uint64_t), uint64_t a, uint64_t b) {
   const uint64_t args[] = {a, b};
   return svod_trap_call(call_two, reinterpret_cast<void*>(kernel), args, &resume_sp);
@@ -137,6 +152,16 @@ int main() {
   check(trap_call(calls_leaf, 16, 0) == 1, "a fault in a leaf function returns 1");
   check(seen.pc - reinterpret_cast<uintptr_t>(&trampoline_check_leaf_store) < 8, "the fault is in the leaf");
   check(seen_leaf_return - reinterpret_cast<uintptr_t>(&calls_leaf) < 64, "the leaf returns into its caller");
+
+  // The probe's stack pointer at entry is the kernel's, and a leaf the kernel
+  // jumped to faults there.
+  check(trap_call(reinterpret_cast<void (*)(uint64_t, uint64_t)>(&svod_trap_entry_probe), 0, 0) == 0,
+        "the probe returns");
+  const uintptr_t entry_sp = svod_trap_probed_sp;
+  check(entry_sp <= resume_sp && resume_sp - entry_sp < 256, "the probe records its stack pointer");
+  check(trap_call(trampoline_check_tail_calls_leaf, 16, 0) == 1, "a fault in a tail-called leaf returns 1");
+  check(seen.pc - reinterpret_cast<uintptr_t>(&trampoline_check_leaf_store) < 8, "the fault is in the tail-called leaf");
+  check(seen.sp == entry_sp, "a tail-called leaf runs at the kernel's entry stack pointer");
 
   check(trap_call(unwinds, 0, 0) == 1, "svod_trap_unwind returns 1");
   check(trap_call(add_into, reinterpret_cast<uint64_t>(&total), 1) == 0 && total == 6, "a call after them returns 0");

@@ -30,7 +30,8 @@ Every run is classified:
   rejected   exit 2 with one "svod run: error (kind): message" line per
              rank (plus "  | " continuation lines) on stderr
   kernel     a kernel's own fault, exit() or endless loop, which svod named
-             (its fault report, or --timeout naming a running kernel op):
+             (its fault report, --timeout naming a running kernel op, or the
+             canary of a buffer's alignment slack when it is freed):
              the kernel trusted sizes the mutation changed. A crash svod
              did not name is run again under SVOD_CHECK=memory, and counts
              here when the guard pages then catch a kernel past a buffer.
@@ -1688,6 +1689,7 @@ SANITIZERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:
               "ERROR: MemorySanitizer")
 TIMEOUT_LINE = re.compile(r"svod run: .*: timed out after \S+ s \(--timeout\) (?P<where>.*)$", re.M)
 # A kernel --timeout stopped: the run fails naming it.
+SLACK_CANARY_LINE = re.compile(r"svod: a buffer of \d+ bytes at 0x[0-9a-f]+ being freed was written just outside its range")
 STOPPED_LINE = re.compile(r"svod run: error \(timeout\): .*kernel stopped: (?P<what>.*): the run timed out after \S+ s "
                           r"\(--timeout\)", re.M)
 KERNEL_EXIT_STATUS = 70
@@ -1791,6 +1793,10 @@ def classify_run(mutant, result, base_sums):
         return "FAIL-hang", m.group(0) if m else "status 124 without svod's timeout line"
     lines = [line for line in err.split("\n") if line.strip()]  # names may hold \r
     if status == 0:
+        # A kernel that wrote into the few bytes between a buffer's end and its
+        # guard page: the slack's canary names it when the buffer is freed.
+        if lines and all(SLACK_CANARY_LINE.match(line) for line in lines):
+            return "kernel", "a kernel wrote into a buffer's alignment slack: " + lines[0][:300]
         if lines:
             return "FAIL-noise", "exit 0 with stderr: " + lines[0][:300]
         if mutant.oracle == "fail":

@@ -135,8 +135,11 @@ void* allocate_guarded(size_t bytes, Guards guards) {
                      std::strerror(error));
   }
   std::byte* data = base + l.guard_before + l.data_pages - l.span;
-  std::memset(base + l.guard_before, kCanary, l.data_pages - l.span);  // the gap before the data
-  std::memset(data + bytes, kCanary, l.span - bytes);                  // and after it
+  // The gaps before and after the data hold the canary; After's gap before
+  // the data is left alone: it guards nothing there, and writing it would
+  // fault in a page that a buffer of whole 64-byte lines never touches.
+  if (guards == Guards::Around) std::memset(base + l.guard_before, kCanary, l.data_pages - l.span);
+  std::memset(data + bytes, kCanary, l.span - bytes);
   remember(reinterpret_cast<uint64_t>(data), bytes, guards);
   if (guards == Guards::After) live_fences.fetch_add(1, std::memory_order_relaxed);
   return data;
@@ -175,8 +178,9 @@ std::optional<int64_t> first_gap_change(const void* data, size_t bytes, Guards g
   const auto* p = static_cast<const unsigned char*>(data);
   const auto* first = reinterpret_cast<const unsigned char*>(mapping_of(data, l)) + l.guard_before;
   // Nearest the data first: from the byte just before it down, then from the one just after it up.
-  for (const unsigned char* c = p; c-- > first;)
-    if (*c != kCanary) return c - p;
+  if (guards == Guards::Around)
+    for (const unsigned char* c = p; c-- > first;)
+      if (*c != kCanary) return c - p;
   for (const unsigned char* c = p + bytes; c < p + l.span; ++c)
     if (*c != kCanary) return c - p;
   return std::nullopt;

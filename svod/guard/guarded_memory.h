@@ -16,8 +16,9 @@
 //           guard. Two mappings the kernel counts (vm.max_map_count) where
 //           Around takes three.
 //
-// The bytes between the guards and the data (the gaps: the alignment slack)
-// hold a canary, so a write into them is found afterwards (gaps_intact).
+// The bytes between the guards and the data (the gaps: the alignment slack;
+// for After, only the slack after the data) hold a canary, so a write into
+// them is found afterwards (gaps_intact).
 // Every live allocation is listed in a fixed table the fault handler can
 // read, so the report names the allocation a faulting address belongs to.
 #pragma once

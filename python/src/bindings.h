@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "svod/guard/interrupt.h"
 #include "svod/base/error.h"
 #include "svod/device/buffer.h"
 #include "svod/device/device.h"
@@ -138,6 +139,8 @@ class GilAcquired {
 // safe at interpreter exit (take_gil). Not noexcept: should finalization
 // begin between take_gil's check and CPython's, the thread's unwinding passes
 // through.
+// (The kernels launched meanwhile stop at Ctrl-C: svod/guard/interrupt.h; the
+// launch's error then becomes Python's KeyboardInterrupt, set_python_error.)
 class GilReleased {
  public:
   GilReleased() : state_(PyEval_SaveThread()) {}
@@ -146,6 +149,7 @@ class GilReleased {
   GilReleased& operator=(const GilReleased&) = delete;
 
  private:
+  InterruptScope interruptible_;
   PyThreadState* state_;
 };
 

@@ -206,6 +206,7 @@ void run_unlocked(const PyProgram& p, Fn&& fn) {
     profile_program_call(p.program, fn);
     return;
   }
+  InterruptScope interruptible;
   PyThreadState* state = PyEval_SaveThread();
   try {
     fn();

@@ -132,10 +132,13 @@ void set_python_error() {
 #endif
   } catch (const ArgumentTypeError& e) {
     raise_type_error(e.what());
-  } catch (const KernelFault& e) {
-    raise_kernel_fault(e);
   } catch (const Error& e) {
-    raise_error(e.kind(), e.what());
+    // A kernel stopped by Ctrl-C (svod/guard/interrupt.h), or any error met
+    // while one is pending: Python's handler noted it, and raising it here
+    // is KeyboardInterrupt.
+    if (PyErr_CheckSignals() != 0) return;
+    if (const auto* fault = dynamic_cast<const KernelFault*>(&e)) raise_kernel_fault(*fault);
+    else raise_error(e.kind(), e.what());
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const py::cast_error& e) {
@@ -292,6 +295,9 @@ PYBIND11_MODULE(_svod, m) {
   // The name of the recipe CPU kernels are compiled with, which such a cache
   // is keyed by too: svod.cpu_recipe.
   m.attr("cpu_recipe") = std::string(svod::kDefaultCpuRecipe.name);
+  // Ctrl-C stops the kernels a call from Python is waiting for
+  // (svod/guard/interrupt.h); the handler Python installed runs after svod's.
+  svod::install_interrupt_stop();
   // Errors raised inside pybind11-bound functions take the same path as the
   // raw entry points.
   py::register_exception_translator([](std::exception_ptr p) {

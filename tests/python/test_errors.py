@@ -5,9 +5,11 @@ read-only; a daemon thread inside svod at interpreter exit does not abort the pr
 import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -532,3 +534,52 @@ def test_a_refusing_producer_is_named_without_a_traceback(add):
     with pytest.raises(svod.ValidationError) as info:
         add(o, _Refusing(), a, 4)
     assert "\n" not in str(info.value) and "At:" not in str(info.value)
+
+
+# --- Ctrl-C during a kernel ----------------------------------------------------
+
+_SPIN = """
+import sys, time, numpy as np, svod
+cpu = svod.device("CPU")
+k = cpu.compile(source="void k(volatile float* o) { for (;;) o[0] += 1; }", entry="k",
+                buffers=[{"name": "o", "access": "readwrite", "dtype": "f32"}])
+o = np.zeros(4, np.float32)
+def run():
+    if sys.argv[1] == "call":
+        k(o)
+    else:
+        b = svod.PlanBuilder()
+        b.run(k, [b.add_buffer(o, "o")])
+        b.build().execute()
+print("started", flush=True)
+try:
+    run()
+    print("returned", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt at", time.monotonic(), flush=True)
+quick = cpu.compile(source="void q(float* o) { o[1] = 7; }", entry="q",
+                    buffers=[{"name": "o", "access": "write", "dtype": "f32"}])
+quick(o)
+print("went on", o[1], flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["call", "plan"])
+def test_ctrl_c_stops_a_spinning_kernel_with_keyboard_interrupt_and_python_goes_on(tmp_path, mode):
+    script = tmp_path / "spin.py"
+    script.write_text(_SPIN)
+    child = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline() == "started\n"
+        time.sleep(0.3)  # inside the kernel by now
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    lines = out.split("\n")
+    assert lines[0].startswith("KeyboardInterrupt at "), out + err
+    assert float(lines[0].split()[-1]) - sent < 2.0, "the interrupt came late"  # about 0.01 s here
+    assert lines[1] == "went on 7.0", out + err
+    assert child.returncode == 0, err

@@ -23,8 +23,9 @@ svod buffers, and compiles and launches kernels through svod:
   runs its global_size[0] `core_id` slices on svod's thread pool;
 - TinyJit: `SVODGraph` records each batch that TinyJit captures into one svod.Plan
   (`Device.capture`), then per call rebinds the jitted function's inputs and passes its
-  symbolic variables. What a plan cannot express (symbolic launch sizes, an input reached
-  through a view) is left to tinygrad, which runs those kernels one by one.
+  symbolic variables; symbolic launch sizes become svod size expressions over them. What a
+  plan cannot express (a launch size svod has no exact expression for, an input reached through
+  a view that changes from call to call) is left to tinygrad, which runs those kernels one by one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import time
 
 import numpy as np
 from tinygrad.device import Allocator, BufferSpec, Compiled, Compiler, MultiBuffer, Program, TinyELF
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import AddrSpace, dtypes
 from tinygrad.engine.jit import MultiGraphRunner
 from tinygrad.engine.realize import get_call_arg_uops
 from tinygrad.helpers import all_int, prod
@@ -126,12 +127,12 @@ def _svod_dtype(dtype) -> str | None:
     return None if dtype.fmt is None else np.dtype(dtype.fmt).name  # struct's codes: '?', 'b' ... 'e', 'f', 'd'
 
 
-def _buffer_param(index: int, dtype, shape: tuple) -> dict:
+def _buffer_param(index: int, dtype, shape: tuple, access: str = "readwrite") -> dict:
     """A kernel's buffer parameter for svod: its element type where svod has it (svod takes
     tinygrad's u8 memory for any type; fp8 stays untyped bytes) and its size, in elements of that
     type (in bytes when untyped)."""
     svod_dtype = _svod_dtype(dtype)
-    param = {"name": f"data{index}", "access": "readwrite"}
+    param = {"name": f"data{index}", "access": access}
     if svod_dtype is not None: param["dtype"] = svod_dtype
     if all_int(shape): param["min_count"] = prod(shape) * (1 if svod_dtype is not None else dtype.itemsize)
     return param
@@ -143,17 +144,33 @@ class SVODProgram(Program["SVODDevice"]):
     core_id))."""
 
     def __init__(self, dev: SVODDevice, obj: TinyELF):
-        self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
+        self.dev, self.name, self.profile_key, self.obj = dev, obj.name, obj.profile_key, obj
         # The signature lists the buffer parameters (shape: their elements), then the variables
         # (shape ()).
-        buffers = [(dtype, shape) for _, _, dtype, shape in obj.signature if shape != ()]
-        variables = [(name, dtype) for name, _, dtype, shape in obj.signature if shape == ()]
-        names = [name for name, _ in variables]
+        self.buffers = [(dtype, shape) for _, _, dtype, shape in obj.signature if shape != ()]
+        self.variables = [(name, dtype) for name, _, dtype, shape in obj.signature if shape == ()]
+        names = [name for name, _ in self.variables]
         self.core_id = names.index("core_id") if "core_id" in names else None
-        self.prg = _CPU.load_binary(obj.lib, entry=obj.name, name=obj.name,
-                                    buffers=[_buffer_param(i, dtype, shape) for i, (dtype, shape) in enumerate(buffers)],
-                                    scalars=[{"name": name, "type": "i32" if dtype.itemsize <= 4 else "i64"}
-                                             for name, dtype in variables])
+        self.prg = self._load(["readwrite"] * len(self.buffers))
+        self.recorded: dict[tuple, svod.Program] = {}
+
+    def _load(self, access: list[str]) -> svod.Program:
+        return _CPU.load_binary(self.obj.lib, entry=self.obj.name, name=self.obj.name,
+                                buffers=[_buffer_param(i, dtype, shape, a)
+                                         for i, ((dtype, shape), a) in enumerate(zip(self.buffers, access))],
+                                scalars=[{"name": name, "type": "i32" if dtype.itemsize <= 4 else "i64"}
+                                         for name, dtype in self.variables])
+
+    def for_plan(self, info) -> svod.Program:
+        """The kernel as plans record it: each buffer declared with the access tinygrad's
+        ProgramInfo `info` gives it (read: only loaded; write: only stored, readwrite: both, or
+        neither known), so that a plan runs kernels that only read a buffer side by side, and a
+        saved plan tells the weights (never written) from what the kernels compute."""
+        outs, ins = set(info.outs), set(info.ins)
+        access = tuple("readwrite" if (s in outs) == (s in ins) else "write" if s in outs else "read"
+                       for s in info.globals)
+        if (prg := self.recorded.get(access)) is None: prg = self.recorded[access] = self._load(list(access))
+        return prg
 
     def scalar_args(self, vals: tuple) -> tuple:
         """tinygrad's vals without core_id's place (svod passes core_id itself)."""
@@ -188,6 +205,88 @@ def _runtime_error(e: svod.Error) -> Exception:
     return error.with_traceback(e.__traceback__)
 
 
+# tinygrad's integer operations on launch sizes and svod's spelling of each, where svod's operation
+# is the same function of the same values: C's truncating division and remainder (tinygrad's CDIV and
+# CMOD), max, and the rest as in C. Floor division and modulo (FLOORDIV, FLOORMOD) by a positive
+# divisor and shifts by constants are spelled with these; anything else (comparisons, WHERE, bitwise
+# operations) has no svod spelling.
+_SIZE_OPERATORS = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.CDIV: "/", Ops.CMOD: "%"}
+
+
+class SizeExpressionError(svod.UnsupportedError):
+    """A tinygrad launch size that no svod size expression computes exactly."""
+
+
+def _size_expr(u, names: dict[str, str]) -> int | str:
+    """tinygrad's launch size `u` (an int, or a UOp over its Variables) as an svod size expression
+    over plan variables, `names` mapping tinygrad's variable names to them: an int where it is one,
+    else a text that svod evaluates to what tinygrad's sym_infer gives for every value of the
+    variables within their ranges. Raises SizeExpressionError naming what has no exact spelling.
+
+    tinygrad divides by zero as 0 where svod refuses, so a divisor must be known to be positive."""
+    if isinstance(u, int): return u
+    if not isinstance(u, UOp): raise SizeExpressionError(f"launch size {u!r} is not an integer")
+
+    def render(x: UOp) -> str:
+        if x.op is Ops.CONST:
+            if not isinstance(x.arg, int): raise SizeExpressionError(f"launch size {u.render()}: constant {x.arg!r}")
+            return str(x.arg)
+        if x.op in (Ops.PARAM, Ops.BUFFER) and (x.is_variable or getattr(x.arg, "addrspace", None) is AddrSpace.ALU):
+            if x.expr not in names: raise SizeExpressionError(f"launch size {u.render()}: variable {x.expr} is not in the plan")
+            return names[x.expr]
+        if x.op is Ops.CAST and dtypes.is_int(x.dtype) and dtypes.is_int(x.src[0].dtype): return render(x.src[0])
+        if x.op is Ops.NEG: return f"(-{render(x.src[0])})"
+        if x.op is Ops.MAX: return f"max({render(x.src[0])}, {render(x.src[1])})"
+        if x.op in _SIZE_OPERATORS:
+            if x.op in (Ops.CDIV, Ops.CMOD) and x.src[1].vmin <= 0: raise SizeExpressionError(
+                f"launch size {u.render()}: divisor {x.src[1].render()} may be {x.src[1].vmin}")
+            return f"({render(x.src[0])} {_SIZE_OPERATORS[x.op]} {render(x.src[1])})"
+        if x.op in (Ops.FLOORDIV, Ops.FLOORMOD) and x.src[1].vmin > 0:
+            a, b = render(x.src[0]), render(x.src[1])
+            if x.src[0].vmin >= 0: return f"({a} / {b})" if x.op is Ops.FLOORDIV else f"({a} % {b})"
+            # A dividend that may be negative: with b > 0, floor mod is ((a % b) + b) % b, and a less
+            # it divides exactly.
+            mod = f"((({a} % {b}) + {b}) % {b})"
+            return f"(({a} - {mod}) / {b})" if x.op is Ops.FLOORDIV else mod
+        if x.op in (Ops.SHL, Ops.SHR) and x.src[1].op is Ops.CONST and 0 <= x.src[1].arg < 63 and \
+                (x.op is Ops.SHL or x.src[0].vmin >= 0):
+            return f"({render(x.src[0])} {'*' if x.op is Ops.SHL else '/'} {1 << x.src[1].arg})"
+        raise SizeExpressionError(f"launch size {u.render()}: svod has no exact spelling of {x.op}")
+
+    return render(u)
+
+
+def _launch_sizes(info, names: dict[str, str]) -> list:
+    """A kernel's global size as svod takes it: ints, and expressions over plan variables (_size_expr)."""
+    return [_size_expr(s, names) for s in info.global_size]
+
+
+def _record_call(ast: UOp, mems: list, device_vars: dict[str, int], runtime, names: dict[str, str]):
+    """Records one call of a TinyJit batch into the capture open on this thread: a COPY as a svod
+    copy, a PROGRAM as its SVODProgram's call with its arguments' svod buffers `mems` (every argument
+    of the call, in order), its scalars (a device's own value, else the plan variable that `names`
+    gives tinygrad's variable) and its launch sizes (_launch_sizes)."""
+    if ast.op is Ops.COPY:
+        mems[0].copy_from(mems[1])
+        return
+    scalars = [device_vars.get(v.expr, names.get(v.expr)) for v in ast.arg.vars]
+    runtime.for_plan(ast.arg)(*[mems[i] for i in ast.arg.globals], *runtime.scalar_args(tuple(scalars)),
+                              global_size=_launch_sizes(ast.arg, {**names, **{k: str(v) for k, v in device_vars.items()}}))
+
+
+def _input_view(b: UOp) -> bool:
+    """Whether a call's argument is a fixed part of a jitted function's input (a SHRINK of a PARAM
+    by constants): a view of the input's slot in a plan, which follows the input when it is rebound."""
+    return b.op is Ops.SHRINK and b.src[0].op is Ops.PARAM and all(s.op is Ops.CONST for s in b.src[1:])
+
+
+def _input_slots(call: UOp) -> list[int]:
+    """The jitted function's inputs (their PARAM slots) that a call reads or writes, directly or
+    through a view (_input_view)."""
+    return [b.arg.slot if b.op is Ops.PARAM else b.src[0].arg.slot
+            for b in get_call_arg_uops(call) if b.op is Ops.PARAM or _input_view(b)]
+
+
 class _Input:
     """An input of a jitted function as its plan sees it: the plan slot, and what is bound there."""
     __slots__ = ("slot", "index", "device", "uop", "buffer", "mem")
@@ -210,18 +309,26 @@ class SVODGraph(MultiGraphRunner):
     """A TinyJit batch of SVOD kernels and copies, replayed as one svod.Plan.
 
     The batch is recorded with svod's capture: each svod storage becomes a plan slot and each view
-    a view of it, so svod orders the ops by the bytes they touch. The jitted function's inputs are
-    rebound (no copy) on every call; tinygrad's symbolic variables are plan variables, passed to
-    the kernels as expressions."""
+    a view of it, so svod orders the ops by the bytes they touch (each kernel declaring which of
+    its buffers it reads and writes, SVODProgram.for_plan). The jitted function's inputs are
+    rebound (no copy) on every call, and the fixed parts of them that kernels take (views) follow;
+    tinygrad's symbolic variables are plan variables, passed to the kernels as expressions, and
+    symbolic launch sizes are expressions over them (_size_expr)."""
 
     @staticmethod
     def supports_uop(batch_devs, new_call: UOp) -> bool:
         if not MultiGraphRunner.supports_uop(batch_devs, new_call): return False
-        # An input reached through a view (a SHRINK or MSELECT of a PARAM) cannot be rebound.
+        # An input reached through another view (an MSELECT, a SHRINK by variables) is not a fixed
+        # part of the input's slot.
         for b in get_call_arg_uops(new_call):
-            if b.op is not Ops.PARAM and any(s.op is Ops.PARAM for s in b.toposort()): return False
+            if b.op is not Ops.PARAM and not _input_view(b) and any(s.op is Ops.PARAM for s in b.toposort()): return False
         ast = new_call.src[0]
-        return ast.op is Ops.COPY or all_int(ast.arg.global_size)
+        if ast.op is Ops.COPY: return True
+        try:
+            _launch_sizes(ast.arg, {v.expr: v.expr for v in ast.arg.vars})
+        except SizeExpressionError:
+            return False
+        return True
 
     def __init__(self, linear: UOp, input_uops: tuple[UOp, ...] = ()):
         super().__init__(linear, input_uops)
@@ -230,17 +337,14 @@ class SVODGraph(MultiGraphRunner):
             self.var_names = {v: g.variable(f"v{i}", int(variables[v].vmin), min=int(variables[v].vmin),
                                             max=int(variables[v].vmax)) for i, v in enumerate(self.vars)}
             for (_, ast, bufs, device_vars), runtime in zip(self.calls, self.runtimes):
-                mems = [b._buf for b in bufs]
-                if ast.op is Ops.COPY:
-                    mems[0].copy_from(mems[1])
-                    continue
-                scalars = [device_vars.get(v.expr, self.var_names.get(v.expr)) for v in ast.arg.vars]
-                runtime.prg(*[mems[i] for i in ast.arg.globals], *runtime.scalar_args(tuple(scalars)),
-                            global_size=ast.arg.launch_dims({})[0])
+                _record_call(ast, [b._buf for b in bufs], device_vars, runtime, self.var_names)
         self.plan = g.plan
-        self.inputs = list({(idx, dev_idx): _Input(g.slot(bufs[pos]._buf), idx, dev_idx, input_uops[idx], bufs[pos])
-                            for j, (dev_idx, _, bufs, _) in enumerate(self.calls)
-                            for pos, idx in self.uop_replace[j]}.values())
+        # Each input's slot is the storage it is bound to; the views of it that kernels take follow it.
+        self.inputs = []
+        for idx in dict.fromkeys(idx for call in self.linear.src for idx in _input_slots(call)):
+            b = input_uops[idx].buffer
+            for dev_idx, lane in enumerate(b.bufs if isinstance(b, MultiBuffer) else [b]):
+                self.inputs.append(_Input(g.slot(lane._buf), idx, dev_idx, input_uops[idx], lane))
 
     def __call__(self, input_uops: tuple[UOp, ...], var_vals: dict[str, int], wait=False) -> float | None:
         for i in self.inputs:

@@ -225,7 +225,8 @@ BufferRef buffer_ref(const PyPlan& p, py::handle obj, const std::string& what) {
 // Plan.save's inputs= or outputs=: buffers (names or slots), each saved under
 // its name with the shape Python knows, or a mapping {buffer: shape}, whose
 // shapes may name plan variables ("batch"), or {buffer: {"dtype": ...,
-// "shape": ...}} for byte storage (a capture's) seen as typed elements.
+// "shape": ..., "name": ...}} for byte storage (a capture's) seen as typed
+// elements, under a name of the caller's (default: the buffer's).
 std::vector<PlanPort> ports_of(const PyPlan& p, py::handle obj, const std::string& what) {
   std::vector<std::pair<py::object, py::object>> entries;
   if (PyDict_Check(obj.ptr())) {
@@ -251,6 +252,7 @@ std::vector<PlanPort> ports_of(const PyPlan& p, py::handle obj, const std::strin
       const py::dict spec = py::reinterpret_borrow<py::dict>(shape);
       if (!spec.contains("shape")) throw make_error(ErrorKind::Validation, "{}: a dict without \"shape\"", at);
       if (spec.contains("dtype")) port.dtype = dtype_from_object(spec["dtype"]);
+      if (spec.contains("name")) port.name = string_argument(spec["name"], at + " name");
       dims = spec["shape"];
     }
     if (dims.is_none()) {
@@ -350,7 +352,8 @@ void bind_plan_class(py::module_& m) {
           "inputs= names the buffers a caller fills: buffer names or slots, saved with the shapes\n"
           "Python knows, or {buffer: shape}, a shape's entries sizes or plan variable names (a\n"
           "dynamic batch), or {buffer: {\"dtype\": \"f32\", \"shape\": [...]}} for byte storage (a\n"
-          "capture's buffers are). outputs= likewise (default: the plan's outputs); roles= {buffer: role}\n"
+          "capture's buffers are), with \"name\": \"x\" to save it under another name than the\n"
+          "buffer's. outputs= likewise (default: the plan's outputs); roles= {buffer: role}\n"
           "overrides a derived role (\"constant\", \"state\", \"scratch\", ...). The folder is\n"
           "written whole or not at all; an earlier save there is replaced.")
       .def(

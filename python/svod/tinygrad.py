@@ -25,7 +25,9 @@ svod buffers, and compiles and launches kernels through svod:
   (`Device.capture`), then per call rebinds the jitted function's inputs and passes its
   symbolic variables; symbolic launch sizes become svod size expressions over them. What a
   plan cannot express (a launch size svod has no exact expression for, an input reached through
-  a view that changes from call to call) is left to tinygrad, which runs those kernels one by one.
+  a view that changes from call to call) is left to tinygrad, which runs those kernels one by one;
+- export: `export(jitted, *args, path=...)` writes a TinyJit function's whole captured work as
+  one svod package, which runs without Python (tinygrad_export.py).
 """
 
 from __future__ import annotations
@@ -363,3 +365,6 @@ class SVODDevice(Compiled):
     def __init__(self, device: str = ""):
         arch = {"amd64": "x86_64", "aarch64": "arm64"}.get(m := platform.machine().lower(), m) + ",native"
         super().__init__(device, SVODAllocator(self), [SVODRenderer], SVODProgram, graph=SVODGraph, arch=arch)
+
+
+from svod.tinygrad_export import export  # noqa: E402  (it uses this module's classes)

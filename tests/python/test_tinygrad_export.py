@@ -177,6 +177,21 @@ def test_the_llm_decode_step_exports_and_decodes_the_same_tokens(tmp_path):
         package.run(vars={"start_pos": 32})
 
 
+def test_the_llm_decoded_greedily_from_c_gives_tinygrads_tokens(tmp_path):
+    """examples/deploy/decode.c, linked with libsvod_c alone, decodes with the exported step: the same
+    tokens as tinygrad's own greedy decoding with the jitted step, from the same state."""
+    decode = svod_cli().parent / "examples" / "decode"
+    if not decode.is_file(): pytest.skip(f"{decode} is not built")
+    model = llm(48)
+    start_pos, temperature = export_llm_step(model, tmp_path / "step.svodpkg", 48)
+    want = decode_in_tinygrad(model, start_pos, temperature, 7, 40)
+    run = subprocess.run([str(decode), str(tmp_path / "step.svodpkg"), "7", "40"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert [int(line) for line in run.stdout.split()] == want
+    assert len(set(want)) > 3, want  # the tokens vary: the check could fail
+
+
 def test_what_a_plan_cannot_express_is_refused_naming_it(tmp_path):
     @TinyJit
     def on_cpu(a):

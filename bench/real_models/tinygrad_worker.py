@@ -14,9 +14,13 @@ Requests ({"cmd": name, ...arguments}; an answer {"error": text} when one fails)
       replay  tinygrad's replay of the captured calls alone (no input tensor, no copy out);
       plans   SVOD only: the svod plans that SVODGraph made of the jitted batches, executed
               directly, no tinygrad in the loop.
+  export(name, path): the SVOD model's jitted function as a package (svod.tinygrad.export), input
+      "x", output "y", for exported_call.c to call from C.
   profile(name, replays, top): svod.profile() of the plans' replays: the ops that take the most time.
   llm_load(device, max_context) / llm_decode(device, tokens, clock): tinygrad's LLM (tinygrad/llm/model.py,
       random weights) decoding greedily; each token's time from the generator, in ms.
+  llm_export(device, path): its decode step as a package (inputs "token" and "temperature", variable
+      start_pos, output "next"), with the state it has now.
 """
 import contextlib
 import json
@@ -135,7 +139,7 @@ def llm_config(max_context: int):
 class Worker:
     def __init__(self):
         self.models: dict[tuple[str, str], Model] = {}
-        self.llms: dict[str, tuple] = {}  # device -> (generator, tokens so far)
+        self.llms: dict[str, tuple] = {}  # device -> (model, generator, tokens so far)
 
     def load(self, name, path, input, devices, output_prefix):
         x = np.load(input)
@@ -152,6 +156,12 @@ class Worker:
         kinds = {"e2e": model.call, "replay": model.replay}
         if model.graphs: kinds["plans"] = model.execute_plans
         return {kind: timed_ms(fn, seconds, clock) for kind, fn in kinds.items()}
+
+    def export(self, name, path):
+        model = self.models[(name, "SVOD")]
+        svod.tinygrad.export(model.jit, Tensor(model.x, device="SVOD").realize(), path=path, input_names=["x"],
+                             output_names=["y"])
+        return {}
 
     def profile(self, name, replays, top):
         model = self.models[(name, "SVOD")]
@@ -174,11 +184,21 @@ class Worker:
             generator = model.generate(list(range(1, 17)))
             # The prompt's prefill, then the decode step's run, capture and first replays.
             tokens = [next(generator) for _ in range(5)]
-        self.llms[device] = (generator, tokens)
+        self.llms[device] = (model, generator, tokens)
         return {}
 
+    def llm_export(self, device, path):
+        from tinygrad import UOp
+        model, generator, out = self.llms[device]
+        start_pos = UOp.variable("start_pos", 0, model.max_context - 1)
+        with Context(DEV=device):
+            svod.tinygrad.export(model.rollout_jit, Tensor([[out[-1]]], dtype="int32").realize(),
+                                 start_pos.bind(16 + len(out) - 1), Tensor([0.0]).realize(), path=path,
+                                 input_names=["token", "temperature"], output_names=["next"])
+        return {"start_pos": 16 + len(out) - 1}
+
     def llm_decode(self, device, tokens, clock):
-        generator, out = self.llms[device]
+        _, generator, out = self.llms[device]
         ms = []
         with Context(DEV=device):
             for _ in range(tokens):

@@ -201,6 +201,34 @@ TEST(Sandbox, HostileKernelsAreContained) {
                    {"exited with status 3", "rule: a kernel must not end its process"});
 }
 
+// The lines of `svod run ARGS` that carry results (values, checksums,
+// expectations), with its exit status.
+std::pair<std::string, int> run_svod(const std::string& args) {
+  const std::string command = std::string(SVOD_BINARY_DIR) + "/svod run " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string results;
+  char line[4096];
+  while (pipe != nullptr && std::fgets(line, sizeof line, pipe) != nullptr) {
+    const std::string_view text(line);
+    if (text.find("xxh3") != std::string_view::npos || text.find("expect:") != std::string_view::npos ||
+        text.starts_with("sandbox: "))
+      results += text;
+  }
+  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
+  return {results, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+TEST(Sandbox, SvodRunSandboxGivesTheMlpExamplesBits) {
+  const std::string plan = std::string(SVOD_SOURCE_DIR) + "/examples/mlp/plan.json";
+  const auto [plain, plain_status] = run_svod(plan);
+  const auto [sandboxed, sandboxed_status] = run_svod("--sandbox --repeat 3 " + plan);
+  ASSERT_EQ(plain_status, 0) << plain;
+  ASSERT_EQ(sandboxed_status, 0) << sandboxed;
+  EXPECT_NE(sandboxed.find("sandbox: no_new_privs, seccomp allow-list"), std::string::npos) << sandboxed;
+  // The same values, checksums and expectations, after the sandbox's line.
+  EXPECT_EQ(sandboxed.substr(sandboxed.find('\n') + 1), plain);
+}
+
 TEST(Sandbox, AHelperThatDiesWhileIdleIsReplaced) {
   ExecutionPlan plan = legitimate_plan();
   SandboxedPlan sandboxed(plan);

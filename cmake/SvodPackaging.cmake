@@ -32,6 +32,11 @@ if(TARGET svod_python)
   # console script `svod` (python/_svod_cli.py) execs it, and the runtime the
   # command loads finds the plugins beside itself as it does for the extension.
   install(TARGETS svod_cli RUNTIME DESTINATION svod COMPONENT svod_wheel EXCLUDE_FROM_ALL)
+  # The sandbox's helper beside the runtime, where the runtime looks for it.
+  if(TARGET svod_sandbox_helper)
+    install(TARGETS svod_sandbox_helper RUNTIME DESTINATION svod COMPONENT svod_wheel EXCLUDE_FROM_ALL)
+    list(APPEND svod_wheel_targets svod_sandbox_helper)
+  endif()
   install(CODE "file(RPATH_SET FILE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/svod/svod\" NEW_RPATH \"$ORIGIN\")"
           COMPONENT svod_wheel EXCLUDE_FROM_ALL)
   add_custom_target(svod_python_wheel)

@@ -11,6 +11,7 @@ packages=(
   libzstd-dev  # LLVM's static archives (libsvod_llvm.so links them) call zstd
   libtbb-dev libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libsodium-dev  # Ed25519 package signatures (svod/package/signature.cpp)
+  libseccomp-dev  # the sandbox helper's system-call filter (tools/sandbox_helper/)
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
   python3-numpy python3-dev python3-pytest pybind11-dev libdlpack-dev

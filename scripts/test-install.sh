@@ -184,7 +184,7 @@ pip_system=1
 site=$("$python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
 check_python "$python" "$site/svod"
 check_tinygrad "$python" "$site/svod"
-ls "$site"/svod/libsvod_runtime.so.* "$site"/svod/libsvod_llvm.so >/dev/null
+ls "$site"/svod/libsvod_runtime.so.* "$site"/svod/libsvod_llvm.so "$site"/svod/svod-sandbox-helper >/dev/null
 check_command "$scripts/svod" "$site/svod"
 "$python" -m pip uninstall -y -q --break-system-packages svod
 pip_system=0
@@ -220,7 +220,7 @@ dpkg -i "$deb" >/dev/null
 step "the package's libraries in $libdir, found with no RPATH"
 extension=$(ls /usr/lib/python3/dist-packages/svod/_svod*.so)
 for f in "$libdir/libsvod_runtime.so.0" "$libdir/libsvod_c.so.1" "$libdir/libsvod_c.so" "$libdir/libsvod_llvm.so" \
-         "$libdir/libsvod_command.so" "$libdir/cmake/svod/svodConfig.cmake" "$libdir/cmake/svod/svodTargets.cmake" "$libdir/pkgconfig/svod.pc"; do
+         "$libdir/libsvod_command.so" "$libdir/svod-sandbox-helper" "$libdir/cmake/svod/svodConfig.cmake" "$libdir/cmake/svod/svodTargets.cmake" "$libdir/pkgconfig/svod.pc"; do
   dpkg -L svod | grep -qxF "$f" || fail "dpkg -L svod does not list $f"
 done
 for f in /usr/share/man/man1/svod.1 /usr/share/doc/svod/copyright /usr/share/doc/svod/README.md \
@@ -251,6 +251,8 @@ svod info | grep -qF "lib/$multiarch/libsvod_llvm.so" || fail "svod info names n
 SVOD_CPU_COMPILER=llvm svod run "$src/examples/mlp/plan.json" >/dev/null
 svod run "$src/examples/features/plan.json" >/dev/null
 svod run --ranks 2 "$src/examples/data_parallel/plan.json" --repeat 2 >/dev/null
+svod sandbox-info | grep -qF "helper $libdir/svod-sandbox-helper" || fail "svod sandbox-info finds no helper in $libdir"
+svod run --sandbox "$src/examples/mlp/plan.json" >/dev/null
 
 step "a C++ program built against the installed CMake package (examples/consumer)"
 cmake -S "$src/examples/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -116,6 +116,12 @@ class KernelFault(Error):
     in_called_function = False
 
 
+class SandboxViolation(Error):
+    """A kernel run in svod's sandbox broke one of its rules (a refused system call, memory outside
+    the plan's buffers, its wall-clock limit) or ended the helper process it ran in: the message names
+    the op, the program and the rule. The helper is ended; the next run starts a fresh one."""
+
+
 _ERRORS = {
     "validation": ValidationError,
     "compile": CompileError,
@@ -129,6 +135,7 @@ _ERRORS = {
     "io": IoError,
     "internal": InternalError,
     "kernel fault": KernelFault,
+    "sandbox violation": SandboxViolation,
 }
 for _kind, _cls in _ERRORS.items():
     _cls.kind = _kind

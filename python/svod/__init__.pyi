@@ -51,6 +51,8 @@ class KernelFault(Error):
     element: int | None
     in_called_function: bool
 
+class SandboxViolation(Error): ...
+
 DTypeLike = str | np.dtype | type
 
 class DeviceInfo:

@@ -16,6 +16,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::Io: return "io";
     case ErrorKind::Internal: return "internal";
     case ErrorKind::KernelFault: return "kernel fault";
+    case ErrorKind::SandboxViolation: return "sandbox violation";
   }
   return "unknown";
 }

@@ -28,11 +28,12 @@ enum class ErrorKind {
   Io,                 // files, pipes, processes
   Internal,           // a broken invariant inside svod (a bug)
   KernelFault,        // a CPU kernel faulted (a signal) and was stopped: KernelFault
+  SandboxViolation,   // a sandboxed kernel broke a rule of its sandbox (svod/sandbox) and was ended
 };
 
 // The last kind, for loops over every kind (new kinds are appended: the C
 // API's status values follow this order).
-inline constexpr ErrorKind kLastErrorKind = ErrorKind::KernelFault;
+inline constexpr ErrorKind kLastErrorKind = ErrorKind::SandboxViolation;
 
 std::string_view to_string(ErrorKind kind) noexcept;
 

@@ -39,6 +39,7 @@ svod_error_kind to_c(ErrorKind kind) noexcept {
     case ErrorKind::Io: return SVOD_ERROR_IO;
     case ErrorKind::Internal: return SVOD_ERROR_INTERNAL;
     case ErrorKind::KernelFault: return SVOD_ERROR_KERNEL_FAULT;
+    case ErrorKind::SandboxViolation: return SVOD_ERROR_SANDBOX_VIOLATION;
   }
   return SVOD_ERROR_INTERNAL;
 }
@@ -234,6 +235,7 @@ const char* svod_error_kind_name(svod_error_kind kind) {
     case SVOD_ERROR_IO: return "io";
     case SVOD_ERROR_INTERNAL: return "internal";
     case SVOD_ERROR_KERNEL_FAULT: return "kernel fault";
+    case SVOD_ERROR_SANDBOX_VIOLATION: return "sandbox violation";
   }
   return "unknown";
 }

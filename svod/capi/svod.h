@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 8
+#define SVOD_API_VERSION_MINOR 9
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -81,7 +81,8 @@ typedef enum svod_error_kind {
   SVOD_ERROR_TIMEOUT = 9,             /* a process or operation ran past its time limit */
   SVOD_ERROR_IO = 10,                 /* files, pipes, processes */
   SVOD_ERROR_INTERNAL = 11,           /* a bug in svod, or out of memory */
-  SVOD_ERROR_KERNEL_FAULT = 12        /* (1.5) a CPU kernel faulted and was stopped; the message says where */
+  SVOD_ERROR_KERNEL_FAULT = 12,       /* (1.5) a CPU kernel faulted and was stopped; the message says where */
+  SVOD_ERROR_SANDBOX_VIOLATION = 13   /* (1.9) a sandboxed kernel broke a rule of its sandbox; the message names it */
 } svod_error_kind;
 
 /* The kind of `status`; SVOD_OK for NULL. Thread-safe. */

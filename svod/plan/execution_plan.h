@@ -221,6 +221,18 @@ class ExecutionPlan {
   // first when it needs their results. A failure poisons the plan like a
   // failed execute(). Thread-safe like execute().
   std::chrono::nanoseconds time_op(size_t index);
+  // Op `index`, a CPU kernel, as the CPU ABI calls it with the current
+  // variables: its argument words (each buffer parameter's host address, then
+  // the ABI scalars, core_id as 0) and its slice count (core_id's values are
+  // 0 .. slices-1). For running the plan's kernels in another process
+  // (svod/sandbox); the words live until the plan's next change or run.
+  // Error(Unsupported) for another op; Error(Validation) naming the op when
+  // the variables do not suit it, as execute() would.
+  struct HostLaunch {
+    std::span<const uint64_t> words;
+    int64_t slices = 1;
+  };
+  HostLaunch host_launch(size_t index);
   // Sets the named variables (others keep their values), checks them and every
   // op's scalars and launch sizes, then runs. Nothing changes and nothing runs
   // when a check fails (Error(Validation)).

@@ -422,6 +422,21 @@ void ExecutionPlan::execute(const ExecuteOptions& options) {
   state_->run(options);
 }
 
+ExecutionPlan::HostLaunch ExecutionPlan::host_launch(size_t index) {
+  if (index >= state_->ops.size())
+    throw make_error(ErrorKind::Validation, "op {} is out of range: the plan has {} ops", index, state_->ops.size());
+  std::lock_guard lock(state_->mutex);
+  detail::PlanState& s = *state_;
+  if (s.dirty) {
+    s.prepare(s.var_values);
+    s.dirty = false;
+  }
+  const auto* k = std::get_if<detail::ResolvedKernel>(&s.resolved[index]);
+  if (k == nullptr || !k->bound)
+    throw make_error(ErrorKind::Unsupported, "{}: not a kernel whose arguments are host addresses", s.op_title(index));
+  return {k->args, k->dims.global[0]};
+}
+
 std::chrono::nanoseconds ExecutionPlan::time_op(size_t index) {
   if (index >= state_->ops.size())
     throw make_error(ErrorKind::Validation, "op {} is out of range: the plan has {} ops", index, state_->ops.size());

@@ -40,7 +40,7 @@ const std::vector<std::vector<std::string_view>> kLayers = {
     {"registry"},
     {"custom", "comm"},
     {"plan"},
-    {"executor"},
+    {"executor", "sandbox"},
     {"planfile", "package"},
     {"profile", "tune"},
     {"capi"},

@@ -54,7 +54,8 @@ TEST(CApi, ErrorKindsMirrorErrorKind) {
               svod::to_string(static_cast<svod::ErrorKind>(k)));
   }
   EXPECT_EQ(SVOD_ERROR_INTERNAL, static_cast<int>(svod::ErrorKind::Internal) + 1);
-  EXPECT_EQ(SVOD_ERROR_KERNEL_FAULT, static_cast<int>(svod::kLastErrorKind) + 1);
+  EXPECT_EQ(SVOD_ERROR_KERNEL_FAULT, static_cast<int>(svod::ErrorKind::KernelFault) + 1);
+  EXPECT_EQ(SVOD_ERROR_SANDBOX_VIOLATION, static_cast<int>(svod::kLastErrorKind) + 1);
 }
 
 TEST(CApi, Devices) {

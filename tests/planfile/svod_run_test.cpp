@@ -985,7 +985,8 @@ TEST(SvodCli, TheManualPageHoldsEveryCommandsHelp) {
   const std::string page = read_text(SVOD_BINARY_DIR "/tools/svod/svod.1");
   ASSERT_EQ(page.find(".TH SVOD 1 "), page.find('\n') + 1) << page.substr(0, 200);
   for (const char* command :
-       {"info", "demo", "run", "pack", "bench", "compile", "tune", "cache", "cache stats", "cache clear"}) {
+       {"info", "demo", "run", "pack", "bench", "compile", "tune", "sandbox-info", "cache", "cache stats",
+        "cache clear"}) {
     EXPECT_NE(page.find(fmt::format("\n.SS svod {}\n", command)), std::string::npos) << command;
     EXPECT_NE(page.find(fmt::format("Usage: svod {} [OPTIONS]", command)), std::string::npos) << command;
   }

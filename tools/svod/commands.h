@@ -57,8 +57,16 @@ struct RunOptions {
   // Run the plan in a child process and report how it ended (exit 128 + N
   // for signal N, 70 for a kernel that ended the process).
   bool isolate = false;
+  // Run the plan's kernels in svod's sandbox (svod/sandbox/sandbox.h): a
+  // locked-down helper process; refused, naming what is missing, where the
+  // sandbox is unavailable. --timeout is then each execution's wall-clock limit.
+  bool sandbox = false;
 };
 int run(const RunOptions& options);
+
+// `svod sandbox-info`: whether sandboxed runs work here and with which layers
+// of confinement (exit 0), or what is missing (exit 2).
+int sandbox_info();
 
 // `svod pack PLAN.json -o MODEL.svodpkg [--sign NAME.key]`, or `svod pack
 // --keygen NAME` (docs/SECURITY.md): exit 0 when the package or the key pair

@@ -101,6 +101,11 @@ int svod_command_main(int argc, char** argv) {
                 "run the plan in a child process and report how it ended and in which op: a signal (exit 128 + N), "
                 "an exit the process could not catch, such as a kernel's own exit_group system call (70, never a "
                 "silent 0), a timeout (124)");
+  run->add_flag("--sandbox", run_options.sandbox,
+                "run the plan's CPU kernels in svod's sandbox: a helper process with no files, no network, no other "
+                "processes and bounded memory, which sees only the plan's buffers (docs/SECURITY.md). Precompiled "
+                "CPU kernels, copies and views only; refused, naming what is missing, where the sandbox is "
+                "unavailable. --timeout is each execution's wall-clock limit (default 60 s)");
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");
@@ -162,6 +167,9 @@ int svod_command_main(int argc, char** argv) {
   tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_cpu_compiler(tune, tune_options.cpu_compiler);
 
+  auto* sandbox_info = app.add_subcommand("sandbox-info", "whether `svod run --sandbox` works here, and with which "
+                                                         "layers of confinement (docs/SECURITY.md)");
+
   auto* cache = app.add_subcommand("cache", "inspect or empty the on-disk object cache");
   cache->require_subcommand(1);
   auto* cache_stats = cache->add_subcommand("stats", "print the cache directory, entry count and size");
@@ -179,6 +187,7 @@ int svod_command_main(int argc, char** argv) {
   try {
     if (info->parsed()) return svod::cli::info(info_package);
     if (demo->parsed()) return svod::cli::demo();
+    if (sandbox_info->parsed()) return svod::cli::sandbox_info();
     if (cache_stats->parsed()) return svod::cli::cache_stats();
     if (cache_clear->parsed()) return svod::cli::cache_clear();
     if (run->parsed()) {

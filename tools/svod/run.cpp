@@ -52,6 +52,7 @@
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
+#include "svod/sandbox/sandbox.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
 
@@ -159,6 +160,7 @@ std::string running_ops() {
 // (ExecuteOptions::observer), and a plan of one device's kernels then cannot
 // go to it as one graph: such plans are watched only when something asks.
 bool watch_ops(const RunOptions& options, const ExecutionPlan& plan, bool ranks) {
+  if (options.sandbox) return false;  // the ops run in the sandbox's helper, timed as a whole
   return options.timeout_s > 0 || isolated() || ranks || !options.profile.empty() || profile_requested() ||
          !plan.uses_devices();
 }
@@ -168,8 +170,8 @@ bool watch_ops(const RunOptions& options, const ExecutionPlan& plan, bool ranks)
 // else only the runs); returns the bytes of each buffer of `captured` (plan buffer
 // indices) as they were after the first execution.
 std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options, LoadedPlan& loaded,
-                                                       const std::vector<size_t>& captured, Profiler& cold,
-                                                       Profiler& warm, int rank, bool watch_each) {
+                                                       SandboxedPlan* sandboxed, const std::vector<size_t>& captured,
+                                                       Profiler& cold, Profiler& warm, int rank, bool watch_each) {
   std::vector<std::vector<std::byte>> snapshots;
   OpWatch watch(cold, cold.profile().ops);
   struct Published {
@@ -187,7 +189,10 @@ std::vector<std::vector<std::byte>> execute_repeatedly(const RunOptions& options
     Profiler& profiler = r == 0 ? cold : warm;
     watch.pass_to(profiler);
     profiler.begin_run();
-    loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = watch_each ? &watch : nullptr});
+    if (sandboxed != nullptr)
+      sandboxed->execute();
+    else
+      loaded.execute(ExecuteOptions{.sequential = options.sequential, .observer = watch_each ? &watch : nullptr});
     profiler.end_run();
     if (r == 0) {
       for (const size_t slot : captured) {
@@ -298,7 +303,9 @@ void print_times(RankOutput& output, const RunOptions& options, const PlanProfil
                  times.min_us);
   }
   const PlanProfile& profile = times.runs == 0 ? cold : warm;
-  if (plan.op_count() > 0 && !watched) {
+  if (plan.op_count() > 0 && options.sandbox) {
+    output.print("per op: not timed: the sandbox's helper runs the plan as a whole\n");
+  } else if (plan.op_count() > 0 && !watched) {
     output.print("per op: not timed: the device ops went to their devices without a wait for each "
                  "(--profile FILE or SVOD_PROFILE=1 times each op)\n");
   } else if (plan.op_count() > 0) {
@@ -368,11 +375,28 @@ int run_rank(const RunOptions& options, const std::shared_ptr<Communicator>& com
     return failed(e);
   }
 
+  // --sandbox: the plan's buffers move into the helper's shared memory and
+  // its kernels run there; nothing runs when the sandbox cannot be had.
+  std::optional<SandboxedPlan> sandboxed;
+  if (options.sandbox) {
+    try {
+      SandboxOptions limits;
+      if (options.timeout_s > 0)
+        limits.wall_limit = std::chrono::duration_cast<std::chrono::milliseconds>(nanoseconds_of(options.timeout_s));
+      sandboxed.emplace(loaded.plan, limits);
+    } catch (const Error& e) {
+      return failed(make_error(e.kind(), "{}: --sandbox: {}", file.source_name, e.what()));
+    }
+    output.print("sandbox: {}; {} bytes of buffers copied into shared memory\n", sandboxed->layers().describe(),
+                 sandboxed->copied_bytes());
+  }
+
   Profiler cold(loaded.plan), warm(loaded.plan);
   const bool watched = watch_ops(options, loaded.plan, comm && comm->size() > 1);
   std::vector<std::vector<std::byte>> snapshots;
   try {
-    snapshots = execute_repeatedly(options, loaded, captured, cold, warm, comm ? comm->rank() : 0, watched);
+    snapshots = execute_repeatedly(options, loaded, sandboxed ? &*sandboxed : nullptr, captured, cold, warm,
+                                   comm ? comm->rank() : 0, watched);
   } catch (const Error& e) {
     return failed(
         make_error(e.kind(), "{}: {}{}", file.source_name, e.what(), inputs_after_failure(file, loaded.plan)));
@@ -477,13 +501,17 @@ int run(const RunOptions& options) {
   if (options.isolate) return run_plan_isolated(options);
   StopScope scope;  // every rank's kernels run in it, for --timeout
   const EnterStopScope in_scope(scope);
+  // --sandbox: --timeout is the sandbox's wall-clock limit, which the
+  // helper's own process enforces; the watchdog's deadline is not needed.
+  if (options.sandbox && options.ranks > 0)
+    return fail("run", make_error(ErrorKind::Validation, "--sandbox runs one plan alone; drop --ranks"));
   // --timeout: past its seconds the run's kernels are asked to stop (the run
   // then fails with kExitTimeout, 124, as under SVOD_OP_TIMEOUT); what
   // is still running a second later cannot be stopped, and the process ends
   // with 124 after naming it.
   const std::string timed_out = fmt::format("the run timed out after {:g} s (--timeout)", options.timeout_s);
   std::optional<Deadline> deadline;
-  if (options.timeout_s > 0)
+  if (options.timeout_s > 0 && !options.sandbox)
     deadline.emplace(nanoseconds_of(options.timeout_s),
                      DeadlineAction{.stop = &scope,
                                     .kind = ErrorKind::Timeout,

@@ -1,0 +1,129 @@
+// What the sandboxed plan (sandbox.h) and its helper process
+// (tools/sandbox_helper/) say to each other: the layout of the three
+// shared-memory files the helper is started with, one header for both sides.
+//
+// The parent writes the program table (the kernels' ELF objects and entry
+// names, the guard pages of the arena) into the objects file before the
+// helper starts, and each run's ops into the control file; the helper maps
+// the objects, loads them with svod's ELF loader, locks itself down and then
+// runs whatever requests come. The arena file holds the plan's buffers, at
+// the same offsets on both sides. The helper trusts the parent; the parent
+// trusts nothing the helper writes and copies the reply out before reading it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "svod/program/cpu_abi.h"
+
+namespace svod::sandbox {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// The helper's descriptors, and nothing else (0, 1 and 2 are /dev/null).
+inline constexpr int kControlFd = 3;
+inline constexpr int kObjectsFd = 4;
+inline constexpr int kArenaFd = 5;
+
+// The helper's exit statuses of its own choosing (a kernel's exit() may make
+// any other).
+inline constexpr int kExitSetupFailed = 91;  // Control::failure says why
+inline constexpr int kExitViolation = 92;    // Reply says which system call
+inline constexpr int kExitFault = 93;        // Reply says which signal and where
+
+// The layers of confinement, as bits of Control::layers.
+enum Layer : uint32_t {
+  kNoNewPrivs = 1u << 0,
+  kSeccomp = 1u << 1,
+  kResourceLimits = 1u << 2,
+  kUserNamespace = 1u << 3,
+  kNetworkNamespace = 1u << 4,
+  kLandlock = 1u << 5,
+};
+
+enum class HelperState : uint32_t { Starting = 0, Ready = 1, Failed = 2 };
+
+enum class Outcome : uint32_t {
+  None = 0,
+  Done = 1,       // every op ran
+  Violation = 2,  // a system call outside the allow-list (the helper then exits)
+  Fault = 3,      // a signal in a kernel: SIGSEGV, SIGBUS, SIGFPE, SIGILL (the helper then exits)
+  BadRequest = 4, // the request did not make sense to the helper
+};
+
+enum class OpKind : uint32_t { Kernel = 1, Copy = 2 };
+
+// One op of a request. A kernel: `program` indexes the program table;
+// words [0, buffers) are byte offsets into the arena, which the helper turns
+// into its own addresses, the others are ABI scalars; `core_slot`, when below
+// `words`, takes the values 0 .. slices-1. A copy: words[0] and words[1] are
+// the destination's and the source's arena offsets, words[2] the bytes.
+struct RequestOp {
+  OpKind kind;
+  uint32_t program;
+  uint32_t words;
+  uint32_t buffers;
+  uint32_t core_slot;
+  uint32_t index;  // the plan op's index, for the reply to name it
+  int64_t slices;
+  uint64_t word[kMaxKernelArgs];
+};
+
+// How a request ended, written by the helper (or its signal handlers).
+struct Reply {
+  Outcome outcome;
+  int32_t op;       // the position in the request of the op that was running; -1: none
+  int32_t syscall;  // Violation: the system call's number
+  int32_t signal;   // Fault: the signal
+  uint64_t address;           // Fault: the address, as an offset into the arena when it lies there
+  uint32_t address_in_arena;  // whether `address` is an arena offset
+  uint32_t reserved;
+  uint64_t args[6];        // Violation: the system call's arguments
+  char syscall_name[32];   // Violation: its name as libseccomp knows it (NUL-terminated)
+};
+
+// The control file: the two sequence numbers the sides wait on (futexes),
+// the helper's state, and the request and its reply.
+struct Control {
+  static constexpr uint32_t kMaxOps = 16384;
+
+  uint32_t version;
+  std::atomic<uint32_t> state;    // HelperState; a futex the parent waits on at start
+  std::atomic<uint32_t> layers;   // Layer bits the helper has in place
+  std::atomic<uint32_t> request;  // bumped by the parent for each run; the helper waits on it
+  std::atomic<uint32_t> reply;    // set to `request` by the helper when the run ended
+  std::atomic<int32_t> running;   // the request position being run, -1 between ops
+  uint32_t op_count;              // ops in this request
+  uint32_t reserved;
+  uint64_t memory_limit;          // bytes of address space the helper may add after loading
+  char failure[512];              // HelperState::Failed: why (NUL-terminated)
+  Reply result;
+  RequestOp ops[kMaxOps];
+};
+
+// The objects file: this header, the program table, the arena's guard
+// ranges, then the objects' and entry names' bytes.
+struct ObjectsHeader {
+  uint32_t version;
+  uint32_t programs;
+  uint32_t guards;
+  uint32_t reserved;
+  uint64_t arena_bytes;
+};
+
+struct ProgramEntry {
+  uint64_t object_offset;  // into the objects file
+  uint64_t object_bytes;
+  uint64_t entry_offset;  // the entry symbol's name
+  uint64_t entry_bytes;
+};
+
+// A page range of the arena no buffer owns, made inaccessible in the helper
+// so that a kernel running past its buffer faults there.
+struct GuardRange {
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+}  // namespace svod::sandbox

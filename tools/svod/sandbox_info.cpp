@@ -1,0 +1,28 @@
+// `svod sandbox-info`: starts a sandbox helper with nothing to run and says
+// which layers of confinement it got here, or why it could not start.
+#include <fmt/format.h>
+
+#include "svod/base/error.h"
+#include "svod/sandbox/sandbox.h"
+#include "tools/svod/commands.h"
+#include "tools/svod/common.h"
+
+namespace svod::cli {
+
+int sandbox_info() {
+  try {
+    const std::string helper = sandbox_helper_path();
+    const SandboxLayers layers = probe_sandbox();
+    auto mark = [](bool on) { return on ? "active" : "not available here"; };
+    fmt::print("sandbox: available (helper {})\n", helper);
+    fmt::print("  required: no_new_privs {}, seccomp allow-list {}, resource limits {}\n", mark(layers.no_new_privs),
+               mark(layers.seccomp), mark(layers.resource_limits));
+    fmt::print("  optional: user namespace {}, network namespace {}, Landlock {}\n", mark(layers.user_namespace),
+               mark(layers.network_namespace), mark(layers.landlock));
+    return 0;
+  } catch (const Error& e) {
+    return fail("sandbox-info", e);
+  }
+}
+
+}  // namespace svod::cli

@@ -18,7 +18,9 @@
 #include "svod/base/file_write.h"
 #include "svod/base/json_depth.h"
 #include "svod/base/log.h"
+#include "svod/base/thread_pool.h"
 #include "svod/compile/compile_policy.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/device/host_device.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/package/signature.h"
@@ -144,7 +146,18 @@ struct PackContents {
   std::map<std::string, std::vector<std::byte>> init;
   std::map<std::string, std::vector<double>> expected;
   std::string exporter;
+  // PackOptions::target_cpu's compiler (null: the programs' own objects),
+  // and PackOptions::sources_only.
+  std::shared_ptr<const Compiler> target;
+  bool sources_only = false;
 };
+
+// The compiler pack() makes CPU objects for options.target_cpu with; null
+// when the programs' own objects are packed.
+std::shared_ptr<const Compiler> target_compiler(const PackOptions& options) {
+  if (options.target_cpu.empty() || options.sources_only) return nullptr;
+  return cpu_compiler_for_target(options.target_cpu);
+}
 
 PackagePort port_of(const PlanFileBuffer& buffer, std::string name) {
   PackagePort port{std::move(name), buffer.dtype, buffer.shape, buffer.dim_variables};
@@ -165,21 +178,42 @@ std::vector<std::byte> pack(PackContents& contents) {
     if (b.role == BufferRole::Input) manifest.inputs.push_back(port_of(b, b.name));
   for (const PlanFileOutput& out : file.outputs) manifest.outputs.push_back(port_of(*file.find_buffer(out.buffer), out.buffer));
 
+  // Objects for another CPU: the CPU programs' sources compiled for it,
+  // on the pool (a clang process each).
+  std::map<std::string, Artifact> retargeted;
+  if (contents.target) {
+    std::vector<const PlanFileProgram*> cpu_programs;
+    for (const auto& p : file.programs) {
+      const auto it = contents.programs.find(p.name);
+      const auto object = it == contents.programs.end() ? nullptr : it->second->artifact();
+      if (object && is_cpu_artifact(object->artifact.kind)) cpu_programs.push_back(&p);
+    }
+    std::vector<Artifact> made(cpu_programs.size());
+    parallel_for(cpu_programs.size(), [&](size_t i) { made[i] = contents.target->compile(cpu_programs[i]->spec); });
+    for (size_t i = 0; i < cpu_programs.size(); ++i) retargeted[cpu_programs[i]->name] = std::move(made[i]);
+  }
+
   PackageWriter writer;
   for (const auto& p : file.programs) {
     PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, std::nullopt};
     const auto it = contents.programs.find(p.name);
-    const std::shared_ptr<const LoadedArtifact> object = it == contents.programs.end() ? nullptr : it->second->artifact();
+    const std::shared_ptr<const LoadedArtifact> object =
+        contents.sources_only || it == contents.programs.end() ? nullptr : it->second->artifact();
     if (object) {
       // The manifest records one compiler per device (and one for every CPU
       // object): an object another compiler made is packed as source.
-      const CompilerIdentity identity = object->made_by ? *object->made_by : it->second->device().compiler().identity();
-      const bool cpu = is_cpu_artifact(object->artifact.kind);
+      const auto other_cpu = retargeted.find(p.name);
+      const bool retarget = other_cpu != retargeted.end();
+      const Artifact& artifact = retarget ? other_cpu->second : object->artifact;
+      const CompilerIdentity identity = retarget         ? contents.target->identity()
+                                        : object->made_by ? *object->made_by
+                                                          : it->second->device().compiler().identity();
+      const bool cpu = is_cpu_artifact(artifact.kind);
       if (cpu && !manifest.cpu) manifest.cpu = identity;
       if (!cpu && !manifest.devices.contains(entry.device)) manifest.devices[entry.device] = identity;
       if ((cpu ? *manifest.cpu : manifest.devices.at(entry.device)).hash() == identity.hash()) {
-        entry.artifact = object->artifact.kind;
-        writer.add(program_section(p.name), object->artifact.bytes);
+        entry.artifact = artifact.kind;
+        writer.add(program_section(p.name), artifact.bytes);
       }
     }
     manifest.programs.push_back(std::move(entry));
@@ -247,7 +281,8 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     return values;
   };
   load.build_program = [&](const PlanFileProgram& program, Device& device) {
-    return load_packaged_program(reader, manifest, program.name, device, program.spec, compiled);
+    return load_packaged_program(reader, manifest, program.name, device, program.spec, compiled,
+                                 options.on_cpu_mismatch);
   };
   LoadedPlan loaded = load_plan(file, load);
   return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load(), signer};
@@ -257,7 +292,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
 
 std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
                                                      const std::string& name, Device& device, const ProgramSpec& spec,
-                                                     std::atomic<size_t>& compiled) {
+                                                     std::atomic<size_t>& compiled, CpuMismatch on_cpu_mismatch) {
   const PackageProgram* entry = nullptr;
   for (const auto& p : manifest.programs)
     if (p.name == name) entry = &p;
@@ -268,8 +303,14 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
     compiled.fetch_add(1);
     return device.compile(spec);
   }
+  const ArtifactKind kind = *entry->artifact;
   // The packaged object or binary cannot be used: build the source instead when allowed.
   auto rebuild = [&](std::string_view what, const std::string& why) {
+    if (is_cpu_artifact(kind) && on_cpu_mismatch == CpuMismatch::Refuse)
+      throw make_error(ErrorKind::Unsupported,
+                       "program \"{}\": the package's {} cannot run here ({}), and the load refuses to compile them "
+                       "from source (on CPU mismatch: refuse)",
+                       name, what, why);
     if (!compile_allowed())
       throw make_error(ErrorKind::Unsupported,
                        "program \"{}\": the package's {} cannot run here ({}), and compiling is off "
@@ -279,12 +320,19 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
       log_debug("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
                 reader.source(), name, what, why);
     compiled.fetch_add(1);
-    return device.compile(spec);
+    try {
+      return device.compile(spec);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::DeviceUnavailable) throw;
+      throw make_error(ErrorKind::DeviceUnavailable,
+                       "program \"{}\": the package's {} cannot run here ({}), and there is no compiler to rebuild "
+                       "it from its source: {}",
+                       name, what, why, e.what());
+    }
   };
   // The identity of the compiler that made the artifact (read_manifest
   // checked that the manifest records it) decides whether it can run on
   // this device; the device says why not.
-  const ArtifactKind kind = *entry->artifact;
   const CompilerIdentity& made_by = is_cpu_artifact(kind) ? *manifest.cpu : manifest.devices.at(entry->device);
   const std::string what =
       is_cpu_artifact(kind) ? std::string("CPU objects") : fmt::format("\"{}\" for {}", kind.name(), entry->device);
@@ -305,7 +353,8 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   // (through the object cache, so a warm cache compiles nothing).
   std::mutex mutex;
   PackContents contents{.plan_name = plan.string(), .plan_text = {}, .file = file, .variables = options.vars,
-                        .programs = {}, .init = {}, .expected = {}, .exporter = options.exporter};
+                        .programs = {}, .init = {}, .expected = {}, .exporter = options.exporter,
+                        .target = target_compiler(options), .sources_only = options.sources_only};
   LoadOptions load;
   load.vars = options.vars;
   load.communicator = options.communicator;
@@ -342,8 +391,15 @@ std::vector<std::byte> pack_plan(const ExecutionPlan& plan, const SaveOptions& s
   const std::string text = write_plan_text(saved.file);
   PackContents contents{.plan_name = options.plan_name, .plan_text = text, .file = saved.file,
                         .variables = options.vars, .programs = std::move(saved.programs),
-                        .init = std::move(saved.data), .expected = {}, .exporter = options.exporter};
+                        .init = std::move(saved.data), .expected = {}, .exporter = options.exporter,
+                        .target = target_compiler(options), .sources_only = options.sources_only};
   return pack(contents);
+}
+
+CpuMismatch parse_cpu_mismatch(std::string_view name) {
+  if (name == "recompile") return CpuMismatch::Recompile;
+  if (name == "refuse") return CpuMismatch::Refuse;
+  throw make_error(ErrorKind::Validation, "on CPU mismatch \"{}\": expected \"recompile\" or \"refuse\"", name);
 }
 
 void write_package(const fs::path& path, std::span<const std::byte> bytes) { write_file_atomically(path, {bytes}); }

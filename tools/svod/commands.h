@@ -57,6 +57,9 @@ struct RunOptions {
   // Run the plan in a child process and report how it ended (exit 128 + N
   // for signal N, 70 for a kernel that ended the process).
   bool isolate = false;
+  // A package's CPU objects this CPU cannot run: "recompile" (from the
+  // package's sources) or "refuse" (PackageLoadOptions::on_cpu_mismatch).
+  std::string on_cpu_mismatch = "recompile";
 };
 int run(const RunOptions& options);
 
@@ -75,6 +78,8 @@ struct PackOptions {
   std::string sign;                // secret key file to sign the package with
   std::string keygen;              // write NAME.key and NAME.pub instead of packing
   int ranks = 0;                   // as for run
+  std::string target_cpu;          // build the CPU objects for this CPU (svod::PackOptions::target_cpu)
+  bool sources_only = false;       // pack no compiled program (svod::PackOptions::sources_only)
 };
 int pack(const PackOptions& options);
 

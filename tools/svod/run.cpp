@@ -122,9 +122,9 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   std::string compiler = cpu_compiler_option(options.cpu_compiler);
   if (package && compiler.empty() && !requested_cpu_compiler()) compiler = "clang";
   if (package) {
-    LoadedPackage loaded_package =
-        load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm,
-                                                      named_files(options.inputs, "--input"), compiler});
+    LoadedPackage loaded_package = load_package(
+        options.plan, PackageLoadOptions{parse_vars(options.vars), comm, named_files(options.inputs, "--input"),
+                                         compiler, parse_cpu_mismatch(options.on_cpu_mismatch)});
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);

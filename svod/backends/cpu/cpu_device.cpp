@@ -332,7 +332,7 @@ std::string CpuDevice::artifact_mismatch(const CompilerIdentity& id) const {
   if (missing.empty()) return {};
   std::string names;
   for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-  return fmt::format("they were compiled for a {} CPU with features this CPU lacks: {}", id.target_cpu, names);
+  return fmt::format("they need {}, which this CPU lacks; they were compiled for CPU {}", names, id.target_cpu);
 }
 
 std::shared_ptr<const CpuProgram> CpuDevice::load_library(const ProgramSpec& spec, const std::filesystem::path& library) {

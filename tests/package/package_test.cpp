@@ -248,6 +248,44 @@ TEST(Package, AFileRewrittenOrCutAfterLoadingChangesNothing) {
   EXPECT_EQ(run_outputs(package.loaded), expected);
 }
 
+// A package of several megabytes is read into memory aligned for huge pages
+// (FileImage): its data is used where it lies there, and a rewrite or
+// truncation of the file after loading still reaches nothing.
+TEST(Package, ALargePackageIsReadWholeAndCutOffFromItsFile) {
+  TempDir dir;
+  constexpr size_t kCount = 3 << 18;  // 3 MiB of f32
+  std::vector<float> w(kCount);
+  for (size_t i = 0; i < kCount; ++i) w[i] = static_cast<float>(i % 1000) * 0.25f;
+  const size_t shape[] = {kCount};
+  write_npy(dir / "w.npy", DType::F32, shape, std::as_bytes(std::span(w)));
+  const auto plan = dir.write("plan.json", fmt::format(R"({{"svod_plan": 1,
+    "buffers": {{"w": {{"dtype": "f32", "count": {0}, "init": {{"npy": "w.npy"}}}},
+                "y": {{"dtype": "f32", "count": 4}}}},
+    "programs": {{"total": {{"language": "c", "entry": "total",
+      "source": "void total(float* y, const float* w) {{ float s = 0; for (int i = 0; i < {0}; ++i) s += w[i]; y[0] = s; y[1] = w[{1}]; }}",
+      "buffers": [{{"name": "y", "access": "write"}}, {{"name": "w"}}]}}}},
+    "ops": [{{"run": "total", "buffers": ["y", "w"]}}],
+    "outputs": {{"y": {{}}}}}})",
+                                                       kCount, kCount - 1));
+  const auto path = dir / "large.svodpkg";
+  write_package(path, pack_plan(plan));
+  ASSERT_GT(std::filesystem::file_size(path), size_t{2} << 20);
+  const auto expected = plan_outputs(plan);
+  LoadedPackage package = load_package(path);
+  const Buffer& data = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("w"));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data.data()) % 64, 0u);
+  EXPECT_EQ(std::memcmp(data.data(), w.data(), kCount * sizeof(float)), 0);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  {
+    std::fstream in_place(path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::string garbage(1 << 20, '\x7f');
+    in_place.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
+    in_place.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  std::filesystem::resize_file(path, 4096);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+}
+
 TEST(Package, CheckedModePutsPackagedDataInGuardedMemory) {
   TempDir dir;
   const auto path = dir / "mlp.svodpkg";

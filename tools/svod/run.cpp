@@ -115,6 +115,7 @@ struct RankPlan {
 // for a plain run).
 RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communicator>& comm) {
   const bool package = is_package_file(options.plan);
+  const CpuMismatch on_cpu_mismatch = parse_cpu_mismatch(options.on_cpu_mismatch);  // checked for a plan file too
   // A package's CPU programs are compiled already, so unless a compiler is
   // asked for, the clang compiler serves the rare recompile (a foreign CPU):
   // choosing it costs nothing, while the default llvm compiler opens its LLVM
@@ -124,7 +125,7 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   if (package) {
     LoadedPackage loaded_package = load_package(
         options.plan, PackageLoadOptions{parse_vars(options.vars), comm, named_files(options.inputs, "--input"),
-                                         compiler, parse_cpu_mismatch(options.on_cpu_mismatch)});
+                                         compiler, on_cpu_mismatch});
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);

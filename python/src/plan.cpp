@@ -149,13 +149,15 @@ PyPlan load(py::handle path_object, py::handle vars, py::handle compiler_object,
   return make_plan(file, svod::load_plan(file, options));
 }
 
-// svod.load_package: a str or os.PathLike is a package file to map; anything
+// svod.load_package: a str or os.PathLike is a package file to read; anything
 // with the buffer protocol (bytes, bytearray, memoryview, a uint8 array) is
 // the package in memory, read only during the call.
-PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm) {
+PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm, py::handle on_cpu_mismatch) {
   PackageLoadOptions options;
   options.vars = vars_of(vars, "vars");
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_package: comm");
+  if (const auto policy = optional_string(on_cpu_mismatch, "load_package: on_cpu_mismatch"))
+    options.on_cpu_mismatch = parse_cpu_mismatch(*policy);
   if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
     const auto path = path_argument(package, "load_package: package");
     GilReleased unlocked;
@@ -359,11 +361,13 @@ void bind_plan_class(py::module_& m) {
       .def(
           "pack",
           [](const PyPlan& p, py::handle path, py::handle sign, py::handle inputs, py::handle outputs,
-             py::handle roles, py::handle exporter, py::handle vars) {
+             py::handle roles, py::handle exporter, py::handle vars, py::handle target_cpu, bool sources_only) {
             const SaveOptions save = save_options(p, inputs, outputs, roles);
             PackOptions options;
             options.vars = vars_of(vars, "pack: vars");
             options.exporter = optional_string(exporter, "pack: exporter").value_or("");
+            options.target_cpu = optional_string(target_cpu, "pack: target_cpu").value_or("");
+            options.sources_only = sources_only;
             options.plan_name = p.source;
             const std::filesystem::path out = path_argument(path, "pack: path");
             const std::optional<std::string> key = optional_string(sign, "pack: sign");
@@ -374,11 +378,14 @@ void bind_plan_class(py::module_& m) {
           },
           py::arg("path"), py::kw_only(), py::arg("sign") = py::none(), py::arg("inputs") = py::none(),
           py::arg("outputs") = py::none(), py::arg("roles") = py::none(), py::arg("exporter") = py::none(),
-          py::arg("vars") = py::none(),
+          py::arg("vars") = py::none(), py::arg("target_cpu") = py::none(), py::arg("sources_only") = false,
           "Writes the plan as a package (.svodpkg) to `path`: its programs' objects as they were\n"
           "loaded (nothing compiles), its constant and state data, and its inputs and outputs by name\n"
           "(inputs=, outputs=, roles= as for save). sign= a secret key file (svod pack --keygen)\n"
-          "signs it; exporter= records what made it (\"svod.tinygrad\"); vars= sets variables' values.")
+          "signs it; exporter= records what made it (\"svod.tinygrad\"); vars= sets variables' values.\n"
+          "target_cpu= builds the CPU objects for another CPU instead of this one (\"x86-64-v3\",\n"
+          "\"x86-64-v2\", a name clang's -march takes; needs clang); sources_only=True packs sources\n"
+          "only, compiled wherever the package loads.")
       .def_property_readonly("buffers",
                              [](const PyPlan& p) {
                                py::dict out;
@@ -427,13 +434,15 @@ void bind_load_functions(py::module_& m) {
         "svod.comm.Communicator) is the ranks its collectives run on, this process or thread being\n"
         "comm.rank (the ranks first check that they loaded the same plan and values).");
   m.def("load_package", &load_package_object, py::arg("package"), py::arg("vars") = py::none(),
-        py::arg("comm") = py::none(),
+        py::arg("comm") = py::none(), py::kw_only(), py::arg("on_cpu_mismatch") = py::none(),
         "Loads an ahead-of-time package (made by `svod pack`) into a Plan, without compiling when\n"
         "its CPU objects suit this machine. `package` is its bytes (bytes, bytearray, memoryview;\n"
-        "read only during the call) or a path (the file is mapped and initial data used in place,\n"
-        "copy-on-write). vars= overrides the variable values it was packed with; comm= as for\n"
-        "load_plan. A damaged package raises LoadError (ValidationError when it is not a package\n"
-        "at all) naming the section.");
+        "read only during the call) or a path (the file is read once into private memory, where\n"
+        "initial data is used in place). vars= overrides the variable values it was packed with;\n"
+        "comm= as for load_plan. on_cpu_mismatch= says what CPU objects this CPU cannot run do:\n"
+        "\"recompile\" (the default: from the package's sources) or \"refuse\" (UnsupportedError naming\n"
+        "the features this CPU lacks). A damaged package raises LoadError (ValidationError when it\n"
+        "is not a package at all) naming the section.");
   m.def("_compile_count", &compile_count, "Kernels compiled in this process so far (all devices).");
 }
 

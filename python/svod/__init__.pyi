@@ -152,7 +152,8 @@ class Plan:
              inputs: Sequence[int | str] | Mapping[int | str, Sequence[int | str]] | None = None,
              outputs: Sequence[int | str] | Mapping[int | str, Sequence[int | str]] | None = None,
              roles: Mapping[int | str, str] | None = None, exporter: str | None = None,
-             vars: Mapping[str, int] | None = None) -> None: ...
+             vars: Mapping[str, int] | None = None, target_cpu: str | None = None,
+             sources_only: bool = False) -> None: ...
     @property
     def buffers(self) -> dict[str, Buffer]: ...
     @property
@@ -219,8 +220,10 @@ def load_plan(path: str | PathLike[str], vars: Mapping[str, int] | None = None, 
     """Loads a plan file. With comm, as that rank: rank/world_size, collectives, and a device named
     "CUDA:local" or "CL:local" is device comm.local_rank % count (without comm: device 0)."""
 def load_package(package: bytes | bytearray | memoryview | str | PathLike[str],
-                 vars: Mapping[str, int] | None = None, comm: Communicator | None = None) -> Plan:
-    """Loads a `svod pack` package from its bytes or a path; no compiling when its objects suit this CPU."""
+                 vars: Mapping[str, int] | None = None, comm: Communicator | None = None, *,
+                 on_cpu_mismatch: str | None = None) -> Plan:
+    """Loads a `svod pack` package from its bytes or a path; no compiling when its objects suit this CPU,
+    else on_cpu_mismatch: "recompile" (the default) or "refuse"."""
 def benchmark(target: Program | Plan, args: Sequence[BufferLike | int] = (), warmup: int = 1, runs: int = 10,
               min_total: float = 0.0, timeout: float = 10.0) -> BenchmarkResult: ...
 def profile() -> Profile: ...

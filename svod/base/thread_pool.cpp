@@ -51,6 +51,8 @@ std::atomic<bool> join_at_exit{true};
 // Whether anything but start_thread_pool() has asked for the pool, so that
 // oneTBB may have started workers.
 std::atomic<bool> pool_used{false};
+// start_thread_pool()'s prepare_worker.
+std::atomic<void (*)() noexcept> worker_preparation{nullptr};
 
 // The child of a fork copies oneTBB's state, workers included, but not their
 // threads: waiting for them at exit would wait for ever, so the child does
@@ -186,14 +188,19 @@ class Starter {
   // True for the one caller that starts the workers.
   bool claim_workers() noexcept { return !workers_claimed_.exchange(true, std::memory_order_acq_rel); }
 
-  // An empty task for each worker, enqueued (this thread takes no slot of
-  // the arena, which a plan run at the same time may want), which makes
-  // oneTBB create the workers.
+  // A task for each worker, enqueued (this thread takes no slot of the
+  // arena, which a plan run at the same time may want), which makes oneTBB
+  // create the workers; each runs start_thread_pool()'s prepare_worker, if
+  // any, on the worker that takes it (most often one task a worker).
   static void run_workers() noexcept {
     if (stopping_workers()) return;
     try {
       tbb::task_arena& arena = thread_pool();
-      for (int i = 1; i < thread_count(); ++i) arena.enqueue([] {});
+      void (*const prepare)() noexcept = worker_preparation.load(std::memory_order_acquire);
+      for (int i = 1; i < thread_count(); ++i)
+        arena.enqueue([prepare] {
+          if (prepare) prepare();
+        });
     } catch (...) {
     }
   }
@@ -244,8 +251,9 @@ void stop_thread_pool_start() noexcept {
 
 }  // namespace
 
-void start_thread_pool() noexcept {
+void start_thread_pool(void (*prepare_worker)() noexcept) noexcept {
   static ExitJoin exit_join;
+  if (prepare_worker) worker_preparation.store(prepare_worker, std::memory_order_release);
   start_requested.store(true, std::memory_order_release);
   starter().start();
 }

@@ -8,8 +8,10 @@ namespace svod {
 // Makes the pool and sets up its arena on a background thread, and returns
 // at once; the later calls do nothing. Starts no worker. Called when the CPU
 // device is made. A fork waits for the thread, and so does exit; see
-// thread_pool.cpp.
-void start_thread_pool() noexcept;
+// thread_pool.cpp. `prepare_worker`, when not null, is what each worker
+// started ahead (join_thread_pool) runs first, so that the first parallel
+// launch does not (the CPU device's per-thread set-up for kernels).
+void start_thread_pool(void (*prepare_worker)() noexcept = nullptr) noexcept;
 
 // After start_thread_pool(): has the pool's workers started on a background
 // thread (once the pool is made, the first call only), which the first

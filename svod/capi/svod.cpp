@@ -186,23 +186,28 @@ namespace {
 
 template <typename Source>
 std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char* vars_json,
-                                             std::shared_ptr<Communicator> comm) {
+                                             std::shared_ptr<Communicator> comm, uint32_t flags) {
+  constexpr uint32_t kKnownFlags = SVOD_PACKAGE_REFUSE_CPU_MISMATCH;
+  if ((flags & ~kKnownFlags) != 0)
+    throw make_error(ErrorKind::Validation, "flags: 0x{:x} holds bits this svod does not know (0x{:x})", flags,
+                     flags & ~kKnownFlags);
   PackageLoadOptions options;
   options.vars = parse_vars(vars_json);
   options.communicator = std::move(comm);
+  if ((flags & SVOD_PACKAGE_REFUSE_CPU_MISMATCH) != 0) options.on_cpu_mismatch = CpuMismatch::Refuse;
   return std::make_unique<svod_plan>(Model(load_package(source, options)));
 }
 
 }  // namespace
 
 std::unique_ptr<svod_plan> plan_from_package(std::span<const std::byte> bytes, const char* vars_json,
-                                             std::shared_ptr<Communicator> comm) {
-  return load_package_handle(bytes, vars_json, std::move(comm));
+                                             std::shared_ptr<Communicator> comm, uint32_t flags) {
+  return load_package_handle(bytes, vars_json, std::move(comm), flags);
 }
 
 std::unique_ptr<svod_plan> plan_from_package(const std::filesystem::path& path, const char* vars_json,
-                                             std::shared_ptr<Communicator> comm) {
-  return load_package_handle(path, vars_json, std::move(comm));
+                                             std::shared_ptr<Communicator> comm, uint32_t flags) {
+  return load_package_handle(path, vars_json, std::move(comm), flags);
 }
 
 }  // namespace svod::capi
@@ -405,6 +410,26 @@ svod_status* svod_plan_load_package_file(const char* path, const char* vars_json
     require(path, "path");
     require(out, "out");
     svod::capi::hand_out(svod::capi::plan_from_package(std::filesystem::path(path), vars_json, nullptr), out);
+  });
+}
+
+svod_status* svod_plan_load_package_with_flags(const void* data, size_t size, const char* vars_json, uint32_t flags,
+                                               svod_plan** out) {
+  return guarded(__func__, [&] {
+    require(data, "data");
+    require(out, "out");
+    svod::capi::hand_out(
+        svod::capi::plan_from_package(std::span(static_cast<const std::byte*>(data), size), vars_json, nullptr, flags),
+        out);
+  });
+}
+
+svod_status* svod_plan_load_package_file_with_flags(const char* path, const char* vars_json, uint32_t flags,
+                                                    svod_plan** out) {
+  return guarded(__func__, [&] {
+    require(path, "path");
+    require(out, "out");
+    svod::capi::hand_out(svod::capi::plan_from_package(std::filesystem::path(path), vars_json, nullptr, flags), out);
   });
 }
 

@@ -225,7 +225,8 @@ SVOD_C_EXPORT svod_status* svod_plan_load(const char* path, const char* vars_jso
  * and bad vars_json; LOAD for a truncated, corrupt or wrong-version package,
  * naming the section at fault; UNSUPPORTED when its CPU objects need
  * features this CPU lacks, or its OpenCL binaries are for another device,
- * and compiling is off. Added in API version 1.1.
+ * and compiling is off (or SVOD_PACKAGE_REFUSE_CPU_MISMATCH refuses, below).
+ * Added in API version 1.1.
  * Thread-safe, also on the same bytes. */
 SVOD_C_EXPORT svod_status* svod_plan_load_package(const void* data, size_t size, const char* vars_json,
                                                   svod_plan** out);
@@ -254,6 +255,27 @@ SVOD_C_EXPORT svod_status* svod_plan_bind(svod_plan* plan, const char* name, svo
  * plan poisoned: later executions return PLAN_POISONED until it is loaded
  * again, on every device. Thread-safe: calls on one plan are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_execute(svod_plan* plan);
+/* ---- Package load flags (1.9) ------------------------------------------- */
+
+/* Flags for svod_plan_load_package_with_flags and
+ * svod_plan_load_package_file_with_flags, or'ed together; 0 loads as
+ * svod_plan_load_package does. */
+typedef enum svod_package_flag {
+  /* CPU objects this CPU cannot run (they need features it lacks, or are
+   * for another architecture) make the load fail with UNSUPPORTED naming the
+   * program and the features this CPU lacks. Without it they are compiled
+   * from the package's sources (which needs clang). */
+  SVOD_PACKAGE_REFUSE_CPU_MISMATCH = 1
+} svod_package_flag;
+
+/* svod_plan_load_package and svod_plan_load_package_file with `flags`
+ * (svod_package_flag values); VALIDATION for a bit this library does not
+ * know. Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_plan_load_package_with_flags(const void* data, size_t size, const char* vars_json,
+                                                             uint32_t flags, svod_plan** out);
+SVOD_C_EXPORT svod_status* svod_plan_load_package_file_with_flags(const char* path, const char* vars_json,
+                                                                  uint32_t flags, svod_plan** out);
+
 /* ---- Running a plan by name (1.8) --------------------------------------- */
 
 /* A saved plan or a package made from one (docs/PACKAGE_FORMAT.md) names

@@ -1,6 +1,8 @@
 #include "svod/compile/clang_compiler.h"
 
+#include <algorithm>
 #include <chrono>
+#include <span>
 
 #include "svod/base/env.h"
 #include "svod/base/error.h"
@@ -29,6 +31,39 @@ std::vector<std::string> quoted_args(const std::string& line) {
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The features of a CPU named to -march, which clang's driver leaves to
+// LLVM: the "target-features" its code generator gives a function compiled
+// with `flags` ("+avx2", "+fma", ...).
+std::vector<std::string> named_cpu_features(const std::string& clang, const std::string& target_cpu,
+                                            const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {clang, "-S", "-emit-llvm", "-x", "c"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-", "-o", "-"});
+  const ProcessResult r = run_process(argv, "void svod_probe(void) {}\n", kProbeTimeout);
+  if (!r.ok()) {
+    // "error: unknown target CPU 'x'" and the note that lists the known ones.
+    std::string said = r.err;
+    while (!said.empty() && said.back() == '\n') said.pop_back();
+    if (said.find("unknown target CPU") != std::string::npos)
+      throw make_error(ErrorKind::Validation, "target CPU \"{}\": {} does not know it:\n{}", target_cpu, clang, said);
+    throw make_error(ErrorKind::DeviceUnavailable, "cannot query {} for the features of CPU \"{}\": {}", clang,
+                     target_cpu, first_line(said));
+  }
+  constexpr std::string_view kKey = "\"target-features\"=\"";
+  const size_t at = r.out.find(kKey);
+  if (at == std::string::npos) return {};  // a CPU with no features beyond its architecture's
+  const size_t start = at + kKey.size();
+  const std::string list = r.out.substr(start, r.out.find('"', start) - start);
+  std::vector<std::string> features;
+  for (size_t from = 0; from <= list.size();) {
+    const size_t comma = std::min(list.find(',', from), list.size());
+    if (comma > from) features.push_back(list.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return features;
+}
+
 
 // What clang reads on stdin. C source starts with a line directive naming
 // the spec's file (`#line 1 "kernels/mm.c"`), so that diagnostics (and
@@ -60,17 +95,24 @@ ClangCompiler::ClangCompiler(Options options) : options_(std::move(options)) {
   } else {
     clang_ = find_clang();
   }
+  flags_ = object_flags(options_.target_cpu);
+  flags_.insert(flags_.end(), options_.extra_flags.begin(), options_.extra_flags.end());
 }
 
 const std::vector<std::string>& ClangCompiler::object_flags() {
-  static const std::vector<std::string> flags = {
-      kDefaultCpuRecipe.clang_flag(), "-march=native", "-ffreestanding", "-fno-math-errno", "-fno-stack-protector",
-      "-fPIC", "-fno-plt", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
+  static const std::vector<std::string> flags = object_flags("native");
+  return flags;
+}
+
+std::vector<std::string> ClangCompiler::object_flags(std::string_view target_cpu) {
+  return {
+      kDefaultCpuRecipe.clang_flag(), "-march=" + std::string(target_cpu), "-ffreestanding", "-fno-math-errno",
+      "-fno-stack-protector", "-fPIC", "-fno-plt", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables",
+      "-fno-unwind-tables", "-fno-ident",
       // No address-significance table: the loader ignores it, and the
       // in-process compiler writes none.
       "-fno-addrsig",
   };
-  return flags;
 }
 
 std::string ClangCompiler::find_clang() {
@@ -87,9 +129,7 @@ std::string ClangCompiler::find_clang() {
 
 std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
   std::vector<std::string> argv = {clang_, "-c", "-x", spec.language == Language::LlvmIr ? "ir" : "c"};
-  const auto& flags = object_flags();
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
   // The object's file symbol names the source as the in-process compiler's
   // does, not "-" for stdin, so that both compilers make the same bytes.
@@ -104,8 +144,7 @@ const CompilerIdentity& ClangCompiler::identity() const {
     CompilerIdentity id;
     id.name = "clang";
     id.path = clang_;
-    id.flags = object_flags();
-    id.flags.insert(id.flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+    id.flags = flags_;
     std::vector<std::string> argv = {clang_, "-###", "-c", "-x", "c"};
     argv.insert(argv.end(), id.flags.begin(), id.flags.end());
     argv.insert(argv.end(), {"-", "-o", "-"});
@@ -123,13 +162,18 @@ const CompilerIdentity& ClangCompiler::identity() const {
       if (args[i] == "-target-cpu") id.target_cpu = args[i + 1];
       if (args[i] == "-target-feature") id.target_features.push_back(args[i + 1]);
     }
+    if (options_.target_cpu != "native") id.target_features = named_cpu_features(clang_, options_.target_cpu, id.flags);
     identity_ = std::move(id);
   });
   return identity_;
 }
 
 std::optional<Hash128> ClangCompiler::identity_source() const {
-  return host_tool_identity_source("clang", clang_, {object_flags(), options_.extra_flags});
+  // The recipe's flags and the extra ones apart, as identities were hashed
+  // before the target CPU was an option (so warm caches stay warm).
+  const std::span<const std::string> flags(flags_);
+  return host_tool_identity_source("clang", clang_,
+                                   {flags.first(flags.size() - options_.extra_flags.size()), options_.extra_flags});
 }
 
 std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,

@@ -20,6 +20,10 @@ class ClangCompiler final : public Compiler {
     std::optional<std::string> clang;  // path or name; default: find_clang()
     std::chrono::milliseconds timeout{120'000};
     std::vector<std::string> extra_flags;
+    // The CPU the objects are for, as clang's -march takes it: "native"
+    // (this machine's) or a CPU or family name ("x86-64-v3", "znver4"), for
+    // objects meant for other machines (packages).
+    std::string target_cpu = "native";
   };
 
   ClangCompiler();
@@ -30,6 +34,8 @@ class ClangCompiler final : public Compiler {
   // GOT calls (-fno-plt), no errno from math, no stack protector, no unwind
   // tables.
   static const std::vector<std::string>& object_flags();
+  // The same flags for the CPU `target_cpu` names (Options::target_cpu).
+  static std::vector<std::string> object_flags(std::string_view target_cpu);
 
   // SVOD_CLANG, else clang-19, else clang on PATH. Throws DeviceUnavailable
   // with how to install one when none is found.
@@ -48,7 +54,11 @@ class ClangCompiler final : public Compiler {
   // SVOD_DEBUG logging of a finished compile (level 1) and its source (level 3).
   static void log_compile(const ProgramSpec& spec, std::string_view compiler,
                           std::chrono::steady_clock::time_point start, size_t bytes);
-  // Resolved on first use by asking clang for its target CPU and features.
+  // Resolved on first use by asking clang for its target CPU and features:
+  // for the host CPU the features its driver passes on (`clang -###`); for a
+  // named CPU, whose features the driver leaves to LLVM, the ones clang's
+  // code generator records in a function's "target-features". A CPU name
+  // clang does not know is Error(Validation) listing the names it knows.
   const CompilerIdentity& identity() const override;
   Artifact compile(const ProgramSpec& spec) const override;
   // The clang binary (the file behind the link), the flags and the host CPU:
@@ -60,6 +70,7 @@ class ClangCompiler final : public Compiler {
 
   std::string clang_;
   Options options_;
+  std::vector<std::string> flags_;  // object_flags(options_.target_cpu), then the extra flags
   mutable std::once_flag identity_once_;
   mutable CompilerIdentity identity_;
 };

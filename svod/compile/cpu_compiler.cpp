@@ -147,4 +147,20 @@ std::shared_ptr<const Compiler> cpu_compiler(CpuCompiler which) {
   throw make_error(ErrorKind::Internal, "CPU compiler {} is not known", static_cast<int>(which));
 }
 
+std::shared_ptr<const Compiler> cpu_compiler_for_target(const std::string& target_cpu) {
+  // A name goes to clang as one argument; this only keeps flags and odd
+  // bytes out of it ("-O0", a NUL).
+  const bool plain = !target_cpu.empty() && target_cpu.size() <= 64 && target_cpu.front() != '-' &&
+                     std::all_of(target_cpu.begin(), target_cpu.end(), [](unsigned char c) {
+                       return std::islower(c) || std::isdigit(c) || c == '-' || c == '_' || c == '.';
+                     });
+  if (!plain)
+    throw make_error(ErrorKind::Validation,
+                     "target CPU \"{}\": expected a CPU name as clang's -march takes it (\"x86-64-v3\", \"znver4\")",
+                     target_cpu);
+  auto compiler = std::make_shared<ClangCompiler>(ClangCompiler::Options{.target_cpu = target_cpu});
+  (void)compiler->identity();
+  return compiler;
+}
+
 }  // namespace svod

@@ -52,4 +52,13 @@ CpuCompilerChoice default_cpu_compiler();
 // stored objects.
 std::shared_ptr<const Compiler> cpu_compiler(CpuCompiler which);
 
+// A clang-process compiler whose objects are for `target_cpu` — a CPU or a
+// family as clang's -march names it ("x86-64-v3", "x86-64-v2", "znver4",
+// "sapphirerapids") — instead of this machine's CPU: packages made for other
+// machines (PackOptions::target_cpu). Its identity records the CPU and the
+// features its objects may use. Clang is asked now: Error(Validation) for a
+// name it does not know (the message lists the ones it does),
+// DeviceUnavailable when there is no clang.
+std::shared_ptr<const Compiler> cpu_compiler_for_target(const std::string& target_cpu);
+
 }  // namespace svod

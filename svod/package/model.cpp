@@ -34,7 +34,8 @@ size_t ModelPort::count() const noexcept {
 Model Model::load(const fs::path& path, const ModelLoadOptions& options) {
   if (is_package_file(path))
     return Model(load_package(path, PackageLoadOptions{.vars = options.vars, .communicator = {}, .inputs = {},
-                                                       .cpu_compiler = options.cpu_compiler}));
+                                                       .cpu_compiler = options.cpu_compiler,
+                                                       .on_cpu_mismatch = options.on_cpu_mismatch}));
   PlanFile file = parse_plan_file(fs::is_directory(path) ? path / "plan.json" : path);
   LoadOptions load;
   load.vars = options.vars;

@@ -46,6 +46,7 @@ struct ModelLoadOptions {
   // As PackageLoadOptions (and LoadOptions for a plan file).
   std::map<std::string, int64_t> vars;
   std::string cpu_compiler;
+  CpuMismatch on_cpu_mismatch = CpuMismatch::Recompile;  // a package's (PackageLoadOptions)
 };
 
 class Model {

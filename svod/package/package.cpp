@@ -18,7 +18,10 @@
 #include "svod/base/file_write.h"
 #include "svod/base/json_depth.h"
 #include "svod/base/log.h"
+#include "svod/base/thread_pool.h"
+#include "svod/base/thread_pool_start.h"
 #include "svod/compile/compile_policy.h"
+#include "svod/compile/cpu_compiler.h"
 #include "svod/device/host_device.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/package/signature.h"
@@ -82,6 +85,13 @@ class PackageStorage final : public Storage {
 // verified and used from there, so that nothing done to the file later (a
 // rewrite after the signature was checked, a truncation that would turn a
 // mapping's pages into SIGBUS) reaches what was loaded.
+//
+// A package of 2 MiB or more is read into memory aligned to 2 MiB and marked
+// for transparent huge pages (MADV_HUGEPAGE; the kernel gives them where it
+// has them, and small pages otherwise): reading 100 MB into small pages
+// spent most of its time faulting in 25,600 of them (50-100 ms against 14-48
+// ms on this project's test machine), and the kernels that read the
+// constants where they lie miss the TLB less.
 class FileImage {
  public:
   explicit FileImage(const fs::path& path) {
@@ -90,18 +100,25 @@ class FileImage {
     const FileDescriptor fd = open_regular_file(path, "package", &st);
     size_ = static_cast<size_t>(st.st_size);
     if (size_ == 0) return;
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const bool huge = size_ >= kHugePage;
+    mapped_ = huge ? (size_ + kHugePage - 1) / kHugePage * kHugePage + kHugePage : size_;
+    void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
       throw make_error(ErrorKind::Io, "{}: cannot allocate {} bytes for the package: {}", path.string(), size_,
                        std::strerror(errno));
-    data_ = static_cast<std::byte*>(p);
+    base_ = static_cast<std::byte*>(p);
+    data_ = base_;
+    if (huge) {
+      data_ = base_ + (kHugePage - reinterpret_cast<uintptr_t>(base_) % kHugePage) % kHugePage;
+      (void)::madvise(data_, mapped_ - static_cast<size_t>(data_ - base_), MADV_HUGEPAGE);  // a hint
+    }
     size_t got = 0;
     while (got < size_) {
       const ssize_t n = ::read(fd.get(), data_ + got, size_ - got);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         const int error = n < 0 ? errno : 0;
-        ::munmap(data_, size_);
+        ::munmap(base_, mapped_);
         throw make_error(ErrorKind::Io, "{}: {} while reading the package (byte {} of {})", path.string(),
                          error ? std::strerror(error) : "the file became shorter", got, size_);
       }
@@ -109,7 +126,7 @@ class FileImage {
     }
   }
   ~FileImage() {
-    if (data_) ::munmap(data_, size_);
+    if (base_) ::munmap(base_, mapped_);
   }
   FileImage(const FileImage&) = delete;
   FileImage& operator=(const FileImage&) = delete;
@@ -117,7 +134,10 @@ class FileImage {
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
 
  private:
-  std::byte* data_ = nullptr;
+  static constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's and aarch64's (4 KiB pages) PMD size
+  std::byte* base_ = nullptr;  // the mapping: mapped_ bytes
+  size_t mapped_ = 0;
+  std::byte* data_ = nullptr;  // the file's bytes, inside it
   size_t size_ = 0;
 };
 
@@ -144,7 +164,18 @@ struct PackContents {
   std::map<std::string, std::vector<std::byte>> init;
   std::map<std::string, std::vector<double>> expected;
   std::string exporter;
+  // PackOptions::target_cpu's compiler (null: the programs' own objects),
+  // and PackOptions::sources_only.
+  std::shared_ptr<const Compiler> target;
+  bool sources_only = false;
 };
+
+// The compiler pack() makes CPU objects for options.target_cpu with; null
+// when the programs' own objects are packed.
+std::shared_ptr<const Compiler> target_compiler(const PackOptions& options) {
+  if (options.target_cpu.empty() || options.sources_only) return nullptr;
+  return cpu_compiler_for_target(options.target_cpu);
+}
 
 PackagePort port_of(const PlanFileBuffer& buffer, std::string name) {
   PackagePort port{std::move(name), buffer.dtype, buffer.shape, buffer.dim_variables};
@@ -165,21 +196,42 @@ std::vector<std::byte> pack(PackContents& contents) {
     if (b.role == BufferRole::Input) manifest.inputs.push_back(port_of(b, b.name));
   for (const PlanFileOutput& out : file.outputs) manifest.outputs.push_back(port_of(*file.find_buffer(out.buffer), out.buffer));
 
+  // Objects for another CPU: the CPU programs' sources compiled for it,
+  // on the pool (a clang process each).
+  std::map<std::string, Artifact> retargeted;
+  if (contents.target) {
+    std::vector<const PlanFileProgram*> cpu_programs;
+    for (const auto& p : file.programs) {
+      const auto it = contents.programs.find(p.name);
+      const auto object = it == contents.programs.end() ? nullptr : it->second->artifact();
+      if (object && is_cpu_artifact(object->artifact.kind)) cpu_programs.push_back(&p);
+    }
+    std::vector<Artifact> made(cpu_programs.size());
+    parallel_for(cpu_programs.size(), [&](size_t i) { made[i] = contents.target->compile(cpu_programs[i]->spec); });
+    for (size_t i = 0; i < cpu_programs.size(); ++i) retargeted[cpu_programs[i]->name] = std::move(made[i]);
+  }
+
   PackageWriter writer;
   for (const auto& p : file.programs) {
     PackageProgram entry{p.name, p.device.empty() ? file.device : p.device, std::nullopt};
     const auto it = contents.programs.find(p.name);
-    const std::shared_ptr<const LoadedArtifact> object = it == contents.programs.end() ? nullptr : it->second->artifact();
+    const std::shared_ptr<const LoadedArtifact> object =
+        contents.sources_only || it == contents.programs.end() ? nullptr : it->second->artifact();
     if (object) {
       // The manifest records one compiler per device (and one for every CPU
       // object): an object another compiler made is packed as source.
-      const CompilerIdentity identity = object->made_by ? *object->made_by : it->second->device().compiler().identity();
-      const bool cpu = is_cpu_artifact(object->artifact.kind);
+      const auto other_cpu = retargeted.find(p.name);
+      const bool retarget = other_cpu != retargeted.end();
+      const Artifact& artifact = retarget ? other_cpu->second : object->artifact;
+      const CompilerIdentity identity = retarget         ? contents.target->identity()
+                                        : object->made_by ? *object->made_by
+                                                          : it->second->device().compiler().identity();
+      const bool cpu = is_cpu_artifact(artifact.kind);
       if (cpu && !manifest.cpu) manifest.cpu = identity;
       if (!cpu && !manifest.devices.contains(entry.device)) manifest.devices[entry.device] = identity;
       if ((cpu ? *manifest.cpu : manifest.devices.at(entry.device)).hash() == identity.hash()) {
-        entry.artifact = object->artifact.kind;
-        writer.add(program_section(p.name), object->artifact.bytes);
+        entry.artifact = artifact.kind;
+        writer.add(program_section(p.name), artifact.bytes);
       }
     }
     manifest.programs.push_back(std::move(entry));
@@ -247,7 +299,8 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
     return values;
   };
   load.build_program = [&](const PlanFileProgram& program, Device& device) {
-    return load_packaged_program(reader, manifest, program.name, device, program.spec, compiled);
+    return load_packaged_program(reader, manifest, program.name, device, program.spec, compiled,
+                                 options.on_cpu_mismatch);
   };
   LoadedPlan loaded = load_plan(file, load);
   return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load(), signer};
@@ -257,7 +310,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
 
 std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
                                                      const std::string& name, Device& device, const ProgramSpec& spec,
-                                                     std::atomic<size_t>& compiled) {
+                                                     std::atomic<size_t>& compiled, CpuMismatch on_cpu_mismatch) {
   const PackageProgram* entry = nullptr;
   for (const auto& p : manifest.programs)
     if (p.name == name) entry = &p;
@@ -268,8 +321,14 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
     compiled.fetch_add(1);
     return device.compile(spec);
   }
+  const ArtifactKind kind = *entry->artifact;
   // The packaged object or binary cannot be used: build the source instead when allowed.
   auto rebuild = [&](std::string_view what, const std::string& why) {
+    if (is_cpu_artifact(kind) && on_cpu_mismatch == CpuMismatch::Refuse)
+      throw make_error(ErrorKind::Unsupported,
+                       "program \"{}\": the package's {} cannot run here ({}), and the load refuses to compile them "
+                       "from source (on CPU mismatch: refuse)",
+                       name, what, why);
     if (!compile_allowed())
       throw make_error(ErrorKind::Unsupported,
                        "program \"{}\": the package's {} cannot run here ({}), and compiling is off "
@@ -279,12 +338,19 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
       log_debug("{}: program \"{}\": compiling from the packaged source because the {} cannot run here: {}",
                 reader.source(), name, what, why);
     compiled.fetch_add(1);
-    return device.compile(spec);
+    try {
+      return device.compile(spec);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::DeviceUnavailable) throw;
+      throw make_error(ErrorKind::DeviceUnavailable,
+                       "program \"{}\": the package's {} cannot run here ({}), and there is no compiler to rebuild "
+                       "it from its source: {}",
+                       name, what, why, e.what());
+    }
   };
   // The identity of the compiler that made the artifact (read_manifest
   // checked that the manifest records it) decides whether it can run on
   // this device; the device says why not.
-  const ArtifactKind kind = *entry->artifact;
   const CompilerIdentity& made_by = is_cpu_artifact(kind) ? *manifest.cpu : manifest.devices.at(entry->device);
   const std::string what =
       is_cpu_artifact(kind) ? std::string("CPU objects") : fmt::format("\"{}\" for {}", kind.name(), entry->device);
@@ -305,7 +371,8 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
   // (through the object cache, so a warm cache compiles nothing).
   std::mutex mutex;
   PackContents contents{.plan_name = plan.string(), .plan_text = {}, .file = file, .variables = options.vars,
-                        .programs = {}, .init = {}, .expected = {}, .exporter = options.exporter};
+                        .programs = {}, .init = {}, .expected = {}, .exporter = options.exporter,
+                        .target = target_compiler(options), .sources_only = options.sources_only};
   LoadOptions load;
   load.vars = options.vars;
   load.communicator = options.communicator;
@@ -342,13 +409,23 @@ std::vector<std::byte> pack_plan(const ExecutionPlan& plan, const SaveOptions& s
   const std::string text = write_plan_text(saved.file);
   PackContents contents{.plan_name = options.plan_name, .plan_text = text, .file = saved.file,
                         .variables = options.vars, .programs = std::move(saved.programs),
-                        .init = std::move(saved.data), .expected = {}, .exporter = options.exporter};
+                        .init = std::move(saved.data), .expected = {}, .exporter = options.exporter,
+                        .target = target_compiler(options), .sources_only = options.sources_only};
   return pack(contents);
+}
+
+CpuMismatch parse_cpu_mismatch(std::string_view name) {
+  if (name == "recompile") return CpuMismatch::Recompile;
+  if (name == "refuse") return CpuMismatch::Refuse;
+  throw make_error(ErrorKind::Validation, "on CPU mismatch \"{}\": expected \"recompile\" or \"refuse\"", name);
 }
 
 void write_package(const fs::path& path, std::span<const std::byte> bytes) { write_file_atomically(path, {bytes}); }
 
 LoadedPackage load_package(const fs::path& path, const PackageLoadOptions& options) {
+  // A plan runs on the pool: its start (a few milliseconds of another core)
+  // overlaps reading and checking the file instead of the first call.
+  start_thread_pool();
   auto image = std::make_shared<const FileImage>(path);
   const PackageReader reader(image->bytes(), path.string());
   fs::path folder = path.parent_path();
@@ -357,6 +434,7 @@ LoadedPackage load_package(const fs::path& path, const PackageLoadOptions& optio
 }
 
 LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options) {
+  start_thread_pool();  // as from a path
   const PackageReader reader(bytes, "package in memory");
   return load_from(reader, nullptr, ".", options);
 }

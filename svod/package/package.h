@@ -40,6 +40,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "svod/package/package_format.h"
@@ -64,6 +65,18 @@ struct PackOptions {
   std::string exporter;
   // The manifest's "plan" of a plan in memory (a plan file's is its path).
   std::string plan_name;
+  // The CPU the packed CPU objects are for. Empty: the objects the plan's
+  // programs were loaded from, made for this machine (-march=native). A CPU
+  // or family as clang's -march names it ("x86-64-v3", "x86-64-v2",
+  // "znver4"): every CPU program that has an object is compiled again for
+  // it by a clang process (cpu_compiler_for_target), and the manifest's
+  // "cpu" records that CPU and the features its objects may use, which a
+  // loading machine checks. Error(Validation) for a name clang does not know.
+  std::string target_cpu;
+  // No compiled program at all: every program travels as its source and is
+  // compiled when the package loads (through the object cache there), on
+  // whatever CPU and device that is.
+  bool sources_only = false;
 };
 
 // The package for a plan file, in memory. Plan errors keep their kind and
@@ -84,6 +97,21 @@ std::vector<std::byte> pack_plan(const ExecutionPlan& plan, const SaveOptions& s
 // place, so no reader sees half a package. Error(Io) on failure.
 void write_package(const std::filesystem::path& out, std::span<const std::byte> bytes);
 
+// What loading does with packaged CPU objects that this CPU cannot run
+// (they need features it lacks, or are for another architecture or object
+// ABI).
+enum class CpuMismatch {
+  // Compile the programs from the package's sources (the default; it needs
+  // a compiler, and SVOD_COMPILE=0 refuses as below).
+  Recompile,
+  // Refuse the package: Error(Unsupported) naming the program and what the
+  // objects need that this CPU lacks, and nothing is compiled.
+  Refuse,
+};
+
+// "recompile" or "refuse"; Error(Validation) naming both for anything else.
+CpuMismatch parse_cpu_mismatch(std::string_view name);
+
 struct PackageLoadOptions {
   // Overrides of variable values, on top of the values the package was made with.
   std::map<std::string, int64_t> vars;
@@ -96,6 +124,8 @@ struct PackageLoadOptions {
   // object for that this machine runs (LoadOptions::cpu_compiler; empty: the
   // process's default).
   std::string cpu_compiler;
+  // CPU objects this CPU cannot run: compiled from source, or refused.
+  CpuMismatch on_cpu_mismatch = CpuMismatch::Recompile;
 };
 
 struct LoadedPackage {
@@ -110,23 +140,25 @@ struct LoadedPackage {
 // device or a folder is refused, never waited on); Validation or Load (see
 // package_format.h) for a damaged package; Validation for a signature that
 // does not hold, or one SVOD_TRUSTED_KEYS does not trust (signature.h);
-// Unsupported for objects this machine cannot run while compiling is off;
-// plan errors as load_plan's.
+// Unsupported for objects this machine cannot run while compiling is off or
+// options.on_cpu_mismatch refuses; plan errors as load_plan's.
 LoadedPackage load_package(const std::filesystem::path& path, const PackageLoadOptions& options = {});
 LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOptions& options = {});
 
-// True when `path` is a regular file that starts with the package magic (svod
-// run takes either). Never waits on a FIFO.
 // One program that `reader`'s manifest lists by `name`, on `device` as `spec`:
 // its packaged artifact, loaded when it suits this device (by the compiler
 // identity the manifest records for it: Device::artifact_mismatch, and a
 // load that succeeds); otherwise `spec` compiled from its source where
-// compiling is allowed, else Error(Unsupported) naming why the artifact
-// cannot run. `compiled` counts the programs compiled.
+// compiling is allowed (and, for CPU objects, `on_cpu_mismatch` says to
+// recompile), else Error(Unsupported) naming why the artifact cannot run.
+// `compiled` counts the programs compiled.
 std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
                                                      const std::string& name, Device& device, const ProgramSpec& spec,
-                                                     std::atomic<size_t>& compiled);
+                                                     std::atomic<size_t>& compiled,
+                                                     CpuMismatch on_cpu_mismatch = CpuMismatch::Recompile);
 
+// True when `path` is a regular file that starts with the package magic (svod
+// run takes either). Never waits on a FIFO.
 bool is_package_file(const std::filesystem::path& path);
 
 }  // namespace svod

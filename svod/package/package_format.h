@@ -1,6 +1,6 @@
 // The svod package container (docs/PACKAGE_FORMAT.md): named sections in one
-// file, each 64-byte aligned so that data can be used where it lies in a
-// mapped file, behind a header and a section table that carry XXH3-128
+// file, each 64-byte aligned so that data can be used where it lies in the
+// memory the file was read into, behind a header and a section table that carry XXH3-128
 // digests of themselves and of every section.
 //
 // PackageReader checks everything before anything is used: magic, format

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "svod/base/cpu_features.h"
 #include "svod/base/error.h"
 #include "svod/base/npy.h"
 #include "svod/compile/compile_policy.h"
@@ -527,6 +528,38 @@ TEST(CApi, MlpPackage) {
   ASSERT_OK(svod_plan_load_package_file(path.c_str(), nullptr, &from_file.handle));
   EXPECT_EQ(run_mlp(from_file.handle), want);
   EXPECT_EQ(svod::compile_count(), compiles);
+}
+
+// svod_plan_load_package_with_flags: a package whose CPU objects need
+// features this CPU lacks is refused under SVOD_PACKAGE_REFUSE_CPU_MISMATCH
+// (UNSUPPORTED naming them) and compiled from its sources without it; bits
+// the library does not know are VALIDATION.
+TEST(CApi, PackageFlagsRefuseObjectsForAnotherCpu) {
+  if (svod::host_arch() != "x86_64") GTEST_SKIP() << "an x86-64 CPU name";
+  svod::PackOptions options;
+  options.target_cpu = "sapphirerapids";
+  const std::vector<std::byte> bytes = svod::pack_plan(kMlpDir + "plan.json", options);
+  const svod::PackageManifest m =
+      svod::read_manifest(svod::PackageReader(bytes, "spr").text(svod::kManifestSection), "spr");
+  if (svod::missing_cpu_features(m.cpu->target_features).empty())
+    GTEST_SKIP() << "this CPU has every feature of sapphirerapids that svod checks";
+  TempDir dir;
+  const std::string path = (dir / "spr.svodpkg").string();
+  svod::write_package(path, bytes);
+
+  svod_plan* none = nullptr;
+  expect_error(svod_plan_load_package_with_flags(bytes.data(), bytes.size(), nullptr,
+                                                 SVOD_PACKAGE_REFUSE_CPU_MISMATCH, &none),
+               SVOD_ERROR_UNSUPPORTED, "which this CPU lacks");
+  expect_error(svod_plan_load_package_file_with_flags(path.c_str(), nullptr, SVOD_PACKAGE_REFUSE_CPU_MISMATCH, &none),
+               SVOD_ERROR_UNSUPPORTED, "which this CPU lacks");
+  expect_error(svod_plan_load_package_file_with_flags(path.c_str(), nullptr, 0x80, &none), SVOD_ERROR_VALIDATION,
+               "flags: 0x80");
+  Plan from_plan;
+  ASSERT_OK(svod_plan_load((kMlpDir + "plan.json").c_str(), nullptr, &from_plan.handle));
+  Plan recompiled;
+  ASSERT_OK(svod_plan_load_package_file_with_flags(path.c_str(), nullptr, 0, &recompiled.handle));
+  EXPECT_EQ(run_mlp(recompiled.handle), run_mlp(from_plan.handle));
 }
 
 // A plan with a variable: y = 2 * x over the first N elements.

@@ -193,6 +193,32 @@ TEST_F(ThreadPoolStartTest, MakingAProgramStartsTheWorkersAheadOfTheFirstLaunch)
   EXPECT_EXIT(std::exit(workers_start_with_a_program() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
+// The thread that makes a program is set up for kernels then (its alternate
+// signal stack, for a fault report on a stack overflow), not at its first
+// launch, which a freshly loaded model's first call would otherwise pay for.
+TEST_F(ThreadPoolStartTest, MakingAProgramSetsTheThreadUpForKernels) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer gives every thread an alternate signal stack of its own";
+#endif
+  auto has_signal_stack = [] {
+    stack_t current{};
+    return ::sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE);
+  };
+  bool before = true, after = false;
+  std::thread([&] {
+    before = has_signal_stack();
+    ProgramSpec spec;
+    spec.entry = "nothing";
+    spec.source = "void nothing(int* restrict o, int core_id) {}";
+    spec.buffers = {{"o", Access::Write}};
+    spec.scalars = {{"core_id", ScalarType::I32}};
+    auto program = cpu_device()->compile(spec);
+    after = has_signal_stack();
+  }).join();
+  EXPECT_FALSE(before) << "a new thread has no alternate signal stack until svod gives it one";
+  EXPECT_TRUE(after);
+}
+
 // A thread that makes a program once the pool is set up is registered with
 // oneTBB then, and its launches work as any other's; and so do those of a
 // program made before the start has finished.

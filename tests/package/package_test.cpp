@@ -1,9 +1,11 @@
 // Packages: pack a plan, load it back from memory and from a file, and get
 // byte-identical outputs without compiling; damaged packages are refused.
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -246,6 +248,44 @@ TEST(Package, AFileRewrittenOrCutAfterLoadingChangesNothing) {
   EXPECT_EQ(run_outputs(package.loaded), expected);
 }
 
+// A package of several megabytes is read into memory aligned for huge pages
+// (FileImage): its data is used where it lies there, and a rewrite or
+// truncation of the file after loading still reaches nothing.
+TEST(Package, ALargePackageIsReadWholeAndCutOffFromItsFile) {
+  TempDir dir;
+  constexpr size_t kCount = 3 << 18;  // 3 MiB of f32
+  std::vector<float> w(kCount);
+  for (size_t i = 0; i < kCount; ++i) w[i] = static_cast<float>(i % 1000) * 0.25f;
+  const size_t shape[] = {kCount};
+  write_npy(dir / "w.npy", DType::F32, shape, std::as_bytes(std::span(w)));
+  const auto plan = dir.write("plan.json", fmt::format(R"({{"svod_plan": 1,
+    "buffers": {{"w": {{"dtype": "f32", "count": {0}, "init": {{"npy": "w.npy"}}}},
+                "y": {{"dtype": "f32", "count": 4}}}},
+    "programs": {{"total": {{"language": "c", "entry": "total",
+      "source": "void total(float* y, const float* w) {{ float s = 0; for (int i = 0; i < {0}; ++i) s += w[i]; y[0] = s; y[1] = w[{1}]; }}",
+      "buffers": [{{"name": "y", "access": "write"}}, {{"name": "w"}}]}}}},
+    "ops": [{{"run": "total", "buffers": ["y", "w"]}}],
+    "outputs": {{"y": {{}}}}}})",
+                                                       kCount, kCount - 1));
+  const auto path = dir / "large.svodpkg";
+  write_package(path, pack_plan(plan));
+  ASSERT_GT(std::filesystem::file_size(path), size_t{2} << 20);
+  const auto expected = plan_outputs(plan);
+  LoadedPackage package = load_package(path);
+  const Buffer& data = package.loaded.plan.buffer(*package.loaded.plan.find_buffer("w"));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data.data()) % 64, 0u);
+  EXPECT_EQ(std::memcmp(data.data(), w.data(), kCount * sizeof(float)), 0);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+  {
+    std::fstream in_place(path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::string garbage(1 << 20, '\x7f');
+    in_place.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
+    in_place.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  std::filesystem::resize_file(path, 4096);
+  EXPECT_EQ(run_outputs(package.loaded), expected);
+}
+
 TEST(Package, CheckedModePutsPackagedDataInGuardedMemory) {
   TempDir dir;
   const auto path = dir / "mlp.svodpkg";
@@ -460,7 +500,7 @@ TEST(Package, ForeignCpuIsRefusedOrRecompiled) {
     NoCompiling off;
     const Error e = expect_error([&] { load_package(std::span<const std::byte>(foreign)); });
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("features this CPU lacks: " + lacking), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("they need " + lacking + ", which this CPU lacks"), std::string::npos) << e.what();
   }
   const uint64_t before = compile_count();
   LoadedPackage package = load_package(std::span<const std::byte>(foreign));
@@ -475,6 +515,112 @@ TEST(Package, ForeignCpuIsRefusedOrRecompiled) {
   const Error e = expect_error([&] { load_package(std::span<const std::byte>(other_arch)); });
   EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
   EXPECT_NE(std::string(e.what()).find("this machine is " + host_arch()), std::string::npos) << e.what();
+}
+
+// Objects for a named CPU family: the manifest records the CPU and the
+// features the objects may use (AVX2 and FMA for x86-64-v3, not AVX-512),
+// and where this CPU has them they load without compiling and compute what
+// this machine's own objects compute, bit for bit (both contract a*b+c into
+// FMA). Objects for x86-64-v2, which has no FMA, pass the plan's expectations.
+TEST(Package, ObjectsForACpuFamilyRecordItAndRunHere) {
+  if (host_arch() != "x86_64") GTEST_SKIP() << "x86-64 families";
+  PackOptions v3;
+  v3.target_cpu = "x86-64-v3";
+  const std::vector<std::byte> bytes = pack_plan(kMlp, v3);
+  const PackageManifest m = read_manifest(PackageReader(bytes, "v3").text(kManifestSection), "v3");
+  ASSERT_TRUE(m.cpu);
+  EXPECT_EQ(m.cpu->target_cpu, "x86-64-v3");
+  EXPECT_EQ(m.cpu->name, "clang");
+  const auto& features = m.cpu->target_features;
+  auto has = [&](const std::string& f) { return std::find(features.begin(), features.end(), f) != features.end(); };
+  EXPECT_TRUE(has("+avx2") && has("+fma") && has("+bmi2")) << fmt::format("{}", fmt::join(features, ","));
+  EXPECT_FALSE(has("+avx512f")) << fmt::format("{}", fmt::join(features, ","));
+  EXPECT_NE(std::find(m.cpu->flags.begin(), m.cpu->flags.end(), "-march=x86-64-v3"), m.cpu->flags.end());
+  for (const auto& p : m.programs) EXPECT_EQ(p.artifact, ArtifactKind::ElfObject) << p.name;
+  if (!missing_cpu_features(features).empty()) GTEST_SKIP() << "this CPU is not x86-64-v3";
+
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes), {.on_cpu_mismatch = CpuMismatch::Refuse});
+  EXPECT_EQ(package.compiled, 0u);
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(kMlp));
+
+  PackOptions v2;
+  v2.target_cpu = "x86-64-v2";
+  const std::vector<std::byte> v2_bytes = pack_plan(kMlp, v2);
+  LoadedPackage v2_package = load_package(std::span<const std::byte>(v2_bytes));
+  EXPECT_EQ(v2_package.manifest.cpu->target_cpu, "x86-64-v2");
+  EXPECT_EQ(v2_package.compiled, 0u);
+  run_outputs(v2_package.loaded);
+  expect_checks_pass(v2_package.loaded);
+}
+
+// Objects really built for a CPU with features this one lacks (Sapphire
+// Rapids' AMX and AVX512-FP16 on most machines): refused naming every
+// feature this CPU lacks, or compiled from the packaged sources (the
+// default), giving what this machine's own objects give. A plan in memory
+// packs for another CPU the same way.
+TEST(Package, ObjectsForAnotherCpuAreRefusedOrRecompiled) {
+  if (host_arch() != "x86_64") GTEST_SKIP() << "an x86-64 CPU name";
+  PackOptions spr;
+  spr.target_cpu = "sapphirerapids";
+  const std::vector<std::byte> bytes = pack_plan(kMlp, spr);
+  const PackageManifest m = read_manifest(PackageReader(bytes, "spr").text(kManifestSection), "spr");
+  ASSERT_TRUE(m.cpu);
+  EXPECT_EQ(m.cpu->target_cpu, "sapphirerapids");
+  const std::vector<std::string> lacking = missing_cpu_features(m.cpu->target_features);
+  if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature of sapphirerapids that svod checks";
+
+  const Error e = expect_error(
+      [&] { load_package(std::span<const std::byte>(bytes), {.on_cpu_mismatch = CpuMismatch::Refuse}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  const std::string said = e.what();
+  EXPECT_NE(said.find(fmt::format("they need {}, which this CPU lacks", fmt::join(lacking, ", "))), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("sapphirerapids"), std::string::npos) << said;
+  EXPECT_NE(said.find("refuse"), std::string::npos) << said;
+
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes));
+  EXPECT_EQ(package.compiled, 4u);
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(kMlp));
+
+  LoadedPlan original = load_plan(parse_plan_file(kMlp));
+  const std::vector<std::byte> from_memory = pack_plan(original.plan, SaveOptions{}, spr);
+  const Error again = expect_error(
+      [&] { load_package(std::span<const std::byte>(from_memory), {.on_cpu_mismatch = CpuMismatch::Refuse}); });
+  EXPECT_EQ(again.kind(), ErrorKind::Unsupported);
+}
+
+// A package of sources only holds no object and no CPU record; it compiles
+// wherever it loads (the refusing policy concerns objects, so it loads
+// too) and computes what the plan computes. (Under SVOD_COMPILE=0 it is
+// refused: SvodPack.PackagesForAnotherCpuAndSourcesOnly, in a fresh process
+// whose kernel cache is empty.)
+TEST(Package, SourcesOnlyCompilesWhereItLoads) {
+  PackOptions options;
+  options.sources_only = true;
+  const std::vector<std::byte> bytes = pack_plan(kMlp, options);
+  const PackageReader reader(bytes, "sources");
+  const PackageManifest m = read_manifest(reader.text(kManifestSection), "sources");
+  EXPECT_FALSE(m.cpu);
+  for (const auto& p : m.programs) {
+    EXPECT_FALSE(p.artifact) << p.name;
+    EXPECT_EQ(reader.find(program_section(p.name)), nullptr) << p.name;
+  }
+  LoadedPackage package = load_package(std::span<const std::byte>(bytes), {.on_cpu_mismatch = CpuMismatch::Refuse});
+  EXPECT_EQ(package.compiled, 4u);
+  EXPECT_EQ(run_outputs(package.loaded), plan_outputs(kMlp));
+}
+
+TEST(Package, ATargetCpuClangDoesNotKnowIsRefusedNamingIt) {
+  PackOptions options;
+  options.target_cpu = "notacpu";
+  const Error e = expect_error([&] { pack_plan(kMlp, options); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(std::string(e.what()).find("target CPU \"notacpu\""), std::string::npos) << e.what();
+  if (host_arch() == "x86_64") EXPECT_NE(std::string(e.what()).find("x86-64-v3"), std::string::npos) << e.what();
+  options.target_cpu = "-O0";
+  EXPECT_EQ(kind_of([&] { pack_plan(kMlp, options); }), ErrorKind::Validation);
+  EXPECT_EQ(parse_cpu_mismatch("refuse"), CpuMismatch::Refuse);
+  EXPECT_EQ(kind_of([] { parse_cpu_mismatch("sometimes"); }), ErrorKind::Validation);
 }
 
 // The generic path every device's binaries take: a program packaged as a

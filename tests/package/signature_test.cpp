@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "svod/base/cpu_features.h"
 #include "svod/package/package.h"
 #include "svod/package/signature.h"
 #include "tests/support/temp_dir.h"
@@ -169,6 +170,35 @@ TEST(PackageSignature, AForgeryWithCorrectDigestsIsRefusedBySignature) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The CPU a package's objects are for is in its signed manifest: a package
+// packed for another CPU and signed loads (its signature holds, and loading
+// then decides about its objects), and the same package with its CPU record
+// rewritten to this machine's, digests redone, is refused by the signature.
+TEST(PackageSignature, TheTargetCpuIsSigned) {
+  Keys keys;
+  ScopedEnv unset("SVOD_TRUSTED_KEYS", std::nullopt);
+  PackOptions v2;
+  v2.target_cpu = "x86-64-v2";
+  if (host_arch() != "x86_64") GTEST_SKIP() << "an x86-64 CPU name";
+  const auto good = sign_package(pack_plan(kMlp, v2), keys.secret("alice"));
+  LoadedPackage loaded = load_package(std::span<const std::byte>(good));
+  EXPECT_EQ(loaded.signer, keys.alice);
+  EXPECT_EQ(loaded.manifest.cpu->target_cpu, "x86-64-v2");
+
+  const PackageReader reader(good, "good");
+  PackageWriter writer;
+  for (const auto& s : reader.sections()) {
+    std::string text(reinterpret_cast<const char*>(s.bytes.data()), s.bytes.size());
+    if (s.name == kManifestSection) text.replace(text.find("x86-64-v2\""), 10, "x86-64-v4\"");
+    writer.add(s.name, std::string_view(text));
+  }
+  auto forged = writer.finish();
+  forged.insert(forged.end(), reader.signature_block().begin(), reader.signature_block().end());
+  const Error e = expect_error([&] { load_package(std::span<const std::byte>(forged)); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_NE(message_of(e).find("does not match the package"), std::string::npos) << e.what();
 }
 
 TEST(PackageSignature, TruncatedSignaturesAreRefused) {

@@ -8,7 +8,10 @@
 
 #include <fstream>
 
+#include <fmt/ranges.h>
+
 #include "svod/base/error.h"
+#include "svod/base/file_read.h"
 #include "svod/base/npy.h"
 #include "svod/base/subprocess.h"
 #include "svod/registry/registry.h"
@@ -162,12 +165,56 @@ TEST(SvodPack, ForeignCpuPackageIsRecompiledWithANote) {
 
   const ProcessResult refused = svod({"SVOD_COMPILE=0"}, {"run", package.string()});
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.err.find("lacks: " + lacking), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("they need " + lacking + ", which this CPU lacks"), std::string::npos) << refused.err;
 
   const ProcessResult run = svod({"SVOD_DEBUG=1", "SVOD_CACHE=0"}, {"run", package.string()});
   ASSERT_TRUE(run.ok()) << run.err;
   EXPECT_EQ(count(run.out, "expect: ok"), 2u) << run.out;
   EXPECT_NE(run.err.find("compiling from the packaged source"), std::string::npos) << run.err;
+}
+
+// `svod pack --target-cpu` builds objects for another CPU, `svod info`
+// says what they need and what this CPU lacks, and `svod run
+// --on-cpu-mismatch refuse` fails naming it where the default recompiles;
+// `--sources-only` packs no object and runs wherever it compiles.
+TEST(SvodPack, PackagesForAnotherCpuAndSourcesOnly) {
+  if (host_arch() != "x86_64") GTEST_SKIP() << "an x86-64 CPU name";
+  TempDir dir;
+  const std::string package = (dir / "spr.svodpkg").string();
+  const ProcessResult packed = svod({}, {"pack", kMlp, "-o", package, "--target-cpu", "sapphirerapids"});
+  ASSERT_TRUE(packed.ok()) << packed.err;
+  EXPECT_NE(packed.out.find("4 as CPU objects for x86_64-pc-linux-gnu cpu sapphirerapids"), std::string::npos)
+      << packed.out;
+  const ProcessResult info = svod({}, {"info", package});
+  ASSERT_TRUE(info.ok()) << info.err;
+  EXPECT_NE(info.out.find("cpu sapphirerapids"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("  they need: "), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("amx-tile"), std::string::npos) << info.out;
+
+  const std::string bytes = read_regular_file(package, "package");
+  const PackageManifest m =
+      read_manifest(PackageReader(std::as_bytes(std::span(bytes)), package).text(kManifestSection), package);
+  const std::vector<std::string> lacking = missing_cpu_features(m.cpu->target_features);
+  if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature of sapphirerapids that svod checks";
+  EXPECT_NE(info.out.find(fmt::format("this CPU lacks {}", fmt::join(lacking, ", "))), std::string::npos) << info.out;
+  const ProcessResult refused = svod({}, {"run", package, "--on-cpu-mismatch", "refuse"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find(fmt::format("they need {}, which this CPU lacks", fmt::join(lacking, ", "))),
+            std::string::npos)
+      << refused.err;
+  const ProcessResult recompiled = svod({"SVOD_CACHE=0"}, {"run", package});
+  ASSERT_TRUE(recompiled.ok()) << recompiled.err;
+  EXPECT_EQ(count(recompiled.out, "expect: ok"), 2u) << recompiled.out;
+  EXPECT_EQ(svod({}, {"run", package, "--on-cpu-mismatch", "sometimes"}).exit_code, 2);
+
+  const std::string sources = (dir / "sources.svodpkg").string();
+  const ProcessResult packed_sources = svod({}, {"pack", kMlp, "-o", sources, "--sources-only"});
+  ASSERT_TRUE(packed_sources.ok()) << packed_sources.err;
+  EXPECT_NE(packed_sources.out.find("4 as source only"), std::string::npos) << packed_sources.out;
+  const ProcessResult ran = svod({"SVOD_CACHE=0"}, {"run", sources, "--on-cpu-mismatch", "refuse"});
+  ASSERT_TRUE(ran.ok()) << ran.err;
+  EXPECT_EQ(count(ran.out, "expect: ok"), 2u) << ran.out;
+  EXPECT_EQ(svod({"SVOD_COMPILE=0", "SVOD_CACHE=0"}, {"run", sources}).exit_code, 2);
 }
 
 TEST(SvodPack, SignedPackagesAndTrustedKeys) {

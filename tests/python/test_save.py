@@ -74,3 +74,25 @@ def test_a_signed_pack_names_its_signer(tmp_path):
                           text=True).stdout
     assert "signed by: key " in info and "exporter test_save" in info and "x  f32 [64, 256]" in info, info
     assert svod.load_package(tmp_path / "signed.svodpkg").run(x=plan.buffers["x"].numpy())["probs"].shape == (64, 10)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86-64 CPU names")
+def test_a_pack_for_another_cpu_is_refused_or_recompiled_and_sources_only_compiles(tmp_path):
+    plan = svod.load_plan(MLP)
+    x = plan.buffers["x"].numpy().copy()
+    expected = plan.run()["probs"].tobytes()
+    # Sapphire Rapids' AMX, where this CPU lacks it, is named.
+    plan.pack(tmp_path / "spr.svodpkg", inputs=["x"], target_cpu="sapphirerapids")
+    if " amx_tile" not in pathlib.Path("/proc/cpuinfo").read_text():
+        with pytest.raises(svod.UnsupportedError, match=r"amx-tile.*which this CPU lacks; .*sapphirerapids"):
+            svod.load_package(tmp_path / "spr.svodpkg", on_cpu_mismatch="refuse")
+    recompiled = svod.load_package(tmp_path / "spr.svodpkg")  # "recompile" is the default
+    assert recompiled.run(x=x)["probs"].tobytes() == expected
+
+    plan.pack(tmp_path / "sources.svodpkg", inputs=["x"], sources_only=True)
+    sources = svod.load_package(tmp_path / "sources.svodpkg", on_cpu_mismatch="refuse")
+    assert sources.run(x=x)["probs"].tobytes() == expected
+    with pytest.raises(svod.ValidationError, match='target CPU "nocpu"'):
+        plan.pack(tmp_path / "bad.svodpkg", inputs=["x"], target_cpu="nocpu")
+    with pytest.raises(svod.ValidationError, match="recompile"):
+        svod.load_package(tmp_path / "sources.svodpkg", on_cpu_mismatch="sometimes")

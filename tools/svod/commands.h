@@ -61,6 +61,9 @@ struct RunOptions {
   // locked-down helper process; refused, naming what is missing, where the
   // sandbox is unavailable. --timeout is then each execution's wall-clock limit.
   bool sandbox = false;
+  // A package's CPU objects this CPU cannot run: "recompile" (from the
+  // package's sources) or "refuse" (PackageLoadOptions::on_cpu_mismatch).
+  std::string on_cpu_mismatch = "recompile";
 };
 int run(const RunOptions& options);
 
@@ -83,6 +86,8 @@ struct PackOptions {
   std::string sign;                // secret key file to sign the package with
   std::string keygen;              // write NAME.key and NAME.pub instead of packing
   int ranks = 0;                   // as for run
+  std::string target_cpu;          // build the CPU objects for this CPU (svod::PackOptions::target_cpu)
+  bool sources_only = false;       // pack no compiled program (svod::PackOptions::sources_only)
 };
 int pack(const PackOptions& options);
 

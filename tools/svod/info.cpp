@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
@@ -35,6 +37,30 @@ std::string port_text(const PackagePort& port) {
 // What a package holds, read without loading it: who made and signed it,
 // its inputs and outputs, variables, kernels and data, and the CPU its
 // objects were built for.
+// The CPU a package's objects were built for, the features they need among
+// those svod checks, and whether this CPU has them.
+void describe_cpu_objects(const CompilerIdentity& cpu) {
+  fmt::print("cpu objects: {} {}, for {} cpu {} ({} features recorded)\n", cpu.name, cpu.version, cpu.target_triple,
+             cpu.target_cpu, cpu.target_features.size());
+  std::vector<std::string> needed;
+  for (const auto& known : known_cpu_features())
+    if (std::find(cpu.target_features.begin(), cpu.target_features.end(), "+" + known.name) !=
+        cpu.target_features.end())
+      needed.push_back(known.name);
+  fmt::print("  they need: {}\n", needed.empty() ? "no feature svod checks" : fmt::format("{}", fmt::join(needed, ", ")));
+  const std::string arch = cpu.target_triple.substr(0, cpu.target_triple.find('-'));
+  const std::vector<std::string> missing = missing_cpu_features(cpu.target_features);
+  if (arch != host_arch())
+    fmt::print("  this machine: {}, not {}: loading compiles from the packaged sources (or refuses)\n", host_arch(),
+               arch);
+  else if (!missing.empty())
+    fmt::print("  this CPU lacks {}: loading compiles from the packaged sources (or refuses: svod run "
+               "--on-cpu-mismatch refuse)\n",
+               fmt::join(missing, ", "));
+  else
+    fmt::print("  this CPU has them: the objects load as they are\n");
+}
+
 void describe_package(const std::string& path) {
   const std::string text = read_regular_file(path, "package");
   const PackageReader reader(std::as_bytes(std::span(text)), path);
@@ -73,9 +99,7 @@ void describe_package(const std::string& path) {
   fmt::print("buffers:\n");
   for (const auto& [role, counted] : roles)
     fmt::print("  {}: {} buffer{}, {}\n", role, counted.first, counted.first == 1 ? "" : "s", size_text(counted.second));
-  if (m.cpu)
-    fmt::print("cpu objects: {} {}, for {} (cpu {}, {} features)\n", m.cpu->name, m.cpu->version, m.cpu->target_triple,
-               m.cpu->target_cpu, m.cpu->target_features.size());
+  if (m.cpu) describe_cpu_objects(*m.cpu);
   for (const auto& [device, id] : m.devices) fmt::print("{} binaries: {} {}\n", device, id.name, id.version);
 }
 

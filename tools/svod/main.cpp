@@ -106,6 +106,10 @@ int svod_command_main(int argc, char** argv) {
                 "processes and bounded memory, which sees only the plan's buffers (docs/SECURITY.md). Precompiled "
                 "CPU kernels, copies and views only; refused, naming what is missing, where the sandbox is "
                 "unavailable. --timeout is each execution's wall-clock limit (default 60 s)");
+  run->add_option("--on-cpu-mismatch", run_options.on_cpu_mismatch,
+                  "what a package whose CPU objects this CPU cannot run (they need features it lacks) does: "
+                  "recompile (the default: its programs are compiled from the package's sources, which needs clang) "
+                  "or refuse (fail naming the features this CPU lacks, compiling nothing)");
 
   svod::cli::PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "compile a plan file once and write it as one package (.svodpkg)");
@@ -118,12 +122,24 @@ int svod_command_main(int argc, char** argv) {
   auto* pack_ranks = add_ranks(pack, pack_options.ranks, "load the plan while packing",
                               "For a plan whose collectives' sizes or roots fit N ranks and not one. Rank 0 writes the "
                               "package, which holds nothing rank-specific.");
+  auto* pack_target = pack->add_option(
+      "--target-cpu", pack_options.target_cpu,
+      "build the CPU objects for this CPU instead of this machine's (-march=native): a family such as x86-64-v3 or "
+      "x86-64-v2, or a CPU as clang's -march names it (znver4, sapphirerapids); a machine lacking its features "
+      "recompiles from the packaged sources or refuses (svod run --on-cpu-mismatch)");
+  auto* pack_sources = pack->add_flag(
+      "--sources-only", pack_options.sources_only,
+      "pack no compiled program, only sources: the package compiles when it loads (through the object cache), "
+      "on any CPU");
+  pack_target->excludes(pack_sources);
   pack->add_option("--keygen", pack_options.keygen,
                    "write a new signing key pair, NAME.key (secret, mode 0600) and NAME.pub, instead of packing")
       ->excludes(pack_plan_arg)
       ->excludes(pack_out)
       ->excludes(pack_sign)
-      ->excludes(pack_ranks);
+      ->excludes(pack_ranks)
+      ->excludes(pack_target)
+      ->excludes(pack_sources);
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");

@@ -45,7 +45,7 @@ void print_summary(RankOutput& output, const PackOptions& options, const std::ve
                reader.sections().size());
   output.print("  programs: {} ({} as CPU objects{}, {} as device binaries{}, {} as source only)\n",
                manifest.programs.size(), objects,
-               manifest.cpu ? fmt::format(" for {} {}", manifest.cpu->target_triple, manifest.cpu->target_cpu) : "",
+               manifest.cpu ? fmt::format(" for {} cpu {}", manifest.cpu->target_triple, manifest.cpu->target_cpu) : "",
                binaries, binaries ? " for" + devices : "", manifest.programs.size() - objects - binaries);
   output.print("  initial data: {} buffer{}; expected outputs: {}\n", manifest.buffers.size(),
                manifest.buffers.size() == 1 ? "" : "s", manifest.expected.size());
@@ -85,6 +85,8 @@ int pack_rank(const PackOptions& options, const std::string& cpu_compiler, const
     pack_options.vars = parse_vars(options.vars);
     pack_options.communicator = comm;
     pack_options.cpu_compiler = cpu_compiler;
+    pack_options.target_cpu = options.target_cpu;
+    pack_options.sources_only = options.sources_only;
     bytes = pack_plan(options.plan, pack_options);
     loaded = true;
     // A rank that failed to load fails this barrier too: the old package

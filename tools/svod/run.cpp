@@ -116,6 +116,7 @@ struct RankPlan {
 // for a plain run).
 RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communicator>& comm) {
   const bool package = is_package_file(options.plan);
+  const CpuMismatch on_cpu_mismatch = parse_cpu_mismatch(options.on_cpu_mismatch);  // checked for a plan file too
   // A package's CPU programs are compiled already, so unless a compiler is
   // asked for, the clang compiler serves the rare recompile (a foreign CPU):
   // choosing it costs nothing, while the default llvm compiler opens its LLVM
@@ -123,9 +124,9 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   std::string compiler = cpu_compiler_option(options.cpu_compiler);
   if (package && compiler.empty() && !requested_cpu_compiler()) compiler = "clang";
   if (package) {
-    LoadedPackage loaded_package =
-        load_package(options.plan, PackageLoadOptions{parse_vars(options.vars), comm,
-                                                      named_files(options.inputs, "--input"), compiler});
+    LoadedPackage loaded_package = load_package(
+        options.plan, PackageLoadOptions{parse_vars(options.vars), comm, named_files(options.inputs, "--input"),
+                                         compiler, on_cpu_mismatch});
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);

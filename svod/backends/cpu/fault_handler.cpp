@@ -35,6 +35,11 @@ constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
 
 std::mutex install_mutex;
 struct sigaction previous_action[NSIG];  // what each signal had before svod's handler
+// What it had before svod's handler was first installed: where another
+// handler (LLVM's crash recovery) sits between, it hands the signal back to
+// svod's, which then gives it to this one.
+struct sigaction original_action[NSIG];
+bool original_saved[NSIG];
 std::atomic<bool> handed_on{false};      // a kernel's fault went to the previous handler
 std::atomic<bool> reported_in_flight{false};  // a fault on a device's host thread was reported
 std::atomic<bool> kernels_ran{false};    // a thread of this process prepared itself for kernels
@@ -181,40 +186,51 @@ void write_death(const TrappedFault& f, bool frame_overwritten = false) {
 // device's runtime stepping over a division by zero, a JVM's null check) or
 // jumps out (the in-process compiler's crash recovery) mended it, and the
 // process goes on.
+bool is_default(const struct sigaction& a) {
+  return !(a.sa_flags & SA_SIGINFO) && (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN);
+}
+
+bool same_handler(const struct sigaction& a, const struct sigaction& b) {
+  return (a.sa_flags & SA_SIGINFO) == (b.sa_flags & SA_SIGINFO) &&
+         ((a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == b.sa_sigaction : a.sa_handler == b.sa_handler);
+}
+
 void pass_on(int signal, siginfo_t* info, void* context, const TrappedFault& f, bool reported) {
-  const struct sigaction next = previous_action[signal];
-  const bool to_default = !(next.sa_flags & SA_SIGINFO) && (next.sa_handler == SIG_DFL || next.sa_handler == SIG_IGN);
   const bool again = f.code > 0 && passed_fault.signal == signal && passed_fault.pc == f.pc &&
                      passed_fault.address == f.address;
   passed_fault = {0, 0, 0};
-  if (to_default || again) {
-    if (!reported) write_death(f);
-    end_with(signal, info, context);
-    return;
+  // The handler before svod's, then the one before svod's first one when
+  // the first handed the signal back.
+  struct sigaction chain[2] = {previous_action[signal], original_action[signal]};
+  const size_t links = original_saved[signal] && !same_handler(chain[0], chain[1]) ? 2 : 1;
+  for (size_t n = 0; n < links && !again; ++n) {
+    const struct sigaction& next = chain[n];
+    if (is_default(next)) break;
+    const uint64_t pc = detail::context_pc(context);
+    if (next.sa_flags & SA_SIGINFO)
+      next.sa_sigaction(signal, info, context);
+    else
+      next.sa_handler(signal);
+    if (detail::context_pc(context) != pc) return;
+    struct sigaction now {};
+    sigaction(signal, nullptr, &now);
+    if (!((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault)) {
+      // It put another handler in svod's place (its own predecessor) and
+      // raised the signal again, or lets the fault happen again, for that
+      // one: after svod's report, it gets it. Should the signal come back to
+      // svod, the process ends at once.
+      if (!reported) write_death(f);
+      ending.store(true);
+      return;
+    }
+    if (n + 1 == links && !reported && signal != SIGABRT && f.code > 0) {
+      // A fault it let happen again: if it comes straight back, it was not mended.
+      passed_fault = {signal, f.pc, f.address};
+      return;
+    }
   }
-  const uint64_t pc = detail::context_pc(context);
-  if (next.sa_flags & SA_SIGINFO)
-    next.sa_sigaction(signal, info, context);
-  else
-    next.sa_handler(signal);
-  if (detail::context_pc(context) != pc) return;
-  struct sigaction now {};
-  sigaction(signal, nullptr, &now);
-  if (!((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault)) {
-    // It put another handler in svod's place (its own predecessor) and
-    // raised the signal again, or lets the fault happen again, for that one:
-    // after svod's report, it gets it. Should the signal come back to svod,
-    // the process ends at once.
-    if (!reported) write_death(f);
-    ending.store(true);
-    return;
-  }
-  if (reported || signal == SIGABRT || f.code <= 0) {
-    if (!reported) write_death(f);
-    end_with(signal, info, context);
-    return;
-  }
-  passed_fault = {signal, f.pc, f.address};
+  if (!reported) write_death(f);
+  end_with(signal, info, context);
 }
 
 // SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP and SIGABRT: traps a fault of a
@@ -381,6 +397,10 @@ void install(int signal, void (*handler)(int, siginfo_t*, void*), int flags) {
   action.sa_flags = SA_SIGINFO | SA_ONSTACK | flags;
   sigemptyset(&action.sa_mask);
   sigaction(signal, &action, &previous_action[signal]);
+  if (!original_saved[signal]) {
+    original_action[signal] = previous_action[signal];
+    original_saved[signal] = true;
+  }
 }
 
 }  // namespace

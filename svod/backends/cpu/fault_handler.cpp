@@ -152,9 +152,10 @@ void end_with(int signal, const siginfo_t* info, void* context) {
   struct sigaction fallback {};
   fallback.sa_handler = SIG_DFL;
   sigaction(signal, &fallback, nullptr);
-  if (info->si_code > 0) {
+  if (info->si_code > 0 && signal != SIGTRAP) {
     // Returning re-executes the faulting instruction under the default
-    // action: the core file shows the fault where it happened.
+    // action: the core file shows the fault where it happened. (A
+    // breakpoint's pc is past it: it is raised again instead.)
     sigdelset(&static_cast<ucontext_t*>(context)->uc_sigmask, signal);
     return;
   }

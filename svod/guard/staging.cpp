@@ -8,9 +8,11 @@ namespace svod {
 namespace {
 
 constexpr unsigned char kCanary = 0xCB;
-constexpr size_t kBlockBytes = StagedArguments::kMaxBytes;
+// A block: the snapshot of what was copied in, then the copy, ending at the
+// guard page.
+constexpr size_t kBlockBytes = 2 * StagedArguments::kMaxBytes;
 
-// This thread's blocks: kBlockBytes of data each, ending at a guard page.
+// This thread's blocks, each ending at a guard page.
 struct StagingPool {
   void* blocks[StagedArguments::kMaxArguments] = {};
   size_t count = 0;
@@ -71,6 +73,8 @@ StagedArguments::StagedArguments(uint64_t* data, const size_t* bytes, const bool
     const size_t span = span_of(bytes[i]);
     unsigned char* copy = block + kBlockBytes - span;
     std::memcpy(copy, reinterpret_cast<const void*>(data[i]), bytes[i]);
+    std::memcpy(block, copy, bytes[i]);
+    snapshot_[i] = block;
     // (Only when there is slack: a memset of nothing at the guard page is a
     // masked vector store there, which costs the processor an assist of
     // over a hundred nanoseconds.)
@@ -83,10 +87,34 @@ StagedArguments::StagedArguments(uint64_t* data, const size_t* bytes, const bool
 
 void StagedArguments::copy_back(const bool* written) noexcept {
   if (staged_ == 0) return;
-  // A copy goes back when any argument over it may be written.
+  // A copy goes back when any argument over it may be written, and only the
+  // bytes the kernel changed: another thread's kernel may have written other
+  // parts of the same array meanwhile, from a copy of its own.
+  bool write_back[kMaxArguments] = {};
+  size_t own = 0;
   for (size_t i = 0; i < count_; ++i) {
-    if (kind_[i] == Unstaged || !written[i]) continue;
-    std::memcpy(reinterpret_cast<void*>(original_[i]), reinterpret_cast<const void*>(data_[i]), bytes_[i]);
+    if (kind_[i] == Own) own = i;
+    if (kind_[i] == Shared)
+      for (size_t j = 0; j < i; ++j)
+        if (kind_[j] == Own && data_[j] == data_[i]) own = j;
+    if (kind_[i] != Unstaged && written[i]) write_back[own] = true;
+  }
+  for (size_t i = 0; i < count_; ++i) {
+    if (kind_[i] != Own || !write_back[i]) continue;
+    const auto* copy = reinterpret_cast<const unsigned char*>(data_[i]);
+    const auto* before = snapshot_[i];
+    auto* target = reinterpret_cast<unsigned char*>(original_[i]);
+    size_t b = 0;
+    for (; b + 8 <= bytes_[i]; b += 8) {
+      uint64_t now, then;
+      std::memcpy(&now, copy + b, 8);
+      std::memcpy(&then, before + b, 8);
+      if (now == then) continue;
+      for (size_t c = b; c < b + 8; ++c)
+        if (copy[c] != before[c]) target[c] = copy[c];
+    }
+    for (; b < bytes_[i]; ++b)
+      if (copy[b] != before[b]) target[b] = copy[b];
   }
 }
 

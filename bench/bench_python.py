@@ -9,7 +9,8 @@ alike):
   1. a call of an empty CPU kernel with two numpy arrays and one scalar, beside a raw ctypes
      call of the same loaded function (its entry address; pointers precomputed as ints) and
      beside ctypes taking the pointers from the arrays on every call;
-  2. the same svod call with 4-byte and 64 MiB arrays (no copy: the same cost), with
+  2. the same svod call with 4-byte arrays (staged through guarded copies, svod/guard/staging.h)
+     and 64 MiB arrays (run in place), with
      svod.Buffer arguments, and with a per-call global_size= (issue 23);
   3. plan.execute() of a 1,000-op chain of empty kernels (and a 1-op plan) from Python,
      beside the C++ execute() timed inside svod (svod.benchmark on the plan). Both sides time

@@ -19,6 +19,7 @@
 
 #include "program_object.h"
 #include "svod/guard/checked_mode.h"
+#include "svod/guard/staging.h"
 #include "svod/program/cpu_abi.h"
 
 namespace svod::python {
@@ -217,11 +218,51 @@ void run_unlocked(const PyProgram& p, Fn&& fn) {
   PyEval_RestoreThread(state);
 }
 
+// The KernelFault of a kernel that wrote into the slack between a staged
+// argument's end and its guard page (staging.h), which no fault stopped.
+[[noreturn]] void throw_slack_write(const PyProgram& p, size_t i, size_t offset) {
+  const BufferParam& b = p.program->spec().buffers[i];
+  KernelFaultInfo info;
+  info.access = "write";
+  info.cause = "out of bounds";
+  info.program = p.program->spec().display_name();
+  info.entry = p.program->spec().entry;
+  info.buffer = i;
+  info.buffer_name = b.name;
+  if (b.dtype) info.element = static_cast<int64_t>(offset / size_of(*b.dtype));
+  throw KernelFault(std::move(info),
+                    fmt::format("kernel fault: {}: wrote past the end of the array, {} bytes from its start{}, into the "
+                                "bytes before its guard page (a canary there changed)\n  the launch failed; what it "
+                                "wrote inside the array stays written",
+                                where(p, i), offset,
+                                b.dtype ? fmt::format(" (element {})", offset / size_of(*b.dtype)) : std::string()));
+}
+
+// A launch whose small foreign arguments run on guarded copies (staging.h),
+// copied back whether the launch succeeded or not.
+[[gnu::noinline]] void run_staged(const PyProgram& p, uint64_t* args, const size_t* bytes, const bool* foreign,
+                                  int64_t slices) {
+  bool written[kMaxKernelArgs];
+  for (size_t i = 0; i < p.buffer_count; ++i) written[i] = p.written[i] != 0;
+  StagedArguments staged(args, bytes, foreign, p.buffer_count);
+  try {
+    run_unlocked(p, [&] { p.program->run_bound(args, slices); });
+  } catch (...) {
+    staged.copy_back(written);
+    throw;
+  }
+  staged.copy_back(written);
+  if (const auto slack = staged.slack_written()) [[unlikely]]
+    throw_slack_write(p, slack->argument, slack->offset);
+}
+
 void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   const Program& program = *p.program;
   const LaunchLayout& layout = program.layout();
   uint64_t args[kMaxKernelArgs];
   size_t bytes[kMaxKernelArgs];
+  bool foreign[kMaxKernelArgs];  // memory svod does not own: numpy arrays, DLPack tensors
+  bool any_foreign = false;
   HeldStorages held;
   std::vector<Buffer> keep;  // DLPack arguments; no allocation when there are none
   for (size_t i = 0; i < p.buffer_count; ++i) {
@@ -229,8 +270,11 @@ void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
     void* address;
     if (PyArray_Check(obj)) [[likely]] {
       address = array_address(p, i, reinterpret_cast<PyArrayObject*>(obj), bytes[i]);
+      foreign[i] = any_foreign = true;
     } else {
       const PyBuffer* pb = as_py_buffer(obj);
+      foreign[i] = pb == nullptr;
+      any_foreign |= foreign[i];
       const Buffer& b = pb != nullptr ? pb->get() : dlpack_buffer(p, i, obj, keep);
       if (!b.is_host()) [[unlikely]]
         throw make_error(ErrorKind::Validation, "{}: the buffer is on {}, the program on {}", where(p, i),
@@ -264,6 +308,10 @@ void call_host(const PyProgram& p, PyObject** slots, const SizeArgs& sizes) {
   if (sizes.local != nullptr) {  // checked, though work-groups mean nothing on the host
     std::array<int64_t, 3> local;
     launch_size(p, sizes.local, "local_size", local);
+  }
+  if (any_foreign && staging_on()) [[likely]] {
+    run_staged(p, args, bytes, foreign, slices);
+    return;
   }
   run_unlocked(p, [&] { program.run_bound(args, slices); });
 }

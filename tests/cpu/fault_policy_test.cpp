@@ -49,6 +49,23 @@ TEST(FaultPolicy, AFaultDeeperThanALeafOrASignalSentOrRaisedIsReportedAndHandedO
   EXPECT_EQ(decide_fault(abort_signal), FaultAction::ReportAndHandOn);
 }
 
+// Kernel code the C library called back (its lock may be held), or a child
+// the kernel forked (its launch boundary is its parent's): a fault is
+// reported and ends the process, a stop waits.
+TEST(FaultPolicy, AFaultInCodeTheCLibraryCalledBackOrInAForkedChildIsNotTrappedNorStopped) {
+  for (bool child : {false, true}) {
+    FaultSituation fault = kernel_fault();
+    (child ? fault.forked_child : fault.called_back) = true;
+    EXPECT_EQ(decide_fault(fault), FaultAction::ReportAndHandOn);
+    FaultSituation stop = kernel_fault(kKernelStopSignal);
+    stop.code = SI_TKILL;
+    stop.sent_by_this_process = true;
+    stop.stop_requested = true;
+    (child ? stop.forked_child : stop.called_back) = true;
+    EXPECT_EQ(decide_fault(stop), FaultAction::LetRun);
+  }
+}
+
 TEST(FaultPolicy, AMachineWithoutATrampolineNeitherTrapsNorStops) {
   FaultSituation fault = kernel_fault();
   fault.machine_traps = false;

@@ -185,21 +185,57 @@ TEST_F(FaultReport, AStoppedKernelNamesTheLaunchAndTheReason) {
                      "passed; the launch failed and what it wrote before stays written");
 }
 
-TEST_F(FaultReport, AHandedOnFaultSaysWhyTheProcessEnds) {
+TEST_F(FaultReport, AHandedOnFaultSaysWhyTheProcessEndsAndWhatToRerunWith) {
   const TrappedFault f = segv(0x10);
   const Place p = locate(launch, f.address, f.sp, nullptr);
   Report traps;
-  describe_handed_on(traps, launch, f, &p, true);
+  describe_handed_on(traps, launch, f, &p, NotStopped::NotOwnCode);
   EXPECT_EQ(traps.str(),
             "\nsvod: kernel fault: SIGSEGV (invalid memory access) at address 0x10\n"
             "  in program \"mm\" (entry mm_k) on CPU\n"
             "  the address is in the first page: a NULL pointer dereference\n"
             "svod: the fault is not in the kernel's own code (or the signal was sent), so it cannot be stopped there "
-            "and the process cannot safely go on; it ends with the signal\n");
+            "and the process cannot safely go on; it ends with the signal\n"
+            "svod: to find the cause, rerun with --check (SVOD_CHECK=memory; svod.checked() in Python), which stops "
+            "an overrun at its first byte, or run the plan with svod run --isolate, which names the op the process "
+            "ended in\n");
   Report refuses;
-  describe_handed_on(refuses, launch, f, &p, false);
+  describe_handed_on(refuses, launch, f, &p, NotStopped::NoTrampoline);
   EXPECT_THAT(refuses.str(), HasSubstr("\nsvod: kernels are stopped at a fault only on x86-64 and AArch64; after a "
                                        "fault here the process cannot safely go on; it ends with the signal\n"));
+  Report called_back;
+  describe_handed_on(called_back, launch, f, &p, NotStopped::CalledBack);
+  EXPECT_THAT(called_back.str(), HasSubstr("\nsvod: the C library called this code back"));
+  Report child;
+  describe_handed_on(child, launch, f, &p, NotStopped::ForkedChild);
+  EXPECT_THAT(child.str(), HasSubstr("\nsvod: the fault is in a child process the kernel forked, which must not go on "
+                                     "as its parent; the child ends with the signal\n"));
+}
+
+// A fatal signal outside any kernel: what it suggests, the program launched
+// last, the op running on the thread, and what to rerun with.
+TEST_F(FaultReport, ADeathOutsideAnyKernelNamesTheLastProgramAndWhatTheSignalSuggests) {
+  TrappedFault abort_signal{};
+  abort_signal.signal = SIGABRT;
+  abort_signal.code = SI_TKILL;
+  Report heap;
+  describe_death(heap, Death{abort_signal, "mm", nullptr});
+  EXPECT_THAT(heap.str(), HasSubstr("\nsvod: fatal signal: SIGABRT, raised or sent, outside any kernel\n"
+                                    "  the last program svod launched in this process: \"mm\"\n"
+                                    "  abort() outside a kernel is most often the C library finding its heap corrupted"));
+  EXPECT_THAT(heap.str(), HasSubstr("svod: the process ends with the signal\nsvod: to find the cause, rerun with --check"));
+  TrappedFault jump = segv(0x4100);
+  jump.code = SEGV_MAPERR;
+  jump.pc = 0x4100;
+  const std::string id = "layer3";
+  const RunningOp op{2, &id, id_or_label_of, nullptr};
+  Report smashed;
+  describe_death(smashed, Death{jump, nullptr, &op});
+  EXPECT_THAT(smashed.str(), HasSubstr("\nsvod: fatal signal: SIGSEGV (invalid memory access) at address 0x4100 outside "
+                                       "any kernel\n  running on this thread: op 2 (layer3)\n  at pc 0x4100, in no "
+                                       "kernel's code: svod's, a library's or the host's code, or no code at all (the "
+                                       "processor jumped there); a kernel that overruns a local array upwards"));
+  EXPECT_THAT(smashed.str(), Not(HasSubstr("the last program")));
 }
 
 TEST_F(FaultReport, FaultsOutsideALaunchNameTheProgramOrTheKernelsInFlight) {

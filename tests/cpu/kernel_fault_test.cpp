@@ -11,7 +11,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <link.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <string>
 
@@ -565,6 +568,156 @@ TEST_F(KernelTrap, AFaultOnAThreadTheKernelStartedNamesTheProgram) {
                       "void k(float* o) { pthread_t t; pthread_create(&t, 0, bad, o); pthread_join(t, 0); }"),
                "svod: kernel fault: SIGSEGV \\(invalid memory access\\) at address 0x10\n"
                "  in the code of program \"k\" \\(at 0x[0-9a-f]+\\) on a thread that runs no svod launch");
+}
+
+// Every death leaves a word: in a process where svod ran a kernel, a fatal
+// signal outside any kernel ends it after one report on stderr naming the
+// program launched last and what to rerun with, and with the signal. Each
+// class several times, each time with a kernel the in-process compiler
+// builds afresh: its crash recovery, installed then below svod's handler,
+// handed a SIGABRT back to svod's, which handed it back (a spin at 100% CPU).
+class LastWord : public KernelTrap {
+ protected:
+  // Compiles and launches a kernel no cache holds, then does `die`.
+  static void after_a_kernel(const std::function<void()>& die) {
+    ::alarm(30);
+    const auto nonce = std::chrono::steady_clock::now().time_since_epoch().count();
+    launch(fmt::format("void k(float* o) {{ o[0] = {}.0f; }}", nonce % 1000000));
+    die();
+  }
+  static constexpr const char* kWord =
+      "svod: fatal signal: .* outside any kernel\n  the last program svod launched in this process: \"k\"\n"
+      "(.|\n)*svod: the process ends with the signal\nsvod: to find the cause, rerun with --check";
+};
+
+TEST_F(LastWord, HeapCorruptionFoundByTheCLibraryLaterIsReported) {
+  for (int run = 0; run < 3; ++run)
+    EXPECT_EXIT(after_a_kernel([] {
+                  auto* block = static_cast<char*>(std::malloc(64));
+                  std::free(block + 16);  // "free(): invalid pointer", then abort()
+                }),
+                ::testing::KilledBySignal(SIGABRT),
+                ContainsRegex(std::string(kWord) + "(.|\n)*"))
+        << "run " << run;
+  EXPECT_EXIT(after_a_kernel([] { std::abort(); }), ::testing::KilledBySignal(SIGABRT),
+              ContainsRegex("SIGABRT, raised or sent, outside any kernel\n(.|\n)*abort\\(\\) outside a kernel is most "
+                            "often the C library finding its heap corrupted"));
+}
+
+TEST_F(LastWord, AFaultInSvodsOwnCodeIsReported) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "the sanitizer's handler, before svod's, ends the process its own way";
+  for (int run = 0; run < 3; ++run)
+    EXPECT_EXIT(after_a_kernel([] { *static_cast<volatile int*>(nullptr) = 1; }), ::testing::KilledBySignal(SIGSEGV),
+                ContainsRegex("svod: fatal signal: SIGSEGV \\(invalid memory access\\) at address 0x0 outside any "
+                              "kernel\n(.|\n)*  at pc 0x[0-9a-f]+, in no kernel's code"))
+        << "run " << run;
+}
+
+// A kernel that overruns a local array upwards writes over its return address
+// and the frames above (kernels have no stack protector): the fault comes as
+// it returns, outside its code.
+TEST_F(LastWord, ASmashedStackIsReported) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "the sanitizer reports the overrun itself";
+  for (int run = 0; run < 3; ++run)
+    EXPECT_EXIT(launch("void k(float* o) { volatile long a[2]; int n = 24 + (int)o[0];\n"
+                       "  for (int i = 0; i < n; i++) ((volatile long*)a)[i] = 0x1000 + 8 * i; }"),
+                ::testing::KilledBySignal(SIGSEGV),
+                ContainsRegex("svod: fatal signal: SIGSEGV \\(invalid memory access\\) at address 0x10[0-9a-f]+ in a launch\n"
+                              "(.|\n)*the frames above its own are overwritten(.|\n)*to find the cause, rerun with --check"))
+        << "run " << run;
+}
+
+// A handler installed before svod's (Python's faulthandler, say) is called,
+// not replaced: its report and svod's both appear, and the process ends.
+// (svod's comes first when the compiler's crash recovery, below svod's and
+// above it, hands the signal on by raising it again.)
+TEST_F(LastWord, AHandlerInstalledBeforeSvodsIsChainedAndBothReport) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "the sanitizer's handler, before svod's, ends the process its own way";
+  EXPECT_EXIT(
+      {
+        struct sigaction foreign {};
+        foreign.sa_handler = [](int signal) {
+          const char text[] = "the handler before svod's reports\n";
+          (void)!::write(STDERR_FILENO, text, sizeof text - 1);
+          ::signal(signal, SIG_DFL);  // as faulthandler does: its predecessor back, the signal again
+          ::raise(signal);
+        };
+        sigaction(SIGSEGV, &foreign, nullptr);
+        note_fault_handlers_changed();  // the next launch puts svod's above it
+        after_a_kernel([] { *static_cast<volatile int*>(nullptr) = 1; });
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      ::testing::AllOf(HasSubstr("the handler before svod's reports\n"),
+                       HasSubstr("\nsvod: fatal signal: SIGSEGV (invalid memory access) at address 0x0 outside any kernel\n")));
+}
+
+// The C library calls kernel code back holding a lock (fflush(NULL) holds
+// the list of streams' lock while a fopencookie stream's writer runs,
+// dl_iterate_phdr the loader's): a fault there is reported and ends the
+// process, since a KernelFault would leave the lock held and the next thread
+// to flush or to load would wait for ever (the alarm ends such a child).
+TEST_F(LastWord, AFaultInCodeTheCLibraryCalledBackEndsTheProcessAfterItsReport) {
+  if (test::kAddressSanitizer)
+    GTEST_SKIP() << "after svod's report the sanitizer's handler ends the process its own way, its status its own";
+  const std::string callbacks[] = {
+      "#define _GNU_SOURCE\n#include <stdio.h>\n"
+      "static ssize_t bad(void* c, const char* b, size_t n) { *(volatile int*)16 = 1; return (ssize_t)n; }\n"
+      "void k(float* o) { cookie_io_functions_t io = {0, bad, 0, 0}; FILE* f = fopencookie(0, \"w\", io);\n"
+      "  fputc('x', f); fflush(NULL); }",
+      "#define _GNU_SOURCE\n#include <link.h>\n"
+      "static int bad(struct dl_phdr_info* i, size_t n, void* o) { *(volatile int*)16 = 1; return 1; }\n"
+      "void k(float* o) { dl_iterate_phdr(bad, o); }",
+  };
+  for (const std::string& source : callbacks)
+    EXPECT_EXIT(
+        {
+          ::alarm(20);
+          try {
+            launch(source);
+          } catch (const svod::KernelFault&) {
+          }
+          std::thread([] {
+            std::fflush(nullptr);
+            dl_iterate_phdr([](dl_phdr_info*, size_t, void*) { return 1; }, nullptr);
+          }).join();
+          std::_Exit(0);
+        },
+        ::testing::KilledBySignal(SIGSEGV),
+        ContainsRegex("svod: kernel fault: SIGSEGV \\(invalid memory access\\) at address 0x10\n  in program \"k\"(.|\n)*"
+                      "svod: the C library called this code back"))
+        << source;
+}
+
+// A kernel that forks: its child's fault is reported and ends the child with
+// the signal, which the kernel's waitpid sees; the child never goes on to run
+// its parent's program after the launch (it did: the fault was trapped and
+// the child's launch threw).
+TEST_F(LastWord, AFaultInAChildTheKernelForkedEndsTheChild) {
+  if (test::kAddressSanitizer)
+    GTEST_SKIP() << "after svod's report the sanitizer's handler ends the process its own way, its status its own";
+  EXPECT_EXIT(
+      {
+        ::alarm(20);
+        auto cpu = cpu_device();
+        auto program = cpu->compile(c_kernel(
+            "k",
+            "int fork(void); int waitpid(int, int*, int);\n"
+            "void k(int* o) { int pid = fork(); if (pid == 0) { *(volatile int*)16 = 1; }\n"
+            "  int status = 0; waitpid(pid, &status, 0); o[0] = status; }",
+            {{"o", Access::Write, DType::I32}}));
+        Buffer o[] = {cpu->allocate(DType::I32, 4)};
+        try {
+          program->launch(o, {});
+        } catch (const svod::KernelFault&) {
+          std::_Exit(5);  // (the child, going on as its parent)
+        }
+        const int status = o[0].span<int32_t>()[0];
+        std::fprintf(stderr, "the child ended: signal %d, status %d\n", WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        std::_Exit(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      ContainsRegex("svod: the fault is in a child process the kernel forked(.|\n)*the child ended: signal"));
 }
 
 TEST_F(KernelTrap, FaultsOutsideKernelsAreLeftToTheHandlerBefore) {

@@ -289,12 +289,14 @@ def test_threads_launch_concurrently(cpu):
         }""",
         entry="meet", buffers=[{"name": "counter", "access": "readwrite", "dtype": "i32"}],
         scalars=[{"name": "threads", "type": "i32"}])
-    counter = np.zeros(1, np.int32)
+    # (A svod buffer: each call would run on its own copy of a small numpy array, svod/guard/staging.h.)
+    counter_buffer = cpu.allocate("i32", 1)
+    counter = counter_buffer.numpy()
     errors = []
 
     def worker():
         try:
-            prog(counter, 4)
+            prog(counter_buffer, 4)
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 

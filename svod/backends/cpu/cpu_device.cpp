@@ -55,6 +55,7 @@ CpuProgram::CpuProgram(Device& device, ProgramSpec spec, std::shared_ptr<const v
     : Program(std::move(spec)),
       device_(&device),
       owner_(register_kernel_code(std::move(owner), code, this->spec().display_name())),
+      code_tag_(registered_code_tag(owner_)),
       entry_(entry),
       code_(std::move(code)) {
   if (abi_arg_count() > kMaxKernelArgs)
@@ -289,6 +290,7 @@ void log_disassembly(const ProgramSpec& spec, const std::vector<std::byte>& imag
 }  // namespace
 
 void CpuProgram::run_bound(const uint64_t* args, int64_t slices) const {
+  note_launched(code_tag_);
   if (slow_launches.load(std::memory_order_relaxed)) [[unlikely]] {
     run_watched(*this, args, slices);
     return;

@@ -73,6 +73,7 @@ class CpuProgram final : public Program {
 
   Device* device_;
   std::shared_ptr<const void> owner_;
+  uint64_t code_tag_;  // names the program to the fault handler (note_launched)
   void* entry_;
   std::vector<std::span<const std::byte>> code_;
   mutable SliceSchedule schedule_;

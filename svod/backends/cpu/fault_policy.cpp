@@ -10,17 +10,24 @@ FaultAction decide_fault(const FaultSituation& s) noexcept {
   if (s.signal == kKernelStopSignal) {
     // A thread anywhere but the kernel's own code (even a leaf function it
     // called, which may hold a lock an asynchronous stop would abandon) goes
-    // on until the next signal.
-    if (s.stop_requested) return s.machine_traps && s.pc_in_kernel ? FaultAction::Stop : FaultAction::LetRun;
+    // on until the next signal; so does a kernel the C library called back,
+    // which returns to a frame of the library that may hold a lock.
+    if (s.stop_requested)
+      return s.machine_traps && s.pc_in_kernel && !s.called_back && !s.forked_child ? FaultAction::Stop
+                                                                                    : FaultAction::LetRun;
     return s.sent_by_this_process ? FaultAction::LetRun : FaultAction::PassToPrevious;
   }
   if (s.handed_on) return FaultAction::EndProcess;
   if (s.in_launch) {
     // Only a fault an instruction of the kernel's own code caused, or a leaf
     // function it called or tail-called (memcpy, memset: they hold no lock),
-    // is stopped there; a signal sent or raised is not.
+    // is stopped there; a signal sent or raised is not. Nor is a fault in
+    // code the C library called back (resuming would leave the library's
+    // lock held), or in a child the kernel forked (it would go on running its
+    // parent's program).
     const bool caused = s.code > 0 && s.signal != SIGABRT;
-    if (s.machine_traps && caused && (s.pc_in_kernel || s.returns_to_kernel || s.tail_called))
+    if (s.machine_traps && caused && (s.pc_in_kernel || s.returns_to_kernel || s.tail_called) && !s.called_back &&
+        !s.forked_child)
       return FaultAction::Trap;
     return FaultAction::ReportAndHandOn;
   }

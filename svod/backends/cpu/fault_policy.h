@@ -54,6 +54,11 @@ struct FaultSituation {
   bool in_registered_code = false;    // no launch: the pc is in a registered program's code
   bool kernels_in_flight = false;     // no launch: device kernels run on host threads
   bool only_default_after = false;    // the handler before svod's is the default action (or ignores)
+  bool called_back = false;           // a C-library frame lies between the kernel's entry and the pc: the C
+                                      // library called the kernel's code back (fopencookie, dl_iterate_phdr)
+                                      // and may hold a lock the process needs again
+  bool forked_child = false;          // this process is a child the running kernel forked: it must not go on
+                                      // as its parent
 };
 
 FaultAction decide_fault(const FaultSituation& s) noexcept;

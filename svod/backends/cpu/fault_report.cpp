@@ -30,12 +30,18 @@ Report& Report::hex(uint64_t v) noexcept {
 
 namespace {
 
-// ", op 2 (layer3)" when a plan op is running.
-void name_op(Report& r, const RunningOp* op) {
+// ", op 2 (layer3)" when a plan op is running (without the comma: "op 2 (layer3)").
+void name_op(Report& r, const RunningOp* op, bool comma = true) {
   if (op == nullptr) return;
   char name[512];
   const size_t length = write_op_name(name, op->index, op->id_or_label(op->plan, op->index));
-  r << ", " << std::string_view(name, std::min(length, sizeof name));
+  r << (comma ? ", " : "") << std::string_view(name, std::min(length, sizeof name));
+}
+
+// What to rerun with, at the end of every report of a process that ends.
+void rerun_advice(Report& r) {
+  r << "svod: to find the cause, rerun with --check (SVOD_CHECK=memory; svod.checked() in Python), which stops an "
+       "overrun at its first byte, or run the plan with svod run --isolate, which names the op the process ended in\n";
 }
 
 std::string_view access_name(MemoryAccess access) {
@@ -169,15 +175,67 @@ void describe_fault(Report& r, const LaunchView& launch, const TrappedFault& f, 
   if (place != nullptr) render_place(r, launch, *place, access_name(f.access));
 }
 
-void describe_handed_on(Report& r, const LaunchView& launch, const TrappedFault& f, const Place* place, bool traps) {
+void describe_handed_on(Report& r, const LaunchView& launch, const TrappedFault& f, const Place* place, NotStopped why) {
   r << "\nsvod: ";
   describe_fault(r, launch, f, place);
-  if (traps)
-    r << "svod: the fault is not in the kernel's own code (or the signal was sent), so it cannot be stopped there and "
-         "the process cannot safely go on; it ends with the signal\n";
-  else
-    r << "svod: kernels are stopped at a fault only on x86-64 and AArch64; after a fault here the process cannot "
-         "safely go on; it ends with the signal\n";
+  switch (why) {
+    case NotStopped::NotOwnCode:
+      r << "svod: the fault is not in the kernel's own code (or the signal was sent), so it cannot be stopped there and "
+           "the process cannot safely go on; it ends with the signal\n";
+      break;
+    case NotStopped::NoTrampoline:
+      r << "svod: kernels are stopped at a fault only on x86-64 and AArch64; after a fault here the process cannot "
+           "safely go on; it ends with the signal\n";
+      break;
+    case NotStopped::CalledBack:
+      r << "svod: the C library called this code back (its frame lies between the kernel's entry and the fault) and "
+           "may hold a lock the process needs again, so the kernel cannot be stopped there; the process ends with the "
+           "signal\n";
+      break;
+    case NotStopped::ForkedChild:
+      r << "svod: the fault is in a child process the kernel forked, which must not go on as its parent; the child "
+           "ends with the signal\n";
+      return;
+  }
+  rerun_advice(r);
+}
+
+void describe_death(Report& r, const Death& d) {
+  const TrappedFault& f = d.fault;
+  const bool raised = f.code <= 0;
+  r << "\nsvod: fatal signal: ";
+  if (raised) {
+    r << signal_name(f.signal) << ", raised or sent,";
+  } else {
+    r << describe_signal(f.signal);
+    if (address_known(f)) {
+      r << " at address ";
+      r.hex(f.address);
+    }
+  }
+  r << (d.frame_overwritten ? " in a launch\n" : " outside any kernel\n");
+  if (d.last_program != nullptr) r << "  the last program svod launched in this process: \"" << d.last_program << "\"\n";
+  if (d.op != nullptr) {
+    r << "  running on this thread: ";
+    name_op(r, d.op, false);
+    r << "\n";
+  }
+  if (d.frame_overwritten) {
+    r << "  a kernel ran on this thread and the frames above its own are overwritten: it overran a local array upwards "
+         "(kernels have no stack protector), so svod cannot name it or stop it\n";
+  } else if (f.signal == SIGABRT && raised) {
+    r << "  abort() outside a kernel is most often the C library finding its heap corrupted (\"double free or "
+         "corruption\", \"corrupted size\"): a kernel that wrote past memory svod does not own (an array it was "
+         "given, a wrapped pointer) corrupts it, and the damage shows later\n";
+  } else if (!raised) {
+    r << "  at pc ";
+    r.hex(f.pc) << ", in no kernel's code: svod's, a library's or the host's code";
+    if (address_known(f) && f.address == f.pc) r << ", or no code at all (the processor jumped there)";
+    r << "; a kernel that overruns a local array upwards smashes the frames above it (kernels have no stack "
+         "protector), and the fault comes when they return\n";
+  }
+  r << "svod: the process ends with the signal\n";
+  rerun_advice(r);
 }
 
 void describe_unlaunched(Report& r, const char* program, const TrappedFault& f) {

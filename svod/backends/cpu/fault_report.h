@@ -46,10 +46,33 @@ void name_launch(Report& r, const LaunchView& launch);
 // address).
 void describe_fault(Report& r, const LaunchView& launch, const TrappedFault& f, const Place* place);
 
+// Why a running kernel's fault was not stopped there.
+enum class NotStopped : uint8_t {
+  NotOwnCode,   // outside the kernel's own code and its leaf calls, or a signal sent or raised
+  NoTrampoline, // this machine has none (trap_machine.h)
+  CalledBack,   // in kernel code the C library called back
+  ForkedChild,  // in a child process the kernel forked
+};
+
 // The handler's report of a running kernel's fault it hands on (the process
-// ends): `traps` says whether svod stops kernels at a fault on this machine
-// (trap_machine.h), so the report says why this one was not.
-void describe_handed_on(Report& r, const LaunchView& launch, const TrappedFault& f, const Place* place, bool traps);
+// ends), saying why it was not stopped.
+void describe_handed_on(Report& r, const LaunchView& launch, const TrappedFault& f, const Place* place, NotStopped why);
+
+// What the handler knows of a fatal signal that no report above covers (a
+// signal outside any kernel in a process where kernels ran, or one in a
+// launch whose frame a kernel overwrote): the signal, the
+// program launched last in the process (null: unknown), the plan op running
+// on the signal's thread (null: none).
+struct Death {
+  TrappedFault fault;
+  const char* last_program = nullptr;
+  const RunningOp* op = nullptr;
+  bool frame_overwritten = false;  // a kernel runs on the thread, and its launch's frame is overwritten
+};
+// "svod: fatal signal: SIGABRT ... outside any kernel", the last program,
+// what the signal suggests (heap corruption, a smashed stack) and what to
+// rerun with.
+void describe_death(Report& r, const Death& d);
 
 // The handler's report of a fault in the code of `program` on a thread that
 // runs no launch (register_kernel_code).

@@ -34,7 +34,8 @@ thread_local std::string leaving_cause;
 // On a thread that runs a launch, abandons the kernel at a call that would
 // end the process, as at a fault, for the cause `cause()` makes; elsewhere
 // (a thread the kernel started) returns, and the caller does what the C
-// library would. The cause goes into leaving_cause in a statement of its own,
+// library would, as it does in a child process the kernel forked (whose
+// launch boundary is its parent's). The cause goes into leaving_cause in a statement of its own,
 // its temporaries gone before the jump (which runs no destructor). Only
 // loaded kernels reach the functions below (route_kernel_exits), from their
 // own code or, where the compiler made the call a tail call, from the
@@ -42,7 +43,7 @@ thread_local std::string leaving_cause;
 template <typename Cause>
 void leave_kernel(Cause&& cause, bool ends_thread = false) {
   KernelFrame* k = running_kernel;
-  if (k == nullptr) return;
+  if (k == nullptr || detail::in_kernel_child()) return;
   leaving_cause = cause();
   k->fault = TrappedFault{};
   k->fault.call_cause = leaving_cause.c_str();

@@ -40,6 +40,7 @@
 // (trap_machine.h), and the errors a launch throws afterwards (fault_throw.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,11 +65,20 @@ struct KernelFrame {
   // of one (slice -1) leaves `stop` unset too: the handler reads
   // launch_stop_scope() on the launching thread instead.
   KernelFrame(const CpuProgram* p, const uint64_t* a, const RunningOp* o) noexcept
-      : program(p), args(a), slice(-1), op(o) {}
+      : program(p), seal(sealed(p)), args(a), slice(-1), op(o) {}
   KernelFrame(const CpuProgram* p, const uint64_t* a, int64_t s, const RunningOp* o, const StopScope* st) noexcept
-      : program(p), args(a), slice(s), op(o), stop(st) {}
+      : program(p), seal(sealed(p)), args(a), slice(s), op(o), stop(st) {}
+
+  // Whether the frame is as its launch made it: a kernel that overruns a
+  // local array upwards writes over the frames above its own, this one
+  // included, and the handler must not follow the pointers it would find.
+  bool intact() const noexcept { return seal == sealed(program); }
+  static uintptr_t sealed(const CpuProgram* p) noexcept {
+    return reinterpret_cast<uintptr_t>(p) ^ uintptr_t{0x5eed'c0de'f7a3'e1b9};
+  }
 
   const CpuProgram* program;
+  uintptr_t seal;           // the program's address, sealed (intact())
   const uint64_t* args;     // the ABI words: buffer addresses, then scalars
   int64_t slice;            // the core_id slice, or -1 for a launch of one
   const RunningOp* op;      // the plan op, when a plan launched it
@@ -137,6 +147,27 @@ inline constexpr size_t kMaxRegisteredPrograms = 4096;
 std::shared_ptr<const void> register_kernel_code(std::shared_ptr<const void> owner,
                                                  std::span<const std::span<const std::byte>> code,
                                                  std::string_view name);
+// The tag of what register_kernel_code returned: names the program in
+// note_launched (0 when it got no slot).
+uint64_t registered_code_tag(const std::shared_ptr<const void>& registration) noexcept;
+
+namespace detail {
+extern std::atomic<uint64_t> last_launched_tag;
+// The name of the program launched last in the process while it is still
+// registered, else nullptr; no locks, for the report of a fatal signal
+// outside any kernel (kernel_code.cpp).
+const char* last_launched_program() noexcept;
+// Whether this process is a child that a running kernel forked (a
+// pthread_atfork handler notes it): such a child's faults and exits are not
+// stopped at the launch boundary, which is its parent's.
+bool in_kernel_child() noexcept;
+}  // namespace detail
+
+// Notes the program a launch runs, for that report: a load, and a store only
+// when another program ran last (so a loop of one program writes nothing).
+inline void note_launched(uint64_t tag) noexcept {
+  if (detail::last_launched_tag.load(std::memory_order_relaxed) != tag) detail::last_launched_tag.store(tag, std::memory_order_relaxed);
+}
 
 // Makes the kernels svod's loader links from now on call svod's versions of
 // exit(), quick_exit(), _exit(), _Exit(), abort(), assert()'s __assert_fail,

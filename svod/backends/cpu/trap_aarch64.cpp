@@ -130,6 +130,17 @@ uint64_t leaf_return_address(const TrappedFault&, const void* context) noexcept 
   return static_cast<const ucontext_t*>(context)->uc_mcontext.regs[30];
 }
 
+bool follows_call(uint64_t address) noexcept {
+  uint32_t insn = 0;
+  __builtin_memcpy(&insn, reinterpret_cast<const void*>(address - 4), sizeof insn);
+  return (insn & 0xfc000000u) == 0x94000000u      // bl
+         || (insn & 0xfffffc1fu) == 0xd63f0000u;  // blr
+}
+
+uint64_t context_pc(const void* context) noexcept {
+  return static_cast<const ucontext_t*>(context)->uc_mcontext.pc;
+}
+
 void resume_at_launch_boundary(void* context, uintptr_t resume_sp) noexcept {
   mcontext_t& mc = static_cast<ucontext_t*>(context)->uc_mcontext;
   mc.pc = reinterpret_cast<uint64_t>(&svod_trap_resume);

@@ -31,6 +31,15 @@ void read_machine_state(const void* context, TrappedFault& f) noexcept;
 // register); 0 when it cannot be read safely.
 uint64_t leaf_return_address(const TrappedFault& f, const void* context) noexcept;
 
+// Whether the instruction just before `address` is a call, as it is before
+// every return address; the code there must be readable (the handler asks
+// only about addresses in the C library's executable segments).
+bool follows_call(uint64_t address) noexcept;
+
+// The interrupted thread's pc, for a handler that calls another and checks
+// whether it moved the thread elsewhere.
+uint64_t context_pc(const void* context) noexcept;
+
 // How far below the launch boundary's stack pointer (the trampoline's
 // resume_sp) a kernel of n ABI words starts: its stack pointer at its first
 // instruction is resume_sp - kernel_entry_depth(n). A function the kernel

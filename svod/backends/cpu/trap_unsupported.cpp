@@ -17,6 +17,9 @@ extern "C" void svod_trap_unwind(uintptr_t) { std::abort(); }
 void read_machine_state(const void*, TrappedFault&) noexcept {}
 uint64_t leaf_return_address(const TrappedFault&, const void*) noexcept { return 0; }
 void resume_at_launch_boundary(void*, uintptr_t) noexcept {}
+bool follows_call(uint64_t) noexcept { return false; }
+// (Without a trampoline the handler never needs the pc moved.)
+uint64_t context_pc(const void*) noexcept { return 0; }
 
 // (Nothing is measured: svod_trap_call leaves resume_sp as it was.)
 extern "C" void svod_trap_entry_probe() {}

@@ -116,6 +116,20 @@ uint64_t leaf_return_address(const TrappedFault& f, const void*) noexcept {
   return *reinterpret_cast<const uint64_t*>(f.sp);
 }
 
+bool follows_call(uint64_t address) noexcept {
+  const auto* b = reinterpret_cast<const unsigned char*>(address);
+  if (b[-5] == 0xe8) return true;                           // call rel32
+  if (b[-6] == 0xff && (b[-5] & 0x38) == 0x10) return true;  // call *disp32(%rip) or *disp32(reg)
+  if (b[-3] == 0xff && (b[-2] & 0x38) == 0x10) return true;  // call *disp8(reg), *(reg,index)
+  if (b[-2] == 0xff && (b[-1] & 0xf8) == 0xd0) return true;  // call *%reg
+  if (b[-3] == 0x41 && b[-2] == 0xff && (b[-1] & 0xf8) == 0xd0) return true;  // call *%r8-%r15
+  return b[-2] == 0xff && (b[-1] & 0x38) == 0x10;           // call *(reg)
+}
+
+uint64_t context_pc(const void* context) noexcept {
+  return static_cast<uint64_t>(static_cast<const ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+}
+
 void resume_at_launch_boundary(void* context, uintptr_t resume_sp) noexcept {
   auto* uc = static_cast<ucontext_t*>(context);
   greg_t* regs = uc->uc_mcontext.gregs;

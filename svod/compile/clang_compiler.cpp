@@ -62,14 +62,15 @@ ClangCompiler::ClangCompiler(Options options) : options_(std::move(options)) {
   }
 }
 
-const std::vector<std::string>& ClangCompiler::object_flags() {
-  static const std::vector<std::string> flags = {
-      kDefaultCpuRecipe.clang_flag(), "-march=native", "-ffreestanding", "-fno-math-errno", "-fno-stack-protector",
-      "-fPIC", "-fno-plt", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
+std::vector<std::string> ClangCompiler::object_flags(const CpuRecipe& recipe) {
+  std::vector<std::string> flags = recipe.clang_flags();
+  flags.insert(flags.end(), {
+      "-march=native", "-ffreestanding", "-fno-math-errno", "-fno-stack-protector", "-fPIC", "-fno-plt",
+      "-fvisibility=hidden", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
       // No address-significance table: the loader ignores it, and the
       // in-process compiler writes none.
       "-fno-addrsig",
-  };
+  });
   return flags;
 }
 
@@ -87,7 +88,7 @@ std::string ClangCompiler::find_clang() {
 
 std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
   std::vector<std::string> argv = {clang_, "-c", "-x", spec.language == Language::LlvmIr ? "ir" : "c"};
-  const auto& flags = object_flags();
+  const std::vector<std::string> flags = object_flags(find_cpu_recipe(spec.recipe));
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
@@ -129,7 +130,8 @@ const CompilerIdentity& ClangCompiler::identity() const {
 }
 
 std::optional<Hash128> ClangCompiler::identity_source() const {
-  return host_tool_identity_source("clang", clang_, {object_flags(), options_.extra_flags});
+  const std::vector<std::string> flags = object_flags();
+  return host_tool_identity_source("clang", clang_, {flags, options_.extra_flags});
 }
 
 std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "svod/compile/compiler.h"
+#include "svod/compile/cpu_recipe.h"
 
 namespace svod {
 
@@ -25,11 +26,11 @@ class ClangCompiler final : public Compiler {
   ClangCompiler();
   explicit ClangCompiler(Options options);
 
-  // The flags every object is built with: the default recipe's optimisation
-  // (cpu_recipe.h) for the host CPU, freestanding, position-independent with
-  // GOT calls (-fno-plt), no errno from math, no stack protector, no unwind
-  // tables.
-  static const std::vector<std::string>& object_flags();
+  // The flags an object is built with: the recipe's optimisation
+  // (cpu_recipe.h; the default's are the ones in the identity) for the host
+  // CPU, freestanding, position-independent with GOT calls (-fno-plt), no
+  // errno from math, no stack protector, no unwind tables.
+  static std::vector<std::string> object_flags(const CpuRecipe& recipe = kDefaultCpuRecipe);
 
   // SVOD_CLANG, else clang-19, else clang on PATH. Throws DeviceUnavailable
   // with how to install one when none is found.
@@ -54,6 +55,7 @@ class ClangCompiler final : public Compiler {
   // The clang binary (the file behind the link), the flags and the host CPU:
   // a warm run need not run `clang -###`.
   std::optional<Hash128> identity_source() const override;
+  std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
  private:
   std::vector<std::string> command(const ProgramSpec& spec) const;

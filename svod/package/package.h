@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -64,6 +65,11 @@ struct PackOptions {
   std::string exporter;
   // The manifest's "plan" of a plan in memory (a plan file's is its path).
   std::string plan_name;
+  // Called with a plan file's plan once it is loaded, before it is packed
+  // (svod pack --variants chooses its variants there: svod/tune/variants.h).
+  // A program it replaces in an op (ExecutionPlan::replace_program) is
+  // packed in its place, its recipe in the packaged plan.
+  std::function<void(ExecutionPlan&)> prepare;
 };
 
 // The package for a plan file, in memory. Plan errors keep their kind and

@@ -308,19 +308,22 @@ void measure(Job& job, const VariantOptions& options) {
       trial_of.push_back(c);
     }
   if (timed.size() == 1) return;
+  // A warm-up run in the first round only, and a run at least per round: a
+  // kernel that runs for seconds costs a few runs per candidate, not dozens.
   copy.reset();
   BenchmarkConfig config;
-  config.warmup_runs = 1;
-  config.min_runs = 3;
+  config.min_runs = 1;
   config.max_runs = 1'000'000;
   config.min_total = options.round_time;
   std::vector<std::vector<double>> medians(timed.size());
   const int rounds = std::max(1, options.rounds);
-  for (int round = 0; round < rounds; ++round)
+  for (int round = 0; round < rounds; ++round) {
+    config.warmup_runs = round == 0 ? 1 : 0;
     for (size_t turn = 0; turn < timed.size(); ++turn) {
       const size_t t = (turn + static_cast<size_t>(round)) % timed.size();
       medians[t].push_back(benchmark_kernel(*timed[t], copy.args(), config).stats.median);
     }
+  }
   job.choice.default_ns = candidate_time(medians[0]);
   double best = job.choice.default_ns * (1.0 - options.margin);
   for (size_t t = 1; t < timed.size(); ++t) {

@@ -52,7 +52,7 @@ struct VariantOptions {
   // fraction faster (0.05: 5%) and it was faster in most rounds.
   double margin = 0.05;
   // Rounds of timing, each candidate's turn in another order each round, and
-  // how long each candidate is timed per round (at least 3 runs).
+  // how long each candidate is timed per round (at least one run).
   int rounds = 5;
   std::chrono::nanoseconds round_time = std::chrono::milliseconds(2);
   // Random inputs, besides the launch's own, that an inexact candidate's

@@ -296,6 +296,19 @@ TEST(SvodTuneVariants, ASecondProcessTimesNothingAndChoosesTheSame) {
   EXPECT_NE(second.out.find("0 measured"), std::string::npos) << second.out;
   EXPECT_NE(second.out.find("from the cache"), std::string::npos) << second.out;
   EXPECT_NE(second.out.find("O3_reassoc"), std::string::npos) << second.out;
+
+  // svod pack --variants packs the choice (from the cache) with its recipe,
+  // which svod info counts.
+  const std::string package = (dir.path() / "model.svodpkg").string();
+  const ProcessResult pack =
+      run_process({"/usr/bin/env", "SVOD_CACHE_DIR=" + (dir.path() / "cache").string(), SVOD_BINARY_DIR "/svod",
+                   "pack", (dir.path() / "plan.json").string(), "-o", package, "--variants", "--tolerance", "1e-2,1e-3"},
+                  "", std::chrono::minutes(2));
+  ASSERT_TRUE(pack.ok()) << pack.err;
+  EXPECT_NE(pack.out.find("from the cache"), std::string::npos) << pack.out;
+  const ProcessResult info = run_process({SVOD_BINARY_DIR "/svod", "info", package}, "", std::chrono::minutes(1));
+  ASSERT_TRUE(info.ok()) << info.err;
+  EXPECT_NE(info.out.find("variants: 1 by O3_reassoc"), std::string::npos) << info.out;
 }
 
 }  // namespace

@@ -88,8 +88,8 @@ int pack_rank(const PackOptions& options, const std::string& cpu_compiler, const
     pack_options.vars = parse_vars(options.vars);
     pack_options.communicator = comm;
     pack_options.cpu_compiler = cpu_compiler;
+    const VariantOptions variants = variant_options(options.tolerance);
     if (options.variants) {
-      const VariantOptions variants = variant_options(options.tolerance);
       pack_options.prepare = [&](ExecutionPlan& plan) {
         // Kernels are chosen for as they run: on the buffers the plan left.
         plan.execute();

@@ -212,7 +212,8 @@ class SVODGraph(MultiGraphRunner):
     The batch is recorded with svod's capture: each svod storage becomes a plan slot and each view
     a view of it, so svod orders the ops by the bytes they touch. The jitted function's inputs are
     rebound (no copy) on every call; tinygrad's symbolic variables are plan variables, passed to
-    the kernels as expressions."""
+    the kernels as expressions. With SVOD_VARIANTS=1 the plan runs each kernel's exact variant
+    chosen by measurement (Plan.choose_variants)."""
 
     @staticmethod
     def supports_uop(batch_devs, new_call: UOp) -> bool:
@@ -238,6 +239,9 @@ class SVODGraph(MultiGraphRunner):
                 runtime.prg(*[mems[i] for i in ast.arg.globals], *runtime.scalar_args(tuple(scalars)),
                             global_size=ast.arg.launch_dims({})[0])
         self.plan = g.plan
+        # SVOD_VARIANTS=1: each kernel runs the exact variant measured fastest for it (cached
+        # across processes), chosen now on the buffers the recording call left.
+        if svod._svod._variants_switch(): self.plan.choose_variants()
         self.inputs = list({(idx, dev_idx): _Input(g.slot(bufs[pos]._buf), idx, dev_idx, input_uops[idx], bufs[pos])
                             for j, (dev_idx, _, bufs, _) in enumerate(self.calls)
                             for pos, idx in self.uop_replace[j]}.values())

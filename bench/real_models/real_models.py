@@ -79,21 +79,24 @@ class Worker:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """One tinygrad worker: its thread count and svod's compiler (None: svod's default)."""
+    """One tinygrad worker: its thread count, svod's compiler (None: svod's default) and whether its
+    plans run the exact kernel variants chosen by measurement (SVOD_VARIANTS=1)."""
     threads: int
     clang: str | None
+    variants: bool = False
 
     @property
     def devices(self) -> list[str]:
-        return ["SVOD", "CPU"] if self.clang is None else ["SVOD"]
+        return ["SVOD", "CPU"] if self.clang is None and not self.variants else ["SVOD"]
 
     @property
     def slug(self) -> str:
         flags = "".join(c if c.isalnum() else "_" for c in self.clang) if self.clang is not None else "default"
-        return f"t{self.threads}-{flags}"
+        return f"t{self.threads}-{flags}" + ("-variants" if self.variants else "")
 
     def row(self, device: str) -> str:
-        return f"tinygrad, DEV={device}" + (f", clang {self.clang}" if self.clang is not None else "")
+        return (f"tinygrad, DEV={device}" + (f", clang {self.clang}" if self.clang is not None else "")
+                + (", variants" if self.variants else ""))
 
     def environment(self, work: pathlib.Path, all_threads: int) -> dict:
         cache = work / "cache" / self.slug
@@ -103,6 +106,7 @@ class Config:
         if self.clang is not None:
             env.update(SVOD_CPU_COMPILER="clang", SVOD_CLANG=str(HERE / "clang_with_flags.sh"),
                        REAL_MODELS_CLANG_FLAGS=self.clang)
+        if self.variants: env.update(SVOD_VARIANTS="1")
         for name in ("DEV", "DEBUG", "BEAM", "JIT"): env.pop(name, None)  # the worker picks its devices
         return env
 
@@ -240,7 +244,8 @@ def profile_model(name, args, workers):
         default = profiles[group[0]]
         print(f"\n{name}: the svod plans' {args.profile_top} slowest ops, µs per replay, {threads} "
               f"thread{'s' * (threads > 1)} (medians of {args.profile_replays} replays, svod.profile)")
-        heads = {c: "svod default" if c.clang is None else "clang " + c.clang for c in group}
+        heads = {c: "svod variants" if c.variants else "svod default" if c.clang is None else "clang " + c.clang
+                 for c in group}
         width = {c: max(14, len(head)) for c, head in heads.items()}
         print(f"{'op':40} " + " ".join(f"{head:>{width[c]}}" for c, head in heads.items()))
         by_op = {config: {op["op"]: op["us"] for op in p["ops"]} for config, p in profiles.items()}
@@ -306,6 +311,8 @@ def main():
     parser.add_argument("--clang", action="append", metavar="FLAGS",
                         help="adds DEV=SVOD rows whose kernels clang compiles with these flags added; written "
                              "--clang=-O3 (the default), --clang= for none; repeatable")
+    parser.add_argument("--variants", action="store_true",
+                        help="a worker per thread count whose plans run exact kernel variants (SVOD_VARIANTS=1)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: time calls in the process's CPU time, which leaves out the time other "
                              "processes hold the cores (a loaded machine); with --threads=1 only")
@@ -332,6 +339,7 @@ def main():
         parser.error("--clock=cpu needs --threads=1: several threads' CPU time adds up, and waiting threads may spin")
     clang = [flags for flags in (args.clang if args.clang is not None else ["-O3"]) if flags]
     configs = [Config(threads, flags) for threads in thread_counts for flags in [None, *clang]]
+    if args.variants: configs += [Config(threads, None, True) for threads in thread_counts]
 
     args.label_width = max(36, *(len(config.row(device)) for config in configs for device in config.devices))
     args.work.mkdir(parents=True, exist_ok=True)

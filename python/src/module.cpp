@@ -280,6 +280,7 @@ Device& cpu_device() {
 }
 
 void bind_log(py::module_& m);  // log.cpp: svod.log_to_python, svod.flush_log
+void bind_variants(py::module_& m);  // variants.cpp: Plan.choose_variants, svod.choose_variant
 
 }  // namespace svod::python
 
@@ -336,6 +337,7 @@ PYBIND11_MODULE(_svod, m) {
   bind_devices(m);
   bind_comm(m);
   bind_plans(m);
+  bind_variants(m);
   bind_capture(m);
   bind_profile(m);
   bind_log(m);

@@ -16,6 +16,9 @@ program_binary_format: str
 # The name of the recipe svod's CPU compilers build kernels with ("O3"): a cache of compiled kernels
 # kept outside svod keys by it too, so that kernels another recipe built are compiled again.
 cpu_recipe: str
+# Every recipe a CPU program may be compiled by (its variants), the default first:
+# ("O3", "O2", "O3_reassoc"); the last is inexact (docs/TUNE_FORMAT.md, "Variants").
+cpu_recipes: tuple[str, ...]
 
 class Error(Exception):
     kind: str
@@ -109,6 +112,8 @@ class Program:
     def scalars(self) -> list[dict[str, Any]]: ...
     @property
     def entry_address(self) -> int | None: ...
+    @property
+    def recipe(self) -> str | None: ...
     def __call__(self, *args: BufferLike | int, global_size: int | Sequence[int] | None = None,
                  local_size: int | Sequence[int] | None = None, **kwargs: BufferLike | int) -> None: ...
 
@@ -154,6 +159,8 @@ class Plan:
              roles: Mapping[int | str, str] | None = None, exporter: str | None = None,
              vars: Mapping[str, int] | None = None, target_cpu: str | None = None,
              sources_only: bool = False) -> None: ...
+    def choose_variants(self, tolerance: tuple[float, float] | None = None, *, margin: float = 0.05,
+                        rounds: int = 5, cache: bool = True) -> list[dict[str, Any]]: ...
     @property
     def buffers(self) -> dict[str, Buffer]: ...
     @property
@@ -226,6 +233,8 @@ def load_package(package: bytes | bytearray | memoryview | str | PathLike[str],
     else on_cpu_mismatch: "recompile" (the default) or "refuse"."""
 def benchmark(target: Program | Plan, args: Sequence[BufferLike | int] = (), warmup: int = 1, runs: int = 10,
               min_total: float = 0.0, timeout: float = 10.0) -> BenchmarkResult: ...
+def choose_variant(program: Program, args: Sequence[BufferLike | int] = (), tolerance: tuple[float, float] | None = None,
+                   *, margin: float = 0.05, rounds: int = 5, cache: bool = True) -> tuple[Program, dict[str, Any]]: ...
 def profile() -> Profile: ...
 def checked(what: str = "memory") -> AbstractContextManager[None]:
     """Checked mode inside the block: "memory", "nan" or "all" (as SVOD_CHECK)."""

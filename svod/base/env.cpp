@@ -37,6 +37,7 @@ constexpr EnvVariable kVariables[] = {
     {EnvVar::Profile, "SVOD_PROFILE", EnvType::Switch},
     {EnvVar::Threads, "SVOD_THREADS", EnvType::Integer, 0, 4096},  // 0: the CPUs the process may run on
     {EnvVar::TrustedKeys, "SVOD_TRUSTED_KEYS", EnvType::Text},
+    {EnvVar::Variants, "SVOD_VARIANTS", EnvType::Switch},
 };
 
 constexpr bool in_enum_order() {

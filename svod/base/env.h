@@ -52,6 +52,7 @@ enum class EnvVar {
   Profile,
   Threads,
   TrustedKeys,
+  Variants,
 };
 
 // What a variable's value is; each type has its reader below.

@@ -100,6 +100,12 @@ void write_compiler_input(KeyWriter& w, const ProgramSpec& spec) {
     w.str(name);
     w.str(value);
   }
+  // Only a recipe that is named: the default's keys stay those of the
+  // builds before recipes could be named, so no cache is rebuilt for them.
+  if (!spec.recipe.empty()) {
+    w.str("recipe");
+    w.str(spec.recipe);
+  }
 }
 
 void write_spec(KeyWriter& w, const ProgramSpec& spec) {

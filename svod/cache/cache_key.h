@@ -2,7 +2,8 @@
 //
 // Two keys exist because the two caches hold different things. The object
 // cache stores compiled bytes, which depend only on what reaches the compiler
-// (source, language, entry, defines) and on the compiler's full identity. The
+// (source, language, entry, defines, recipe) and on the compiler's full
+// identity. The
 // kernel cache stores loaded Programs, and a Program carries its whole spec
 // (parameter declarations, launch sizes, name), so its key covers every field
 // of the spec: two specs that share a source but declare different parameters
@@ -17,7 +18,8 @@
 
 namespace svod {
 
-// Hash of what the compiler sees: source, language, entry and defines.
+// Hash of what the compiler sees: source, language, entry, defines and
+// recipe.
 Hash128 source_hash(const ProgramSpec& spec);
 
 // Hash of every field of the spec. It allocates nothing unless the fields

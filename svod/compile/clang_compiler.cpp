@@ -95,24 +95,18 @@ ClangCompiler::ClangCompiler(Options options) : options_(std::move(options)) {
   } else {
     clang_ = find_clang();
   }
-  flags_ = object_flags(options_.target_cpu);
-  flags_.insert(flags_.end(), options_.extra_flags.begin(), options_.extra_flags.end());
 }
 
-const std::vector<std::string>& ClangCompiler::object_flags() {
-  static const std::vector<std::string> flags = object_flags("native");
-  return flags;
-}
-
-std::vector<std::string> ClangCompiler::object_flags(std::string_view target_cpu) {
-  return {
-      kDefaultCpuRecipe.clang_flag(), "-march=" + std::string(target_cpu), "-ffreestanding", "-fno-math-errno",
-      "-fno-stack-protector", "-fPIC", "-fno-plt", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables",
-      "-fno-unwind-tables", "-fno-ident",
+std::vector<std::string> ClangCompiler::object_flags(const CpuRecipe& recipe, std::string_view target_cpu) {
+  std::vector<std::string> flags = recipe.clang_flags();
+  flags.insert(flags.end(), {
+      "-march=" + std::string(target_cpu), "-ffreestanding", "-fno-math-errno", "-fno-stack-protector", "-fPIC",
+      "-fno-plt", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-ident",
       // No address-significance table: the loader ignores it, and the
       // in-process compiler writes none.
       "-fno-addrsig",
-  };
+  });
+  return flags;
 }
 
 std::string ClangCompiler::find_clang() {
@@ -129,7 +123,9 @@ std::string ClangCompiler::find_clang() {
 
 std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
   std::vector<std::string> argv = {clang_, "-c", "-x", spec.language == Language::LlvmIr ? "ir" : "c"};
-  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  const std::vector<std::string> flags = object_flags(find_cpu_recipe(spec.recipe), options_.target_cpu);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
   // The object's file symbol names the source as the in-process compiler's
   // does, not "-" for stdin, so that both compilers make the same bytes.
@@ -144,7 +140,8 @@ const CompilerIdentity& ClangCompiler::identity() const {
     CompilerIdentity id;
     id.name = "clang";
     id.path = clang_;
-    id.flags = flags_;
+    id.flags = object_flags(kDefaultCpuRecipe, options_.target_cpu);
+    id.flags.insert(id.flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
     std::vector<std::string> argv = {clang_, "-###", "-c", "-x", "c"};
     argv.insert(argv.end(), id.flags.begin(), id.flags.end());
     argv.insert(argv.end(), {"-", "-o", "-"});
@@ -169,11 +166,10 @@ const CompilerIdentity& ClangCompiler::identity() const {
 }
 
 std::optional<Hash128> ClangCompiler::identity_source() const {
-  // The recipe's flags and the extra ones apart, as identities were hashed
-  // before the target CPU was an option (so warm caches stay warm).
-  const std::span<const std::string> flags(flags_);
+  // The default recipe's flags and the extra ones apart, as identities were
+  // hashed before recipes and target CPUs were options (so warm caches stay warm).
   return host_tool_identity_source("clang", clang_,
-                                   {flags.first(flags.size() - options_.extra_flags.size()), options_.extra_flags});
+                                   {object_flags(kDefaultCpuRecipe, options_.target_cpu), options_.extra_flags});
 }
 
 std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "svod/compile/compiler.h"
+#include "svod/compile/cpu_recipe.h"
 
 namespace svod {
 
@@ -29,13 +30,13 @@ class ClangCompiler final : public Compiler {
   ClangCompiler();
   explicit ClangCompiler(Options options);
 
-  // The flags every object is built with: the default recipe's optimisation
-  // (cpu_recipe.h) for the host CPU, freestanding, position-independent with
-  // GOT calls (-fno-plt), no errno from math, no stack protector, no unwind
-  // tables.
-  static const std::vector<std::string>& object_flags();
-  // The same flags for the CPU `target_cpu` names (Options::target_cpu).
-  static std::vector<std::string> object_flags(std::string_view target_cpu);
+  // The flags an object is built with: the recipe's optimisation
+  // (cpu_recipe.h; the default's are the ones in the identity) for the CPU
+  // `target_cpu` names (Options::target_cpu; "native" is this one),
+  // freestanding, position-independent with GOT calls (-fno-plt), no errno
+  // from math, no stack protector, no unwind tables.
+  static std::vector<std::string> object_flags(const CpuRecipe& recipe = kDefaultCpuRecipe,
+                                               std::string_view target_cpu = "native");
 
   // SVOD_CLANG, else clang-19, else clang on PATH. Throws DeviceUnavailable
   // with how to install one when none is found.
@@ -64,13 +65,13 @@ class ClangCompiler final : public Compiler {
   // The clang binary (the file behind the link), the flags and the host CPU:
   // a warm run need not run `clang -###`.
   std::optional<Hash128> identity_source() const override;
+  std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
  private:
   std::vector<std::string> command(const ProgramSpec& spec) const;
 
   std::string clang_;
   Options options_;
-  std::vector<std::string> flags_;  // object_flags(options_.target_cpu), then the extra flags
   mutable std::once_flag identity_once_;
   mutable CompilerIdentity identity_;
 };

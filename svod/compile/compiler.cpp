@@ -5,10 +5,26 @@
 #include <fmt/ranges.h>
 
 #include "svod/base/cpu_features.h"
+#include "svod/base/error.h"
 
 namespace svod {
 
 Compiler::~Compiler() = default;
+
+void Compiler::check_recipe(const ProgramSpec& spec) const {
+  if (spec.recipe.empty()) return;
+  const std::span<const CpuRecipe> own = recipes();
+  if (own.empty())
+    throw make_error(ErrorKind::Unsupported, "program \"{}\" names the recipe \"{}\", but its compiler has no recipes",
+                     spec.display_name(), spec.recipe);
+  std::string names;
+  for (const CpuRecipe& recipe : own) {
+    if (recipe.name == spec.recipe) return;
+    names += (names.empty() ? "" : ", ") + std::string(recipe.name);
+  }
+  throw make_error(ErrorKind::Validation, "program \"{}\" names the recipe \"{}\", which its compiler does not have ({})",
+                   spec.display_name(), spec.recipe, names);
+}
 
 Hash128 CompilerIdentity::hash() const {
   Hasher h;

@@ -14,6 +14,7 @@
 
 #include "svod/base/hash.h"
 #include "svod/base/short_name.h"
+#include "svod/compile/cpu_recipe.h"
 #include "svod/program/program_spec.h"
 
 namespace svod {
@@ -92,6 +93,15 @@ class Compiler {
   // it and a warm run never opens the compiler (the object cache remembers
   // them). nullopt when there is no such shortcut.
   virtual std::optional<Hash128> identity_source() const { return std::nullopt; }
+  // The recipes a spec may name (ProgramSpec::recipe), its default first:
+  // the CPU compilers' (cpu_recipe.h); none for a compiler that has only its
+  // default. Opens and starts nothing.
+  virtual std::span<const CpuRecipe> recipes() const { return {}; }
+  // Throws unless this compiler follows the recipe `spec` names (any
+  // compiler follows its default, an empty name): Error(Unsupported) for a
+  // compiler without recipes, Error(Validation) listing its recipes for a
+  // name it does not have.
+  void check_recipe(const ProgramSpec& spec) const;
 };
 
 }  // namespace svod

@@ -11,6 +11,7 @@
 #include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/compile/clang_compiler.h"
+#include "svod/compile/cpu_recipe.h"
 #include "svod/compile/dlopen_compiler.h"
 #include "svod/compile/llvm_plugin.h"
 #include "svod/guard/fault_handlers.h"
@@ -27,6 +28,9 @@ class DeferredCompiler final : public Compiler {
   const CompilerIdentity& identity() const override { return get().identity(); }
   Artifact compile(const ProgramSpec& spec) const override { return get().compile(spec); }
   std::optional<Hash128> identity_source() const override { return get().identity_source(); }
+  // Every CPU compiler follows cpu_recipe.h's recipes: known without making
+  // the compiler.
+  std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
  private:
   const Compiler& get() const {
@@ -77,6 +81,7 @@ class LlvmPluginCompiler final : public Compiler {
       return std::nullopt;
     return host_tool_identity_source("llvm plugin", *file, {});
   }
+  std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
  private:
   static const Compiler& plugin() {

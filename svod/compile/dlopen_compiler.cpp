@@ -28,19 +28,17 @@ DlopenCompiler::DlopenCompiler(Options options)
     : clang_(ClangCompiler::Options{.clang = options.clang, .timeout = options.timeout, .extra_flags = {}}),
       options_(std::move(options)) {}
 
-const std::vector<std::string>& DlopenCompiler::library_flags() {
-  static const std::vector<std::string> flags = [] {
-    std::vector<std::string> f = {"-shared"};
-    for (const auto& flag : ClangCompiler::object_flags())
-      if (flag != "-fvisibility=hidden") f.push_back(flag);
-    f.push_back("-lm");
-    return f;
-  }();
+std::vector<std::string> DlopenCompiler::library_flags(const CpuRecipe& recipe) {
+  std::vector<std::string> flags = {"-shared"};
+  for (std::string& flag : ClangCompiler::object_flags(recipe))
+    if (flag != "-fvisibility=hidden") flags.push_back(std::move(flag));
+  flags.push_back("-lm");
   return flags;
 }
 
 std::optional<Hash128> DlopenCompiler::identity_source() const {
-  return host_tool_identity_source("dlopen", clang_.clang_path(), {library_flags()});
+  const std::vector<std::string> flags = library_flags();
+  return host_tool_identity_source("dlopen", clang_.clang_path(), {flags});
 }
 
 const CompilerIdentity& DlopenCompiler::identity() const {
@@ -62,7 +60,7 @@ Artifact DlopenCompiler::compile(const ProgramSpec& spec) const {
   detail::PrivateFolder folder("a shared library build");
   const std::filesystem::path library = folder.path() / "kernel.so";
   std::vector<std::string> argv = {clang_.clang_path(), "-x", spec.language == Language::LlvmIr ? "ir" : "c"};
-  const auto& flags = library_flags();
+  const std::vector<std::string> flags = library_flags(find_cpu_recipe(spec.recipe));
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const auto& [name, value] : spec.defines) argv.push_back("-D" + name + "=" + value);
   argv.insert(argv.end(), {"-", "-o", library.string()});

@@ -26,15 +26,17 @@ class DlopenCompiler final : public Compiler {
   DlopenCompiler();
   explicit DlopenCompiler(Options options);
 
-  // ClangCompiler::object_flags() for a shared library: -shared, linked with
-  // libm, and default visibility so that the entry can be found by dlsym.
-  static const std::vector<std::string>& library_flags();
+  // ClangCompiler::object_flags(recipe) for a shared library: -shared,
+  // linked with libm, and default visibility so that the entry can be found
+  // by dlsym.
+  static std::vector<std::string> library_flags(const CpuRecipe& recipe = kDefaultCpuRecipe);
 
   // Target CPU and features as the clang process resolves them; the name
   // "dlopen" and library_flags(), so its artifacts never mix with objects.
   const CompilerIdentity& identity() const override;
   Artifact compile(const ProgramSpec& spec) const override;
   std::optional<Hash128> identity_source() const override;
+  std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
  private:
   ClangCompiler clang_;  // finds clang and resolves the target

@@ -93,6 +93,9 @@ void Device::check_compilable(const ProgramSpec& spec) const {
                      runs.empty() ? "no" : runs, to_string(spec.language));
   }
   spec.validate();
+  // Only a named recipe asks the compiler: a device that compiles nothing
+  // has none to ask.
+  if (!spec.recipe.empty()) compiler().check_recipe(spec);
   check_spec(spec);
 }
 

@@ -84,7 +84,8 @@ class Device {
   // Load and Validation errors as the compiler and load() throw them.
   std::shared_ptr<const Program> compile(const ProgramSpec& spec);
   // What compile() checks before it compiles: the language, the spec
-  // (ProgramSpec::validate) and what this device cannot run (check_spec).
+  // (ProgramSpec::validate), the recipe it names (Compiler::check_recipe)
+  // and what this device cannot run (check_spec).
   void check_compilable(const ProgramSpec& spec) const;
 
   // Copies src into dst (equal byte sizes). Either may live on this device or

@@ -61,6 +61,7 @@ std::string self_contained_plan(const fs::path& path, const PlanFile& file) {
       const PlanFileProgram* parsed = file.find_program(name);
       if (parsed == nullptr || !program.is_object())
         throw make_error(ErrorKind::Io, "{}: the file changed while it was being packed", path.string());
+      if (!parsed->spec.recipe.empty()) program["recipe"] = parsed->spec.recipe;
       if (!program.contains("source_file")) continue;
       program.erase("source_file");
       program["source"] = parsed->spec.source;
@@ -384,6 +385,25 @@ std::vector<std::byte> pack_plan(const fs::path& plan, const PackOptions& option
     return made;
   };
   LoadedPlan loaded = load_plan(file, load);
+  if (options.prepare) {
+    // A program an op now runs in another's place (a variant) is packed
+    // instead of the one it replaced, with its recipe in the plan; a program
+    // that several ops launch goes as the first of them runs it.
+    std::vector<std::shared_ptr<const Program>> before;
+    for (size_t i = 0; i < loaded.plan.op_count(); ++i)
+      if (const auto* kernel = std::get_if<KernelOp>(&loaded.plan.op(i))) before.push_back(kernel->program);
+      else before.push_back(nullptr);
+    options.prepare(loaded.plan);
+    for (auto& [name, program] : contents.programs) {
+      for (size_t i = 0; i < before.size(); ++i) {
+        if (before[i] != program) continue;
+        program = std::get<KernelOp>(loaded.plan.op(i)).program;
+        break;
+      }
+      for (PlanFileProgram& p : file.programs)
+        if (p.name == name) p.spec.recipe = program->spec().recipe;
+    }
+  }
   for (const auto& b : file.buffers) {
     if (b.view_of || b.init.kind != BufferInit::Kind::Npy) continue;
     contents.init[b.name] = host_copy(loaded.plan.buffer(*loaded.plan.find_buffer(b.name)));

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -77,6 +78,11 @@ struct PackOptions {
   // compiled when the package loads (through the object cache there), on
   // whatever CPU and device that is.
   bool sources_only = false;
+  // Called with a plan file's plan once it is loaded, before it is packed
+  // (svod pack --variants chooses its variants there: svod/tune/variants.h).
+  // A program it replaces in an op (ExecutionPlan::replace_program) is
+  // packed in its place, its recipe in the packaged plan.
+  std::function<void(ExecutionPlan&)> prepare;
 };
 
 // The package for a plan file, in memory. Plan errors keep their kind and

@@ -233,6 +233,17 @@ class ExecutionPlan {
     int64_t slices = 1;
   };
   HostLaunch host_launch(size_t index);
+  // Kernel op `index`'s launch as it would run now: its buffers, its caller
+  // scalars and launch sizes evaluated with the current variables, for
+  // launching its program (or another) alone, as variants are timed
+  // (svod/tune/variants.h). Error(Validation) for an op that is no kernel.
+  KernelArgs kernel_args(size_t index) const;
+  // Runs kernel op `index` with `program` from now on: a variant of its
+  // program, the same spec but for its recipe (ProgramSpec::recipe), on the
+  // same device. The op's buffers, scalars and order stay as they were.
+  // Error(Validation) for an op that is no kernel or a program that differs
+  // in more than its recipe; waits for a running execute.
+  void replace_program(size_t index, std::shared_ptr<const Program> program);
   // Sets the named variables (others keep their values), checks them and every
   // op's scalars and launch sizes, then runs. Nothing changes and nothing runs
   // when a check fails (Error(Validation)).

@@ -1,9 +1,11 @@
-// Changing a built plan: rebind() swaps a buffer slot in place, replicate()
+// Changing a built plan: rebind() swaps a buffer slot in place,
+// replace_program() a kernel's program for a variant of it, replicate()
 // copies the plan with its written storages forked.
 #include <algorithm>
 #include <bit>
 
 #include "svod/base/error.h"
+#include "svod/cache/cache_key.h"
 #include "svod/plan/plan_state.h"
 
 namespace svod {
@@ -83,6 +85,53 @@ void ExecutionPlan::rebind(size_t index, Buffer replacement) {
   // from an earlier run. With peers it stays poisoned: its communicator was
   // aborted.
   if (!(s.comm && s.comm->size() > 1)) s.poisoned.store(false);
+}
+
+namespace {
+
+detail::ResolvedKernel& kernel_at(detail::PlanState& s, size_t index, std::string_view doing) {
+  if (index >= s.ops.size())
+    throw make_error(ErrorKind::Validation, "{}: op {} is out of range: the plan has {} ops", doing, index,
+                     s.ops.size());
+  auto* kernel = std::get_if<detail::ResolvedKernel>(&s.resolved[index]);
+  if (kernel == nullptr) throw make_error(ErrorKind::Validation, "{}: {} is no kernel", doing, s.op_title(index));
+  return *kernel;
+}
+
+}  // namespace
+
+KernelArgs ExecutionPlan::kernel_args(size_t index) const {
+  detail::PlanState& s = *state_;
+  std::lock_guard lock(s.mutex);
+  detail::ResolvedKernel& k = kernel_at(s, index, "kernel_args");
+  if (s.dirty) {
+    s.prepare(s.var_values);
+    s.dirty = false;
+  }
+  KernelArgs args;
+  for (size_t slot : k.slots) args.buffers.push_back(s.buffers[slot]);
+  const std::span<const int64_t> scalars = k.caller_scalars();
+  args.scalars.assign(scalars.begin(), scalars.end());
+  args.dims = k.dims;
+  return args;
+}
+
+void ExecutionPlan::replace_program(size_t index, std::shared_ptr<const Program> program) {
+  detail::PlanState& s = *state_;
+  std::lock_guard lock(s.mutex);
+  detail::ResolvedKernel& k = kernel_at(s, index, "replace_program");
+  if (!program) throw make_error(ErrorKind::Validation, "replace_program: {}: no program", s.op_title(index));
+  // The same spec but for the recipe: its layout, argument words and sizes
+  // resolved at build time hold for it as they are.
+  ProgramSpec same = k.program->spec();
+  same.recipe = program->spec().recipe;
+  if (&program->device() != &k.program->device() || spec_hash(same) != spec_hash(program->spec()))
+    throw make_error(ErrorKind::Validation,
+                     "replace_program: {}: the replacement \"{}\" on {} is not a variant of its program (the same "
+                     "spec on the same device but for the recipe)",
+                     s.op_title(index), program->spec().display_name(), program->device().name());
+  std::get<KernelOp>(s.ops[index]).program = program;
+  k.program = std::move(program);
 }
 
 ExecutionPlan ExecutionPlan::replicate() const {

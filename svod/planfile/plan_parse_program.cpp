@@ -37,7 +37,7 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
   object(p, path);
   allow(p, path,
         {"language", "device", "source", "source_file", "entry", "buffers", "scalars", "global_size",
-         "local_size", "defines", "flops", "bytes"});
+         "local_size", "defines", "recipe", "flops", "bytes"});
   no_nul(key, path);
   PlanFileProgram prog;
   prog.name = key;
@@ -134,6 +134,7 @@ PlanFileProgram Parser::program(const Json& p, const std::string& key, const std
       spec.defines.emplace_back(macro, std::move(text));
     }
   }
+  if (const Json* r = find(p, "recipe")) spec.recipe = str(*r, child(path, "recipe"));
   if (const Json* f = find(p, "flops")) spec.flops = cost_expr(*f, child(path, "flops"), size_names);
   if (const Json* b = find(p, "bytes")) spec.bytes = cost_expr(*b, child(path, "bytes"), size_names);
   try {

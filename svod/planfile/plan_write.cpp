@@ -113,6 +113,7 @@ Json program_json(const PlanFileProgram& p) {
     for (const auto& [name, value] : spec.defines) defines[name] = value;
     out["defines"] = std::move(defines);
   }
+  if (!spec.recipe.empty()) out["recipe"] = spec.recipe;
   if (spec.flops) out["flops"] = expr_json(*spec.flops);
   if (spec.bytes) out["bytes"] = expr_json(*spec.bytes);
   return out;

@@ -90,6 +90,8 @@ void ProgramSpec::validate() const {
     if (value.find_first_of("\r\n") != std::string::npos)
       throw make_error(ErrorKind::Validation, "program \"{}\": define {} has a line break in its value", who, name);
   }
+  if (!recipe.empty() && !is_identifier(recipe))
+    throw make_error(ErrorKind::Validation, "program \"{}\": recipe \"{}\" is not a name", who, recipe);
   if (language == Language::LlvmIr && !defines.empty())
     throw make_error(ErrorKind::Validation, "program \"{}\": defines do not apply to LLVM IR sources", who);
   for (size_t d = 0; d < 3; ++d) {

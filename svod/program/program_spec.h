@@ -97,6 +97,11 @@ struct ProgramSpec {
   std::array<Expr, 3> global_size = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
   std::array<Expr, 3> local_size = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
   std::vector<std::pair<std::string, std::string>> defines;  // -DNAME=VALUE, in order
+  // How the compiler optimises the source: a recipe it knows by name (the CPU
+  // compilers': svod/compile/cpu_recipe.h), or its default when empty. A
+  // variant of a program is the same spec with another recipe
+  // (svod/tune/variants.h); the recipe is part of the cache keys.
+  std::string recipe;
   std::optional<Expr> flops;  // per launch, for GFLOP/s
   std::optional<Expr> bytes;  // per launch, for GB/s
 

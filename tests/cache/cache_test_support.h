@@ -29,6 +29,7 @@ class CountingCompiler final : public Compiler {
  public:
   explicit CountingCompiler(ClangCompiler::Options options = {}) : clang_(std::move(options)) {}
   const CompilerIdentity& identity() const override { return clang_.identity(); }
+  std::span<const CpuRecipe> recipes() const override { return clang_.recipes(); }
   Artifact compile(const ProgramSpec& spec) const override {
     compiles_.fetch_add(1);
     {

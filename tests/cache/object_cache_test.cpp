@@ -235,6 +235,14 @@ TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
   rebound.scalars[0].max = 100;
   EXPECT_EQ(compiles_for({}, rebound), 0);
 
+  // A variant (ProgramSpec::recipe) is another object; the default's key is
+  // the one it had before recipes could be named.
+  ProgramSpec variant = spec;
+  variant.recipe = "O2";
+  EXPECT_EQ(compiles_for({}, variant), 1);
+  EXPECT_EQ(compiles_for({}, variant), 0);
+  EXPECT_NE(source_hash(variant), source_hash(spec));
+
   // The same clang reached through another path is another toolchain as far
   // as the cache can tell (SVOD_CLANG is how users pick one).
   TempDir bin;
@@ -246,7 +254,7 @@ TEST(ObjectCacheTest, IdentityOrInputChangesAreMisses) {
     EXPECT_EQ(compiles_for({}, spec), 1);
     EXPECT_EQ(compiles_for({}, spec), 0);
   }
-  EXPECT_EQ(cache.usage().entries, 4u);
+  EXPECT_EQ(cache.usage().entries, 5u);
 }
 
 // The CPU compilers' recipe (cpu_recipe.h) is part of their identity: an
@@ -258,7 +266,7 @@ TEST(ObjectCacheTest, AnObjectOfAnotherRecipeIsAMiss) {
   const ProgramSpec spec = add_kernel(1);
   auto compiler = std::make_shared<CountingCompiler>();
   CompilerIdentity other_recipe = compiler->identity();
-  const auto level = std::find(other_recipe.flags.begin(), other_recipe.flags.end(), kDefaultCpuRecipe.clang_flag());
+  const auto level = std::find(other_recipe.flags.begin(), other_recipe.flags.end(), kDefaultCpuRecipe.clang_flags().front());
   ASSERT_NE(level, other_recipe.flags.end());
   *level = "-O2";
   ClangCompiler::Options o2;

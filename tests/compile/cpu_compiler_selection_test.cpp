@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -292,7 +293,7 @@ TEST(LlvmCompiler, ObjectsDoNotDependOnWhatWasCompiledBefore) {
 // cache (ObjectCacheTest.AnObjectOfAnotherRecipeIsAMiss): the llvm compiler
 // names its pipeline's level beside the flags it shares with clang.
 TEST(CpuRecipe, EveryCpuCompilersIdentityNamesIt) {
-  EXPECT_EQ(kDefaultCpuRecipe.clang_flag(), "-O3");
+  EXPECT_EQ(kDefaultCpuRecipe.clang_flags(), std::vector<std::string>{"-O3"});
   for (CpuCompiler c : test::cpu_compilers_built()) {
     SCOPED_TRACE(to_string(c));
     const std::vector<std::string>& flags = cpu_device(c)->compiler().identity().flags;
@@ -370,12 +371,31 @@ TEST(CpuRecipe, BothCompilersBuildTheSameObjects) {
                             {{"o", Access::Write}, {"x"}}, {{"n"}});
   ir.language = Language::LlvmIr;
   specs.push_back(ir);
-  for (const ProgramSpec& spec : specs) {
-    SCOPED_TRACE(spec.entry);
-    const Artifact by_clang = clang.compile(spec);
-    EXPECT_GT(by_clang.bytes.size(), 0u);
-    EXPECT_TRUE(llvm.compile(spec).bytes == by_clang.bytes);
+  // A serial reduction, which only a reassociating recipe vectorises.
+  specs.push_back(c_kernel("dot",
+                           "void dot(float* restrict o, const float* restrict a, const float* restrict b, int n) {\n"
+                           "  float s = 0.0f;\n  for (int i = 0; i < n; i++) s += a[i] * b[i] + 0.5f * a[i];\n"
+                           "  o[0] = s;\n}\n",
+                           {{"o", Access::Write}, {"a"}, {"b"}}, {{"n"}}));
+  // Every recipe, each the same bytes from both compilers (the default's by
+  // an empty name and by its own).
+  std::map<std::string, std::vector<std::byte>> made;
+  for (const CpuRecipe& recipe : kCpuRecipes) {
+    for (ProgramSpec spec : specs) {
+      spec.recipe = recipe.name;
+      SCOPED_TRACE(spec.entry + " by " + spec.recipe);
+      const Artifact by_clang = clang.compile(spec);
+      EXPECT_GT(by_clang.bytes.size(), 0u);
+      EXPECT_TRUE(llvm.compile(spec).bytes == by_clang.bytes);
+      made[spec.entry + " " + spec.recipe] = by_clang.bytes;
+    }
   }
+  ProgramSpec by_default = specs[0];
+  EXPECT_TRUE(clang.compile(by_default).bytes == made["dw5x5 O3"]);
+  // Where the recipes differ: O2 does not unroll the 5x5 filter loop, and
+  // only reassociation vectorises the dot product.
+  EXPECT_FALSE(made["dw5x5 O2"] == made["dw5x5 O3"]);
+  EXPECT_FALSE(made["dot O3_reassoc"] == made["dot O3"]);
 }
 
 // Only the llvm compiler checks IR: Debian's release clang compiles IR input

@@ -354,6 +354,37 @@ print(((a @ a.T) + 1).sum(axis=1).tolist())
     assert third.returncode != 0 and "tried to compile with ASSERT_COMPILE set" in third.stderr
 
 
+def test_svod_variants_chooses_exact_variants_for_jitted_graphs_and_a_second_process_times_none(tmp_path):
+    """SVOD_VARIANTS=1: every jitted graph's plan runs its kernels' exact variants, chosen by
+    measurement when the graph is recorded; the outputs are those of the default recipe, and a
+    second process sharing the cache times nothing (svod's SVOD_DEBUG lines say which)."""
+    script = """
+import numpy as np, svod.tinygrad
+from tinygrad import Tensor, TinyJit
+rng = np.random.default_rng(3)
+w = Tensor(rng.standard_normal((64, 32), dtype=np.float32), device="SVOD").realize()
+@TinyJit
+def f(x):
+    return (x @ w).relu().contiguous().sum(1) + x.mean()
+x = rng.standard_normal((8, 64), dtype=np.float32)
+for _ in range(4): out = f(Tensor(x, device="SVOD").realize()).numpy()
+print(out.tobytes().hex())
+"""
+    runs = []
+    for switch in ["0", "1", "1"]:
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                             env=_env(CACHEDB=str(tmp_path / "tinygrad.db"), SVOD_CACHE_DIR=str(tmp_path / "svod"),
+                                      SVOD_VARIANTS=switch, SVOD_DEBUG="1"))
+        assert run.returncode == 0, run.stderr
+        runs.append(run)
+    off, first, second = runs
+    assert off.stdout == first.stdout == second.stdout  # exact variants: the same bits
+    assert "variants of" not in off.stderr
+    assert "variants of" in first.stderr and "(from the cache)" not in first.stderr, first.stderr
+    chosen = [line for line in second.stderr.splitlines() if "variants of" in line]
+    assert chosen and all("(from the cache)" in line for line in chosen), second.stderr
+
+
 def test_tinygrads_disk_cache_keys_svod_binaries_by_the_cpu_recipe(tg):
     """A binary that another recipe built (svod built its kernels at -O2 before) is not taken from
     tinygrad's cache, as svod's object cache does not take its objects."""

@@ -88,6 +88,8 @@ struct PackOptions {
   int ranks = 0;                   // as for run
   std::string target_cpu;          // build the CPU objects for this CPU (svod::PackOptions::target_cpu)
   bool sources_only = false;       // pack no compiled program (svod::PackOptions::sources_only)
+  bool variants = false;           // choose the kernels' variants before packing
+  std::string tolerance;           // as for tune --variants
 };
 int pack(const PackOptions& options);
 
@@ -129,13 +131,22 @@ int compile(const CompileOptions& options);
 
 // `svod tune TUNE.json …` (svod/tune/tune_file.h): exit 0 when the search
 // ran, 2 when the tune file or plan is bad or the start candidate fails.
+// With --variants the file is a plan file, whose kernels' variants are
+// chosen (tune_variants, variants.cpp).
 struct TuneOptions {
   std::string tune_file;
   std::string json;     // write every candidate here
   std::string plot;     // draw the candidates' times by round here (SVG)
   CpuCompilerOption cpu_compiler;  // as for run
+  bool variants = false;
+  std::string tolerance;           // ATOL,RTOL: inexact recipes within it; empty: exact only
+  std::vector<std::string> vars;   // NAME=VALUE, with --variants
 };
 int tune(const TuneOptions& options);
+// `svod tune --variants PLAN.json`: every kernel's variant chosen
+// (svod/tune/variants.h) and a table of the choices; exit 0, or 2 when the
+// plan does not load or run.
+int tune_variants(const TuneOptions& options);
 // `svod tune --worker`: one job of the tuner's worker protocol on stdin.
 int tune_worker();
 

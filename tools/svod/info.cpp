@@ -86,6 +86,13 @@ void describe_package(const std::string& path) {
   std::vector<std::string> kind_text;
   for (const auto& [kind, n] : kinds) kind_text.push_back(fmt::format("{} {}", n, kind));
   fmt::print("kernels: {}{}\n", m.programs.size(), kinds.empty() ? "" : fmt::format(" ({})", fmt::join(kind_text, ", ")));
+  // Kernels packed as variants (ProgramSpec::recipe), by recipe.
+  std::map<std::string, size_t> recipes;
+  for (const PlanFileProgram& p : file.programs)
+    if (!p.spec.recipe.empty()) ++recipes[p.spec.recipe];
+  std::vector<std::string> recipe_text;
+  for (const auto& [recipe, n] : recipes) recipe_text.push_back(fmt::format("{} by {}", n, recipe));
+  if (!recipes.empty()) fmt::print("variants: {} (the others by the default recipe)\n", fmt::join(recipe_text, ", "));
   // Base buffers by role; a buffer without one (an older plan file) counts
   // as data when the package carries its contents.
   std::map<std::string, std::pair<size_t, size_t>> roles;

@@ -140,6 +140,14 @@ int svod_command_main(int argc, char** argv) {
       ->excludes(pack_ranks)
       ->excludes(pack_target)
       ->excludes(pack_sources);
+  auto* pack_variants = pack->add_flag(
+      "--variants", pack_options.variants,
+      "pack each kernel as the variant (recipe) measured fastest for it here, exact recipes only unless "
+      "--tolerance is given; the choices are cached (docs/TUNE_FORMAT.md, \"Variants\")");
+  pack->add_option("--tolerance", pack_options.tolerance,
+                   "ATOL,RTOL: with --variants, inexact recipes too, kept only where every output element stays "
+                   "within ATOL + RTOL * |exact| (NaN and infinities exactly)")
+      ->needs(pack_variants);
 
   svod::cli::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time every op of a plan file alone: time, GFLOP/s, GB/s, share");
@@ -178,7 +186,19 @@ int svod_command_main(int argc, char** argv) {
 
   svod::cli::TuneOptions tune_options;
   auto* tune = app.add_subcommand("tune", "beam-search the parameters of one op of a plan file (a tune file)");
-  tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON)")->required();
+  tune->add_option("tune_file", tune_options.tune_file, "the tune file (JSON), or with --variants a plan file")
+      ->required();
+  auto* tune_variants =
+      tune->add_flag("--variants", tune_options.variants,
+                     "choose every kernel's variant of a plan file instead: each recipe of the compiler compiled, "
+                     "checked against the default and timed on copies of its buffers, the default kept unless one "
+                     "is 5% faster in most rounds; the choices are cached (docs/TUNE_FORMAT.md, \"Variants\")");
+  tune->add_option("--tolerance", tune_options.tolerance,
+                   "ATOL,RTOL: with --variants, inexact recipes too, kept only where every output element stays "
+                   "within ATOL + RTOL * |exact| (NaN and infinities exactly)")
+      ->needs(tune_variants);
+  tune->add_option("--var", tune_options.vars, "NAME=VALUE: with --variants, a plan variable's value (repeatable)")
+      ->needs(tune_variants);
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
   tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_cpu_compiler(tune, tune_options.cpu_compiler);
@@ -213,7 +233,7 @@ int svod_command_main(int argc, char** argv) {
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
     if (compile->parsed()) return svod::cli::compile(compile_options);
-    if (tune->parsed()) return svod::cli::tune(tune_options);
+    if (tune->parsed()) return tune_options.variants ? svod::cli::tune_variants(tune_options) : svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());
     return svod::cli::kExitFailed;

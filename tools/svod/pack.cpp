@@ -2,6 +2,8 @@
 // write the plan with its objects, data and expectations as one package
 // (svod/package, docs/PACKAGE_FORMAT.md), signed with --sign NAME.key;
 // `svod pack --keygen NAME` writes a signing key pair (docs/SECURITY.md).
+// With --variants each kernel is packed as the variant chosen for it
+// (svod/tune/variants.h, as `svod tune --variants`), its recipe in the plan.
 //
 // Ranks (run_on_ranks, common.h, as svod run): nothing in a package depends
 // on the rank or the number of ranks — the programs, the initial data and the
@@ -23,6 +25,7 @@
 #include "svod/package/signature.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
+#include "tools/svod/variants.h"
 
 namespace svod::cli {
 namespace {
@@ -87,6 +90,14 @@ int pack_rank(const PackOptions& options, const std::string& cpu_compiler, const
     pack_options.cpu_compiler = cpu_compiler;
     pack_options.target_cpu = options.target_cpu;
     pack_options.sources_only = options.sources_only;
+    const VariantOptions variants = variant_options(options.tolerance);
+    if (options.variants) {
+      pack_options.prepare = [&](ExecutionPlan& plan) {
+        // Kernels are chosen for as they run: on the buffers the plan left.
+        plan.execute();
+        output.print("{}", variant_table(plan, choose_variants(plan, variants)));
+      };
+    }
     bytes = pack_plan(options.plan, pack_options);
     loaded = true;
     // A rank that failed to load fails this barrier too: the old package

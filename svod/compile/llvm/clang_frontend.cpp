@@ -395,8 +395,20 @@ class ClangFrontend::Preambles {
   std::deque<Entry> entries_;
 };
 
-ClangFrontend::ClangFrontend() {
-  initialise_native_target();
+namespace {
+
+// What the driver makes of ClangCompiler's flags for `recipe`: the cc1 line,
+// parsed into an invocation with no input or output, and the target it
+// resolved. Exactly what the clang process runs (ClangCompiler::command), so
+// both compilers build the same code; colours off because diagnostics end up
+// in error messages, not on a terminal.
+struct RecipeInvocation {
+  std::shared_ptr<const clang::CompilerInvocation> invocation;
+  std::vector<std::string> cc1_args;
+  LlvmTarget target;
+};
+
+RecipeInvocation make_invocation(const CpuRecipe& recipe) {
   std::string text;
   llvm::raw_string_ostream os(text);
   auto options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
@@ -404,11 +416,8 @@ ClangFrontend::ClangFrontend() {
                                  new clang::TextDiagnosticPrinter(os, options.get()), /*ShouldOwnClient=*/true);
   clang::driver::Driver driver(SVOD_CLANG_DRIVER_PATH, llvm::sys::getDefaultTargetTriple(), diags);
   driver.setCheckInputsExist(false);
-  // Exactly what the clang process runs (ClangCompiler::command), so both
-  // compilers build the same code; colours off because diagnostics end up in
-  // error messages, not on a terminal.
   std::vector<std::string> args = {SVOD_CLANG_DRIVER_PATH, "-c", "-x", "c", "-fno-color-diagnostics"};
-  const auto& flags = ClangCompiler::object_flags();
+  const std::vector<std::string> flags = ClangCompiler::object_flags(recipe);
   args.insert(args.end(), flags.begin(), flags.end());
   args.insert(args.end(), {"-", "-o", "-"});
   std::unique_ptr<clang::driver::Compilation> compilation(driver.BuildCompilation(pointers(args)));
@@ -419,35 +428,75 @@ ClangFrontend::ClangFrontend() {
   if (job == nullptr || job->getArguments().empty() || std::strcmp(job->getArguments()[0], "-cc1") != 0)
     throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver did not produce a cc1 job");
 
-  std::vector<std::string> cc1_args;
+  RecipeInvocation made;
   for (const char* arg : llvm::ArrayRef<const char*>(job->getArguments()).drop_front()) {
     // -disable-free lets a one-shot clang process skip freeing the AST and
     // module; in a long-lived process that would leak every compile.
-    if (std::strcmp(arg, "-disable-free") != 0) cc1_args.emplace_back(arg);
+    if (std::strcmp(arg, "-disable-free") != 0) made.cc1_args.emplace_back(arg);
   }
-  for (size_t i = 0; i + 1 < cc1_args.size(); ++i) {
-    if (cc1_args[i] == "-triple") target_.triple = cc1_args[i + 1];
-    if (cc1_args[i] == "-target-cpu") target_.cpu = cc1_args[i + 1];
-    if (cc1_args[i] == "-target-feature") target_.features.push_back(cc1_args[i + 1]);
+  for (size_t i = 0; i + 1 < made.cc1_args.size(); ++i) {
+    if (made.cc1_args[i] == "-triple") made.target.triple = made.cc1_args[i + 1];
+    if (made.cc1_args[i] == "-target-cpu") made.target.cpu = made.cc1_args[i + 1];
+    if (made.cc1_args[i] == "-target-feature") made.target.features.push_back(made.cc1_args[i + 1]);
   }
-  if (target_.triple.empty() || target_.cpu.empty())
+  if (made.target.triple.empty() || made.target.cpu.empty())
     throw make_error(ErrorKind::DeviceUnavailable, "the in-process clang driver resolved no target triple or CPU");
 
   auto invocation = std::make_shared<clang::CompilerInvocation>();
-  const bool parsed = clang::CompilerInvocation::CreateFromArgs(*invocation, pointers(cc1_args), diags,
+  const bool parsed = clang::CompilerInvocation::CreateFromArgs(*invocation, pointers(made.cc1_args), diags,
                                                                 SVOD_CLANG_DRIVER_PATH);
   os.flush();
   if (!parsed) throw make_error(ErrorKind::Internal, "clang rejected svod's own cc1 command line:\n{}", text);
   // Clang hands over the IR as its code generator made it, with the function
-  // attributes of the recipe's -O level (in ClangCompiler's flags); svod's
-  // own pipeline optimises it (EmitPipeline).
+  // attributes and floating-point flags of the recipe (in ClangCompiler's
+  // flags); svod's own pipeline optimises it (EmitPipeline).
   invocation->getCodeGenOpts().DisableLLVMPasses = true;
   invocation->getFrontendOpts().Inputs.clear();
   invocation->getFrontendOpts().OutputFile.clear();
-  invocation_ = std::move(invocation);
-  std::string compiler = version();
-  for (const std::string& arg : cc1_args) compiler += "\n" + arg;
-  preambles_ = std::make_unique<Preambles>(std::move(compiler));
+  made.invocation = std::move(invocation);
+  return made;
+}
+
+}  // namespace
+
+// One recipe's invocation and the preambles precompiled with it (a
+// preamble's options must be those of the compiles that read it), made at
+// the recipe's first compile.
+struct ClangFrontend::Recipe {
+  std::once_flag once;
+  std::shared_ptr<const clang::CompilerInvocation> invocation;
+  std::unique_ptr<Preambles> preambles;
+  std::exception_ptr error;
+
+  void set(RecipeInvocation made) {
+    invocation = std::move(made.invocation);
+    std::string compiler = version();
+    for (const std::string& arg : made.cc1_args) compiler += "\n" + arg;
+    preambles = std::make_unique<Preambles>(std::move(compiler));
+  }
+};
+
+ClangFrontend::ClangFrontend() : recipes_(kCpuRecipes.size()) {
+  initialise_native_target();
+  // The default recipe's invocation at once: it resolves the target, and a
+  // driver that cannot build a job fails here rather than at a compile.
+  RecipeInvocation made = make_invocation(kCpuRecipes.front());
+  target_ = made.target;
+  std::call_once(recipes_.front().once, [&] { recipes_.front().set(std::move(made)); });
+}
+
+ClangFrontend::Recipe& ClangFrontend::recipe(std::string_view name) const {
+  const size_t index = cpu_recipe_index(name);
+  Recipe& entry = recipes_.at(index);
+  std::call_once(entry.once, [&] {
+    try {
+      entry.set(make_invocation(kCpuRecipes[index]));
+    } catch (...) {
+      entry.error = std::current_exception();
+    }
+  });
+  if (entry.error) std::rethrow_exception(entry.error);
+  return entry;
 }
 
 ClangFrontend::~ClangFrontend() = default;
@@ -456,7 +505,8 @@ std::string ClangFrontend::version() { return clang::getClangFullVersion(); }
 
 std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context,
                                                      std::string& diagnostics) const {
-  auto invocation = std::make_shared<clang::CompilerInvocation>(*invocation_);
+  Recipe& recipe = this->recipe(spec.recipe);
+  auto invocation = std::make_shared<clang::CompilerInvocation>(*recipe.invocation);
   std::string key;
   for (const auto& [name, value] : spec.defines) {
     invocation->getPreprocessorOpts().addMacroDef(name + "=" + value);
@@ -477,7 +527,7 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   invocation->getPreprocessorOpts().RetainRemappedFileBuffers = true;
   key += spec.source.substr(0, bounds.Size);
   const std::shared_ptr<const ReadyPreamble> preamble =
-      bounds.Size > 0 ? preambles_->find(*invocation, *source, bounds, key, !spec.defines.empty(), spec.display_name())
+      bounds.Size > 0 ? recipe.preambles->find(*invocation, *source, bounds, key, !spec.defines.empty(), spec.display_name())
                       : nullptr;
 
   std::string text;
@@ -509,7 +559,7 @@ std::unique_ptr<llvm::Module> ClangFrontend::emit_ir(const ProgramSpec& spec, ll
   // the source, and it is not used again.
   if (!module && preamble) {
     module = compile(nullptr);
-    if (module) preambles_->forget(key, spec.display_name());
+    if (module) recipe.preambles->forget(key, spec.display_name());
   }
   if (!module)
     throw make_error(ErrorKind::Compile, "clang (in-process) failed to compile \"{}\" (c):\n{}", spec.display_name(),

@@ -103,9 +103,16 @@ std::unique_ptr<llvm::TargetMachine> host_target_machine(const LlvmTarget& targe
     throw make_error(ErrorKind::DeviceUnavailable, "LLVM has no target for {}: {}", target.triple, error);
   std::string features;
   for (const auto& f : target.features) features += (features.empty() ? "" : ",") + f;
+  // As clang sets them from a recipe's floating-point flags: contraction
+  // into fused multiply-adds across statements (-ffp-contract=fast) and no
+  // signed zeros for the code generator too.
+  llvm::TargetOptions options;
+  if (recipe.reassociate) {
+    options.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+    options.NoSignedZerosFPMath = true;
+  }
   std::unique_ptr<llvm::TargetMachine> machine(t->createTargetMachine(
-      target.triple, target.cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
-      codegen_level(recipe)));
+      target.triple, target.cpu, features, options, llvm::Reloc::PIC_, std::nullopt, codegen_level(recipe)));
   if (!machine)
     throw make_error(ErrorKind::DeviceUnavailable, "LLVM cannot create a target machine for {} (cpu {})",
                      target.triple, target.cpu);
@@ -292,7 +299,9 @@ namespace {
 
 class LlvmCompiler final : public Compiler {
  public:
-  explicit LlvmCompiler(std::string plugin_path) : pipelines_(frontend_.target(), kDefaultCpuRecipe) {
+  explicit LlvmCompiler(std::string plugin_path) {
+    for (const CpuRecipe& recipe : kCpuRecipes)
+      pipelines_.push_back(std::make_unique<EmitPipelinePool>(frontend_.target(), recipe));
     identity_.name = "llvm";
     identity_.path = std::move(plugin_path);
     identity_.version = "LLVM " LLVM_VERSION_STRING " in-process; " + ClangFrontend::version();
@@ -304,6 +313,7 @@ class LlvmCompiler final : public Compiler {
   }
 
   const CompilerIdentity& identity() const override { return identity_; }
+  std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
   // The compile runs on a thread of its own with a large stack (clang's
   // parser and LLVM's passes recurse once per level of nesting: 2,000 unary
@@ -366,7 +376,7 @@ class LlvmCompiler final : public Compiler {
       // Set after the front end, which installs and removes its own handler.
       std::string codegen_errors;
       context.setDiagnosticHandlerCallBack(collect_errors, &codegen_errors);
-      const EmitPipelinePool::Lease pipeline = pipelines_.acquire();
+      const EmitPipelinePool::Lease pipeline = pipelines_.at(cpu_recipe_index(spec.recipe))->acquire();
       artifact.bytes = pipeline->run(*module, codegen_errors, spec.display_name(), artifact.phases);
     }
     if (debug_level() >= 1) {
@@ -421,7 +431,8 @@ class LlvmCompiler final : public Compiler {
   static constexpr size_t kCompileStackBytes = size_t{512} << 20;
   static inline std::once_flag crash_recovery_once;
   ClangFrontend frontend_;
-  mutable EmitPipelinePool pipelines_;
+  // Per recipe of kCpuRecipes, in its order.
+  std::vector<std::unique_ptr<EmitPipelinePool>> pipelines_;
   CompilerIdentity identity_;
 };
 

@@ -25,9 +25,6 @@
 #include "svod/compile/cpu_recipe.h"
 #include "svod/program/program_spec.h"
 
-namespace clang {
-class CompilerInvocation;
-}
 namespace llvm {
 class LLVMContext;
 class Module;
@@ -56,15 +53,21 @@ class ClangFrontend {
   // C source to an unoptimised module in `context`. Throws Error(Compile)
   // with clang's diagnostics; what clang said about a source it compiled
   // (warnings) goes to `diagnostics`.
+  // The spec's recipe (ProgramSpec::recipe) decides the flags clang runs
+  // with, as it decides the clang process's.
   std::unique_ptr<llvm::Module> emit_ir(const ProgramSpec& spec, llvm::LLVMContext& context,
                                         std::string& diagnostics) const;
 
  private:
   class Preambles;
+  struct Recipe;
+  // The invocation of the recipe `name` names (cpu_recipe.h), made on first
+  // use.
+  Recipe& recipe(std::string_view name) const;
 
-  std::shared_ptr<const clang::CompilerInvocation> invocation_;  // input and output left empty
   LlvmTarget target_;
-  std::unique_ptr<Preambles> preambles_;
+  // Per recipe of kCpuRecipes, in its order.
+  mutable std::vector<Recipe> recipes_;
 };
 
 // The optimisation and code generation machinery of one compile at a time,

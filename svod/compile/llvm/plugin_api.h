@@ -13,8 +13,9 @@
 
 namespace svod::detail {
 
-// 2: ProgramSpec::source_name. 3: Artifact::diagnostics.
-inline constexpr uint32_t kLlvmPluginAbi = 3;
+// 2: ProgramSpec::source_name. 3: Artifact::diagnostics. 4: ProgramSpec::recipe,
+// Compiler::recipes.
+inline constexpr uint32_t kLlvmPluginAbi = 4;
 inline constexpr char kLlvmPluginFactoryName[] = "svod_llvm_create_compiler";
 inline constexpr char kLlvmPluginFileName[] = "libsvod_llvm.so";
 

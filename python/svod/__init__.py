@@ -25,8 +25,8 @@ from threading import Lock as _Lock
 
 from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
-                    asbuffer, benchmark, cpu_recipe, device, devices, free_cached, from_dlpack, load_package, load_plan,
-                    profile, program_binary_format, time_limit)
+                    RoundRobinResult, asbuffer, benchmark, benchmark_round_robin, cpu_recipe, device, devices,
+                    free_cached, from_dlpack, load_package, load_plan, profile, program_binary_format, time_limit)
 
 __version__ = _svod.__version__
 
@@ -174,7 +174,8 @@ def checked(what="memory"):
 
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
-    "asbuffer", "benchmark", "checked", "comm", "cpu_recipe", "device", "devices", "free_cached", "from_dlpack",
+    "RoundRobinResult", "asbuffer", "benchmark", "benchmark_round_robin", "checked", "comm", "cpu_recipe", "device",
+    "devices", "free_cached", "from_dlpack",
     "load_package", "load_plan", "profile", "program_binary_format", "time_limit",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]

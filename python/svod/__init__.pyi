@@ -197,6 +197,13 @@ class BenchmarkResult:
     stopped_early: bool
     timed_out: bool
 
+class RoundRobinResult:
+    results: list[BenchmarkResult]
+    errors: list[str | None]
+    retired: list[bool]
+    @property
+    def best(self) -> int | None: ...
+
 class Profile:
     def __enter__(self) -> Profile: ...
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
@@ -220,7 +227,13 @@ def load_package(package: bytes | bytearray | memoryview | str | PathLike[str],
                  vars: Mapping[str, int] | None = None, comm: Communicator | None = None) -> Plan:
     """Loads a `svod pack` package from its bytes or a path; no compiling when its objects suit this CPU."""
 def benchmark(target: Program | Plan, args: Sequence[BufferLike | int] = (), warmup: int = 1, runs: int = 10,
-              min_total: float = 0.0, timeout: float = 10.0) -> BenchmarkResult: ...
+              min_total: float = 0.0, timeout: float = 10.0, *,
+              global_size: int | Sequence[int] | None = None) -> BenchmarkResult: ...
+def benchmark_round_robin(candidates: Sequence[tuple[Program, Sequence[BufferLike | int]]
+                                               | tuple[Program, Sequence[BufferLike | int], int | Sequence[int]]],
+                          *, warmup: int = 1, runs: int = 3, min_total: float = 0.0, timeout: float = 10.0,
+                          early_stop: float = 3.0, best_known: float | None = None,
+                          launch_timeout: float | None = None) -> RoundRobinResult: ...
 def profile() -> Profile: ...
 def checked(what: str = "memory") -> AbstractContextManager[None]:
     """Checked mode inside the block: "memory", "nan" or "all" (as SVOD_CHECK)."""

@@ -14,6 +14,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "svod/base/env.h"
 #include "svod/compile/cpu_recipe.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/watchdog.h"
@@ -317,6 +318,9 @@ PYBIND11_MODULE(_svod, m) {
   m.def("_check_mode_of", [](py::handle what) {
     return svod::to_string(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
   });
+  m.def(
+      "_beam_switch", [] { return svod::env_switch(svod::EnvVar::Beam).value_or(true); },
+      "SVOD_BEAM as a bool (on when unset), for svod.tinygrad's BEAM search; ValidationError when malformed.");
   py::class_<PyTimeLimit>(m, "time_limit",
                           "with svod.time_limit(seconds): kernels that this thread launches in the block (alone or in "
                           "plans) and that still run `seconds` after it opened are stopped, their launch raising "

@@ -14,7 +14,7 @@ with svod doing svod's part:
   process with the GIL released, through svod's kernel and object caches (a candidate compiled
   before, in any process, costs a cache lookup);
 - timed together: one svod.benchmark_round_robin of the round's candidates on the search's buffers,
-  with tinygrad's early stop (three times the beam's best so far) and, as tinygrad's BEAM_DEV_TIMEOUT
+  three runs each as tinygrad's, with tinygrad's early stop (three times the beam's best so far) and, as tinygrad's BEAM_DEV_TIMEOUT
   asks, each run stopped past that too; a candidate's time is the median of its runs (svod's one
   rule, benchmark.h), times tinygrad's test-size factor;
 - the same choice: the beam is the `amt` fastest, with tinygrad's rule for when to stop, and the
@@ -100,9 +100,9 @@ def _compiled(rendered: list, dev) -> list[tuple[int, object, SVODProgram]]:
 
 def _timed(compiled: list, rawbufs: list, var_vals: dict, best: float, allow_test_size: bool) -> list[tuple[int, float]]:
     """(index, seconds) of each compiled candidate that ran, timed in one svod round robin on the
-    search's buffers: 3 runs each after a warm-up, retired once sure to be over 3 times `best` (the
-    beam's time so far), each run stopped past that when BEAM_DEV_TIMEOUT (in whole milliseconds,
-    none under one, as tinygrad gives its launches the limit)."""
+    search's buffers: 3 runs each and no warm-up, as tinygrad's (the median leaves out a cold first
+    run), retired once sure to be over 3 times `best` (the beam's time so far), each run stopped past
+    that when BEAM_DEV_TIMEOUT (in whole milliseconds, none under one, as tinygrad limits its launches)."""
     early_stop = best * 3
     limit_ms = int(early_stop * 1e3) if getenv("BEAM_DEV_TIMEOUT", 1) and early_stop < math.inf else 0
     runs, factors = [], []
@@ -114,7 +114,7 @@ def _timed(compiled: list, rawbufs: list, var_vals: dict, best: float, allow_tes
         args = [rawbufs[g]._buf for g in prg.arg.globals] + list(program.scalar_args(prg.arg.vals(var_vals)))
         runs.append((program.prg, args, tuple(global_size)))
         factors.append(factor)
-    result = svod.benchmark_round_robin(runs, warmup=1, runs=3, early_stop=3.0,
+    result = svod.benchmark_round_robin(runs, warmup=0, runs=3, early_stop=3.0,
                                         best_known=best if best < math.inf else None,
                                         launch_timeout=limit_ms / 1e3 if limit_ms else None)
     return [(i, r.median * 1e-9 * factor)

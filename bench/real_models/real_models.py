@@ -12,7 +12,8 @@ Each configuration runs in a worker process of its own, and all take turns, roun
 the same time each (--seconds), on each of --threads (default one and all): ONNX Runtime
 (ort_worker.js, its intra-op threads), and tinygrad (tinygrad_worker.py; NUM_CPU_THREADS and
 SVOD_THREADS below all) on DEV=SVOD and DEV=CPU, and on DEV=SVOD with its kernels compiled by clang with more flags (--clang=FLAGS,
-default -O3: clang_with_flags.sh as SVOD_CLANG, no change to svod). Every worker has its own svod
+default -O3: clang_with_flags.sh as SVOD_CLANG, no change to svod), and with --beam=N on DEV=SVOD with
+tinygrad's BEAM=N (svod's search loop; the search happens as the model loads). Every worker has its own svod
 and tinygrad caches under --work, so the first run compiles everything and later runs compile
 nothing. The tables give medians in ms (wall clock; with --clock=cpu, the process's CPU time, for a
 loaded machine, where a long call's wall time counts other processes' turns on the cores) of:
@@ -79,24 +80,27 @@ class Worker:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """One tinygrad worker: its thread count, svod's compiler (None: svod's default) and whether its
-    plans run the exact kernel variants chosen by measurement (SVOD_VARIANTS=1)."""
+    """One tinygrad worker: its thread count, svod's compiler (None: svod's default), whether its
+    plans run the exact kernel variants chosen by measurement (SVOD_VARIANTS=1), and tinygrad's BEAM
+    (0: none; else its kernels are searched when the model loads, by svod's loop)."""
     threads: int
     clang: str | None
     variants: bool = False
+    beam: int = 0
 
     @property
     def devices(self) -> list[str]:
-        return ["SVOD", "CPU"] if self.clang is None and not self.variants else ["SVOD"]
+        return ["SVOD", "CPU"] if self.clang is None and not self.variants and not self.beam else ["SVOD"]
 
     @property
     def slug(self) -> str:
         flags = "".join(c if c.isalnum() else "_" for c in self.clang) if self.clang is not None else "default"
-        return f"t{self.threads}-{flags}" + ("-variants" if self.variants else "")
+        return (f"t{self.threads}-{flags}" + ("-variants" if self.variants else "")
+                + (f"-beam{self.beam}" if self.beam else ""))
 
     def row(self, device: str) -> str:
         return (f"tinygrad, DEV={device}" + (f", clang {self.clang}" if self.clang is not None else "")
-                + (", variants" if self.variants else ""))
+                + (", variants" if self.variants else "") + (f", BEAM={self.beam}" if self.beam else ""))
 
     def environment(self, work: pathlib.Path, all_threads: int) -> dict:
         cache = work / "cache" / self.slug
@@ -108,6 +112,7 @@ class Config:
                        REAL_MODELS_CLANG_FLAGS=self.clang)
         if self.variants: env.update(SVOD_VARIANTS="1")
         for name in ("DEV", "DEBUG", "BEAM", "JIT"): env.pop(name, None)  # the worker picks its devices
+        if self.beam: env.update(BEAM=str(self.beam))
         return env
 
 
@@ -177,7 +182,8 @@ def bench_model(name, shape, title, args, ort, workers):
     # The package of svod's default build, exported once (its objects are those the worker loaded).
     package = out / f"{name}.svodpkg"
     if args.exported_call is not None:
-        workers[next(config for config in workers if config.clang is None)]("export", name=name, path=str(package))
+        workers[next(config for config in workers if config.clang is None and not config.beam)]("export", name=name,
+                                                                                               path=str(package))
 
     # {row: {kind: ms}}, a row being ("ORT", threads), ("C", threads) or (config, device).
     times: dict[tuple, dict[str, list]] = {}
@@ -233,6 +239,11 @@ def bench_model(name, shape, title, args, ort, workers):
             print(f"  {config.row(device)}, {config.threads} thread{'s' * (config.threads > 1)}: parse "
                   f"{p['load_s']:.1f} s, parse and first three calls {p['prepare_s']:.1f} s; {p['svod_plans']} "
                   f"svod plans, {p['outside_graphs']} calls that tinygrad runs one by one")
+            if config.beam:
+                b = p["beam"]
+                print(f"    BEAM={config.beam}: {b['searches']} kernels searched ({b['rendered']} candidates; "
+                      f"rendering {b['render_s']:.1f} s, svod's compile {b['compile_s']:.1f} s, timing "
+                      f"{b['time_s']:.1f} s), {b['cached']} from tinygrad's beam cache")
 
 
 def profile_model(name, args, workers):
@@ -244,7 +255,8 @@ def profile_model(name, args, workers):
         default = profiles[group[0]]
         print(f"\n{name}: the svod plans' {args.profile_top} slowest ops, µs per replay, {threads} "
               f"thread{'s' * (threads > 1)} (medians of {args.profile_replays} replays, svod.profile)")
-        heads = {c: "svod variants" if c.variants else "svod default" if c.clang is None else "clang " + c.clang
+        heads = {c: f"svod BEAM={c.beam}" if c.beam else "svod variants" if c.variants
+                 else "svod default" if c.clang is None else "clang " + c.clang
                  for c in group}
         width = {c: max(14, len(head)) for c, head in heads.items()}
         print(f"{'op':40} " + " ".join(f"{head:>{width[c]}}" for c, head in heads.items()))
@@ -259,7 +271,7 @@ def bench_llm(args, workers):
     """tinygrad's LLM decoding in every worker, `--llm-tokens` tokens a round."""
     tokens = args.llm_tokens
     max_context = 16 + 5 + args.rounds * tokens + 1
-    columns = [(config, device) for config in workers for device in config.devices]
+    columns = [(config, device) for config in workers if not config.beam for device in config.devices]
     for config, device in columns: workers[config]("llm_load", device=device, max_context=max_context)
     ms: dict[tuple, list] = {column: [] for column in columns}
     out: dict[tuple, list] = {}
@@ -272,7 +284,7 @@ def bench_llm(args, workers):
     # The step exported from svod's default build, called from C at the position it has reached.
     c_row = None
     if args.exported_call is not None:
-        config = next(config for config in workers if config.clang is None)
+        config = next(config for config in workers if config.clang is None and not config.beam)
         package = args.work / "out" / "llm_step.svodpkg"
         package.parent.mkdir(parents=True, exist_ok=True)
         at = workers[config]("llm_export", device="SVOD", path=str(package))["start_pos"]
@@ -313,6 +325,10 @@ def main():
                              "--clang=-O3 (the default), --clang= for none; repeatable")
     parser.add_argument("--variants", action="store_true",
                         help="a worker per thread count whose plans run exact kernel variants (SVOD_VARIANTS=1)")
+    parser.add_argument("--beam", type=int, default=0, metavar="N",
+                        help="adds a DEV=SVOD worker per thread count with tinygrad's BEAM=N (svod's search loop), "
+                             "its kernels searched as the models load; its cache under --work keeps the result, "
+                             "so a later run searches nothing")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: time calls in the process's CPU time, which leaves out the time other "
                              "processes hold the cores (a loaded machine); with --threads=1 only")
@@ -340,6 +356,7 @@ def main():
     clang = [flags for flags in (args.clang if args.clang is not None else ["-O3"]) if flags]
     configs = [Config(threads, flags) for threads in thread_counts for flags in [None, *clang]]
     if args.variants: configs += [Config(threads, None, True) for threads in thread_counts]
+    if args.beam: configs += [Config(threads, None, beam=args.beam) for threads in thread_counts]
 
     args.label_width = max(36, *(len(config.row(device)) for config in configs for device in config.devices))
     args.work.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,9 @@ configuration (thread count, svod's compiler), each with its own environment and
 Requests ({"cmd": name, ...arguments}; an answer {"error": text} when one fails):
   load(name, path, input, devices, output_prefix): the ONNX model through tinygrad's ONNX frontend
       on each device, jitted (TinyJit), called three times (run, capture, replay) on the input
-      .npy; the last output goes to OUTPUT_PREFIX<device>.npy.
+      .npy; the last output goes to OUTPUT_PREFIX<device>.npy. With BEAM in the worker's environment
+      the first call searches the kernels; "beam" gives svod's search loop's counts for the load
+      (svod.tinygrad_search.stats).
   time(name, device, seconds, clock): calls of one model, `seconds` of each kind, each call's time in ms
       on CLOCKS[clock]:
       e2e     a user's call: a tensor made from the numpy input, the jitted call, .numpy() out;
@@ -33,6 +35,7 @@ import numpy as np
 
 import svod
 import svod.tinygrad
+import svod.tinygrad_search
 from tinygrad import Context, Device, Tensor, TinyJit, nn
 from tinygrad.engine.jit import _prepare_jit_inputs
 from tinygrad.helpers import prod
@@ -145,10 +148,12 @@ class Worker:
         x = np.load(input)
         answer = {}
         for device in devices:
+            searched = dict(svod.tinygrad_search.stats)
             model = self.models[(name, device)] = Model(path, device, x)
             np.save(f"{output_prefix}{device}.npy", model.output)
             answer[device] = {"load_s": model.load_s, "prepare_s": model.prepare_s,
-                              "svod_plans": len(model.graphs), "outside_graphs": model.outside_graphs}
+                              "svod_plans": len(model.graphs), "outside_graphs": model.outside_graphs,
+                              "beam": {k: v - searched[k] for k, v in svod.tinygrad_search.stats.items()}}
         return answer
 
     def time(self, name, device, seconds, clock):

@@ -403,11 +403,12 @@ PyObject* allocate_program(PyTypeObject* type, Py_ssize_t items) {
 
 }  // namespace
 
-KernelArgs kernel_args(const PyProgram& p, py::handle args_object) {
-  const auto args = sequence_argument(args_object, "benchmark: args", "a sequence of the program's arguments");
+KernelArgs kernel_args(const PyProgram& p, py::handle args_object, py::handle global_size, std::string_view what) {
+  const auto args =
+      sequence_argument(args_object, fmt::format("{}: args", what), "a sequence of the program's arguments");
   const size_t total = p.buffer_count + p.scalar_count;
   if (args.size() != total)
-    throw make_error(ErrorKind::Validation, "benchmark: program \"{}\" takes {} arguments, got {}", p.display_name(),
+    throw make_error(ErrorKind::Validation, "{}: program \"{}\" takes {} arguments, got {}", what, p.display_name(),
                      total, args.size());
   KernelArgs out;
   for (size_t i = 0; i < p.buffer_count; ++i) {
@@ -416,6 +417,10 @@ KernelArgs kernel_args(const PyProgram& p, py::handle args_object) {
   }
   for (size_t j = 0; j < p.scalar_count; ++j)
     out.scalars.push_back(scalar_value(p, p.buffer_count + j, args[p.buffer_count + j].ptr()));
+  if (!global_size.is_none()) {
+    out.dims = p.program->layout().dims(out.scalars);
+    launch_size(p, global_size.ptr(), "global_size", out.dims->global);
+  }
   return out;
 }
 

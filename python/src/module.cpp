@@ -14,6 +14,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "svod/base/env.h"
 #include "svod/compile/cpu_recipe.h"
 #include "svod/guard/checked_mode.h"
 #include "svod/guard/watchdog.h"
@@ -318,6 +319,16 @@ PYBIND11_MODULE(_svod, m) {
   m.def("_check_mode_of", [](py::handle what) {
     return svod::to_string(svod::parse_check_mode(string_argument(what, "checked: what"), "checked"));
   });
+  m.def(
+      "_env_switch",
+      [](std::string_view name, bool unset) {
+        for (const svod::EnvVariable& v : svod::env_variables())
+          if (v.name == name && v.type == svod::EnvType::Switch) return svod::env_switch(v.var).value_or(unset);
+        throw svod::make_error(svod::ErrorKind::Validation, "_env_switch: {} is no switch of svod's", name);
+      },
+      py::arg("name"), py::arg("unset"),
+      "The switch `name` (SVOD_BEAM, SVOD_VARIANTS: docs/ENVIRONMENT.md) as a bool, `unset` when it is not set; "
+      "ValidationError when malformed. For svod.tinygrad.");
   py::class_<PyTimeLimit>(m, "time_limit",
                           "with svod.time_limit(seconds): kernels that this thread launches in the block (alone or in "
                           "plans) and that still run `seconds` after it opened are stopped, their launch raising "

@@ -97,21 +97,78 @@ void bind_programs(py::module_& m) {
   m.def(
       "benchmark",
       [](py::handle target, py::handle args, py::handle warmup, py::handle runs, py::handle min_total,
-         py::handle timeout) {
+         py::handle timeout, py::handle global_size) {
         const BenchmarkConfig config = benchmark_config(warmup, runs, min_total, timeout);
-        if (auto result = benchmark_if_plan(target, args, config)) return std::move(*result);
+        if (auto result = benchmark_if_plan(target, args, config)) {
+          if (!global_size.is_none())
+            throw make_error(ErrorKind::Validation, "benchmark: a plan takes no global_size; its ops have theirs");
+          return std::move(*result);
+        }
         if (!py::isinstance<PyProgram>(target))
           throw type_error("benchmark: target", "a svod.Program or svod.Plan", target);
         const PyProgram& p = py::cast<const PyProgram&>(target);
-        KernelArgs kargs = kernel_args(p, args);
+        KernelArgs kargs = kernel_args(p, args, global_size, "benchmark");
         GilReleased unlocked;
         return benchmark_kernel(*p.program, kargs, config);
       },
       py::arg("target"), py::arg("args") = py::tuple(), py::arg("warmup") = 1, py::arg("runs") = 10,
-      py::arg("min_total") = 0.0, py::arg("timeout") = 10.0,
-      "Times a Program on `args` (buffers then scalars, as in a call), or a Plan's execute().\n"
-      "Returns a BenchmarkResult: min, median, mean, stddev (nanoseconds), samples, runs. `min_total`\n"
-      "(seconds) keeps timing up to `runs` runs; `timeout` (seconds) caps the whole.");
+      py::arg("min_total") = 0.0, py::arg("timeout") = 10.0, py::kw_only(), py::arg("global_size") = py::none(),
+      "Times a Program on `args` (buffers then scalars, as in a call; global_size as a call's), or a\n"
+      "Plan's execute(). Returns a BenchmarkResult: min, median, mean, stddev (nanoseconds), samples,\n"
+      "runs. `min_total` (seconds) keeps timing up to `runs` runs; `timeout` (seconds) caps the whole.");
+
+  py::class_<RoundRobinResult> round_robin(m, "RoundRobinResult", "What svod.benchmark_round_robin measured.");
+  round_robin.def_readonly("results", &RoundRobinResult::results, "a BenchmarkResult per candidate, in order")
+      .def_readonly("errors", &RoundRobinResult::errors,
+                    "per candidate: why it was left out (its first failing launch), else None")
+      .def_readonly("retired", &RoundRobinResult::retired,
+                    "per candidate: its timing stopped early, sure to lose to the best")
+      .def_property_readonly(
+          "best",
+          [](const RoundRobinResult& r) -> std::optional<size_t> {
+            if (r.best == SIZE_MAX) return std::nullopt;
+            return r.best;
+          },
+          "the index of the candidate with the lowest median, never a retired one; None when none ran")
+      .def("__repr__", [](const RoundRobinResult& r) {
+        return fmt::format("RoundRobinResult({} candidates, best {})", r.results.size(),
+                           r.best == SIZE_MAX ? "none" : std::to_string(r.best));
+      });
+  refuse_construction(round_robin, "svod.benchmark_round_robin() returns one");
+  m.def(
+      "benchmark_round_robin",
+      [](py::handle candidates_object, py::handle warmup, py::handle runs, py::handle min_total, py::handle timeout,
+         py::handle early_stop, py::handle best_known, py::handle launch_timeout) {
+        BenchmarkConfig config = benchmark_config(warmup, runs, min_total, timeout);
+        config.early_stop_factor = float_argument(early_stop, "benchmark_round_robin: early_stop");
+        if (!best_known.is_none()) config.best_known = seconds_argument(best_known, "benchmark_round_robin: best_known", false);
+        if (!launch_timeout.is_none())
+          config.launch_timeout = seconds_argument(launch_timeout, "benchmark_round_robin: launch_timeout", false);
+        const auto items = sequence_argument(candidates_object, "benchmark_round_robin: candidates",
+                                             "a sequence of (program, args) or (program, args, global_size)");
+        std::vector<RoundRobinCandidate> candidates;
+        for (size_t i = 0; i < items.size(); ++i) {
+          const std::string what = fmt::format("benchmark_round_robin: candidates[{}]", i);
+          const auto parts = sequence_argument(items[i], what, "(program, args) or (program, args, global_size)");
+          if (parts.size() != 2 && parts.size() != 3)
+            throw make_error(ErrorKind::Validation, "{}: expected (program, args) or (program, args, global_size), got {} items",
+                             what, parts.size());
+          const auto program = program_from_object(parts[0], what + "[0]");
+          const PyProgram& p = py::cast<const PyProgram&>(parts[0]);
+          candidates.push_back({program, kernel_args(p, parts[1], parts.size() == 3 ? parts[2] : py::none(), what)});
+        }
+        GilReleased unlocked;
+        return benchmark_round_robin(candidates, config);
+      },
+      py::arg("candidates"), py::kw_only(), py::arg("warmup") = 1, py::arg("runs") = 3, py::arg("min_total") = 0.0,
+      py::arg("timeout") = 10.0, py::arg("early_stop") = 3.0, py::arg("best_known") = py::none(),
+      py::arg("launch_timeout") = py::none(),
+      "Times many Programs together, one run of each in turn, so that the machine's drift hits them alike.\n"
+      "`candidates`: (program, args) or (program, args, global_size), as svod.benchmark takes them.\n"
+      "`runs` timed runs each after `warmup`; a candidate is retired once more than half of the runs it is\n"
+      "owed were over `early_stop` times the best median (or `best_known`, seconds, when lower), and a\n"
+      "run past `launch_timeout` seconds is stopped and leaves its candidate out with the error, as a\n"
+      "candidate whose launch fails is. Returns a RoundRobinResult; the GIL is released meanwhile.");
 }
 
 }  // namespace svod::python

@@ -47,7 +47,8 @@ struct PyProgram {
 // instance exists.
 void make_program_callable(py::handle cls);
 
-// The arguments of svod.benchmark: like a call's, as svod buffers.
-KernelArgs kernel_args(const PyProgram& p, py::handle args_object);
+// The arguments of svod.benchmark (`what` names them in errors): like a
+// call's, as svod buffers, and global_size (None: the program's own).
+KernelArgs kernel_args(const PyProgram& p, py::handle args_object, py::handle global_size, std::string_view what);
 
 }  // namespace svod::python

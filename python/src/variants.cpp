@@ -3,7 +3,6 @@
 #include "bindings.h"
 #include "plan_objects.h"
 #include "program_object.h"
-#include "svod/base/env.h"
 #include "svod/tune/variants.h"
 
 namespace svod::python {
@@ -104,12 +103,12 @@ void bind_variants(py::module_& m) {
   m.def(
       "choose_variant",
       [](py::handle target, py::handle args, py::handle tolerance, py::handle margin, py::handle rounds,
-         py::handle cache) {
+         py::handle cache, py::handle global_size) {
         if (!py::isinstance<PyProgram>(target))
           throw type_error("choose_variant: program", "a svod.Program", target);
         const PyProgram& p = py::cast<const PyProgram&>(target);
         const VariantOptions options = variant_options("choose_variant", tolerance, margin, rounds, cache);
-        const KernelArgs kargs = kernel_args(p, args);
+        const KernelArgs kargs = kernel_args(p, args, global_size, "choose_variant");
         VariantChoice choice;
         {
           GilReleased unlocked;
@@ -120,16 +119,12 @@ void bind_variants(py::module_& m) {
         return py::make_tuple(chosen, choice_dict(choice));
       },
       py::arg("program"), py::arg("args") = py::tuple(), py::arg("tolerance") = py::none(), py::kw_only(),
-      py::arg("margin") = 0.05, py::arg("rounds") = 5, py::arg("cache") = true,
+      py::arg("margin") = 0.05, py::arg("rounds") = 5, py::arg("cache") = true, py::arg("global_size") = py::none(),
       (std::string("Chooses the variant of a Program to run for calls like `args` (buffers then scalars,\n"
-                   "as in a call), by measurement; returns (program, info): the program itself when its\n"
-                   "default stays, and info as Plan.choose_variants gives it per op.\n") +
+                   "as in a call; `global_size` as a call's), by measurement; returns (program, info): the\n"
+                   "program itself when its default stays, and info as Plan.choose_variants gives it per op.\n") +
        kOptionsDoc)
           .c_str());
-
-  m.def(
-      "_variants_switch", [] { return env_switch(EnvVar::Variants).value_or(false); },
-      "SVOD_VARIANTS as a bool (off when unset), for svod.tinygrad; ValidationError when malformed.");
 
   py::list recipes;
   for (const CpuRecipe& recipe : kCpuRecipes) recipes.append(py::str(std::string(recipe.name)));

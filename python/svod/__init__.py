@@ -25,8 +25,9 @@ from threading import Lock as _Lock
 
 from . import _svod, comm
 from ._svod import (Buffer, BenchmarkResult, Capture, Device, DeviceInfo, Plan, PlanBuilder, Profile, Program,
-                    asbuffer, benchmark, choose_variant, cpu_recipe, cpu_recipes, device, devices, free_cached,
-                    from_dlpack, load_package, load_plan, profile, program_binary_format, time_limit)
+                    RoundRobinResult, asbuffer, benchmark, benchmark_round_robin, choose_variant, cpu_recipe,
+                    cpu_recipes, device, devices, free_cached, from_dlpack, load_package, load_plan, profile,
+                    program_binary_format, time_limit)
 
 __version__ = _svod.__version__
 
@@ -181,8 +182,8 @@ def checked(what="memory"):
 
 __all__ = [
     "Buffer", "BenchmarkResult", "Capture", "Device", "DeviceInfo", "Plan", "PlanBuilder", "Profile", "Program",
-    "asbuffer", "benchmark", "checked", "choose_variant", "comm", "cpu_recipe", "cpu_recipes", "device", "devices",
-    "free_cached", "from_dlpack",
+    "RoundRobinResult", "asbuffer", "benchmark", "benchmark_round_robin", "checked", "choose_variant", "comm",
+    "cpu_recipe", "cpu_recipes", "device", "devices", "free_cached", "from_dlpack",
     "load_package", "load_plan", "profile", "program_binary_format", "time_limit",
     "Error", "ArgumentTypeError", *[c.__name__ for c in _ERRORS.values()],
 ]

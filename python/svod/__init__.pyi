@@ -207,6 +207,13 @@ class BenchmarkResult:
     stopped_early: bool
     timed_out: bool
 
+class RoundRobinResult:
+    results: list[BenchmarkResult]
+    errors: list[str | None]
+    retired: list[bool]
+    @property
+    def best(self) -> int | None: ...
+
 class Profile:
     def __enter__(self) -> Profile: ...
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
@@ -232,9 +239,16 @@ def load_package(package: bytes | bytearray | memoryview | str | PathLike[str],
     """Loads a `svod pack` package from its bytes or a path; no compiling when its objects suit this CPU,
     else on_cpu_mismatch: "recompile" (the default) or "refuse"."""
 def benchmark(target: Program | Plan, args: Sequence[BufferLike | int] = (), warmup: int = 1, runs: int = 10,
-              min_total: float = 0.0, timeout: float = 10.0) -> BenchmarkResult: ...
+              min_total: float = 0.0, timeout: float = 10.0, *,
+              global_size: int | Sequence[int] | None = None) -> BenchmarkResult: ...
+def benchmark_round_robin(candidates: Sequence[tuple[Program, Sequence[BufferLike | int]]
+                                               | tuple[Program, Sequence[BufferLike | int], int | Sequence[int]]],
+                          *, warmup: int = 1, runs: int = 3, min_total: float = 0.0, timeout: float = 10.0,
+                          early_stop: float = 3.0, best_known: float | None = None,
+                          launch_timeout: float | None = None) -> RoundRobinResult: ...
 def choose_variant(program: Program, args: Sequence[BufferLike | int] = (), tolerance: tuple[float, float] | None = None,
-                   *, margin: float = 0.05, rounds: int = 5, cache: bool = True) -> tuple[Program, dict[str, Any]]: ...
+                   *, margin: float = 0.05, rounds: int = 5, cache: bool = True,
+                   global_size: int | Sequence[int] | None = None) -> tuple[Program, dict[str, Any]]: ...
 def profile() -> Profile: ...
 def checked(what: str = "memory") -> AbstractContextManager[None]:
     """Checked mode inside the block: "memory", "nan" or "all" (as SVOD_CHECK)."""

@@ -17,8 +17,10 @@ svod buffers, and compiles and launches kernels through svod:
 - compiling: tinygrad's compile step (`SVODCompiler`) compiles with svod's in-process compiler
   and returns a svod program binary (the object, the compiler it came from, the source), which
   tinygrad keeps in its own disk cache, so a later process compiles nothing; `SVODProgram` loads
-  it without compiling (from the source only where the object does not suit this CPU). tinygrad
-  compiles where it renders: BEAM search's candidates in its worker processes, in parallel;
+  it without compiling (from the source only where the object does not suit this CPU);
+- BEAM: tinygrad's search keeps its candidates and its choice, and svod compiles each round's
+  candidates at once on its pool and times them in one round robin (tinygrad_search.py;
+  SVOD_BEAM=0 gives tinygrad's own loop back);
 - launching: a kernel is one svod.Program call, given tinygrad's global_size per call; svod
   runs its global_size[0] `core_id` slices on svod's thread pool;
 - TinyJit: `SVODGraph` records each batch that TinyJit captures into one svod.Plan
@@ -140,28 +142,33 @@ def _buffer_param(index: int, dtype, shape: tuple, access: str = "readwrite") ->
     return param
 
 
-class SVODProgram(Program["SVODDevice"]):
-    """One tinygrad kernel, loaded from the program binary SVODCompiler made, called as tinygrad
-    calls a runtime: prg(*buffers, global_size=, local_size=, vals=(one per variable, None for
-    core_id))."""
+def _parameters(signature: tuple, access: list[str] | None = None) -> dict:
+    """A kernel's svod parameters (compile()'s buffers= and scalars=) from its tinygrad signature
+    (TinyELF.signature: the buffers, whose shape is their elements, then the variables, shape ()):
+    each buffer as _buffer_param makes it, with its entry of `access` (None: readwrite for all), and
+    each variable an i32 or i64 scalar (core_id among them, which svod passes itself)."""
+    buffers = [(dtype, shape) for _, _, dtype, shape in signature if shape != ()]
+    return {"buffers": [_buffer_param(i, dtype, shape, "readwrite" if access is None else access[i])
+                        for i, (dtype, shape) in enumerate(buffers)],
+            "scalars": [{"name": name, "type": "i32" if dtype.itemsize <= 4 else "i64"}
+                        for name, _, dtype, shape in signature if shape == ()]}
 
-    def __init__(self, dev: SVODDevice, obj: TinyELF):
+
+class SVODProgram(Program["SVODDevice"]):
+    """One tinygrad kernel, loaded from the program binary SVODCompiler made (or given as the
+    svod.Program `prg`, compiled already), called as tinygrad calls a runtime: prg(*buffers,
+    global_size=, local_size=, vals=(one per variable, None for core_id))."""
+
+    def __init__(self, dev: SVODDevice, obj: TinyELF, prg: svod.Program | None = None):
         self.dev, self.name, self.profile_key, self.obj = dev, obj.name, obj.profile_key, obj
-        # The signature lists the buffer parameters (shape: their elements), then the variables
-        # (shape ()).
-        self.buffers = [(dtype, shape) for _, _, dtype, shape in obj.signature if shape != ()]
-        self.variables = [(name, dtype) for name, _, dtype, shape in obj.signature if shape == ()]
-        names = [name for name, _ in self.variables]
+        names = [name for name, _, _, shape in obj.signature if shape == ()]
         self.core_id = names.index("core_id") if "core_id" in names else None
-        self.prg = self._load(["readwrite"] * len(self.buffers))
+        self.prg = self._load(None) if prg is None else prg
         self.recorded: dict[tuple, svod.Program] = {}
 
-    def _load(self, access: list[str]) -> svod.Program:
+    def _load(self, access: list[str] | None) -> svod.Program:
         return _CPU.load_binary(self.obj.lib, entry=self.obj.name, name=self.obj.name,
-                                buffers=[_buffer_param(i, dtype, shape, a)
-                                         for i, ((dtype, shape), a) in enumerate(zip(self.buffers, access))],
-                                scalars=[{"name": name, "type": "i32" if dtype.itemsize <= 4 else "i64"}
-                                         for name, dtype in self.variables])
+                                **_parameters(self.obj.signature, access))
 
     def for_plan(self, info) -> svod.Program:
         """The kernel as plans record it: each buffer declared with the access tinygrad's
@@ -344,7 +351,7 @@ class SVODGraph(MultiGraphRunner):
         self.plan = g.plan
         # SVOD_VARIANTS=1: each kernel runs the exact variant measured fastest for it (cached
         # across processes), chosen now on the buffers the recording call left.
-        if svod._svod._variants_switch(): self.plan.choose_variants()
+        if svod._svod._env_switch("SVOD_VARIANTS", False): self.plan.choose_variants()
         # Each input's slot is the storage it is bound to; the views of it that kernels take follow it.
         self.inputs = []
         for idx in dict.fromkeys(idx for call in self.linear.src for idx in _input_slots(call)):
@@ -372,3 +379,4 @@ class SVODDevice(Compiled):
 
 
 from svod.tinygrad_export import export  # noqa: E402  (it uses this module's classes)
+import svod.tinygrad_search  # noqa: E402,F401  (BEAM on svod: it uses this module's classes)

@@ -29,6 +29,7 @@ namespace svod {
 
 // Every variable svod reads, in the table's order (their names' alphabetical).
 enum class EnvVar {
+  Beam,
   BlockCacheMb,
   Cache,
   CacheDir,

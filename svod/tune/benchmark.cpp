@@ -11,6 +11,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/thread_pool.h"
+#include "svod/guard/watchdog.h"
 
 namespace svod {
 
@@ -29,6 +30,17 @@ void validate(const BenchmarkConfig& c) {
     throw make_error(ErrorKind::Validation, "benchmark: the timeout must be positive");
   if (c.min_total < std::chrono::nanoseconds::zero())
     throw make_error(ErrorKind::Validation, "benchmark: min_total must not be negative");
+  if (c.launch_timeout && *c.launch_timeout <= std::chrono::nanoseconds::zero())
+    throw make_error(ErrorKind::Validation, "benchmark: the launch timeout must be positive");
+}
+
+// Runs `run` (one run of what is measured) under config.launch_timeout, when
+// there is one.
+template <typename Run>
+auto limited(const BenchmarkConfig& config, Run&& run) {
+  if (!config.launch_timeout) return run();
+  TimeLimit limit(*config.launch_timeout, "a benchmark run");
+  return run();
 }
 
 // Evicts the caches between timed runs by writing config.cache_flush_bytes:
@@ -99,7 +111,7 @@ BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds
   validate(config);
   const auto deadline = Clock::now() + config.timeout;
   CacheFlusher flusher(device, config.cache_flush_bytes);
-  for (int i = 0; i < config.warmup_runs && Clock::now() < deadline; ++i) run_once();
+  for (int i = 0; i < config.warmup_runs && Clock::now() < deadline; ++i) limited(config, run_once);
 
   BenchmarkResult r;
   while (static_cast<int>(r.samples.size()) < config.max_runs && !enough(r.samples, config)) {
@@ -108,7 +120,7 @@ BenchmarkResult benchmark_operation(const std::function<std::chrono::nanoseconds
       break;
     }
     flusher.flush();
-    const double t = static_cast<double>(run_once().count());
+    const double t = static_cast<double>(limited(config, run_once).count());
     r.samples.push_back(t);
     if (config.best_known && timing_lost(r.samples, static_cast<double>(config.best_known->count()), config)) {
       r.stopped_early = true;
@@ -148,7 +160,8 @@ RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> cand
       continue;
     }
     guarded(i, [&] {
-      for (int w = 0; w < config.warmup_runs; ++w) candidates[i].program->launch(candidates[i].args.buffers, candidates[i].args.scalars);
+      const auto& c = candidates[i];
+      for (int w = 0; w < config.warmup_runs; ++w) limited(config, [&] { c.program->launch(c.args.view()); });
     });
   }
   std::vector<std::unique_ptr<CacheFlusher>> flushers(n);
@@ -168,7 +181,7 @@ RoundRobinResult benchmark_round_robin(std::span<const RoundRobinCandidate> cand
       guarded(i, [&] {
         flushers[i]->flush();
         const auto& c = candidates[i];
-        const double t = static_cast<double>(c.program->time_launch(c.args.view()).count());
+        const double t = static_cast<double>(limited(config, [&] { return c.program->time_launch(c.args.view()); }).count());
         out.results[i].samples.push_back(t);
       });
     }

@@ -49,8 +49,14 @@ struct BenchmarkConfig {
   // Wall-clock budget for warm-up plus timed runs; once passed, no new run
   // starts (at least one timed run always completes). A run that never
   // returns cannot be stopped in-process: isolate such kernels in a child
-  // process (the tuner does).
+  // process (the tuner does), or give launch_timeout.
   std::chrono::nanoseconds timeout = std::chrono::seconds(10);
+  // Each run, warm-ups included, is stopped once it has run this long (a
+  // TimeLimit, svod/guard/watchdog.h) and fails with Error(Timeout), which a
+  // round robin records as that candidate's error; none: no limit. A kernel
+  // in a system call or a library function cannot be stopped and runs to its
+  // end.
+  std::optional<std::chrono::nanoseconds> launch_timeout;
 };
 
 // Summary statistics of timed runs, in nanoseconds.

@@ -337,6 +337,46 @@ def test_benchmark(add):
         svod.benchmark(add, [o, a, b], runs=3)
 
 
+TICK = "void tick(long* restrict hits, int core_id) { hits[core_id] += 1; }"
+SPIN = "void spin(long* restrict hits, long n) { for (long i = 0; i < n; i++) __asm__ volatile(\"\"); hits[0] += 1; }"
+
+
+def test_benchmark_takes_a_calls_global_size(cpu):
+    tick = cpu.compile(TICK, entry="tick", scalars=[{"name": "core_id", "type": "i32"}])
+    hits = np.zeros(4, np.int64)
+    r = svod.benchmark(tick, [hits], warmup=1, runs=2, global_size=3)
+    assert r.runs == 2
+    assert hits.tolist() == [3, 3, 3, 0]  # three slices, each the warm-up and two timed runs
+
+
+def test_benchmark_round_robin_times_candidates_in_turn_and_leaves_out_failures(cpu):
+    spin = cpu.compile(SPIN, entry="spin")
+    fast, slow, stuck = (np.zeros(1, np.int64) for _ in range(3))
+    r = svod.benchmark_round_robin([(spin, [slow, 2_000_000]), (spin, [fast, 1000]), (spin, [stuck, 1 << 40])],
+                                   runs=5, launch_timeout=0.05)
+    assert r.best == 1
+    assert r.errors[0] is None and r.errors[1] is None
+    assert "time limit of 0.05 s" in r.errors[2] and r.results[2].runs == 0  # stopped, not waited for
+    assert r.retired[0] and r.results[0].stopped_early and r.results[0].runs == 3  # 3 of 5 owed lost: sure to lose
+    assert not r.retired[1] and r.results[1].runs == 5
+    assert fast[0] == 1 + 5 and slow[0] == 1 + 3
+    assert r.results[0].median > r.results[1].median
+
+    # best_known retires whatever is sure to lose to it; tinygrad's candidates come with their global_size.
+    tick = cpu.compile(TICK, entry="tick", scalars=[{"name": "core_id", "type": "i32"}])
+    hits = np.zeros(4, np.int64)
+    r = svod.benchmark_round_robin([(spin, [slow, 2_000_000]), (tick, [hits], (4,))], best_known=1e-9, warmup=0)
+    assert r.retired == [True, True] and r.best is None
+    assert hits.tolist() == [2, 2, 2, 2]
+
+    with pytest.raises(svod.ValidationError, match=r"candidates\[0\]: expected \(program, args\)"):
+        svod.benchmark_round_robin([(spin,)])
+    with pytest.raises(svod.ValidationError, match=r"candidates\[1\]: program \"spin\" takes 2 arguments, got 1"):
+        svod.benchmark_round_robin([(spin, [fast, 1]), (spin, [fast])])
+    with pytest.raises(svod.ValidationError, match="early_stop_factor"):
+        svod.benchmark_round_robin([(spin, [fast, 1])], early_stop=0.5)
+
+
 def test_arguments_of_the_wrong_type_are_validation_errors(cpu, add):
     with pytest.raises(svod.ValidationError, match='missing argument "entry"'):
         cpu.compile(source="void k() {}")  # no entry

@@ -264,6 +264,46 @@ TEST_F(BenchmarkTest, RoundRobinGivesEveryCandidateItsRunsInTurn) {
   EXPECT_EQ(c1.span<int64_t>()[0], 7);
 }
 
+// The warm-up runs a candidate as its timed runs do, with the launch sizes its
+// arguments give (tinygrad's candidates take their core_id count so).
+TEST_F(BenchmarkTest, RoundRobinWarmsUpWithTheCandidatesLaunchSizes) {
+  auto spec = test::c_kernel("tick", "void tick(long* restrict hits, int core_id) { hits[core_id] += 1; }",
+                             {{"hits", Access::ReadWrite, DType::I64}}, {ScalarParam{"core_id"}});
+  const auto tick = cpu->compile(spec);
+  Buffer hits = cpu->allocate(DType::I64, 4);
+  KernelArgs args{{hits}, {}, LaunchDims{{4, 1, 1}}};
+  const RoundRobinCandidate candidates[] = {{tick, args}};
+  BenchmarkConfig config;
+  config.min_runs = config.max_runs = 2;
+  RoundRobinResult r = benchmark_round_robin(candidates, config);
+  ASSERT_FALSE(r.errors[0]) << *r.errors[0];
+  for (int64_t n : hits.span<int64_t>()) EXPECT_EQ(n, 1 + 2);  // every slice: the warm-up and two timed runs
+}
+
+// A run past launch_timeout is stopped: benchmark_kernel fails with the
+// timeout, and a round robin drops that candidate and goes on with the rest.
+TEST_F(BenchmarkTest, LaunchTimeoutStopsALongRun) {
+  BenchmarkConfig c;
+  c.launch_timeout = 50ms;
+  const auto start = std::chrono::steady_clock::now();
+  const Error e = expect_error([&] { benchmark_kernel(*spin, args(int64_t{1} << 40), c); });
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+
+  Buffer c1 = cpu->allocate(DType::I64, 1), c2 = cpu->allocate(DType::I64, 1);
+  const RoundRobinCandidate candidates[] = {{spin, {{c1}, {int64_t{1} << 40}}}, {spin, {{c2}, {1000}}}};
+  c.warmup_runs = 0;
+  RoundRobinResult r = benchmark_round_robin(candidates, c);
+  ASSERT_TRUE(r.errors[0]);
+  EXPECT_NE(r.errors[0]->find("time limit of 0.05 s"), std::string::npos) << *r.errors[0];
+  EXPECT_FALSE(r.errors[1]);
+  EXPECT_EQ(r.best, 1u);
+  EXPECT_EQ(r.results[1].runs, 3);
+
+  c.launch_timeout = 0ns;
+  EXPECT_EQ(expect_error([&] { benchmark_kernel(*spin, args(1), c); }).kind(), ErrorKind::Validation);
+}
+
 TEST(ThreadPoolWarmup, TouchesEveryPoolThread) { EXPECT_EQ(warmup_thread_pool(), thread_count()); }
 
 }  // namespace

@@ -1,0 +1,184 @@
+"""tinygrad's BEAM search on svod (svod.tinygrad installs it; SVOD_BEAM=0 gives tinygrad's own loop back).
+
+tinygrad's loop (tinygrad/codegen/opt/search.py, beam_search) renders and compiles each candidate in
+its worker processes, one task a candidate, then loads and times each one in the main process with
+tinygrad's own launch machinery. For a kernel of the SVOD device this module runs the same search
+with svod doing svod's part:
+
+- the same candidates: tinygrad's get_kernel_actions from the beam, rendered by tinygrad's own
+  _try_compile (in its worker processes when it has them) with a renderer whose compile step is
+  tinygrad's empty one, so a worker returns the C source as the candidate's binary; the same filters
+  (a candidate that fails to render or has too many uops, a source already seen, more than 1000
+  times the least compute);
+- compiled together: every candidate of a round in one svod compile_many on svod's pool, in this
+  process with the GIL released, through svod's kernel and object caches (a candidate compiled
+  before, in any process, costs a cache lookup);
+- timed together: one svod.benchmark_round_robin of the round's candidates on the search's buffers,
+  three runs each as tinygrad's, with tinygrad's early stop (three times the beam's best so far) and, as tinygrad's BEAM_DEV_TIMEOUT
+  asks, each run stopped past that too; a candidate's time is the median of its runs (svod's one
+  rule, benchmark.h), times tinygrad's test-size factor;
+- the same choice: the beam is the `amt` fastest, with tinygrad's rule for when to stop, and the
+  result goes to and comes from tinygrad's beam cache under tinygrad's key, so that a later process,
+  with either loop, searches nothing.
+
+The chosen kernel is then built by tinygrad as any other (to_program), its correctness tinygrad's.
+`stats` counts what the loop did, for tests and benchmarks.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import time
+
+from tinygrad.codegen.opt import search
+from tinygrad.device import Compiler, Device
+from tinygrad.engine.worker import get_worker_pool, terminate_worker_pool
+from tinygrad.helpers import (CACHELEVEL, DEBUG, IGNORE_BEAM_CACHE, colored, diskcache_get, diskcache_put, flatten,
+                              getenv, time_to_str)
+from tinygrad.uop.ops import sym_infer
+
+import svod
+from svod.tinygrad import _CPU, SVODProgram, SVODRenderer, _parameters
+
+# What the svod loop did in this process: searches run and answered by tinygrad's beam cache, rounds,
+# candidates rendered (after tinygrad's filters), compiled and timed, and the seconds of each phase
+# (rendering in tinygrad's workers or here, svod's compile, svod's timing).
+stats = {"searches": 0, "cached": 0, "rounds": 0, "rendered": 0, "compiled": 0, "timed": 0,
+         "render_s": 0.0, "compile_s": 0.0, "time_s": 0.0}
+
+_tinygrad_beam_search = search.beam_search
+
+
+class _SourceRenderer(SVODRenderer):
+    """SVODRenderer whose compile step is tinygrad's empty one (Compiler(): the source's bytes, no
+    cache), so that rendering a candidate leaves its compile to the round's compile_many. A class
+    of its own: tinygrad's to_program cache keys on the renderer's type."""
+
+    def __init__(self, target):
+        super().__init__(target)
+        self.compiler = Compiler()
+
+
+@functools.cache
+def _source_renderer(target) -> _SourceRenderer:
+    return _SourceRenderer(target)
+
+
+def _rendered(candidates: list, var_vals: dict, seen: set, pool) -> list[tuple[int, object]]:
+    """(index, PROGRAM) of the candidates that tinygrad's loop would time: rendered by tinygrad's
+    _try_compile (in its worker processes where it has a pool), without those that failed, whose
+    source was seen before, or that take more than 1000 times the least compute so far."""
+    renderer = _source_renderer(candidates[0].ren.target)
+    tasks = []
+    for i, candidate in enumerate(candidates):
+        task = copy.copy(candidate)  # _try_compile copies it again before it applies anything
+        task.ren = renderer
+        tasks.append((i, task))
+    kept, least = [], math.inf
+    for i, proc in (map if pool is None else pool.imap_unordered)(search._try_compile, tasks):
+        if proc is None: continue
+        prg = proc[0]
+        if (source := prg.src[3].arg) in seen: continue
+        estimates = prg.src[0].arg.estimates
+        least = min(ops := sym_infer(estimates.ops if estimates is not None else 0, var_vals), least)
+        if least * 1000 < ops: continue
+        seen.add(source)
+        kept.append((i, prg))
+    return kept
+
+
+def _compiled(rendered: list, dev) -> list[tuple[int, object, SVODProgram]]:
+    """(index, PROGRAM, SVODProgram) of the rendered candidates that compile, all compiled at once
+    by svod's compile_many; one that fails is left out, as tinygrad's loop leaves it."""
+    elves = [prg.to_elf() for _, prg in rendered]
+    made = _CPU.compile_many([{"source": elf.lib.decode(), "entry": elf.name, "name": elf.name,
+                               **_parameters(elf.signature)} for elf in elves], errors="return")
+    return [(i, prg, SVODProgram(dev, elf, program))
+            for (i, prg), elf, program in zip(rendered, elves, made) if not isinstance(program, svod.Error)]
+
+
+def _timed(compiled: list, rawbufs: list, var_vals: dict, best: float, allow_test_size: bool) -> list[tuple[int, float]]:
+    """(index, seconds) of each compiled candidate that ran, timed in one svod round robin on the
+    search's buffers: 3 runs each and no warm-up, as tinygrad's (the median leaves out a cold first
+    run), retired once sure to be over 3 times `best` (the beam's time so far), each run stopped past
+    that when BEAM_DEV_TIMEOUT (in whole milliseconds, none under one, as tinygrad limits its launches)."""
+    early_stop = best * 3
+    limit_ms = int(early_stop * 1e3) if getenv("BEAM_DEV_TIMEOUT", 1) and early_stop < math.inf else 0
+    runs, factors = [], []
+    for _, prg, program in compiled:
+        if allow_test_size:
+            global_size, factor = search.get_test_global_size(prg.arg.global_size, 65536, var_vals)
+        else:
+            global_size, factor = prg.arg.launch_dims(var_vals)[0], 1
+        args = [rawbufs[g]._buf for g in prg.arg.globals] + list(program.scalar_args(prg.arg.vals(var_vals)))
+        runs.append((program.prg, args, tuple(global_size)))
+        factors.append(factor)
+    result = svod.benchmark_round_robin(runs, warmup=0, runs=3, early_stop=3.0,
+                                        best_known=best if best < math.inf else None,
+                                        launch_timeout=limit_ms / 1e3 if limit_ms else None)
+    return [(i, r.median * 1e-9 * factor)
+            for (i, _, _), r, error, factor in zip(compiled, result.results, result.errors, factors) if error is None]
+
+
+def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=IGNORE_BEAM_CACHE.value):
+    """tinygrad's beam_search, with svod compiling and timing the candidates of a kernel of the SVOD
+    device (the module's docstring); any other device's search, or any with SVOD_BEAM=0, is
+    tinygrad's own."""
+    if not isinstance(s.ren, SVODRenderer) or not svod._svod._env_switch("SVOD_BEAM", True):
+        return _tinygrad_beam_search(s, rawbufs, var_vals, amt, allow_test_size, disable_cache)
+    key = {"ast": s.ast.key, "amt": amt, "allow_test_size": allow_test_size, "device": s.ren.target.device,
+           "suffix": s.ren.suffix}
+    if not disable_cache and CACHELEVEL >= 1 and (val := diskcache_get("beam_search", key)) is not None:
+        stats["cached"] += 1
+        ret = s.copy()
+        for o in val[len(s.applied_opts):]: ret.apply_opt(o)
+        return ret
+    stats["searches"] += 1
+
+    beam: list[tuple[object, float]] = [(s, math.inf)]
+    seen: set = set()
+    pool = get_worker_pool()
+    min_progress = getenv("BEAM_MIN_PROGRESS", 0.01) / 1e6
+    rawbufs = search._ensure_buffer_alloc(rawbufs)
+    dev = Device[s.ren.target.device]
+    start = time.perf_counter()
+    try:
+        exiting = False
+        while not exiting:
+            candidates = flatten([search.get_kernel_actions(si, include_0=False).values() for si, _ in beam])
+            t0 = time.perf_counter()
+            rendered = _rendered(candidates, var_vals, seen, pool) if candidates else []
+            t1 = time.perf_counter()
+            compiled = _compiled(rendered, dev) if rendered else []
+            t2 = time.perf_counter()
+            timed = _timed(compiled, rawbufs, var_vals, beam[0][1], allow_test_size) if compiled else []
+            t3 = time.perf_counter()
+            stats["rounds"] += 1
+            stats["rendered"] += len(rendered)
+            stats["compiled"] += len(compiled)
+            stats["timed"] += len(timed)
+            stats["render_s"] += t1 - t0
+            stats["compile_s"] += t2 - t1
+            stats["time_s"] += t3 - t2
+
+            opts = sorted(((candidates[i], tm) for i, tm in timed), key=lambda x: x[1])
+            exiting = len(opts) == 0 or (opts[0][1] < min_progress) or (len(beam) > 0 and ((beam[0][1] - opts[0][1]) < min_progress))
+            if not exiting: beam = opts[:amt]
+            elif len(opts) > 0 and opts[0][1] < beam[0][1]: beam = opts[:1]
+            if DEBUG >= 2:
+                print(f"\r{time.perf_counter() - start:7.2f}s:", colored(time_to_str(beam[0][1], w=12), "green" if exiting else None),
+                      f"from {len(candidates):3d} -> {len(opts):3d} actions (svod: render {t1 - t0:.2f} s, compile "
+                      f"{t2 - t1:.2f} s, time {t3 - t2:.2f} s)\033[K", beam[0][0].colored_shape())
+    except KeyboardInterrupt:
+        terminate_worker_pool()
+        raise
+
+    if CACHELEVEL >= 1: diskcache_put("beam_search", key, beam[0][0].applied_opts)
+    if search.BEAM_DEBUG:
+        print(f"BEAM_SEARCH: final tm={time_to_str(beam[0][1], w=0)}, applied_opts={beam[0][0].applied_opts}")
+    return beam[0][0]
+
+
+# tinygrad's apply_opts imports beam_search from the module at each search, so it finds this one.
+search.beam_search = beam_search

@@ -1,4 +1,4 @@
-"""Every code snippet of README.md runs as written, from the repository's root against the build tree
+"""Every code snippet of README.md runs as written against the build tree
 (SVOD_BINARY_DIR): its Python, C++, C and shell blocks.
 
 Fenced blocks without a language are what svod prints, not commands. The block of two commands that
@@ -34,8 +34,8 @@ def of(language):
                                    ids=lambda v: "line%d" % v if isinstance(v, int) else "")
 
 
-def run(args, **kwargs):
-    result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, **kwargs)
+def run(args, cwd=REPO, **kwargs):
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, **kwargs)
     assert result.returncode == 0, "%s\n%s%s" % (args, result.stdout[-3000:], result.stderr[-3000:])
     return result
 
@@ -53,14 +53,17 @@ def test_every_snippet_has_a_language_these_tests_run():
 
 
 @of("python")
-def test_python_snippet_runs(code, line):
+def test_python_snippet_runs(code, line, tmp_path):
+    # In a scratch folder that sees the repository's examples, so that what a snippet writes
+    # (an exported package) stays out of the source tree.
+    (tmp_path / "examples").symlink_to(REPO / "examples")
     env = dict(os.environ, PYTHONPATH=str(BINARY_DIR / "python"))
     if "tinygrad" in code:
         if not (TINYGRAD_DIR / "tinygrad" / "__init__.py").is_file():
             pytest.skip(f"tinygrad is not at {TINYGRAD_DIR} (SVOD_TINYGRAD_DIR)")
         env["PYTHONPATH"] += os.pathsep + str(TINYGRAD_DIR)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-    run([sys.executable, "-c", code], env=env)
+    run([sys.executable, "-c", code], cwd=tmp_path, env=env)
 
 
 @of("cpp")

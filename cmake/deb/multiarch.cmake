@@ -4,7 +4,8 @@
 # folder, lib for its prefix /usr/local) into Debian's multiarch folder
 # /usr/${CPACK_SVOD_DEB_LIBDIR} (lib/x86_64-linux-gnu), where GNUInstallDirs would have put it for
 # the prefix /usr:
-#  - libsvod_runtime, libsvod_c and their links, the plugins (libsvod_llvm, libsvod_comm_mpi);
+#  - libsvod_runtime, libsvod_c and their links, the plugins (libsvod_llvm, libsvod_comm_mpi), and
+#    the sandbox's helper (svod-sandbox-helper), which svod finds beside libsvod_runtime;
 #  - cmake/svod: svodTargets*.cmake and svodConfig.cmake find the prefix by going up from their
 #    own folder, one step more now, and name the libraries' folder;
 #  - pkgconfig/svod.pc: prefix (relative to ${pcfiledir}) and libdir likewise.
@@ -40,8 +41,9 @@ endfunction()
 
 if(NOT from_dir STREQUAL to_dir)
   file(MAKE_DIRECTORY "${to}")
-  # The libraries and their links (moved as links), not the folders beside them (python3).
-  file(GLOB libraries LIST_DIRECTORIES false "${from}/libsvod_*")
+  # The libraries and their links (moved as links) and the sandbox's helper, not the folders
+  # beside them (python3).
+  file(GLOB libraries LIST_DIRECTORIES false "${from}/libsvod_*" "${from}/svod-sandbox-helper")
   foreach(library IN LISTS libraries)
     get_filename_component(name "${library}" NAME)
     file(RENAME "${library}" "${to}/${name}")

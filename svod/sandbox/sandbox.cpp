@@ -153,13 +153,19 @@ std::string signal_name(int signal) {
 }
 
 // Where the helper program is: beside libsvod_runtime.so (a build tree, or
-// an install moved as a whole), then in the install prefix's library folder.
+// an install moved as a whole), then in the install prefix's library folder;
+// named without symbolic links (the loader may have found the runtime through
+// /lib, a link to /usr/lib).
 std::optional<std::string> find_helper() {
   std::vector<std::filesystem::path> candidates;
   if (auto folder = detail::runtime_folder(); !folder.empty()) candidates.push_back(folder / kHelperName);
   candidates.push_back(std::filesystem::path(SVOD_INSTALL_LIBDIR) / kHelperName);
-  for (const auto& path : candidates)
-    if (::access(path.c_str(), X_OK) == 0) return path.string();
+  for (const auto& path : candidates) {
+    if (::access(path.c_str(), X_OK) != 0) continue;
+    std::error_code error;
+    const std::filesystem::path real = std::filesystem::canonical(path, error);
+    return (error ? path : real).string();
+  }
   return std::nullopt;
 }
 

@@ -329,6 +329,16 @@ PYBIND11_MODULE(_svod, m) {
       py::arg("name"), py::arg("unset"),
       "The switch `name` (SVOD_BEAM, SVOD_VARIANTS: docs/ENVIRONMENT.md) as a bool, `unset` when it is not set; "
       "ValidationError when malformed. For svod.tinygrad.");
+  m.def(
+      "_env_seconds",
+      [](std::string_view name) {
+        for (const svod::EnvVariable& v : svod::env_variables())
+          if (v.name == name && v.type == svod::EnvType::Seconds) return svod::env_seconds(v.var);
+        throw svod::make_error(svod::ErrorKind::Validation, "_env_seconds: {} is no duration of svod's", name);
+      },
+      py::arg("name"),
+      "The duration `name` (SVOD_BEAM_SKIP_BELOW: docs/ENVIRONMENT.md) in seconds, None when it is not set; "
+      "ValidationError when malformed. For svod.tinygrad.");
   py::class_<PyTimeLimit>(m, "time_limit",
                           "with svod.time_limit(seconds): kernels that this thread launches in the block (alone or in "
                           "plans) and that still run `seconds` after it opened are stopped, their launch raising "

@@ -21,6 +21,14 @@ with svod doing svod's part:
   result goes to and comes from tinygrad's beam cache under tinygrad's key, so that a later process,
   with either loop, searches nothing.
 
+Two things tinygrad's loop does not do. The kernel's default schedule (tinygrad's
+hand_coded_optimizations, what it runs without BEAM) is timed first, the same way, and the search's
+result is never slower than it: where the search finds nothing faster, the default is the result.
+And with SVOD_BEAM_SKIP_BELOW=SECONDS a kernel whose default takes less is not searched at all: a
+model's time is mostly in a few kernels, and a search of every small one costs minutes of rendering
+for microseconds of gain. That decision is cached too (in a table of its own, keyed by the limit),
+so a later process neither searches nor times the kernel.
+
 The chosen kernel is then built by tinygrad as any other (to_program), its correctness tinygrad's.
 `stats` counts what the loop did, for tests and benchmarks.
 """
@@ -32,20 +40,23 @@ import math
 import time
 
 from tinygrad.codegen.opt import search
+from tinygrad.codegen.opt.heuristic import hand_coded_optimizations
 from tinygrad.device import Compiler, Device
 from tinygrad.engine.worker import get_worker_pool, terminate_worker_pool
 from tinygrad.helpers import (CACHELEVEL, DEBUG, IGNORE_BEAM_CACHE, colored, diskcache_get, diskcache_put, flatten,
                               getenv, time_to_str)
-from tinygrad.uop.ops import sym_infer
+from tinygrad.uop.ops import Ops, sym_infer
 
 import svod
 from svod.tinygrad import _CPU, SVODProgram, SVODRenderer, _parameters
 
-# What the svod loop did in this process: searches run and answered by tinygrad's beam cache, rounds,
-# candidates rendered (after tinygrad's filters), compiled and timed, and the seconds of each phase
-# (rendering in tinygrad's workers or here, svod's compile, svod's timing).
-stats = {"searches": 0, "cached": 0, "rounds": 0, "rendered": 0, "compiled": 0, "timed": 0,
-         "render_s": 0.0, "compile_s": 0.0, "time_s": 0.0}
+# What the svod loop did in this process: searches run and answered by tinygrad's beam cache, kernels
+# left unsearched under SVOD_BEAM_SKIP_BELOW (timed here, or answered by the cache), searches whose
+# result is the default schedule because nothing found was faster, rounds, candidates rendered (after
+# tinygrad's filters), compiled and timed, and the seconds of each phase (rendering in tinygrad's
+# workers or here, svod's compile, svod's timing; the default schedule's counted in its phases too).
+stats = {"searches": 0, "cached": 0, "skipped": 0, "skipped_cached": 0, "kept_default": 0, "rounds": 0,
+         "rendered": 0, "compiled": 0, "timed": 0, "render_s": 0.0, "compile_s": 0.0, "time_s": 0.0}
 
 _tinygrad_beam_search = search.beam_search
 
@@ -121,6 +132,31 @@ def _timed(compiled: list, rawbufs: list, var_vals: dict, best: float, allow_tes
             for (i, _, _), r, error, factor in zip(compiled, result.results, result.errors, factors) if error is None]
 
 
+def _timed_phases(candidates: list, var_vals: dict, seen: set, pool, rawbufs: list, best: float,
+                  allow_test_size: bool, dev) -> tuple[list[tuple[int, float]], tuple[float, float, float]]:
+    """(index, seconds) of the candidates that rendered, compiled and ran, and the seconds that
+    rendering, compiling and timing them took; each counted in `stats`."""
+    t0 = time.perf_counter()
+    rendered = _rendered(candidates, var_vals, seen, pool) if candidates else []
+    t1 = time.perf_counter()
+    compiled = _compiled(rendered, dev) if rendered else []
+    t2 = time.perf_counter()
+    timed = _timed(compiled, rawbufs, var_vals, best, allow_test_size) if compiled else []
+    t3 = time.perf_counter()
+    stats["rendered"] += len(rendered)
+    stats["compiled"] += len(compiled)
+    stats["timed"] += len(timed)
+    stats["render_s"] += t1 - t0
+    stats["compile_s"] += t2 - t1
+    stats["time_s"] += t3 - t2
+    return timed, (t1 - t0, t2 - t1, t3 - t2)
+
+
+def _default_schedule(s):
+    """The schedule tinygrad gives the kernel without BEAM (apply_opts: hand-coded, none for staged kernels)."""
+    return s.copy() if any(u.op is Ops.STAGE for u in s.ast.backward_slice) else hand_coded_optimizations(s)
+
+
 def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=IGNORE_BEAM_CACHE.value):
     """tinygrad's beam_search, with svod compiling and timing the candidates of a kernel of the SVOD
     device (the module's docstring); any other device's search, or any with SVOD_BEAM=0, is
@@ -129,51 +165,56 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
         return _tinygrad_beam_search(s, rawbufs, var_vals, amt, allow_test_size, disable_cache)
     key = {"ast": s.ast.key, "amt": amt, "allow_test_size": allow_test_size, "device": s.ren.target.device,
            "suffix": s.ren.suffix}
-    if not disable_cache and CACHELEVEL >= 1 and (val := diskcache_get("beam_search", key)) is not None:
+    skip_below = svod._svod._env_seconds("SVOD_BEAM_SKIP_BELOW")
+    skip_key = {**key, "skip_below": skip_below}
+    cached = not disable_cache and CACHELEVEL >= 1
+    if cached and (val := diskcache_get("beam_search", key)) is not None:
         stats["cached"] += 1
         ret = s.copy()
         for o in val[len(s.applied_opts):]: ret.apply_opt(o)
         return ret
+    default = _default_schedule(s)
+    if cached and skip_below is not None and diskcache_get("svod_beam_skipped", skip_key) is not None:
+        stats["skipped_cached"] += 1
+        return default
+
+    pool = get_worker_pool()
+    rawbufs = search._ensure_buffer_alloc(rawbufs)
+    dev = Device[s.ren.target.device]
+    timed, _ = _timed_phases([default], var_vals, set(), None, rawbufs, math.inf, allow_test_size, dev)
+    default_time = timed[0][1] if timed else math.inf
+    if skip_below is not None and default_time < skip_below:
+        stats["skipped"] += 1
+        if cached: diskcache_put("svod_beam_skipped", skip_key, True)
+        if DEBUG >= 2: print(f"svod: not searched, its default takes {time_to_str(default_time, w=0)}", default.colored_shape())
+        return default
     stats["searches"] += 1
 
     beam: list[tuple[object, float]] = [(s, math.inf)]
     seen: set = set()
-    pool = get_worker_pool()
     min_progress = getenv("BEAM_MIN_PROGRESS", 0.01) / 1e6
-    rawbufs = search._ensure_buffer_alloc(rawbufs)
-    dev = Device[s.ren.target.device]
     start = time.perf_counter()
     try:
         exiting = False
         while not exiting:
             candidates = flatten([search.get_kernel_actions(si, include_0=False).values() for si, _ in beam])
-            t0 = time.perf_counter()
-            rendered = _rendered(candidates, var_vals, seen, pool) if candidates else []
-            t1 = time.perf_counter()
-            compiled = _compiled(rendered, dev) if rendered else []
-            t2 = time.perf_counter()
-            timed = _timed(compiled, rawbufs, var_vals, beam[0][1], allow_test_size) if compiled else []
-            t3 = time.perf_counter()
+            timed, phases = _timed_phases(candidates, var_vals, seen, pool, rawbufs, beam[0][1], allow_test_size, dev)
             stats["rounds"] += 1
-            stats["rendered"] += len(rendered)
-            stats["compiled"] += len(compiled)
-            stats["timed"] += len(timed)
-            stats["render_s"] += t1 - t0
-            stats["compile_s"] += t2 - t1
-            stats["time_s"] += t3 - t2
-
             opts = sorted(((candidates[i], tm) for i, tm in timed), key=lambda x: x[1])
             exiting = len(opts) == 0 or (opts[0][1] < min_progress) or (len(beam) > 0 and ((beam[0][1] - opts[0][1]) < min_progress))
             if not exiting: beam = opts[:amt]
             elif len(opts) > 0 and opts[0][1] < beam[0][1]: beam = opts[:1]
             if DEBUG >= 2:
                 print(f"\r{time.perf_counter() - start:7.2f}s:", colored(time_to_str(beam[0][1], w=12), "green" if exiting else None),
-                      f"from {len(candidates):3d} -> {len(opts):3d} actions (svod: render {t1 - t0:.2f} s, compile "
-                      f"{t2 - t1:.2f} s, time {t3 - t2:.2f} s)\033[K", beam[0][0].colored_shape())
+                      f"from {len(candidates):3d} -> {len(opts):3d} actions (svod: render {phases[0]:.2f} s, compile "
+                      f"{phases[1]:.2f} s, time {phases[2]:.2f} s)\033[K", beam[0][0].colored_shape())
     except KeyboardInterrupt:
         terminate_worker_pool()
         raise
 
+    if default_time <= beam[0][1]:
+        stats["kept_default"] += 1
+        beam = [(default, default_time)]
     if CACHELEVEL >= 1: diskcache_put("beam_search", key, beam[0][0].applied_opts)
     if search.BEAM_DEBUG:
         print(f"BEAM_SEARCH: final tm={time_to_str(beam[0][1], w=0)}, applied_opts={beam[0][0].applied_opts}")

@@ -15,6 +15,7 @@ constexpr int64_t kLongestSeconds = 1'000'000'000;  // about 31 years: a deadlin
 // What each variable does is in docs/ENVIRONMENT.md.
 constexpr EnvVariable kVariables[] = {
     {EnvVar::Beam, "SVOD_BEAM", EnvType::Switch},
+    {EnvVar::BeamSkipBelow, "SVOD_BEAM_SKIP_BELOW", EnvType::Seconds, 0, kLongestSeconds},
     {EnvVar::BlockCacheMb, "SVOD_BLOCK_CACHE_MB", EnvType::Integer, 0, int64_t{1} << 30},  // MiB: a PiB at most
     {EnvVar::Cache, "SVOD_CACHE", EnvType::Switch},
     {EnvVar::CacheDir, "SVOD_CACHE_DIR", EnvType::Text},

@@ -30,6 +30,7 @@ namespace svod {
 // Every variable svod reads, in the table's order (their names' alphabetical).
 enum class EnvVar {
   Beam,
+  BeamSkipBelow,
   BlockCacheMb,
   Cache,
   CacheDir,

@@ -1,7 +1,8 @@
 """tinygrad's BEAM search on DEV=SVOD (svod/tinygrad_search.py): svod's loop finds a kernel that
 computes what the kernel without search computes, compiles and times its candidates with svod
 (its counters move, tinygrad's own timing is never called), leaves the result in tinygrad's beam
-cache for the next process, and SVOD_BEAM=0 gives tinygrad's own loop back.
+cache for the next process, leaves kernels whose default schedule is fast enough unsearched under
+SVOD_BEAM_SKIP_BELOW, and SVOD_BEAM=0 gives tinygrad's own loop back.
 
 Each search runs in a fresh process with its own tinygrad cache database and svod object cache.
 tinygrad is the checkout at SVOD_TINYGRAD_DIR (default shared/tinygrad beside the repository
@@ -47,7 +48,7 @@ print(json.dumps({"same": got.tobytes() == want.tobytes(), "exact": bool((want =
 
 
 def search(tmp_path, beam: int = 1, parallel: int = 0, **env) -> dict:
-    child_env = {k: v for k, v in os.environ.items() if k not in ("BEAM", "DEBUG", "IGNORE_BEAM_CACHE", "SVOD_BEAM")}
+    child_env = {k: v for k, v in os.environ.items() if k not in ("BEAM", "DEBUG", "IGNORE_BEAM_CACHE", "SVOD_BEAM", "SVOD_BEAM_SKIP_BELOW")}
     child_env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(TINYGRAD_DIR), os.environ.get("PYTHONPATH")])),
                      CACHEDB=str(tmp_path / "tinygrad.db"), SVOD_CACHE_DIR=str(tmp_path / "svod"),
                      PARALLEL=str(parallel), TEST_BEAM=str(beam), **env)
@@ -70,6 +71,23 @@ def test_svods_loop_finds_a_kernel_with_the_same_outputs_and_does_the_compiling_
     assert again["stats"]["searches"] == 0 and again["stats"]["cached"] == 1, again["stats"]
 
 
+def test_a_kernel_faster_than_the_skip_limit_is_not_searched_and_the_next_process_does_not_time_it(tmp_path):
+    first = search(tmp_path, beam=2, SVOD_BEAM_SKIP_BELOW="60")
+    assert first["same"]
+    stats = first["stats"]
+    assert stats["skipped"] == 1 and stats["searches"] == 0 and stats["rounds"] == 0, stats
+    assert stats["timed"] == 1, stats  # the default schedule, and nothing else
+
+    again = search(tmp_path, beam=2, SVOD_BEAM_SKIP_BELOW="60")
+    assert again["same"]
+    assert again["stats"]["skipped_cached"] == 1 and again["stats"]["timed"] == 0, again["stats"]
+
+    # Another limit is another decision: this one (a nanosecond) searches the kernel.
+    searched = search(tmp_path, beam=2, SVOD_BEAM_SKIP_BELOW="1e-9")
+    assert searched["same"]
+    assert searched["stats"]["searches"] == 1 and searched["stats"]["skipped"] == 0, searched["stats"]
+
+
 def test_svods_loop_renders_in_tinygrads_worker_processes(tmp_path):
     # tinygrad's pool of spawned workers renders the candidates with svod's source renderer, which
     # they unpickle (importing svod.tinygrad_search); the compile and timing stay here.
@@ -89,3 +107,5 @@ def test_svod_beam_off_gives_tinygrads_own_loop(tmp_path):
 def test_a_malformed_svod_beam_is_a_validation_error(tmp_path):
     with pytest.raises(AssertionError, match=r'SVOD_BEAM="sometimes": expected 1 or 0'):
         search(tmp_path, beam=1, SVOD_BEAM="sometimes")
+    with pytest.raises(AssertionError, match=r'SVOD_BEAM_SKIP_BELOW="soon": expected a positive number of seconds'):
+        search(tmp_path, beam=1, SVOD_BEAM_SKIP_BELOW="soon")

@@ -126,6 +126,16 @@ void bind_variants(py::module_& m) {
        kOptionsDoc)
           .c_str());
 
+  m.def(
+      "_variants_tolerance_from_env",
+      []() -> std::optional<std::pair<double, double>> {
+        const auto tolerance = variant_tolerance_from_env();
+        if (!tolerance) return std::nullopt;
+        return std::pair{tolerance->atol, tolerance->rtol};
+      },
+      "SVOD_VARIANTS_TOLERANCE as (atol, rtol), None when it is unset; ValidationError when malformed. For "
+      "svod.tinygrad.");
+
   py::list recipes;
   for (const CpuRecipe& recipe : kCpuRecipes) recipes.append(py::str(std::string(recipe.name)));
   m.attr("cpu_recipes") = py::tuple(recipes);

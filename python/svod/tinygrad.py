@@ -323,7 +323,8 @@ class SVODGraph(MultiGraphRunner):
     rebound (no copy) on every call, and the fixed parts of them that kernels take (views) follow;
     tinygrad's symbolic variables are plan variables, passed to the kernels as expressions, and
     symbolic launch sizes are expressions over them (_size_expr). With SVOD_VARIANTS=1 the plan runs
-    each kernel's exact variant chosen by measurement (Plan.choose_variants)."""
+    each kernel's exact variant chosen by measurement (Plan.choose_variants); SVOD_VARIANTS_TOLERANCE
+    lets inexact ones compete within its tolerance."""
 
     @staticmethod
     def supports_uop(batch_devs, new_call: UOp) -> bool:
@@ -349,9 +350,11 @@ class SVODGraph(MultiGraphRunner):
             for (_, ast, bufs, device_vars), runtime in zip(self.calls, self.runtimes):
                 _record_call(ast, [b._buf for b in bufs], device_vars, runtime, self.var_names)
         self.plan = g.plan
-        # SVOD_VARIANTS=1: each kernel runs the exact variant measured fastest for it (cached
-        # across processes), chosen now on the buffers the recording call left.
-        if svod._svod._env_switch("SVOD_VARIANTS", False): self.plan.choose_variants()
+        # SVOD_VARIANTS=1: each kernel runs the variant measured fastest for it (cached across
+        # processes), chosen now on the buffers the recording call left; exact recipes only unless
+        # SVOD_VARIANTS_TOLERANCE gives a tolerance, which turns variants on by itself.
+        tolerance = svod._svod._variants_tolerance_from_env()
+        if svod._svod._env_switch("SVOD_VARIANTS", tolerance is not None): self.plan.choose_variants(tolerance)
         # Each input's slot is the storage it is bound to; the views of it that kernels take follow it.
         self.inputs = []
         for idx in dict.fromkeys(idx for call in self.linear.src for idx in _input_slots(call)):

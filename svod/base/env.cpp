@@ -40,6 +40,7 @@ constexpr EnvVariable kVariables[] = {
     {EnvVar::Threads, "SVOD_THREADS", EnvType::Integer, 0, 4096},  // 0: the CPUs the process may run on
     {EnvVar::TrustedKeys, "SVOD_TRUSTED_KEYS", EnvType::Text},
     {EnvVar::Variants, "SVOD_VARIANTS", EnvType::Switch},
+    {EnvVar::VariantsTolerance, "SVOD_VARIANTS_TOLERANCE", EnvType::Text},  // parse_variant_tolerance's ATOL,RTOL
 };
 
 constexpr bool in_enum_order() {

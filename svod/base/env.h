@@ -55,6 +55,7 @@ enum class EnvVar {
   Threads,
   TrustedKeys,
   Variants,
+  VariantsTolerance,
 };
 
 // What a variable's value is; each type has its reader below.

@@ -4,11 +4,13 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
 
 #include "svod/base/cpu_features.h"
+#include "svod/base/env.h"
 #include "svod/base/error.h"
 #include "svod/base/log.h"
 #include "svod/base/thread_pool.h"
@@ -432,6 +434,27 @@ void run_jobs(std::vector<Job*>& jobs, const VariantOptions& options) {
 }
 
 }  // namespace
+
+VariantTolerance parse_variant_tolerance(std::string_view text, std::string_view what) {
+  auto number = [&](std::string_view part) {
+    const std::string copy(part);
+    char* end = nullptr;
+    const double value = std::strtod(copy.c_str(), &end);
+    if (copy.empty() || end != copy.c_str() + copy.size() || !(value >= 0))
+      throw make_error(ErrorKind::Validation, "{}: expected ATOL,RTOL, two numbers of at least 0 (1e-5,1e-4)",
+                       what);
+    return value;
+  };
+  const size_t comma = text.find(',');
+  if (comma == std::string_view::npos) number("");
+  return VariantTolerance{number(text.substr(0, comma)), number(text.substr(comma + 1))};
+}
+
+std::optional<VariantTolerance> variant_tolerance_from_env() {
+  const auto text = env_string(EnvVar::VariantsTolerance);
+  if (!text) return std::nullopt;
+  return parse_variant_tolerance(*text, fmt::format("SVOD_VARIANTS_TOLERANCE=\"{}\"", *text));
+}
 
 double VariantChoice::speedup() const {
   for (const VariantTrial& t : trials)

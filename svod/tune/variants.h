@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "svod/compile/compiler.h"
@@ -44,6 +45,14 @@ struct VariantTolerance {
   double atol = 0;
   double rtol = 0;
 };
+
+// A tolerance written "ATOL,RTOL" (1e-5,1e-4), as `svod tune --tolerance`
+// and SVOD_VARIANTS_TOLERANCE take it; Error(Validation) naming `what` for
+// anything but two numbers of at least 0.
+VariantTolerance parse_variant_tolerance(std::string_view text, std::string_view what);
+
+// SVOD_VARIANTS_TOLERANCE's tolerance; nullopt when it is unset.
+std::optional<VariantTolerance> variant_tolerance_from_env();
 
 struct VariantOptions {
   // None: the exact recipes only (never an inexact one).

@@ -354,11 +354,7 @@ print(((a @ a.T) + 1).sum(axis=1).tolist())
     assert third.returncode != 0 and "tried to compile with ASSERT_COMPILE set" in third.stderr
 
 
-def test_svod_variants_chooses_exact_variants_for_jitted_graphs_and_a_second_process_times_none(tmp_path):
-    """SVOD_VARIANTS=1: every jitted graph's plan runs its kernels' exact variants, chosen by
-    measurement when the graph is recorded; the outputs are those of the default recipe, and a
-    second process sharing the cache times nothing (svod's SVOD_DEBUG lines say which)."""
-    script = """
+VARIANTS_SCRIPT = """
 import numpy as np, svod.tinygrad
 from tinygrad import Tensor, TinyJit
 rng = np.random.default_rng(3)
@@ -370,9 +366,15 @@ x = rng.standard_normal((8, 64), dtype=np.float32)
 for _ in range(4): out = f(Tensor(x, device="SVOD").realize()).numpy()
 print(out.tobytes().hex())
 """
+
+
+def test_svod_variants_chooses_exact_variants_for_jitted_graphs_and_a_second_process_times_none(tmp_path):
+    """SVOD_VARIANTS=1: every jitted graph's plan runs its kernels' exact variants, chosen by
+    measurement when the graph is recorded; the outputs are those of the default recipe, and a
+    second process sharing the cache times nothing (svod's SVOD_DEBUG lines say which)."""
     runs = []
     for switch in ["0", "1", "1"]:
-        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+        run = subprocess.run([sys.executable, "-c", VARIANTS_SCRIPT], capture_output=True, text=True, timeout=300,
                              env=_env(CACHEDB=str(tmp_path / "tinygrad.db"), SVOD_CACHE_DIR=str(tmp_path / "svod"),
                                       SVOD_VARIANTS=switch, SVOD_DEBUG="1"))
         assert run.returncode == 0, run.stderr
@@ -383,6 +385,25 @@ print(out.tobytes().hex())
     assert "variants of" in first.stderr and "(from the cache)" not in first.stderr, first.stderr
     chosen = [line for line in second.stderr.splitlines() if "variants of" in line]
     assert chosen and all("(from the cache)" in line for line in chosen), second.stderr
+
+
+def test_svod_variants_tolerance_lets_inexact_variants_compete_and_turns_variants_on(tmp_path):
+    """SVOD_VARIANTS_TOLERANCE=ATOL,RTOL alone chooses variants with the inexact recipe among the
+    candidates (exact ones only without it); SVOD_VARIANTS=0 beside it keeps variants off, and a
+    malformed tolerance is an error naming the variable."""
+    def run(**env):
+        return subprocess.run([sys.executable, "-c", VARIANTS_SCRIPT], capture_output=True, text=True, timeout=300,
+                              env=_env(CACHEDB=str(tmp_path / "tinygrad.db"), SVOD_CACHE_DIR=str(tmp_path / "svod"),
+                                       SVOD_DEBUG="1", **env))
+    inexact = run(SVOD_VARIANTS_TOLERANCE="1e-3,1e-3")
+    assert inexact.returncode == 0, inexact.stderr
+    assert "variants of" in inexact.stderr and "O3_reassoc" in inexact.stderr, inexact.stderr
+    exact = run(SVOD_VARIANTS="1")
+    assert exact.returncode == 0 and "variants of" in exact.stderr and "O3_reassoc" not in exact.stderr, exact.stderr
+    off = run(SVOD_VARIANTS="0", SVOD_VARIANTS_TOLERANCE="1e-3,1e-3")
+    assert off.returncode == 0 and "variants of" not in off.stderr, off.stderr
+    bad = run(SVOD_VARIANTS_TOLERANCE="close")
+    assert bad.returncode != 0 and 'SVOD_VARIANTS_TOLERANCE="close": expected ATOL,RTOL' in bad.stderr, bad.stderr
 
 
 def test_tinygrads_disk_cache_keys_svod_binaries_by_the_cpu_recipe(tg):

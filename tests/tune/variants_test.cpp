@@ -311,5 +311,20 @@ TEST(SvodTuneVariants, ASecondProcessTimesNothingAndChoosesTheSame) {
   EXPECT_NE(info.out.find("variants: 1 by O3_reassoc"), std::string::npos) << info.out;
 }
 
+TEST(VariantTolerance, IsTwoNumbersOfAtLeastZeroAndAnythingElseNamesWhatGaveIt) {
+  const VariantTolerance t = parse_variant_tolerance("1e-5,2.5e-4", "test");
+  EXPECT_EQ(t.atol, 1e-5);
+  EXPECT_EQ(t.rtol, 2.5e-4);
+  for (const char* bad : {"", "1e-5", "1e-5,", ",1e-4", "-1,0", "0,nan", "1e-5,1e-4,0", "a,b"}) {
+    try {
+      parse_variant_tolerance(bad, "--tolerance");
+      ADD_FAILURE() << "accepted \"" << bad << "\"";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Validation);
+      EXPECT_NE(std::string(e.what()).find("--tolerance: expected ATOL,RTOL"), std::string::npos) << bad;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace svod

@@ -4,8 +4,6 @@
 // and every later choice find them.
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "svod/base/error.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/tune/time_scale.h"
@@ -18,20 +16,7 @@ namespace svod::cli {
 
 VariantOptions variant_options(const std::string& tolerance) {
   VariantOptions options;
-  if (tolerance.empty()) return options;
-  const size_t comma = tolerance.find(',');
-  auto number = [&](std::string_view text) {
-    const std::string copy(text);
-    char* end = nullptr;
-    const double value = std::strtod(copy.c_str(), &end);
-    if (copy.empty() || end != copy.c_str() + copy.size() || !(value >= 0))
-      throw make_error(ErrorKind::Validation,
-                       "--tolerance {}: expected ATOL,RTOL, two numbers of at least 0 (1e-5,1e-4)", tolerance);
-    return value;
-  };
-  if (comma == std::string::npos) number("");
-  options.tolerance = VariantTolerance{number(std::string_view(tolerance).substr(0, comma)),
-                                       number(std::string_view(tolerance).substr(comma + 1))};
+  if (!tolerance.empty()) options.tolerance = parse_variant_tolerance(tolerance, "--tolerance " + tolerance);
   return options;
 }
 

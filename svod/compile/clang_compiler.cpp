@@ -64,24 +64,6 @@ std::vector<std::string> named_cpu_features(const std::string& clang, const std:
   return features;
 }
 
-
-// What clang reads on stdin. C source starts with a line directive naming
-// the spec's file (`#line 1 "kernels/mm.c"`), so that diagnostics (and
-// __FILE__) say "kernels/mm.c:3:5" as the in-process compiler does, not
-// "<stdin>:3:5"; the source's own line 1 stays line 1. LLVM IR has no such
-// directive and is passed as it is.
-std::string clang_input(const ProgramSpec& spec) {
-  if (spec.language != Language::C) return spec.source;
-  std::string input = "#line 1 \"";
-  for (const char c : spec.diagnostic_file_name()) {
-    if (c == '"' || c == '\\') input += '\\';
-    input += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;  // a directive is one line
-  }
-  input += "\"\n";
-  input += spec.source;
-  return input;
-}
-
 }  // namespace
 
 ClangCompiler::ClangCompiler() : ClangCompiler(Options{}) {}
@@ -119,6 +101,23 @@ std::string ClangCompiler::find_clang() {
   throw make_error(ErrorKind::DeviceUnavailable,
                    "no clang found (tried SVOD_CLANG, clang-19, clang on PATH); install one with "
                    "`apt-get install clang-19` or point SVOD_CLANG at a clang binary");
+}
+
+// What clang reads on stdin. C source starts with a line directive naming
+// the spec's file (`#line 1 "kernels/mm.c"`), so that diagnostics (and
+// __FILE__) say "kernels/mm.c:3:5" as the in-process compiler does, not
+// "<stdin>:3:5"; the source's own line 1 stays line 1. LLVM IR has no such
+// directive and is passed as it is.
+std::string ClangCompiler::input(const ProgramSpec& spec) {
+  if (spec.language != Language::C) return spec.source;
+  std::string input = "#line 1 \"";
+  for (const char c : spec.diagnostic_file_name()) {
+    if (c == '"' || c == '\\') input += '\\';
+    input += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;  // a directive is one line
+  }
+  input += "\"\n";
+  input += spec.source;
+  return input;
 }
 
 std::vector<std::string> ClangCompiler::command(const ProgramSpec& spec) const {
@@ -175,7 +174,7 @@ std::optional<Hash128> ClangCompiler::identity_source() const {
 std::string ClangCompiler::run_clang(const std::vector<std::string>& argv, const ProgramSpec& spec,
                                      std::string_view doing, std::chrono::milliseconds timeout,
                                      std::string& diagnostics) {
-  ProcessResult r = run_process(argv, clang_input(spec), timeout);
+  ProcessResult r = run_process(argv, input(spec), timeout);
   if (r.timed_out)
     throw make_error(ErrorKind::Timeout, "clang did not finish {} \"{}\" within {} ms and was killed", doing,
                      spec.display_name(), timeout.count());

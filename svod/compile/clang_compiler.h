@@ -67,9 +67,13 @@ class ClangCompiler final : public Compiler {
   std::optional<Hash128> identity_source() const override;
   std::span<const CpuRecipe> recipes() const override { return kCpuRecipes; }
 
- private:
+  // The command line that compiles `spec` (clang, its flags, the source on
+  // stdin and the object on stdout), and the text it reads on stdin: for
+  // compilers that run clang elsewhere (the sandbox's confined compile).
   std::vector<std::string> command(const ProgramSpec& spec) const;
+  static std::string input(const ProgramSpec& spec);
 
+ private:
   std::string clang_;
   Options options_;
   mutable std::once_flag identity_once_;

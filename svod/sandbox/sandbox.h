@@ -22,9 +22,10 @@
 // Only precompiled CPU kernels (ELF objects), copies and views run
 // sandboxed: host functions and collectives would run in this process, and
 // device kernels on drivers the sandbox cannot confine, so a plan with any of
-// them is refused (Error(Unsupported)). Sources are compiled in this process
-// before the sandbox exists: sandbox only what you trust to compile, or
-// packages, whose objects are compiled already.
+// them is refused (Error(Unsupported)). The programs are compiled before the
+// sandbox exists: compile untrusted sources with load_confined
+// (confined_compile.h), as `svod run --sandbox` does for a plan file's;
+// Device::compile compiles in this process.
 #pragma once
 
 #include <chrono>

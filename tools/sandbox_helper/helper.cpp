@@ -13,6 +13,9 @@
 // traps into on_sigsys, which writes its name and arguments into the reply
 // and exits; a fault writes the signal and the address.
 //
+// Started with --compile it is something else: clang confined for a source
+// nobody vouches for (compile_mode.cpp).
+//
 // It is built without sanitizers and without libsvod_runtime: only the
 // loader, the CPU ABI's callers and libseccomp, so that what runs confined is
 // small and a sanitizer's own mappings never meet its address-space limit.
@@ -41,7 +44,9 @@
 #include "svod/base/error.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/program/cpu_abi.h"
+#include "svod/sandbox/compile_protocol.h"
 #include "svod/sandbox/protocol.h"
+#include "tools/sandbox_helper/compile_mode.h"
 
 namespace {
 
@@ -327,6 +332,7 @@ void run_request(const std::vector<Program>& programs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && argv[1] == kCompileMode) return compile_mode(argc, argv);
   if (argc != 2) return kExitSetupFailed;
   const pid_t parent = static_cast<pid_t>(std::strtol(argv[1], nullptr, 10));
   // No helper outlives the thread that started it, nor runs for another process.

@@ -52,6 +52,7 @@
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
+#include "svod/sandbox/confined_compile.h"
 #include "svod/sandbox/sandbox.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
@@ -130,10 +131,16 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);
-  LoadedPlan loaded = load_plan(file, LoadOptions{.vars = parse_vars(options.vars),
-                                                  .communicator = comm,
-                                                  .cpu_compiler = compiler,
-                                                  .inputs = named_files(options.inputs, "--input")});
+  LoadOptions load_options{.vars = parse_vars(options.vars),
+                           .communicator = comm,
+                           .cpu_compiler = compiler,
+                           .inputs = named_files(options.inputs, "--input")};
+  // --sandbox: the plan's sources are compiled confined, never in this process.
+  if (options.sandbox)
+    load_options.build_program = [](const PlanFileProgram& program, Device& device) {
+      return load_confined(device, program.spec);
+    };
+  LoadedPlan loaded = load_plan(file, load_options);
   return {std::move(file), std::move(loaded)};
 }
 

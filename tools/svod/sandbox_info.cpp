@@ -1,8 +1,10 @@
 // `svod sandbox-info`: starts a sandbox helper with nothing to run and says
 // which layers of confinement it got here, or why it could not start.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "svod/base/error.h"
+#include "svod/sandbox/confined_compile.h"
 #include "svod/sandbox/sandbox.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
@@ -19,6 +21,15 @@ int sandbox_info() {
                mark(layers.seccomp), mark(layers.resource_limits));
     fmt::print("  optional: user namespace {}, network namespace {}, Landlock {}\n", mark(layers.user_namespace),
                mark(layers.network_namespace), mark(layers.landlock));
+    // Sources of sandboxed runs are compiled confined; packages need no compile.
+    try {
+      const std::vector<std::string> reads = probe_confined_compile();
+      fmt::print("  confined compile of sources: works; the compiler reads only (read-only): {}\n",
+                 fmt::join(reads, ", "));
+    } catch (const Error& e) {
+      fmt::print("  confined compile of sources: not available here ({}); sandboxed runs take precompiled objects (packages) only\n",
+                 e.what());
+    }
     return 0;
   } catch (const Error& e) {
     return fail("sandbox-info", e);

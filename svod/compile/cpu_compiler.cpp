@@ -163,7 +163,9 @@ std::shared_ptr<const Compiler> cpu_compiler_for_target(const std::string& targe
     throw make_error(ErrorKind::Validation,
                      "target CPU \"{}\": expected a CPU name as clang's -march takes it (\"x86-64-v3\", \"znver4\")",
                      target_cpu);
-  auto compiler = std::make_shared<ClangCompiler>(ClangCompiler::Options{.target_cpu = target_cpu});
+  ClangCompiler::Options options;
+  options.target_cpu = target_cpu;
+  auto compiler = std::make_shared<ClangCompiler>(options);
   (void)compiler->identity();
   return compiler;
 }

@@ -17,6 +17,7 @@
 #include "svod/planfile/plan_save.h"
 #include "svod/plan/plan_writes.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/sandbox/confined_compile.h"
 #include "svod/tune/benchmark.h"
 
 namespace svod::python {
@@ -24,6 +25,13 @@ namespace svod::python {
 namespace {
 
 void execute(const PyPlan& p, const std::map<std::string, int64_t>& vars, bool sequential) {
+  if (const std::shared_ptr<PySandbox> sandbox = p.shared->sandbox) {
+    // The helper runs the ops one after another, unobserved: a profile sees
+    // no sandboxed runs, and `sequential` is how they run anyway.
+    GilReleased unlocked;
+    sandbox->execute(vars);
+    return;
+  }
   auto run = [&](PlanObserver* observer) {
     ExecuteOptions options{.sequential = sequential, .observer = observer};
     if (vars.empty()) {
@@ -52,7 +60,10 @@ void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, con
     throw make_error(ErrorKind::Validation, "{}: {} elements given, the plan's buffer holds {}", what,
                      replacement.count(), current.count());
   replacement = Buffer(replacement.storage_ptr(), current.dtype(), replacement.byte_offset(), replacement.bytes());
-  if (current.is_host() && replacement.is_host()) {
+  if (const std::shared_ptr<PySandbox> sandbox = p.shared->sandbox) {
+    GilReleased unlocked;
+    sandbox->copy_in(current, replacement);
+  } else if (current.is_host() && replacement.is_host()) {
     p.plan().rebind(slot, std::move(replacement));
   } else {
     GilReleased unlocked;
@@ -64,6 +75,11 @@ void bind_buffer(const PyPlan& p, const std::string& name, py::handle value, con
 // on any device, without a copy. A buffer of the slot's byte size takes the
 // slot's dtype when both dtypes match or either is byte storage (u8).
 void rebind_slot(const PyPlan& p, py::handle slot_object, py::handle value) {
+  if (p.shared->sandbox)
+    throw make_error(ErrorKind::Unsupported,
+                     "{}: rebind: a sandboxed plan's buffers stay in the memory it shares with its helper (bind() and "
+                     "run() copy arrays into them)",
+                     p.source);
   if (!PyUnicode_Check(slot_object.ptr()) && (PyBool_Check(slot_object.ptr()) || !PyIndex_Check(slot_object.ptr())))
     throw type_error(fmt::format("{}: rebind: slot", p.source), "a buffer index or name", slot_object);
   const size_t slot = PyUnicode_Check(slot_object.ptr())
@@ -136,38 +152,107 @@ PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
   return p;
 }
 
+// A sandbox's wall_limit (seconds, 60 by default) and memory_limit (bytes,
+// 1 GiB by default); None keeps the default. `prefix` names them in errors.
+SandboxOptions limits_of(py::handle wall_limit, py::handle memory_limit, const std::string& prefix) {
+  SandboxOptions options;
+  if (!wall_limit.is_none()) {
+    const auto limit = seconds_argument(wall_limit, prefix + "wall_limit", false);
+    // SandboxOptions counts whole milliseconds: a shorter limit would be none.
+    options.wall_limit = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(limit),
+                                  std::chrono::milliseconds(1));
+  }
+  if (!memory_limit.is_none()) {
+    options.memory_limit = size_argument(memory_limit, prefix + "memory_limit");
+    if (options.memory_limit == 0)
+      throw make_error(ErrorKind::Validation, "{}memory_limit: 0 bytes leaves the helper no memory to run in", prefix);
+  }
+  return options;
+}
+
+// load_plan's and load_package's sandbox=, sandbox_wall_limit= and
+// sandbox_memory_limit=: the options of the plan's sandbox, or nullopt
+// without one. The limits are refused without sandbox=True, where they
+// would limit nothing.
+std::optional<SandboxOptions> sandbox_options(py::handle sandbox, py::handle wall_limit, py::handle memory_limit,
+                                              std::string_view function) {
+  if (!bool_argument(sandbox, fmt::format("{}: sandbox", function))) {
+    if (!wall_limit.is_none() || !memory_limit.is_none())
+      throw make_error(ErrorKind::Validation, "{}: sandbox_{} is given without sandbox=True", function,
+                       wall_limit.is_none() ? "memory_limit" : "wall_limit");
+    return std::nullopt;
+  }
+  return limits_of(wall_limit, memory_limit, fmt::format("{}: sandbox_", function));
+}
+
+// Sandboxes `p` (Plan.sandbox, and the loaders' sandbox=True): its buffers
+// move into memory shared with a new helper, which runs its ops from now on.
+void sandbox_plan(PyPlan& p, const SandboxOptions& options) {
+  // No run() is half done meanwhile. The lock is taken without the GIL, as
+  // run() takes it; nothing waits for it with the GIL held.
+  std::unique_lock lock(p.shared->run_lock, std::defer_lock);
+  {
+    GilReleased unlocked;
+    lock.lock();
+  }
+  if (p.shared->sandbox) throw make_error(ErrorKind::Validation, "{}: the plan is sandboxed already", p.source);
+  std::shared_ptr<PySandbox> sandbox;
+  {
+    GilReleased unlocked;
+    sandbox = std::make_shared<PySandbox>(p.loaded, options);
+  }
+  p.shared->sandbox = std::move(sandbox);
+}
+
 PyPlan load(py::handle path_object, py::handle vars, py::handle compiler_object, py::handle comm,
-            py::handle backend_object) {
+            py::handle backend_object, py::handle sandbox, py::handle wall_limit, py::handle memory_limit) {
   const std::filesystem::path path = path_argument(path_object, "load_plan: path");
+  const auto sandboxed = sandbox_options(sandbox, wall_limit, memory_limit, "load_plan");
   LoadOptions options;
   options.vars = vars_of(vars, "vars");
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_plan: comm");
   if (const auto compiler = renamed_string(compiler_object, backend_object, "load_plan", "cpu_compiler", "backend"))
     options.cpu_compiler = to_string(parse_cpu_compiler(*compiler));
-  GilReleased unlocked;
-  PlanFile file = parse_plan_file(path);
-  return make_plan(file, svod::load_plan(file, options));
+  // sandbox=True: the plan's sources are compiled confined, as `svod run --sandbox` compiles them.
+  if (sandboxed)
+    options.build_program = [](const PlanFileProgram& program, Device& device) {
+      return load_confined(device, program.spec);
+    };
+  PyPlan p;
+  {
+    GilReleased unlocked;
+    PlanFile file = parse_plan_file(path);
+    p = make_plan(file, svod::load_plan(file, options));
+  }
+  if (sandboxed) sandbox_plan(p, *sandboxed);
+  return p;
 }
 
 // svod.load_package: a str or os.PathLike is a package file to read; anything
 // with the buffer protocol (bytes, bytearray, memoryview, a uint8 array) is
 // the package in memory, read only during the call.
-PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm, py::handle on_cpu_mismatch) {
+PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm, py::handle on_cpu_mismatch,
+                           py::handle sandbox, py::handle wall_limit, py::handle memory_limit) {
+  const auto sandboxed = sandbox_options(sandbox, wall_limit, memory_limit, "load_package");
   PackageLoadOptions options;
   options.vars = vars_of(vars, "vars");
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_package: comm");
   if (const auto policy = optional_string(on_cpu_mismatch, "load_package: on_cpu_mismatch"))
     options.on_cpu_mismatch = parse_cpu_mismatch(*policy);
+  PyPlan p;
   if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
     const auto path = path_argument(package, "load_package: package");
     GilReleased unlocked;
     LoadedPackage loaded = svod::load_package(path, options);
-    return make_plan(loaded.file, std::move(loaded.loaded));
+    p = make_plan(loaded.file, std::move(loaded.loaded));
+  } else {
+    const HeldBytes held(package, "load_package", "the package's bytes or a path");
+    GilReleased unlocked;
+    LoadedPackage loaded = svod::load_package(held.bytes(), options);
+    p = make_plan(loaded.file, std::move(loaded.loaded));
   }
-  const HeldBytes held(package, "load_package", "the package's bytes or a path");
-  GilReleased unlocked;
-  LoadedPackage loaded = svod::load_package(held.bytes(), options);
-  return make_plan(loaded.file, std::move(loaded.loaded));
+  if (sandboxed) sandbox_plan(p, *sandboxed);
+  return p;
 }
 
 struct OpRefs {
@@ -313,7 +398,7 @@ void bind_plan_class(py::module_& m) {
             const bool check = bool_argument(check_object, "run: check");
             const bool sequential = bool_argument(sequential_object, "run: sequential");
             const auto values = vars_of(vars, "vars");
-            std::unique_lock lock(*p.run_lock, std::defer_lock);
+            std::unique_lock lock(p.shared->run_lock, std::defer_lock);
             {
               GilReleased unlocked;  // another run may hold it while it waits for the GIL
               lock.lock();
@@ -386,6 +471,54 @@ void bind_plan_class(py::module_& m) {
           "target_cpu= builds the CPU objects for another CPU instead of this one (\"x86-64-v3\",\n"
           "\"x86-64-v2\", a name clang's -march takes; needs clang); sources_only=True packs sources\n"
           "only, compiled wherever the package loads.")
+      .def(
+          "sandbox",
+          [](py::object self, py::handle wall_limit, py::handle memory_limit) {
+            sandbox_plan(py::cast<PyPlan&>(self), limits_of(wall_limit, memory_limit, "sandbox: "));
+            return self;
+          },
+          py::kw_only(), py::arg("wall_limit") = py::none(), py::arg("memory_limit") = py::none(),
+          "Runs the plan in svod's sandbox from now on and returns it (docs/SECURITY.md, \"The sandbox\"):\n"
+          "a helper process, started now and kept between runs, that can do nothing but compute on the\n"
+          "plan's buffers. Every execute() and run() of the plan (of every object for it) goes there,\n"
+          "one round trip each. The buffers move (are copied once) into memory shared with the helper,\n"
+          "where they stay: bind() and run() copy arrays into them (sandbox_info counts the bytes) and\n"
+          "rebind() is refused. wall_limit= is the seconds one run may take (60 by default; past it the\n"
+          "helper is killed), memory_limit= the bytes the helper may map beyond what it holds (1 GiB).\n"
+          "UnsupportedError, with nothing changed, when the sandbox cannot be had here or an op cannot\n"
+          "run there (host functions, collectives, device kernels), naming it. A kernel that breaks a\n"
+          "rule raises svod.SandboxViolation naming the op and the rule; the next run starts a fresh\n"
+          "helper. The plan's programs were compiled in this process before, outside the sandbox: a\n"
+          "source can #include this machine's files (sandbox packages, or sources you trust).")
+      .def_property_readonly(
+          "sandbox_info",
+          [](const PyPlan& p) -> py::object {
+            const std::shared_ptr<PySandbox> sandbox = p.shared->sandbox;
+            if (!sandbox) return py::none();
+            py::dict info;
+            uint64_t copied_bytes = 0, copies = 0;
+            int pid = 0;
+            std::string layers;
+            {
+              GilReleased unlocked;
+              std::lock_guard lock(sandbox->mutex);
+              copied_bytes = sandbox->copied_bytes;
+              copies = sandbox->copies;
+              pid = sandbox->sandboxed.helper_pid();
+              layers = sandbox->sandboxed.layers().describe();
+            }
+            info["layers"] = layers;
+            info["helper_pid"] = pid;
+            info["moved_bytes"] = sandbox->sandboxed.copied_bytes();
+            info["copied_bytes"] = copied_bytes;
+            info["copies"] = copies;
+            return info;
+          },
+          "None for a plan that is not sandboxed; else {\"layers\": the helper's layers of confinement,\n"
+          "\"helper_pid\": its process id (0 until the run after a failure starts one), \"moved_bytes\":\n"
+          "the plan's buffers' bytes copied into the shared memory when it was sandboxed, \"copied_bytes\"\n"
+          "and \"copies\": the bytes and number of arrays (numpy, DLPack, svod.Buffer) bind() and run()\n"
+          "copied into it since}.")
       .def_property_readonly("buffers",
                              [](const PyPlan& p) {
                                py::dict out;
@@ -426,15 +559,21 @@ void bind_plan_class(py::module_& m) {
 // svod.load_plan and svod.load_package, and the private _compile_count.
 void bind_load_functions(py::module_& m) {
   m.def("load_plan", &load, py::arg("path"), py::arg("vars") = py::none(), py::arg("cpu_compiler") = py::none(),
-        py::arg("comm") = py::none(), py::kw_only(), py::arg("backend") = py::none(),
+        py::arg("comm") = py::none(), py::kw_only(), py::arg("backend") = py::none(), py::arg("sandbox") = false,
+        py::arg("sandbox_wall_limit") = py::none(), py::arg("sandbox_memory_limit") = py::none(),
         "Loads a plan file: allocates and initialises its buffers, compiles its programs and builds\n"
         "the plan. vars= overrides variable values; cpu_compiler= (backend= is its old name) picks\n"
         "the compiler of the plan's CPU devices (\"llvm\", \"clang\" or \"dlopen\"; default:\n"
         "SVOD_CPU_COMPILER, else llvm when its plugin is there, else clang), at any time; comm= (a\n"
         "svod.comm.Communicator) is the ranks its collectives run on, this process or thread being\n"
-        "comm.rank (the ranks first check that they loaded the same plan and values).");
+        "comm.rank (the ranks first check that they loaded the same plan and values). sandbox=True\n"
+        "returns the plan sandboxed, as Plan.sandbox() makes it, with sandbox_wall_limit= and\n"
+        "sandbox_memory_limit= as its wall_limit= and memory_limit=; the file's sources are compiled\n"
+        "in this process first, outside the sandbox.");
   m.def("load_package", &load_package_object, py::arg("package"), py::arg("vars") = py::none(),
         py::arg("comm") = py::none(), py::kw_only(), py::arg("on_cpu_mismatch") = py::none(),
+        py::arg("sandbox") = false, py::arg("sandbox_wall_limit") = py::none(),
+        py::arg("sandbox_memory_limit") = py::none(),
         "Loads an ahead-of-time package (made by `svod pack`) into a Plan, without compiling when\n"
         "its CPU objects suit this machine. `package` is its bytes (bytes, bytearray, memoryview;\n"
         "read only during the call) or a path (the file is read once into private memory, where\n"
@@ -442,7 +581,9 @@ void bind_load_functions(py::module_& m) {
         "comm= as for load_plan. on_cpu_mismatch= says what CPU objects this CPU cannot run do:\n"
         "\"recompile\" (the default: from the package's sources) or \"refuse\" (UnsupportedError naming\n"
         "the features this CPU lacks). A damaged package raises LoadError (ValidationError when it\n"
-        "is not a package at all) naming the section.");
+        "is not a package at all) naming the section. sandbox=True returns the plan sandboxed, as\n"
+        "Plan.sandbox() makes it, with sandbox_wall_limit= and sandbox_memory_limit= as its\n"
+        "wall_limit= and memory_limit=; UnsupportedError when the sandbox cannot be had, and no plan.");
   m.def("_compile_count", &compile_count, "Kernels compiled in this process so far (all devices).");
 }
 
@@ -559,16 +700,32 @@ size_t PyPlan::slot(const std::string& name) const {
   throw make_error(ErrorKind::Validation, "{}: no buffer named \"{}\" (buffers: {})", source, name, known);
 }
 
+void PySandbox::execute(const std::map<std::string, int64_t>& vars) {
+  std::lock_guard lock(mutex);
+  loaded->plan.set_variables(vars);
+  sandboxed.execute();
+}
+
+void PySandbox::copy_in(const Buffer& to, const Buffer& from) {
+  std::lock_guard lock(mutex);
+  if (from.first_byte() == to.first_byte() && from.is_host()) return;  // the plan's own buffer, given back
+  copy_buffer(to, from);
+  copied_bytes += to.bytes();
+  ++copies;
+}
+
 std::optional<BenchmarkResult> benchmark_if_plan(py::handle target, py::handle args, const BenchmarkConfig& config) {
   if (!py::isinstance<PyPlan>(target)) return std::nullopt;
   if (!sequence_argument(args, "benchmark: args", "a sequence").empty())
     throw make_error(ErrorKind::Validation, "benchmark: a plan takes no args; bind arrays with plan.bind() first");
   const PyPlan& p = py::cast<const PyPlan&>(target);
+  const std::shared_ptr<PySandbox> sandbox = p.shared->sandbox;
   GilReleased unlocked;
   return benchmark_operation(
       [&] {
         const auto start = std::chrono::steady_clock::now();
-        p.loaded->execute();
+        if (sandbox) sandbox->execute({});
+        else p.loaded->execute();
         return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
       },
       cpu_device(), config);

@@ -8,8 +8,28 @@
 
 #include "bindings.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/sandbox/sandbox.h"
 
 namespace svod::python {
+
+// The sandbox of a svod.Plan (Plan.sandbox(), load_plan/load_package with
+// sandbox=True): the plan's runs go through its helper from then on.
+struct PySandbox {
+  PySandbox(std::shared_ptr<LoadedPlan> plan, const SandboxOptions& options)
+      : loaded(std::move(plan)), sandboxed(loaded->plan, options) {}
+  // Sets `vars`, then runs the plan in the helper; one run at a time.
+  void execute(const std::map<std::string, int64_t>& vars);
+  // Copies `from` into the plan's buffer `to` (in the shared memory), counted.
+  void copy_in(const Buffer& to, const Buffer& from);
+
+  std::shared_ptr<LoadedPlan> loaded;  // first: the sandbox points into it, and ends before it
+  SandboxedPlan sandboxed;
+  std::mutex mutex;  // held by a run and by a copy in, so that neither sees the other half done
+  // Arrays copied into the shared memory since the plan was sandboxed: a
+  // plan's buffers stay there, so run() and bind() copy rather than rebind.
+  uint64_t copied_bytes = 0;
+  uint64_t copies = 0;
+};
 
 // svod.Plan: a loaded plan plus the names and shapes Python shows.
 struct PyPlan {
@@ -18,9 +38,18 @@ struct PyPlan {
   std::vector<std::string> names;      // per slot; empty when unnamed
   std::vector<std::vector<size_t>> shapes;
   std::vector<std::string> variables;
-  // Held by run() from binding to copying the outputs, so that runs from
-  // several threads never see each other's inputs (copies share it).
-  std::shared_ptr<std::mutex> run_lock = std::make_shared<std::mutex>();
+  // What every copy of this object shares (a capture's g.plan is a new
+  // object each time it is read).
+  struct Shared {
+    // Held by run() from binding to copying the outputs, so that runs from
+    // several threads never see each other's inputs.
+    std::mutex run_lock;
+    // Set once the plan is sandboxed: every copy's runs go through it from
+    // then on, so that none runs the plan's kernels in this process. Read and
+    // set with the GIL held.
+    std::shared_ptr<PySandbox> sandbox;
+  };
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
 
   ExecutionPlan& plan() const { return loaded->plan; }
   // The slot named `name`; Validation listing the names otherwise.

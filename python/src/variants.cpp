@@ -63,9 +63,13 @@ void bind_variants(py::module_& m) {
       "choose_variants",
       [](const PyPlan& p, py::handle tolerance, py::handle margin, py::handle rounds, py::handle cache) {
         const VariantOptions options = variant_options("choose_variants", tolerance, margin, rounds, cache);
+        if (p.shared->sandbox)
+          throw make_error(ErrorKind::Unsupported,
+                           "{}: choose_variants: variants are timed in this process, and the plan is sandboxed",
+                           p.source);
         std::vector<VariantChoice> choices;
         {
-          std::unique_lock lock(*p.run_lock, std::defer_lock);
+          std::unique_lock lock(p.shared->run_lock, std::defer_lock);
           GilReleased unlocked;
           lock.lock();
           choices = choose_variants(p.plan(), options);

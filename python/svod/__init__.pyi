@@ -171,6 +171,12 @@ class Plan:
     def op_count(self) -> int: ...
     @property
     def poisoned(self) -> bool: ...
+    def sandbox(self, *, wall_limit: float | None = None, memory_limit: int | None = None) -> Plan:
+        """Runs the plan's kernels in svod's sandbox from now on (docs/SECURITY.md) and returns the plan.
+        Its programs were compiled in this process before, outside the sandbox."""
+    @property
+    def sandbox_info(self) -> dict[str, Any] | None:
+        """None unless sandboxed; else layers, helper_pid, moved_bytes, copied_bytes and copies."""
 
 class PlanBuilder:
     def __init__(self) -> None: ...
@@ -230,14 +236,16 @@ def from_dlpack(obj: Any) -> Buffer: ...
 def free_cached() -> None: ...
 def asbuffer(array: np.ndarray) -> Buffer: ...
 def load_plan(path: str | PathLike[str], vars: Mapping[str, int] | None = None, cpu_compiler: str | None = None,
-              comm: Communicator | None = None, *, backend: str | None = None) -> Plan:
+              comm: Communicator | None = None, *, backend: str | None = None, sandbox: bool = False,
+              sandbox_wall_limit: float | None = None, sandbox_memory_limit: int | None = None) -> Plan:
     """Loads a plan file. With comm, as that rank: rank/world_size, collectives, and a device named
     "CUDA:local" or "CL:local" is device comm.local_rank % count (without comm: device 0)."""
 def load_package(package: bytes | bytearray | memoryview | str | PathLike[str],
                  vars: Mapping[str, int] | None = None, comm: Communicator | None = None, *,
-                 on_cpu_mismatch: str | None = None) -> Plan:
+                 on_cpu_mismatch: str | None = None, sandbox: bool = False, sandbox_wall_limit: float | None = None,
+                 sandbox_memory_limit: int | None = None) -> Plan:
     """Loads a `svod pack` package from its bytes or a path; no compiling when its objects suit this CPU,
-    else on_cpu_mismatch: "recompile" (the default) or "refuse"."""
+    else on_cpu_mismatch: "recompile" (the default) or "refuse". sandbox=True: as Plan.sandbox()."""
 def benchmark(target: Program | Plan, args: Sequence[BufferLike | int] = (), warmup: int = 1, runs: int = 10,
               min_total: float = 0.0, timeout: float = 10.0, *,
               global_size: int | Sequence[int] | None = None) -> BenchmarkResult: ...

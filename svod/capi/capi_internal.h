@@ -20,6 +20,7 @@
 #include "svod/device/device.h"
 #include "svod/package/model.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/sandbox/sandbox.h"
 
 struct svod_status {
   svod_error_kind kind;
@@ -50,6 +51,9 @@ struct svod_plan {
 
   std::mutex mutex;  // serializes every call on the plan
   svod::Model model;  // its variables set since the last execution, its inputs bound
+  // Set by svod_plan_sandbox: the plan's runs go through it. Declared after
+  // the model, so that it ends (and kills its helper) before the plan does.
+  std::unique_ptr<svod::SandboxedPlan> sandbox;
 };
 
 namespace svod::capi {

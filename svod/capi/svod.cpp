@@ -181,13 +181,47 @@ std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_jso
   return std::make_unique<svod_plan>(Model(std::move(file), std::move(loaded)));
 }
 
-// `source`: the package's bytes or its path, as load_package takes them.
 namespace {
 
+// svod_plan_sandbox's options_json: {"wall_limit_s": seconds, "memory_limit": bytes}.
+SandboxOptions parse_sandbox_options(const char* options_json) {
+  SandboxOptions options;
+  if (options_json == nullptr) return options;
+  check_json_depth(options_json, ErrorKind::Validation, "options_json");
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(options_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw make_error(ErrorKind::Validation, "options_json is not valid JSON: {}", json_error_words(e.what()));
+  }
+  if (!json.is_object())
+    throw make_error(ErrorKind::Validation, "options_json: expected an object, got {}", detail::json_type_name(json));
+  for (const auto& [name, value] : json.items()) {
+    if (name == "wall_limit_s") {
+      // Whole milliseconds, at least one, and at most a day: a larger limit
+      // is no limit a caller means.
+      if (!value.is_number() || !(value.get<double>() >= 0.001 && value.get<double>() <= 86400.0))
+        throw make_error(ErrorKind::Validation,
+                         "options_json.wall_limit_s: expected seconds from 0.001 to 86400, got {}", value.dump());
+      options.wall_limit = std::chrono::milliseconds(static_cast<int64_t>(value.get<double>() * 1000.0));
+    } else if (name == "memory_limit") {
+      if (!value.is_number_unsigned() || value.get<uint64_t>() == 0)
+        throw make_error(ErrorKind::Validation,
+                         "options_json.memory_limit: expected a positive number of bytes, got {}", value.dump());
+      options.memory_limit = value.get<uint64_t>();
+    } else {
+      throw make_error(ErrorKind::Validation,
+                       "options_json: unknown option \"{}\" (the options are wall_limit_s and memory_limit)", name);
+    }
+  }
+  return options;
+}
+
+// `source`: the package's bytes or its path, as load_package takes them.
 template <typename Source>
 std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char* vars_json,
                                              std::shared_ptr<Communicator> comm, uint32_t flags) {
-  constexpr uint32_t kKnownFlags = SVOD_PACKAGE_REFUSE_CPU_MISMATCH;
+  constexpr uint32_t kKnownFlags = SVOD_PACKAGE_REFUSE_CPU_MISMATCH | SVOD_PACKAGE_SANDBOX;
   if ((flags & ~kKnownFlags) != 0)
     throw make_error(ErrorKind::Validation, "flags: 0x{:x} holds bits this svod does not know (0x{:x})", flags,
                      flags & ~kKnownFlags);
@@ -195,7 +229,9 @@ std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char*
   options.vars = parse_vars(vars_json);
   options.communicator = std::move(comm);
   if ((flags & SVOD_PACKAGE_REFUSE_CPU_MISMATCH) != 0) options.on_cpu_mismatch = CpuMismatch::Refuse;
-  return std::make_unique<svod_plan>(Model(load_package(source, options)));
+  auto plan = std::make_unique<svod_plan>(Model(load_package(source, options)));
+  if ((flags & SVOD_PACKAGE_SANDBOX) != 0) plan->sandbox = std::make_unique<SandboxedPlan>(plan->model.plan());
+  return plan;
 }
 
 }  // namespace
@@ -458,6 +494,11 @@ svod_status* svod_plan_bind(svod_plan* plan, const char* name, svod_buffer* buff
     require(buffer, "buffer");
     std::lock_guard lock(plan->mutex);
     const size_t slot = svod::capi::plan_slot(*plan, name);
+    if (plan->sandbox)
+      throw svod::make_error(svod::ErrorKind::Unsupported,
+                             "buffer \"{}\": a sandboxed plan's buffers stay in the memory it shares with its helper "
+                             "(copy data in with svod_plan_set_input or through svod_plan_buffer)",
+                             name);
     // An input bound here is bound at the shape its variables have now.
     for (const svod::ModelPort& input : plan->model.inputs()) {
       if (input.slot != slot) continue;
@@ -472,7 +513,19 @@ svod_status* svod_plan_execute(svod_plan* plan) {
   return guarded(__func__, [&] {
     require(plan, "plan");
     std::lock_guard lock(plan->mutex);
-    plan->model.run();
+    plan->model.run(plan->sandbox.get());
+  });
+}
+
+svod_status* svod_plan_sandbox(svod_plan* plan, const char* options_json) {
+  return guarded(__func__, [&] {
+    require(plan, "plan");
+    const svod::SandboxOptions options = svod::capi::parse_sandbox_options(options_json);
+    std::lock_guard lock(plan->mutex);
+    if (plan->sandbox)
+      throw svod::make_error(svod::ErrorKind::Validation,
+                             "the plan is sandboxed already (its limits stay as they were set)");
+    plan->sandbox = std::make_unique<svod::SandboxedPlan>(plan->model.plan(), options);
   });
 }
 

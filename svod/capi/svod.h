@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 9
+#define SVOD_API_VERSION_MINOR 10
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -246,8 +246,9 @@ SVOD_C_EXPORT svod_status* svod_plan_set_var(svod_plan* plan, const char* name, 
  * calls on one plan are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_buffer(svod_plan* plan, const char* name, svod_buffer** out);
 /* Binds `buffer` in place of the plan's buffer `name` (same dtype, size and
- * device; views of it follow). The plan keeps the buffer alive. Thread-safe:
- * calls on one plan are serialized. */
+ * device; views of it follow). The plan keeps the buffer alive. UNSUPPORTED
+ * for a sandboxed plan (svod_plan_sandbox). Thread-safe: calls on one plan
+ * are serialized. */
 SVOD_C_EXPORT svod_status* svod_plan_bind(svod_plan* plan, const char* name, svod_buffer* buffer);
 /* Runs every operation of the plan once, with independent operations in
  * parallel (a plan spanning devices puts each on its device's queue). A
@@ -265,7 +266,11 @@ typedef enum svod_package_flag {
    * for another architecture) make the load fail with UNSUPPORTED naming the
    * program and the features this CPU lacks. Without it they are compiled
    * from the package's sources (which needs clang). */
-  SVOD_PACKAGE_REFUSE_CPU_MISMATCH = 1
+  SVOD_PACKAGE_REFUSE_CPU_MISMATCH = 1,
+  /* (1.10) The plan runs sandboxed, as svod_plan_sandbox(plan, NULL) makes it
+   * once loaded: the load fails (UNSUPPORTED, naming what is missing or the
+   * op that cannot run there) rather than give a plan that runs unsandboxed. */
+  SVOD_PACKAGE_SANDBOX = 2
 } svod_package_flag;
 
 /* svod_plan_load_package and svod_plan_load_package_file with `flags`
@@ -275,6 +280,29 @@ SVOD_C_EXPORT svod_status* svod_plan_load_package_with_flags(const void* data, s
                                                              uint32_t flags, svod_plan** out);
 SVOD_C_EXPORT svod_status* svod_plan_load_package_file_with_flags(const char* path, const char* vars_json,
                                                                   uint32_t flags, svod_plan** out);
+
+/* ---- Sandboxed runs (1.10) ---------------------------------------------- */
+
+/* Makes every later svod_plan_execute of `plan` run its kernels in svod's
+ * sandbox (docs/SECURITY.md, "The sandbox"): a helper process that can do
+ * nothing but compute on the plan's buffers, started now and kept between
+ * runs. The plan's buffers move into memory shared with the helper now (a
+ * copy of each, once); svod_plan_buffer and svod_plan_get_output see them
+ * there, svod_plan_set_input copies into them, and svod_plan_bind is refused
+ * (UNSUPPORTED): a buffer of the caller's would be outside the sandbox.
+ * `options_json` is NULL for the defaults or an object with any of
+ * "wall_limit_s" (seconds one execution may take, from 0.001 to 86400, 60 by
+ * default; past it the helper is killed) and "memory_limit" (bytes the helper
+ * may map beyond what it holds, 1 GiB by default). Errors: UNSUPPORTED when the sandbox cannot be
+ * had on this machine or the plan holds an op that cannot run there (host
+ * functions, collectives, device kernels), naming it, and nothing changes;
+ * VALIDATION for bad options or a plan sandboxed already. A plan loaded from
+ * a plan file compiled its sources in this process, outside the sandbox;
+ * packages are compiled already. A kernel that breaks a rule of the sandbox
+ * makes svod_plan_execute return SANDBOX_VIOLATION naming the op and the
+ * rule; the next execution starts a fresh helper. Thread-safe: calls on one
+ * plan are serialized. */
+SVOD_C_EXPORT svod_status* svod_plan_sandbox(svod_plan* plan, const char* options_json);
 
 /* ---- Running a plan by name (1.8) --------------------------------------- */
 

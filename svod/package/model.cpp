@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "svod/base/error.h"
+#include "svod/sandbox/sandbox.h"
 
 namespace svod {
 namespace {
@@ -196,7 +197,7 @@ void Model::set_variable(std::string_view name, int64_t value) {
   pending_[v->variable.name] = value;
 }
 
-void Model::run() {
+void Model::run(SandboxedPlan* sandbox) {
   // Each variable an input's shape set, as the inputs bound last left it.
   std::map<std::string, std::pair<int64_t, std::string>> from_inputs;
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -216,6 +217,12 @@ void Model::run() {
       throw make_error(ErrorKind::Validation,
                        "variable \"{}\" was set to {}, and input \"{}\"'s shape makes it {}", variable, it->second,
                        value.second, value.first);
+  }
+  if (sandbox != nullptr) {
+    loaded_.plan.set_variables(pending_);
+    pending_.clear();
+    sandbox->execute();
+    return;
   }
   if (pending_.empty()) {
     loaded_.execute();

@@ -28,6 +28,8 @@
 
 namespace svod {
 
+class SandboxedPlan;  // svod/sandbox/sandbox.h
+
 // An input or output of a model as its caller sees it.
 struct ModelPort {
   std::string name;
@@ -87,10 +89,12 @@ class Model {
   // The variables' values for the next run.
   std::map<std::string, int64_t> variables() const;
 
-  // Runs the plan once. Error(Validation) naming an input never bound, or
-  // two inputs that set one variable to different values; nothing runs
-  // then. Run errors as ExecutionPlan::execute.
-  void run();
+  // Runs the plan once: in `sandbox`, a SandboxedPlan over this model's
+  // plan, when one is given (its helper runs the ops with the variables set
+  // here), else in this process. Error(Validation) naming an input never
+  // bound, or two inputs that set one variable to different values; nothing
+  // runs then. Run errors as ExecutionPlan::execute and SandboxedPlan::execute.
+  void run(SandboxedPlan* sandbox = nullptr);
   // Output `name`'s current shape's bytes (the first bytes of its buffer),
   // copied into `into`, which must hold exactly that many
   // (Error(Validation) otherwise).

@@ -248,6 +248,10 @@ class ExecutionPlan {
   // op's scalars and launch sizes, then runs. Nothing changes and nothing runs
   // when a check fails (Error(Validation)).
   void execute_with_vars(const std::map<std::string, int64_t>& vars, const ExecuteOptions& options = {});
+  // Sets and checks the named variables as execute_with_vars does, without
+  // running: for a plan whose ops run elsewhere (svod/sandbox) with the
+  // current values.
+  void set_variables(const std::map<std::string, int64_t>& vars);
   // Runs the plan on `worker`, after the commands submitted to it before;
   // returns the timeline value to wait for. Variable names and bounds are
   // checked now (Error(Validation), nothing queued); the values are applied

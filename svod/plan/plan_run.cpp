@@ -446,26 +446,39 @@ std::chrono::nanoseconds ExecutionPlan::time_op(size_t index) {
 
 void ExecutionPlan::execute_sequential() { execute(ExecuteOptions{.sequential = true}); }
 
+namespace {
+
+// Sets `vars` (others keep their values) once every op's scalars and launch
+// sizes accept them; nothing changes when one does not. Under s.mutex.
+void set_vars(detail::PlanState& s, const std::map<std::string, int64_t>& vars) {
+  if (vars.empty()) return;
+  std::copy(s.var_values.begin(), s.var_values.end(), s.staged_values.begin());
+  s.apply_vars(vars, s.staged_values);
+  if (s.staged_values == s.var_values) return;
+  try {
+    s.prepare(s.staged_values);
+  } catch (...) {
+    // Some kernels hold the rejected values now; the next run re-prepares
+    // them from the kept ones.
+    s.dirty = true;
+    throw;
+  }
+  s.var_values.swap(s.staged_values);
+  s.dirty = false;
+}
+
+}  // namespace
+
 void ExecutionPlan::execute_with_vars(const std::map<std::string, int64_t>& vars, const ExecuteOptions& options) {
   detail::PlanState& s = *state_;
   std::lock_guard lock(s.mutex);
-  if (!vars.empty()) {
-    std::copy(s.var_values.begin(), s.var_values.end(), s.staged_values.begin());
-    s.apply_vars(vars, s.staged_values);
-    if (s.staged_values != s.var_values) {
-      try {
-        s.prepare(s.staged_values);
-      } catch (...) {
-        // Some kernels hold the rejected values now; the next run re-prepares
-        // them from the kept ones.
-        s.dirty = true;
-        throw;
-      }
-      s.var_values.swap(s.staged_values);
-      s.dirty = false;
-    }
-  }
+  set_vars(s, vars);
   s.run(options);
+}
+
+void ExecutionPlan::set_variables(const std::map<std::string, int64_t>& vars) {
+  std::lock_guard lock(state_->mutex);
+  set_vars(*state_, vars);
 }
 
 uint64_t ExecutionPlan::execute_async(WorkerThread& worker, const std::map<std::string, int64_t>& vars) {

@@ -562,6 +562,68 @@ TEST(CApi, PackageFlagsRefuseObjectsForAnotherCpu) {
   EXPECT_EQ(run_mlp(recompiled.handle), run_mlp(from_plan.handle));
 }
 
+// SVOD_PACKAGE_SANDBOX and svod_plan_sandbox: the MLP package run in the
+// sandbox gives exactly what it gives in this process, also for an input
+// written through the plan's buffer handle; binding caller memory is refused.
+TEST(CApi, SandboxedPackageGivesTheSameOutputs) {
+  const std::vector<std::byte> bytes = svod::pack_plan(kMlpDir + "plan.json");
+  Plan plain;
+  ASSERT_OK(svod_plan_load_package(bytes.data(), bytes.size(), nullptr, &plain.handle));
+  const std::vector<float> want = run_mlp(plain.handle);
+  Plan sandboxed;
+  ASSERT_OK(svod_plan_load_package_with_flags(bytes.data(), bytes.size(), nullptr, SVOD_PACKAGE_SANDBOX,
+                                              &sandboxed.handle));
+  EXPECT_EQ(run_mlp(sandboxed.handle), want);
+  EXPECT_EQ(run_mlp(sandboxed.handle), want);  // the helper stays for the next run
+  expect_error(svod_plan_sandbox(sandboxed.handle, nullptr), SVOD_ERROR_VALIDATION, "sandboxed already");
+  std::vector<float> x(64 * 256, 0.5f);
+  Buffer wrapped;
+  ASSERT_OK(svod_buffer_wrap_host(x.data(), "f32", x.size(), &wrapped.handle));
+  expect_error(svod_plan_bind(sandboxed.handle, "x", wrapped.handle), SVOD_ERROR_UNSUPPORTED,
+               "stay in the memory it shares with its helper");
+  // The plan's own buffer handle writes into the sandbox's memory.
+  for (svod_plan* plan : {sandboxed.handle, plain.handle}) {
+    Buffer input;
+    ASSERT_OK(svod_plan_buffer(plan, "x", &input.handle));
+    ASSERT_OK(svod_buffer_copy_from_host(input.handle, x.data(), x.size() * sizeof(float)));
+  }
+  ASSERT_OK(svod_plan_execute(sandboxed.handle));
+  ASSERT_OK(svod_plan_execute(plain.handle));
+  EXPECT_EQ(plan_values(sandboxed.handle, "probs"), plan_values(plain.handle, "probs"));
+}
+
+// A plan file's kernel that opens /etc/shadow, run sandboxed: the execution
+// fails with SANDBOX_VIOLATION naming the system call and the rule, and the
+// next execution (with a variable that keeps the kernel from the call) runs
+// in a fresh helper. Bad options are refused before anything changes.
+TEST(CApi, SandboxedPlanContainsAHostileKernel) {
+  TempDir dir;
+  const std::string path = dir.write("plan.json", R"({
+  "svod_plan": 1,
+  "variables": { "BAD": { "min": 0, "max": 1, "value": 1 } },
+  "buffers": { "y": { "dtype": "f32", "count": 4 } },
+  "programs": {
+    "peek": { "language": "c", "entry": "peek",
+              "source": "int open(const char*, int, ...);\nvoid peek(float* y, long bad) { y[0] = bad ? open(\"/etc/shadow\", 0) : 7; }",
+              "buffers": [ { "name": "y", "access": "write" } ],
+              "scalars": [ { "name": "bad", "type": "i64" } ] }
+  },
+  "ops": [ { "run": "peek", "buffers": ["y"], "scalars": { "bad": "BAD" } } ]
+})").string();
+  Plan plan;
+  ASSERT_OK(svod_plan_load(path.c_str(), nullptr, &plan.handle));
+  expect_error(svod_plan_sandbox(plan.handle, "[]"), SVOD_ERROR_VALIDATION, "expected an object");
+  expect_error(svod_plan_sandbox(plan.handle, R"({"wall_limit_s": -1})"), SVOD_ERROR_VALIDATION, "wall_limit_s");
+  expect_error(svod_plan_sandbox(plan.handle, R"({"memory_limit": 0})"), SVOD_ERROR_VALIDATION, "memory_limit");
+  expect_error(svod_plan_sandbox(plan.handle, R"({"wall": 1})"), SVOD_ERROR_VALIDATION, "unknown option \"wall\"");
+  ASSERT_OK(svod_plan_sandbox(plan.handle, R"({"wall_limit_s": 10, "memory_limit": 268435456})"));
+  expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_SANDBOX_VIOLATION, "openat");
+  expect_error(svod_plan_execute(plan.handle), SVOD_ERROR_SANDBOX_VIOLATION, "rule: no files");
+  ASSERT_OK(svod_plan_set_var(plan.handle, "BAD", 0));
+  ASSERT_OK(svod_plan_execute(plan.handle));
+  EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{7, 0, 0, 0}));
+}
+
 // A plan with a variable: y = 2 * x over the first N elements.
 constexpr const char* kScalePlan = R"({
   "svod_plan": 1,

@@ -221,6 +221,26 @@ TEST_F(PlanExecute, VariablesDriveScalarsAndLaunchSizes) {
   EXPECT_EQ(s[6], 0);
 }
 
+// set_variables: the values the next run (or a sandbox's host_launch) uses,
+// checked as execute_with_vars checks them, and nothing runs.
+TEST_F(PlanExecute, SetVariablesChecksAndRunsNothing) {
+  ExecutionPlanBuilder b;
+  const size_t slots = b.add_buffer(host_buffer(DType::I64, 16));
+  b.add_variable(Variable{"N", 1, 16}, 2);
+  b.add_op(KernelOp{test::put_kernel(), {slots}, {}, {}});
+  ExecutionPlan plan = b.build();
+  auto s = plan.buffer(slots).span<int64_t>();
+  plan.set_variables({{"N", 5}});
+  EXPECT_EQ(plan.variable("N"), 5);
+  EXPECT_EQ(s[0], 0) << "set_variables ran an op";
+  EXPECT_EQ(plan.host_launch(0).slices, 5);
+  expect_error(ErrorKind::Validation, [&] { plan.set_variables({{"N", 17}}); }, {"N = 17", "[1, 16]"});
+  expect_error(ErrorKind::Validation, [&] { plan.set_variables({{"M", 1}}); }, {"unknown plan variable \"M\""});
+  EXPECT_EQ(plan.variable("N"), 5);
+  plan.execute();
+  EXPECT_EQ(std::vector<int64_t>(s.begin(), s.begin() + 6), (std::vector<int64_t>{1, 2, 3, 4, 5, 0}));
+}
+
 TEST_F(PlanExecute, SliceCountsAreCheckedAgainstCoreIdWhenVariablesChange) {
   ExecutionPlanBuilder b;
   const size_t slots = b.add_buffer(host_buffer(DType::I64, 16));

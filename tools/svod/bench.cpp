@@ -12,6 +12,9 @@
 // this CPU (roofline.h) with every op that has flops and bytes, and lists the
 // others with the reason.
 //
+// --sandbox times the plan's executions in svod's sandbox instead: its helper
+// runs the plan in one piece, so the table has one row, the whole plan.
+//
 // Ranks (run_on_ranks, common.h, as svod run): under an MPI launcher the
 // process benchmarks the plan as its rank of the job; with --ranks N, N
 // threads each load and time it as one rank of a local group. Every rank
@@ -34,6 +37,8 @@
 #include "svod/comm/communicator.h"
 #include "svod/planfile/plan_file.h"
 #include "svod/profile/profile.h"
+#include "svod/registry/registry.h"
+#include "svod/sandbox/sandbox.h"
 #include "svod/tune/benchmark.h"
 #include "tools/svod/commands.h"
 #include "tools/svod/common.h"
@@ -131,6 +136,18 @@ void print_table(RankOutput& output, const std::vector<OpTiming>& rows) {
   output.print("{:<{}}  {:>5}  {:>12.3f}\n", "total (sum of medians)", width, "", total / 1e3);
 }
 
+// A measurement's samples and statistics, as --json writes them.
+void add_result_json(nlohmann::json& o, const BenchmarkResult& result) {
+  const BenchmarkStats& s = result.stats;
+  o["runs"] = result.runs;
+  o["samples_ns"] = result.samples;
+  o["median_ns"] = s.median;
+  o["min_ns"] = s.min;
+  o["mean_ns"] = s.mean;
+  o["stddev_ns"] = s.stddev;
+  o["timed_out"] = result.timed_out;
+}
+
 // `ranks`: how many ranks the plan ran on (these are rank 0's samples).
 void write_json(const std::string& path, const std::vector<OpTiming>& rows, int ranks) {
   nlohmann::json ops = nlohmann::json::array();
@@ -139,13 +156,7 @@ void write_json(const std::string& path, const std::vector<OpTiming>& rows, int 
     nlohmann::json o = {{"title", r.op->title}, {"kind", to_string(r.op->kind)}, {"device", r.op->device}, {"name", r.op->name}};
     if (r.result) {
       const BenchmarkStats& s = r.result->stats;
-      o["runs"] = r.result->runs;
-      o["samples_ns"] = r.result->samples;
-      o["median_ns"] = s.median;
-      o["min_ns"] = s.min;
-      o["mean_ns"] = s.mean;
-      o["stddev_ns"] = s.stddev;
-      o["timed_out"] = r.result->timed_out;
+      add_result_json(o, *r.result);
       if (r.op->flops && s.median > 0) o["gflops"] = *r.op->flops / s.median;
       if (r.op->bytes && s.median > 0) o["gbps"] = *r.op->bytes / s.median;
     } else {
@@ -193,6 +204,57 @@ void write_roofline(RankOutput& output, const std::string& path, const std::vect
                unplotted.size());
 }
 
+// --sandbox: the plan's kernels run in the sandbox's helper, which runs the
+// plan as a whole (svod/sandbox/sandbox.h), so the whole plan is timed, one
+// round trip to the helper per run, as `svod run --sandbox` runs it. Its
+// buffers move into the memory shared with the helper once, before the runs.
+int bench_sandboxed(const BenchOptions& options, const BenchmarkConfig& config, const PlanFile& file,
+                    LoadedPlan& loaded, RankOutput& output) {
+  std::optional<SandboxedPlan> sandboxed;
+  std::optional<BenchmarkResult> result;
+  try {
+    sandboxed.emplace(loaded.plan);
+  } catch (const Error& e) {
+    return rank_failed("bench", make_error(e.kind(), "{}: --sandbox: {}", file.source_name, e.what()), nullptr, false,
+                       output);
+  }
+  output.print("sandbox: {}; {} bytes of buffers copied into shared memory\n", sandboxed->layers().describe(),
+               sandboxed->copied_bytes());
+  try {
+    const std::shared_ptr<Device> cpu = open_device("CPU");  // whose memory --flush writes
+    sandboxed->execute();  // as the plain bench runs the plan once before timing
+    result = benchmark_operation(
+        [&] {
+          const auto start = std::chrono::steady_clock::now();
+          sandboxed->execute();
+          return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+        },
+        *cpu, config);
+  } catch (const Error& e) {
+    return rank_failed("bench", make_error(e.kind(), "{}: {}", file.source_name, e.what()), nullptr, false, output);
+  }
+  output.print("per op: not timed: the sandbox's helper runs the plan as a whole\n");
+  const OpDescription whole{.name = "plan", .title = "the plan, in the sandbox", .kind = OpKind::Kernel,
+                            .device = "CPU", .buffers = {}, .flops = std::nullopt, .bytes = std::nullopt};
+  std::vector<OpTiming> rows{{&whole, std::move(result), {}}};
+  print_table(output, rows);
+  if (options.json.empty()) return 0;
+  try {
+    nlohmann::json plan = nlohmann::json::object();
+    add_result_json(plan, *rows.front().result);
+    write_file_atomically(options.json,
+                          nlohmann::json{{"ranks", 1},
+                                         {"sandbox", {{"layers", sandboxed->layers().describe()},
+                                                      {"copied_bytes", sandboxed->copied_bytes()}}},
+                                         {"plan", plan}}
+                                  .dump(2) +
+                              '\n');
+  } catch (const Error& e) {
+    return rank_failed("bench", e, nullptr, false, output);
+  }
+  return 0;
+}
+
 // One rank's benchmark: `comm` is null for a plain run. A failure while the
 // ranks still depend on each other (loading, running, timing) aborts the
 // communicator so that the others stop waiting for this one; writing rank
@@ -215,6 +277,7 @@ int bench_rank(const BenchOptions& options, const BenchmarkConfig& config, const
   }
   if (comm && comm->size() > 1)
     output.print("ranks: {} ({}), this is rank {}\n", comm->size(), comm->transport(), comm->rank());
+  if (options.sandbox) return bench_sandboxed(options, config, file, *loaded, output);
   ExecutionPlan& plan = loaded->plan;
   const std::vector<OpDescription> ops = describe_ops(plan);
 
@@ -262,6 +325,12 @@ int bench(const BenchOptions& options) {
   std::string cpu_compiler;
   try {
     cpu_compiler = cpu_compiler_option(options.cpu_compiler);
+    if (options.sandbox && options.ranks > 0)
+      throw make_error(ErrorKind::Validation, "--sandbox times one plan alone; drop --ranks");
+    if (options.sandbox && (!options.plot.empty() || !options.profile.empty()))
+      throw make_error(ErrorKind::Validation, "--{} shows each op's time, and --sandbox times the plan as a whole "
+                       "(the sandbox's helper runs it in one piece)",
+                       options.plot.empty() ? "profile" : "plot");
   } catch (const Error& e) {
     return fail("bench", e);
   }

@@ -111,6 +111,9 @@ struct BenchOptions {
   std::string plot;     // roofline SVG
   int ranks = 0;        // as for run
   bool all_ranks = false;
+  // Time the plan's execution in svod's sandbox as a whole (its helper runs
+  // the plan in one piece, so ops are not timed alone).
+  bool sandbox = false;
 };
 int bench(const BenchOptions& options);
 
@@ -141,8 +144,12 @@ struct TuneOptions {
   bool variants = false;
   std::string tolerance;           // ATOL,RTOL: inexact recipes within it; empty: exact only
   std::vector<std::string> vars;   // NAME=VALUE, with --variants
+  bool sandbox = false;            // refused: tune_sandboxed()
 };
 int tune(const TuneOptions& options);
+// `svod tune --sandbox` (with or without --variants): refused, saying why
+// (an Error(Unsupported)); exit 2.
+int tune_sandboxed();
 // `svod tune --variants PLAN.json`: every kernel's variant chosen
 // (svod/tune/variants.h) and a table of the choices; exit 0, or 2 when the
 // plan does not load or run.

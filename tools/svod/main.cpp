@@ -165,6 +165,10 @@ int svod_command_main(int argc, char** argv) {
             "Every rank times every op, collectives exactly --warmup + --runs times on every rank; only rank 0 "
             "prints its table and writes --json, --profile and --plot.");
   bench->add_flag("--all-ranks", bench_options.all_ranks, "print every rank's table, each line prefixed \"[rank K] \"");
+  bench->add_flag("--sandbox", bench_options.sandbox,
+                  "time the plan's executions in svod's sandbox, as `svod run --sandbox` runs it: the plan as a whole "
+                  "(the sandbox's helper runs it in one piece), one round trip to the helper per run; not with --plot, "
+                  "--profile or --ranks");
 
   svod::cli::CompileOptions compile_options;
   auto* compile = app.add_subcommand("compile", "compile one kernel source and print its diagnostics (warnings too), "
@@ -202,6 +206,9 @@ int svod_command_main(int argc, char** argv) {
   tune->add_option("--json", tune_options.json, "write every candidate with its status and times as JSON");
   tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_cpu_compiler(tune, tune_options.cpu_compiler);
+  tune->add_flag("--sandbox", tune_options.sandbox,
+                 "refused: tuning does not run in svod's sandbox (docs/SECURITY.md says why); tune sources you trust, "
+                 "then pack the plan and run the package with --sandbox");
 
   auto* sandbox_info = app.add_subcommand("sandbox-info", "whether `svod run --sandbox` works here, and with which "
                                                          "layers of confinement (docs/SECURITY.md)");
@@ -233,6 +240,7 @@ int svod_command_main(int argc, char** argv) {
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
     if (compile->parsed()) return svod::cli::compile(compile_options);
+    if (tune->parsed() && tune_options.sandbox) return svod::cli::tune_sandboxed();
     if (tune->parsed()) return tune_options.variants ? svod::cli::tune_variants(tune_options) : svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());

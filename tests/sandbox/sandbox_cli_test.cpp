@@ -1,0 +1,89 @@
+// The sandbox from the svod command beside `svod run --sandbox`: `svod bench
+// --sandbox` times the whole plan through the real helper (and reports a
+// hostile kernel as a violation), `svod tune --sandbox` is refused saying why.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace svod {
+namespace {
+
+using test::TempDir;
+
+const std::string kMlp = std::string(SVOD_SOURCE_DIR) + "/examples/mlp/plan.json";
+
+// `svod ARGS` with stdout and stderr together, and its exit status.
+std::pair<std::string, int> svod(const std::string& args) {
+  const std::string command = std::string(SVOD_BINARY_DIR) + "/svod " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string output;
+  char chunk[4096];
+  size_t got = 0;
+  while (pipe != nullptr && (got = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) output.append(chunk, got);
+  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
+  return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+TEST(SandboxCli, BenchTimesTheWholePlanThroughTheHelper) {
+  TempDir dir;
+  const std::string json = (dir / "bench.json").string();
+  const auto [output, status] = svod("bench --sandbox --runs 3 --min-time-ms 0 --json " + json + " " + kMlp);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("sandbox: no_new_privs, seccomp allow-list"), std::string::npos) << output;
+  EXPECT_NE(output.find("per op: not timed: the sandbox's helper runs the plan as a whole"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("the plan, in the sandbox"), std::string::npos) << output;
+  std::ifstream in(json);
+  const nlohmann::json written = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  EXPECT_GT(written["sandbox"]["copied_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(written["plan"]["samples_ns"].size(), 3u);
+  EXPECT_GT(written["plan"]["median_ns"].get<double>(), 0);
+}
+
+TEST(SandboxCli, BenchReportsAHostileKernelAsAViolation) {
+  TempDir dir;
+  const std::string plan = dir.write("plan.json", R"({
+  "svod_plan": 1,
+  "buffers": { "y": { "dtype": "f32", "count": 4 } },
+  "programs": {
+    "peek": { "language": "c", "entry": "peek",
+              "source": "int open(const char*, int, ...);\nvoid peek(float* y) { y[0] = open(\"/etc/shadow\", 0); }",
+              "buffers": [ { "name": "y", "access": "write" } ] }
+  },
+  "ops": [ { "run": "peek", "buffers": ["y"] } ]
+})").string();
+  const auto [output, status] = svod("bench --sandbox " + plan);
+  EXPECT_EQ(status, 2) << output;
+  EXPECT_NE(output.find("error (sandbox violation)"), std::string::npos) << output;
+  EXPECT_NE(output.find("openat"), std::string::npos) << output;
+  EXPECT_NE(output.find("rule: no files"), std::string::npos) << output;
+  const auto [plain, plain_status] = svod("bench --sandbox --plot roof.svg " + kMlp);
+  EXPECT_EQ(plain_status, 2) << plain;
+  EXPECT_NE(plain.find("--plot shows each op's time, and --sandbox times the plan as a whole"), std::string::npos)
+      << plain;
+}
+
+TEST(SandboxCli, TuneRefusesToRunSandboxedAndSaysWhy) {
+  const std::vector<std::string> commands = {"tune --sandbox no_such_tune_file.json",
+                                             "tune --variants --sandbox " + kMlp};
+  for (const std::string& args : commands) {
+    const auto [output, status] = svod(args);
+    EXPECT_EQ(status, 2) << args << ": " << output;
+    EXPECT_NE(output.find("error (unsupported): --sandbox: tuning does not run in the sandbox"), std::string::npos)
+        << args << ": " << output;
+    EXPECT_NE(output.find("compiled from the tune file's (or plan's) sources outside any confinement"),
+              std::string::npos)
+        << output;
+  }
+}
+
+}  // namespace
+}  // namespace svod

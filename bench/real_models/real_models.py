@@ -52,7 +52,7 @@ MODELS = {
     "recognition": ("ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320), "PP-OCRv4 recognition"),
     "detection": ("ch_PP-OCRv4_det_infer.onnx", None, "PP-OCRv4 detection"),
 }
-PROFILED = ("classifier", "recognition")
+PROFILED = ("classifier", "recognition", "detection")
 CLOCK_NAMES = {"wall": "ms", "cpu": "CPU ms of the process"}
 EXPORTED_CALL_MISSING = "build bench/real_models/exported_call.c (target real_models_exported_call) or give --exported-call"
 

@@ -1,10 +1,9 @@
-// svod.load_plan, svod.load_package, svod.Plan and svod.PlanBuilder: plan
-// files, ahead-of-time packages and ExecutionPlanBuilder from Python, with
-// numpy arrays bound to plan buffers by rebinding (no copy) and the GIL
-// released while a plan runs.
+// svod.load_plan, svod.load_package and svod.Plan: plan files and
+// ahead-of-time packages from Python, with numpy arrays bound to plan buffers
+// by rebinding (no copy) and the GIL released while a plan runs. A sandboxed
+// plan's side is in plan_sandbox.cpp, svod.PlanBuilder in plan_builder.cpp.
 #include <pybind11/stl/filesystem.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <span>
@@ -152,58 +151,6 @@ PyPlan make_plan(const PlanFile& file, LoadedPlan loaded) {
   return p;
 }
 
-// A sandbox's wall_limit (seconds, 60 by default) and memory_limit (bytes,
-// 1 GiB by default); None keeps the default. `prefix` names them in errors.
-SandboxOptions limits_of(py::handle wall_limit, py::handle memory_limit, const std::string& prefix) {
-  SandboxOptions options;
-  if (!wall_limit.is_none()) {
-    const auto limit = seconds_argument(wall_limit, prefix + "wall_limit", false);
-    // SandboxOptions counts whole milliseconds: a shorter limit would be none.
-    options.wall_limit = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(limit),
-                                  std::chrono::milliseconds(1));
-  }
-  if (!memory_limit.is_none()) {
-    options.memory_limit = size_argument(memory_limit, prefix + "memory_limit");
-    if (options.memory_limit == 0)
-      throw make_error(ErrorKind::Validation, "{}memory_limit: 0 bytes leaves the helper no memory to run in", prefix);
-  }
-  return options;
-}
-
-// load_plan's and load_package's sandbox=, sandbox_wall_limit= and
-// sandbox_memory_limit=: the options of the plan's sandbox, or nullopt
-// without one. The limits are refused without sandbox=True, where they
-// would limit nothing.
-std::optional<SandboxOptions> sandbox_options(py::handle sandbox, py::handle wall_limit, py::handle memory_limit,
-                                              std::string_view function) {
-  if (!bool_argument(sandbox, fmt::format("{}: sandbox", function))) {
-    if (!wall_limit.is_none() || !memory_limit.is_none())
-      throw make_error(ErrorKind::Validation, "{}: sandbox_{} is given without sandbox=True", function,
-                       wall_limit.is_none() ? "memory_limit" : "wall_limit");
-    return std::nullopt;
-  }
-  return limits_of(wall_limit, memory_limit, fmt::format("{}: sandbox_", function));
-}
-
-// Sandboxes `p` (Plan.sandbox, and the loaders' sandbox=True): its buffers
-// move into memory shared with a new helper, which runs its ops from now on.
-void sandbox_plan(PyPlan& p, const SandboxOptions& options) {
-  // No run() is half done meanwhile. The lock is taken without the GIL, as
-  // run() takes it; nothing waits for it with the GIL held.
-  std::unique_lock lock(p.shared->run_lock, std::defer_lock);
-  {
-    GilReleased unlocked;
-    lock.lock();
-  }
-  if (p.shared->sandbox) throw make_error(ErrorKind::Validation, "{}: the plan is sandboxed already", p.source);
-  std::shared_ptr<PySandbox> sandbox;
-  {
-    GilReleased unlocked;
-    sandbox = std::make_shared<PySandbox>(p.loaded, options);
-  }
-  p.shared->sandbox = std::move(sandbox);
-}
-
 PyPlan load(py::handle path_object, py::handle vars, py::handle compiler_object, py::handle comm,
             py::handle backend_object, py::handle sandbox, py::handle wall_limit, py::handle memory_limit) {
   const std::filesystem::path path = path_argument(path_object, "load_plan: path");
@@ -254,53 +201,6 @@ PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm,
   if (sandboxed) sandbox_plan(p, *sandboxed);
   return p;
 }
-
-struct OpRefs {
-  std::vector<size_t> indices;
-  std::vector<std::string> ids;
-};
-// after=: op indices and ids; `what` names the method.
-OpRefs op_refs(py::handle after, std::string_view what) {
-  OpRefs refs;
-  if (after.is_none()) return refs;
-  const std::string arg = fmt::format("{}: after", what);
-  const auto items = sequence_argument(after, arg, "a sequence of op indices and ids");
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string item = fmt::format("{}[{}]", arg, i);
-    if (PyUnicode_Check(items[i].ptr())) refs.ids.push_back(string_argument(items[i], item));
-    else if (!PyBool_Check(items[i].ptr()) && PyIndex_Check(items[i].ptr()))
-      refs.indices.push_back(size_argument(items[i], item));
-    else throw type_error(item, "an op index or id", items[i]);
-  }
-  return refs;
-}
-
-OpOptions op_options(py::handle id, py::handle after, std::string_view what) {
-  OpRefs refs = op_refs(after, what);
-  return OpOptions{.id = string_argument(id, fmt::format("{}: id", what)),
-                   .after_ids = std::move(refs.ids),
-                   .after = std::move(refs.indices),
-                   .label = {}};
-}
-
-std::vector<size_t> shape_of(py::handle obj, const Buffer& buffer) {
-  if (const PyBuffer* b = as_py_buffer(obj.ptr())) return b->shape;
-  if (PyArray_Check(obj.ptr())) {
-    auto* a = reinterpret_cast<PyArrayObject*>(obj.ptr());
-    return {PyArray_DIMS(a), PyArray_DIMS(a) + PyArray_NDIM(a)};
-  }
-  return {buffer.count()};
-}
-
-AttrValue attr_of(py::handle v, const std::string& key) {
-  const std::string what = fmt::format("custom: attrs[\"{}\"]", key);
-  if (PyBool_Check(v.ptr())) return int64_t{v.ptr() == Py_True};
-  if (PyLong_Check(v.ptr())) return integer_value(v.ptr(), [&] { return what; });
-  if (PyFloat_Check(v.ptr())) return PyFloat_AsDouble(v.ptr());
-  if (PyUnicode_Check(v.ptr())) return string_argument(v, what);
-  throw type_error(what, "an int, float or str", v);
-}
-
 
 // A buffer of the plan by name (str) or slot (int), as Plan.save takes them.
 BufferRef buffer_ref(const PyPlan& p, py::handle obj, const std::string& what) {
@@ -470,56 +370,9 @@ void bind_plan_class(py::module_& m) {
           "signs it; exporter= records what made it (\"svod.tinygrad\"); vars= sets variables' values.\n"
           "target_cpu= builds the CPU objects for another CPU instead of this one (\"x86-64-v3\",\n"
           "\"x86-64-v2\", a name clang's -march takes; needs clang); sources_only=True packs sources\n"
-          "only, compiled wherever the package loads.")
-      .def(
-          "sandbox",
-          [](py::object self, py::handle wall_limit, py::handle memory_limit) {
-            sandbox_plan(py::cast<PyPlan&>(self), limits_of(wall_limit, memory_limit, "sandbox: "));
-            return self;
-          },
-          py::kw_only(), py::arg("wall_limit") = py::none(), py::arg("memory_limit") = py::none(),
-          "Runs the plan in svod's sandbox from now on and returns it (docs/SECURITY.md, \"The sandbox\"):\n"
-          "a helper process, started now and kept between runs, that can do nothing but compute on the\n"
-          "plan's buffers. Every execute() and run() of the plan (of every object for it) goes there,\n"
-          "one round trip each. The buffers move (are copied once) into memory shared with the helper,\n"
-          "where they stay: bind() and run() copy arrays into them (sandbox_info counts the bytes) and\n"
-          "rebind() is refused. wall_limit= is the seconds one run may take (60 by default; past it the\n"
-          "helper is killed), memory_limit= the bytes the helper may map beyond what it holds (1 GiB).\n"
-          "UnsupportedError, with nothing changed, when the sandbox cannot be had here or an op cannot\n"
-          "run there (host functions, collectives, device kernels), naming it. A kernel that breaks a\n"
-          "rule raises svod.SandboxViolation naming the op and the rule; the next run starts a fresh\n"
-          "helper. The plan's programs were compiled in this process before, outside the sandbox: a\n"
-          "source can #include this machine's files (sandbox packages, or sources you trust).")
-      .def_property_readonly(
-          "sandbox_info",
-          [](const PyPlan& p) -> py::object {
-            const std::shared_ptr<PySandbox> sandbox = p.shared->sandbox;
-            if (!sandbox) return py::none();
-            py::dict info;
-            uint64_t copied_bytes = 0, copies = 0;
-            int pid = 0;
-            std::string layers;
-            {
-              GilReleased unlocked;
-              std::lock_guard lock(sandbox->mutex);
-              copied_bytes = sandbox->copied_bytes;
-              copies = sandbox->copies;
-              pid = sandbox->sandboxed.helper_pid();
-              layers = sandbox->sandboxed.layers().describe();
-            }
-            info["layers"] = layers;
-            info["helper_pid"] = pid;
-            info["moved_bytes"] = sandbox->sandboxed.copied_bytes();
-            info["copied_bytes"] = copied_bytes;
-            info["copies"] = copies;
-            return info;
-          },
-          "None for a plan that is not sandboxed; else {\"layers\": the helper's layers of confinement,\n"
-          "\"helper_pid\": its process id (0 until the run after a failure starts one), \"moved_bytes\":\n"
-          "the plan's buffers' bytes copied into the shared memory when it was sandboxed, \"copied_bytes\"\n"
-          "and \"copies\": the bytes and number of arrays (numpy, DLPack, svod.Buffer) bind() and run()\n"
-          "copied into it since}.")
-      .def_property_readonly("buffers",
+          "only, compiled wherever the package loads.");
+  bind_plan_sandbox(cls);
+  cls.def_property_readonly("buffers",
                              [](const PyPlan& p) {
                                py::dict out;
                                for (size_t i = 0; i < p.names.size(); ++i) {
@@ -587,108 +440,6 @@ void bind_load_functions(py::module_& m) {
   m.def("_compile_count", &compile_count, "Kernels compiled in this process so far (all devices).");
 }
 
-// svod.PlanBuilder.
-void bind_plan_builder(py::module_& m) {
-  py::class_<PyPlanBuilder>(m, "PlanBuilder",
-                            "Builds a Plan op by op, like ExecutionPlanBuilder in C++. Buffers are indices\n"
-                            "returned by add_buffer/add_view; ops are indices returned by run/copy/custom.")
-      .def(py::init<>())
-      .def(
-          "add_buffer",
-          [](PyPlanBuilder& b, py::handle buffer, py::handle name_object) {
-            const std::string name = string_argument(name_object, "PlanBuilder.add_buffer: name");
-            Buffer buf = buffer_argument(buffer, fmt::format("PlanBuilder.add_buffer(\"{}\")", name), false);
-            return b.add(buf, shape_of(buffer, buf), name);
-          },
-          py::arg("buffer"), py::arg("name") = "",
-          "Adds a slot holding a svod.Buffer, numpy array (no copy) or DLPack tensor; returns its index.")
-      .def(
-          "add_view",
-          [](PyPlanBuilder& b, py::handle base, py::handle byte_offset, py::handle bytes, py::handle dtype,
-             py::handle name) {
-            return b.add_view(size_argument(base, "PlanBuilder.add_view: base"),
-                              size_argument(byte_offset, "PlanBuilder.add_view: byte_offset"),
-                              size_argument(bytes, "PlanBuilder.add_view: bytes"), dtype_from_object(dtype),
-                              string_argument(name, "PlanBuilder.add_view: name"));
-          },
-          py::arg("base"), py::arg("byte_offset"), py::arg("bytes"), py::arg("dtype"), py::arg("name") = "",
-          "Adds a slot that is `bytes` bytes of slot `base` at `byte_offset`, typed `dtype`.")
-      .def(
-          "add_variable",
-          [](PyPlanBuilder& b, py::handle name, py::handle value, py::handle min, py::handle max) {
-            auto integer = [](py::handle v, const char* what) {
-              return integer_value(v.ptr(), [&] { return fmt::format("PlanBuilder.add_variable: {}", what); });
-            };
-            b.add_variable(string_argument(name, "PlanBuilder.add_variable: name"), integer(value, "value"),
-                           integer(min, "min"), integer(max, "max"));
-          },
-          py::arg("name"), py::arg("value"), py::arg("min") = INT64_MIN, py::arg("max") = INT64_MAX)
-      .def(
-          "run",
-          [](PyPlanBuilder& b, py::handle program, py::handle buffers, py::handle scalars_object, py::handle id,
-             py::handle after, py::handle fixed_vars, py::handle global_size, py::handle local_size) {
-            KernelOp k;
-            k.program = program_from_object(program, "PlanBuilder.run: program");
-            k.buffers = size_list(buffers, "PlanBuilder.run: buffers");
-            const auto scalars = sequence_argument(scalars_object, "PlanBuilder.run: scalars",
-                                                   "a sequence of integers and expression strings");
-            for (size_t i = 0; i < scalars.size(); ++i)
-              k.scalars.push_back(expr_of(scalars[i], fmt::format("run: scalars[{}]", i)));
-            k.fixed_vars = vars_of(fixed_vars, "PlanBuilder.run: fixed_vars");
-            if (!global_size.is_none()) k.global = size_exprs(global_size, "run: global_size");
-            if (!local_size.is_none()) k.local = size_exprs(local_size, "run: local_size");
-            return b.add_op(std::move(k), op_options(id, after, "PlanBuilder.run"));
-          },
-          py::arg("program"), py::arg("buffers"), py::arg("scalars") = py::tuple(), py::kw_only(), py::arg("id") = "",
-          py::arg("after") = py::none(), py::arg("fixed_vars") = py::dict(), py::arg("global_size") = py::none(),
-          py::arg("local_size") = py::none(),
-          "Adds a kernel launch; scalars are integers or expressions over plan variables (\"n * 2\").\n"
-          "global_size=/local_size= replace the program's launch sizes (an int, expression or a tuple of\n"
-          "up to three). after= lists op indices or ids that must finish first.")
-      .def(
-          "copy",
-          [](PyPlanBuilder& b, py::handle dst, py::handle src, py::handle id, py::handle after) {
-            return b.add_op(
-                CopyOp{size_argument(dst, "PlanBuilder.copy: dst"), size_argument(src, "PlanBuilder.copy: src")},
-                op_options(id, after, "PlanBuilder.copy"));
-          },
-          py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("id") = "", py::arg("after") = py::none())
-      .def(
-          "custom",
-          [](PyPlanBuilder& b, py::handle name, py::handle buffers, py::handle attrs, py::handle id,
-             py::handle after) {
-            CustomOp f{.name = string_argument(name, "PlanBuilder.custom: name"),
-                                     .buffers = size_list(buffers, "PlanBuilder.custom: buffers"),
-                                     .attrs = {},
-                                     .def = {}};
-            for (const auto& [key, value] : mapping_items(attrs, "PlanBuilder.custom: attrs"))
-              f.attrs[key] = attr_of(value, key);
-            return b.add_op(std::move(f), op_options(id, after, "PlanBuilder.custom"));
-          },
-          py::arg("name"), py::arg("buffers"), py::arg("attrs") = py::dict(), py::kw_only(), py::arg("id") = "",
-          py::arg("after") = py::none(), "Adds a call of a registered host function (\"fill\", \"all_reduce\", ...).")
-      .def(
-          "add_output",
-          [](PyPlanBuilder& b, py::handle slot_object) {
-            const size_t slot = size_argument(slot_object, "PlanBuilder.add_output: slot");
-            b.builder.add_output(slot);
-            b.outputs.push_back(slot);
-          },
-          py::arg("slot"))
-      .def(
-          "build",
-          [](PyPlanBuilder& b) {
-            // A second build() used to return an empty plan without a word.
-            if (b.names.empty() && b.ops == 0)
-              throw make_error(ErrorKind::Validation,
-                               "PlanBuilder.build(): the builder holds no buffers and no ops (build() empties it: "
-                               "the plan an earlier build() returned holds what was added)");
-            return b.build("PlanBuilder");
-          },
-          "Checks everything and returns the Plan (ValidationError naming the op at fault); the\n"
-          "builder is empty afterwards, and building an empty one is a ValidationError.");
-}
-
 }  // namespace
 
 size_t PyPlan::slot(const std::string& name) const {
@@ -698,20 +449,6 @@ size_t PyPlan::slot(const std::string& name) const {
     if (!n.empty()) known += (known.empty() ? "" : ", ") + n;
   }
   throw make_error(ErrorKind::Validation, "{}: no buffer named \"{}\" (buffers: {})", source, name, known);
-}
-
-void PySandbox::execute(const std::map<std::string, int64_t>& vars) {
-  std::lock_guard lock(mutex);
-  loaded->plan.set_variables(vars);
-  sandboxed.execute();
-}
-
-void PySandbox::copy_in(const Buffer& to, const Buffer& from) {
-  std::lock_guard lock(mutex);
-  if (from.first_byte() == to.first_byte() && from.is_host()) return;  // the plan's own buffer, given back
-  copy_buffer(to, from);
-  copied_bytes += to.bytes();
-  ++copies;
 }
 
 std::optional<BenchmarkResult> benchmark_if_plan(py::handle target, py::handle args, const BenchmarkConfig& config) {

@@ -1,6 +1,7 @@
-// What plan.cpp and capture.cpp share: svod.Plan's object, the builder
-// behind svod.PlanBuilder and dev.capture(), and the conversion of Python
-// scalars and launch sizes to expressions.
+// What svod.Plan's files (plan.cpp, plan_sandbox.cpp, plan_builder.cpp) and
+// capture.cpp share: svod.Plan's object and its sandbox, the builder behind
+// svod.PlanBuilder and dev.capture(), and the conversion of Python scalars and
+// launch sizes to expressions.
 #pragma once
 
 #include <array>
@@ -57,6 +58,18 @@ struct PyPlan {
   PyBuffer buffer(size_t slot) const { return PyBuffer{plan().buffer(slot), shapes[slot]}; }
 };
 
+// Sandboxed plans (plan_sandbox.cpp). load_plan's and load_package's
+// sandbox=, sandbox_wall_limit= and sandbox_memory_limit=: the options of the
+// plan's sandbox, or nullopt without one. The limits are refused without
+// sandbox=True, where they would limit nothing.
+std::optional<SandboxOptions> sandbox_options(py::handle sandbox, py::handle wall_limit, py::handle memory_limit,
+                                              std::string_view function);
+// Sandboxes `p` (Plan.sandbox, and the loaders' sandbox=True): its buffers
+// move into memory shared with a new helper, which runs its ops from now on.
+void sandbox_plan(PyPlan& p, const SandboxOptions& options);
+// Plan.sandbox() and Plan.sandbox_info, bound on svod.Plan's class.
+void bind_plan_sandbox(py::class_<PyPlan>& cls);
+
 // ExecutionPlanBuilder plus the names and shapes Python shows.
 struct PyPlanBuilder {
   ExecutionPlanBuilder builder;
@@ -80,5 +93,7 @@ Expr expr_of(py::handle v, const std::string& what);
 // A launch size of a plan op: one such value or a sequence of one to three
 // (the dimensions left out are 1).
 std::array<Expr, 3> size_exprs(py::handle v, const std::string& what);
+// svod.PlanBuilder (plan_builder.cpp), bound after svod.Plan.
+void bind_plan_builder(py::module_& m);
 
 }  // namespace svod::python

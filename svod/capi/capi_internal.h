@@ -1,7 +1,7 @@
-// What the files of the C API share (svod.cpp: statuses, devices, buffers,
-// programs and plans; comm.cpp: communicators): the structs behind svod.h's
-// opaque handles, guarded(), which turns whatever the runtime throws into an
-// svod_status, and the registry of live handles that releases check.
+// What the files of the C API share (svod.cpp: statuses, devices, buffers and
+// programs; plan.cpp: plans; comm.cpp: communicators): the structs behind
+// svod.h's opaque handles, guarded(), which turns whatever the runtime throws
+// into an svod_status, and the registry of live handles that releases check.
 #pragma once
 
 #include <filesystem>
@@ -145,6 +145,9 @@ svod_status* release(const char* function, Handle* handle, const char* what) noe
     delete handle;
   });
 }
+
+// A handle over `buffer` (svod.cpp), its dtype's name kept for svod_buffer_dtype.
+std::unique_ptr<svod_buffer> buffer_handle(Buffer buffer);
 
 // A plan file, or a package's bytes or file, loaded as a handle, with
 // vars_json as svod_plan_load takes it; on `comm`'s rank when it is not null;

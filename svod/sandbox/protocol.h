@@ -91,26 +91,31 @@ struct Reply {
   char syscall_name[32];   // Violation: its name as libseccomp knows it (NUL-terminated)
 };
 
-// The control file: the two sequence numbers the sides wait on (futexes),
-// whether each side sleeps on its own (see wait_while below), the helper's
-// state, and the request and its reply.
+// The control file: the helper's state and settings, the two sequence
+// numbers the sides wait on (futexes) and whether each side sleeps (see
+// wait_while below), and the request and its reply. What one side writes
+// during a run lies on cache lines of its own, away from the word the other
+// side spins on, so that a run moves as few lines between processors as it
+// can.
 struct Control {
   static constexpr uint32_t kMaxOps = 16384;
   static constexpr uint32_t kMaxThreads = 4096;  // as SVOD_THREADS
 
   uint32_t version;
+  uint32_t threads;               // threads the helper runs a kernel's core_id slices on, 1 .. kMaxThreads
   std::atomic<uint32_t> state;    // HelperState; a futex the parent waits on at start
   std::atomic<uint32_t> layers;   // Layer bits the helper has in place
-  std::atomic<uint32_t> request;  // bumped by the parent for each run; the helper waits on it
-  std::atomic<uint32_t> reply;    // set to `request` by the helper when the run ended
-  std::atomic<int32_t> running;   // the request position being run, -1 between ops
-  uint32_t op_count;              // ops in this request
-  uint32_t threads;               // threads the helper runs a kernel's core_id slices on, 1 .. kMaxThreads
-  std::atomic<uint32_t> helper_asleep;  // the helper sleeps on `request`, or is about to
-  std::atomic<uint32_t> parent_asleep;  // the parent sleeps on `reply`, or is about to
   uint64_t memory_limit;          // bytes of address space the helper may add after loading
-  char failure[512];              // HelperState::Failed: why (NUL-terminated)
+  uint32_t op_count;              // ops in this request
+  // The parent's.
+  alignas(64) std::atomic<uint32_t> request;  // bumped by the parent for each run; the helper waits on it
+  std::atomic<uint32_t> parent_asleep;        // the parent sleeps on `reply`, or is about to
+  // The helper's.
+  alignas(64) std::atomic<uint32_t> reply;    // set to `request` by the helper when the run ended
+  std::atomic<uint32_t> helper_asleep;        // the helper sleeps on `request`, or is about to
+  alignas(64) std::atomic<int32_t> running;   // the request position being run, -1 between ops
   Reply result;
+  char failure[512];                          // HelperState::Failed: why (NUL-terminated)
   RequestOp ops[kMaxOps];
 };
 

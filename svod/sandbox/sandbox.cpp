@@ -1,6 +1,7 @@
 #include "svod/sandbox/sandbox.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -31,10 +33,19 @@ using namespace sandbox;
 
 constexpr const char* kHelperName = "svod-sandbox-helper";
 constexpr uint32_t kRequiredLayers = kNoNewPrivs | kSeccomp | kResourceLimits;
-// The longest execute() spins for the reply before it sleeps: a small
-// plan's round trip, and not much longer, since a long run's helper threads
-// may need this thread's processor.
+// The longest execute() spins for the reply before it sleeps. Where the
+// helper's threads leave this process a processor, a run's time: this thread
+// would have been as busy running it in process, and a woken thread takes
+// microseconds to run again. Where they take every processor, a small plan's
+// round trip and not much longer: the helper's threads need this one's.
+constexpr std::chrono::nanoseconds kReplySpinBeside = std::chrono::milliseconds(1);
 constexpr std::chrono::nanoseconds kReplySpin = std::chrono::microseconds(20);
+
+// The processors this process may run on.
+int usable_cpus() {
+  cpu_set_t set;
+  return ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
 
 size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -202,7 +213,7 @@ struct SandboxedPlan::State {
   pid_t pid = 0;
   SandboxLayers layers;
   uint64_t copied = 0;
-  Spin reply_spin{kReplySpin};
+  Spin reply_spin{kReplySpin};  // set for each helper by its threads
 
   void move_buffers();
   void write_objects(const std::vector<std::shared_ptr<const Program>>& programs);
@@ -352,6 +363,7 @@ void SandboxedPlan::State::start() {
   control->version = kProtocolVersion;
   control->memory_limit = options.memory_limit;
   control->threads = static_cast<uint32_t>(options.threads > 0 ? options.threads : thread_count());
+  reply_spin = Spin(static_cast<int>(control->threads) < usable_cpus() ? kReplySpinBeside : kReplySpin);
   control->running.store(-1);
 
   posix_spawn_file_actions_t actions;
@@ -426,7 +438,9 @@ void SandboxedPlan::State::fail(std::string_view what, std::string_view rule) {
                    what, rule);
 }
 
-// The request: each op's words, buffer addresses as arena offsets.
+// The request: each op's words, buffer addresses as arena offsets. What a
+// run before wrote already stays untouched, so that the helper's processor
+// keeps those cache lines.
 void SandboxedPlan::State::encode() {
   const std::byte* base = arena->base;  // never empty: a guard page comes first
   auto offset_of = [&](uint64_t address, size_t op) -> uint64_t {
@@ -439,7 +453,7 @@ void SandboxedPlan::State::encode() {
     return static_cast<uint64_t>(a - base);
   };
   for (size_t position = 0; position < ops.size(); ++position) {
-    RequestOp& out = control->ops[position];
+    RequestOp out{};
     visit_exhaustively(
         ops[position],
         [&](const KernelEntry& k) {
@@ -464,8 +478,11 @@ void SandboxedPlan::State::encode() {
           out.word[1] = offset_of(reinterpret_cast<uint64_t>(src.data()), c.op);
           out.word[2] = dst.bytes();
         });
+    RequestOp& shared = control->ops[position];
+    const size_t bytes = offsetof(RequestOp, word) + out.words * sizeof(uint64_t);
+    if (std::memcmp(&shared, &out, bytes) != 0) std::memcpy(&shared, &out, bytes);
   }
-  control->op_count = static_cast<uint32_t>(ops.size());
+  if (control->op_count != ops.size()) control->op_count = static_cast<uint32_t>(ops.size());
 }
 
 SandboxedPlan::SandboxedPlan(ExecutionPlan& plan, SandboxOptions options)

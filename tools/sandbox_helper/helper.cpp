@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "svod/backends/cpu/slice_schedule.h"
 #include "svod/base/error.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/program/cpu_abi.h"
@@ -272,7 +273,9 @@ constexpr std::chrono::nanoseconds kRequestSpin = 200us;
 constexpr std::chrono::nanoseconds kWorkerSpin = 50us;
 
 // The helper's threads: the main thread and `threads - 1` workers share each
-// kernel's core_id slices, as svod's pool does in a process. The workers
+// kernel's core_id slices, as svod's pool does in a process, and as there
+// each program's SliceSchedule says whether its slices spread over the
+// threads or run one after another on the main thread. The workers
 // start after no_new_privs and Landlock, which they inherit with the
 // namespaces, and before the seccomp filter, which is loaded on all threads
 // at once, so that no thread is ever made under the filter.
@@ -310,23 +313,31 @@ class Pool {
     wait_for_workers();
   }
 
-  // Calls entry with each core_id in 0 .. slices-1 (args[core_slot]) on
-  // every thread; returns when all slices ran.
-  void run(void* entry, uint64_t* args, uint32_t words, uint32_t core_slot, int64_t slices) {
-    if (workers_.empty() || slices == 1) {
+  // Calls entry with each core_id in 0 .. slices-1 (args[core_slot]);
+  // returns when all slices ran.
+  void run(void* entry, uint64_t* args, uint32_t words, uint32_t core_slot, int64_t slices,
+           svod::SliceSchedule& schedule) {
+    const auto alone = [&] {
       for (int64_t slice = 0; slice < slices; ++slice) {
         args[core_slot] = static_cast<uint64_t>(slice);
         svod::call_kernel(entry, args, words);
       }
-      return;
+    };
+    if (workers_.empty() || slices == 1) return alone();
+    const svod::SliceSchedule::Choice choice = schedule.next();
+    const auto start = std::chrono::steady_clock::now();
+    if (choice.spread) {
+      // Every worker finished the last job: nobody reads these now.
+      job_ = {entry, args, words, core_slot, slices};
+      next_.store(0, std::memory_order_relaxed);
+      finished_.store(0, std::memory_order_relaxed);
+      publish(generation_, generation_.load(std::memory_order_relaxed) + 1, workers_asleep_);
+      take_slices();
+      wait_for_workers();
+    } else {
+      alone();
     }
-    // Every worker finished the last job: nobody reads these now.
-    job_ = {entry, args, words, core_slot, slices};
-    next_.store(0, std::memory_order_relaxed);
-    finished_.store(0, std::memory_order_relaxed);
-    publish(generation_, generation_.load(std::memory_order_relaxed) + 1, workers_asleep_);
-    take_slices();
-    wait_for_workers();
+    schedule.record(choice, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   }
 
  private:
@@ -398,9 +409,10 @@ class Pool {
   Spin finish_spin_{kWorkerSpin};  // the main thread's, waiting for the workers
 };
 
-void run_request(const std::vector<Program>& programs, Pool& pool) {
+// Only the reply's outcome and op are written: whatever else it says ends
+// the helper, and a fresh helper's control file is all zero.
+void run_request(const std::vector<Program>& programs, std::vector<svod::SliceSchedule>& schedules, Pool& pool) {
   Reply& r = control->result;
-  r = Reply{};
   r.op = -1;
   const uint32_t count = control->op_count;
   if (count > Control::kMaxOps) {
@@ -421,7 +433,7 @@ void run_request(const std::vector<Program>& programs, Pool& pool) {
       for (uint32_t b = 0; b < op.buffers; ++b) args[b] = reinterpret_cast<uint64_t>(arena + op.word[b]);
       void* entry = programs[op.program].entry;
       if (op.core_slot < op.words) {
-        pool.run(entry, args, op.words, op.core_slot, op.slices);
+        pool.run(entry, args, op.words, op.core_slot, op.slices, schedules[op.program]);
       } else {
         svod::call_kernel(entry, args, op.words);
       }
@@ -462,6 +474,7 @@ int main(int argc, char** argv) {
   arena_bytes = file_bytes(kArenaFd);
   if (arena_bytes > 0) arena = static_cast<std::byte*>(map_file(kArenaFd, arena_bytes, PROT_READ | PROT_WRITE));
   const std::vector<Program> programs = load_programs();
+  std::vector<svod::SliceSchedule> schedules(programs.size());
   name_syscalls();
   install_handlers();
   Pool pool(threads);
@@ -503,7 +516,7 @@ int main(int argc, char** argv) {
       continue;
     }
     seen = now;
-    run_request(programs, pool);
+    run_request(programs, schedules, pool);
     publish(control->reply, seen, control->parent_asleep);
   }
 }

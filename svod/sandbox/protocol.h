@@ -185,7 +185,8 @@ class Spin {
   explicit Spin(std::chrono::nanoseconds most) : most_(most), now_(most) {}
   std::chrono::nanoseconds budget() const { return now_; }
   void learn(bool worked) {
-    now_ = worked ? std::min(most_, now_ * 2) : std::max<std::chrono::nanoseconds>(std::chrono::microseconds(1), now_ / 2);
+    constexpr std::chrono::nanoseconds least = std::chrono::microseconds(1);
+    now_ = worked ? std::min(most_, now_ * 2) : std::max(least, now_ / 2);
   }
 
  private:

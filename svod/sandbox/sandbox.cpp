@@ -491,8 +491,9 @@ SandboxedPlan::SandboxedPlan(ExecutionPlan& plan, SandboxOptions options)
   s.plan = &plan;
   s.options = options;
   if (options.threads < 0 || options.threads > static_cast<int>(Control::kMaxThreads))
-    throw make_error(ErrorKind::Validation, "sandbox: {} threads asked for; a helper runs 1 to {} (0: as many as svod's pool)",
-                     options.threads, Control::kMaxThreads);
+    throw make_error(ErrorKind::Validation,
+                     "sandbox: {} threads asked for; a helper runs 1 to {} (0: as many as svod's pool)", options.threads,
+                     Control::kMaxThreads);
   s.helper = sandbox_helper_path();
   // What runs, in order, and the programs it needs: refused before anything
   // is moved or started.

@@ -172,7 +172,9 @@ TEST(Sandbox, ALargeLaunchGivesTheSameBitsOnAnyNumberOfThreads) {
 TEST(Sandbox, TheHelperSpreadsSlicesOverItsThreads) {
   ExecutionPlan plan = one_kernel_plan("whose",
                                        "int gettid(void); int usleep(unsigned);\n"
-                                       "void whose(float* out, int n, int core_id) { out[core_id] = gettid(); usleep(5000); }",
+                                       "void whose(float* out, int n, int core_id) {\n"
+                                       "  out[core_id] = gettid(); usleep(5000);\n"
+                                       "}",
                                        16);
   SandboxedPlan sandboxed(plan, SandboxOptions{.threads = 3});
   sandboxed.execute();

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "svod/backends/cpu/slice_schedule.h"
+#include "svod/program/slice_schedule.h"
 #include "svod/base/error.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/program/cpu_abi.h"
@@ -286,8 +286,8 @@ class Pool {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     for (Worker& w : workers_) {
       // A guard page, the signal stack, a guard page, the stack.
-      void* p = mmap(nullptr, 2 * page + kSignalStack + kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                     -1, 0);
+      void* p = mmap(nullptr, 2 * page + kSignalStack + kStack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
       if (p == MAP_FAILED) fail(std::string("cannot map a thread's stack: ") + std::strerror(errno));
       w.memory = static_cast<std::byte*>(p);
       if (mprotect(w.memory, page, PROT_NONE) != 0 || mprotect(w.memory + page + kSignalStack, page, PROT_NONE) != 0)
@@ -337,7 +337,8 @@ class Pool {
     } else {
       alone();
     }
-    schedule.record(choice, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    const auto took = std::chrono::steady_clock::now() - start;
+    schedule.record(choice, std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
   }
 
  private:
@@ -399,14 +400,17 @@ class Pool {
       wait_while(finished_, done, main_asleep_, &finish_spin_, 1s);
   }
 
+  // The words a job changes lie on cache lines of their own (a word and its
+  // sleepers' count share one), so that taking slices does not move the
+  // line the workers spin on.
   std::vector<Worker> workers_;
-  Job job_{};                               // written by the main thread before it bumps generation_
-  std::atomic<int64_t> next_{0};            // the job's next slice
-  std::atomic<uint32_t> generation_{0};     // bumped for each job; the workers wait on it
+  Job job_{};                                         // written by the main thread before it bumps generation_
+  Spin finish_spin_{kWorkerSpin};                     // the main thread's, waiting for the workers
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped for each job; the workers wait on it
   std::atomic<uint32_t> workers_asleep_{0};
-  std::atomic<uint32_t> finished_{0};       // workers done with the job; the main thread waits on it
+  alignas(64) std::atomic<int64_t> next_{0};         // the job's next slice
+  alignas(64) std::atomic<uint32_t> finished_{0};    // workers done with the job; the main thread waits on it
   std::atomic<uint32_t> main_asleep_{0};
-  Spin finish_spin_{kWorkerSpin};  // the main thread's, waiting for the workers
 };
 
 // Only the reply's outcome and op are written: whatever else it says ends

@@ -301,6 +301,12 @@ TEST(Sandbox, HostileKernelsAreContained) {
                    {"ended by SIGKILL"});
   expect_contained("write_past", "void write_past(float* out, int n) { for (int i = 0; i < 100000; ++i) out[i] = 2.0f; }",
                    {"SIGSEGV", "0 bytes past the end of buffer 0 (\"out\")", "rule: only the plan's buffers"});
+  // A fault on any thread of a pool is caught and named as on the main one.
+  expect_contained("write_past_slices",
+                   "void write_past_slices(float* out, int n, int core_id) {\n"
+                   "  for (int i = 0; i < 100000; ++i) out[i] = core_id;\n"
+                   "}",
+                   {"SIGSEGV", "past the end of buffer 0 (\"out\")", "rule: only the plan's buffers"}, 8, 4);
   expect_contained("call_exit", "void exit(int);\nvoid call_exit(float* out, int n) { exit(3); }",
                    {"exited with status 3", "rule: a kernel must not end its process"});
 }

@@ -11,15 +11,23 @@
 // trusts nothing the helper writes and copies the reply out before reading it.
 #pragma once
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 
 #include "svod/program/cpu_abi.h"
 
 namespace svod::sandbox {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // The helper's descriptors, and nothing else (0, 1 and 2 are /dev/null).
 inline constexpr int kControlFd = 3;
@@ -83,22 +91,31 @@ struct Reply {
   char syscall_name[32];   // Violation: its name as libseccomp knows it (NUL-terminated)
 };
 
-// The control file: the two sequence numbers the sides wait on (futexes),
-// the helper's state, and the request and its reply.
+// The control file: the helper's state and settings, the two sequence
+// numbers the sides wait on (futexes) and whether each side sleeps (see
+// wait_while below), and the request and its reply. What one side writes
+// during a run lies on cache lines of its own, away from the word the other
+// side spins on, so that a run moves as few lines between processors as it
+// can.
 struct Control {
   static constexpr uint32_t kMaxOps = 16384;
+  static constexpr uint32_t kMaxThreads = 4096;  // as SVOD_THREADS
 
   uint32_t version;
+  uint32_t threads;               // threads the helper runs a kernel's core_id slices on, 1 .. kMaxThreads
   std::atomic<uint32_t> state;    // HelperState; a futex the parent waits on at start
   std::atomic<uint32_t> layers;   // Layer bits the helper has in place
-  std::atomic<uint32_t> request;  // bumped by the parent for each run; the helper waits on it
-  std::atomic<uint32_t> reply;    // set to `request` by the helper when the run ended
-  std::atomic<int32_t> running;   // the request position being run, -1 between ops
-  uint32_t op_count;              // ops in this request
-  uint32_t reserved;
   uint64_t memory_limit;          // bytes of address space the helper may add after loading
-  char failure[512];              // HelperState::Failed: why (NUL-terminated)
+  uint32_t op_count;              // ops in this request
+  // The parent's.
+  alignas(64) std::atomic<uint32_t> request;  // bumped by the parent for each run; the helper waits on it
+  std::atomic<uint32_t> parent_asleep;        // the parent sleeps on `reply`, or is about to
+  // The helper's.
+  alignas(64) std::atomic<uint32_t> reply;    // set to `request` by the helper when the run ended
+  std::atomic<uint32_t> helper_asleep;        // the helper sleeps on `request`, or is about to
+  alignas(64) std::atomic<int32_t> running;   // the request position being run, -1 between ops
   Reply result;
+  char failure[512];                          // HelperState::Failed: why (NUL-terminated)
   RequestOp ops[kMaxOps];
 };
 
@@ -125,5 +142,92 @@ struct GuardRange {
   uint64_t offset;
   uint64_t bytes;
 };
+
+// Waiting for the other side (and, in the helper, for its other threads).
+// A waiter spins on the word for a while, since a run follows a run and a
+// reply follows a request within microseconds when each side has a
+// processor; then it counts itself in the word's `asleep` counter and sleeps
+// on the word with a futex. The side that changes the word makes the futex
+// call only when that counter says someone sleeps, so a round trip between
+// two spinning sides makes no system call. The counter's update and the
+// word's load in wait_while, and the word's store and the counter's load in
+// publish, are sequentially consistent: either the sleeper sees the new word
+// or the publisher sees the sleeper.
+
+// One pause of a spin-wait loop.
+inline void relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+inline void futex_wake(std::atomic<uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Sleeps while `word` holds `expected`, at most `timeout`.
+inline void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  const timespec t{static_cast<time_t>(s.count()), static_cast<long>((timeout - s).count())};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &t, nullptr, 0);
+}
+
+// How long one waiter spins, learnt from its last waits. Spinning pays only
+// while the other side runs on another processor: on a loaded machine, or
+// with both sides on one processor, a spinning waiter only keeps the other
+// from running, and a runnable waiter is not favoured as a woken sleeper is.
+// So each wait that ends while spinning doubles the spin (up to `most`), and
+// each that does not halves it (down to a microsecond).
+class Spin {
+ public:
+  explicit Spin(std::chrono::nanoseconds most) : most_(most), now_(most) {}
+  std::chrono::nanoseconds budget() const { return now_; }
+  void learn(bool worked) {
+    constexpr std::chrono::nanoseconds least = std::chrono::microseconds(1);
+    now_ = worked ? std::min(most_, now_ * 2) : std::max(least, now_ / 2);
+  }
+
+ private:
+  std::chrono::nanoseconds most_, now_;
+};
+
+// Stores `value` into `word` and wakes whoever sleeps on it.
+inline void publish(std::atomic<uint32_t>& word, uint32_t value, const std::atomic<uint32_t>& asleep) {
+  word.store(value, std::memory_order_seq_cst);
+  if (asleep.load(std::memory_order_seq_cst) != 0) futex_wake(word);
+}
+
+// Returns once `word` no longer holds `value` (its new value), or when it
+// still does after spinning for `spin`'s budget (none without one) and then
+// sleeping for `sleep` (a spurious wake-up may end the sleep sooner), so that
+// the caller can look at the clock and the other side.
+inline uint32_t wait_while(std::atomic<uint32_t>& word, uint32_t value, std::atomic<uint32_t>& asleep, Spin* spin,
+                           std::chrono::nanoseconds sleep) {
+  uint32_t now = word.load(std::memory_order_acquire);
+  if (now != value) return now;
+  if (spin != nullptr) {
+    // The clock is read every 64 pauses (one to two microseconds).
+    const auto until = std::chrono::steady_clock::now() + spin->budget();
+    do {
+      for (int i = 0; i < 64; ++i) {
+        relax();
+        if ((now = word.load(std::memory_order_acquire)) != value) {
+          spin->learn(true);
+          return now;
+        }
+      }
+    } while (std::chrono::steady_clock::now() < until);
+    spin->learn(false);
+  }
+  asleep.fetch_add(1, std::memory_order_seq_cst);
+  if ((now = word.load(std::memory_order_seq_cst)) == value) {
+    futex_wait(word, value, sleep);
+    now = word.load(std::memory_order_acquire);
+  }
+  asleep.fetch_sub(1, std::memory_order_relaxed);
+  return now;
+}
 
 }  // namespace svod::sandbox

@@ -1,10 +1,9 @@
 #include "svod/sandbox/sandbox.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -20,6 +20,7 @@
 
 #include "svod/base/error.h"
 #include "svod/base/plugin.h"
+#include "svod/base/thread_pool.h"
 #include "svod/base/visit.h"
 #include "svod/device/device.h"
 #include "svod/program/launch_layout.h"
@@ -32,6 +33,19 @@ using namespace sandbox;
 
 constexpr const char* kHelperName = "svod-sandbox-helper";
 constexpr uint32_t kRequiredLayers = kNoNewPrivs | kSeccomp | kResourceLimits;
+// The longest execute() spins for the reply before it sleeps. Where the
+// helper's threads leave this process a processor, a run's time: this thread
+// would have been as busy running it in process, and a woken thread takes
+// microseconds to run again. Where they take every processor, a small plan's
+// round trip and not much longer: the helper's threads need this one's.
+constexpr std::chrono::nanoseconds kReplySpinBeside = std::chrono::milliseconds(1);
+constexpr std::chrono::nanoseconds kReplySpin = std::chrono::microseconds(20);
+
+// The processors this process may run on.
+int usable_cpus() {
+  cpu_set_t set;
+  return ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
 
 size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -100,16 +114,6 @@ class SandboxStorage final : public Storage {
  private:
   std::shared_ptr<Mapping> arena_;
 };
-
-void futex_wake(std::atomic<uint32_t>& word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-  const timespec t{static_cast<time_t>(s.count()), static_cast<long>((timeout - s).count())};
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &t, nullptr, 0);
-}
 
 SandboxLayers layers_of(uint32_t bits) {
   return {.no_new_privs = (bits & kNoNewPrivs) != 0,
@@ -209,6 +213,7 @@ struct SandboxedPlan::State {
   pid_t pid = 0;
   SandboxLayers layers;
   uint64_t copied = 0;
+  Spin reply_spin{kReplySpin};  // set for each helper by its threads
 
   void move_buffers();
   void write_objects(const std::vector<std::shared_ptr<const Program>>& programs);
@@ -357,6 +362,8 @@ void SandboxedPlan::State::start() {
   control = reinterpret_cast<Control*>(control_map->base);
   control->version = kProtocolVersion;
   control->memory_limit = options.memory_limit;
+  control->threads = static_cast<uint32_t>(options.threads > 0 ? options.threads : thread_count());
+  reply_spin = Spin(static_cast<int>(control->threads) < usable_cpus() ? kReplySpinBeside : kReplySpin);
   control->running.store(-1);
 
   posix_spawn_file_actions_t actions;
@@ -431,7 +438,9 @@ void SandboxedPlan::State::fail(std::string_view what, std::string_view rule) {
                    what, rule);
 }
 
-// The request: each op's words, buffer addresses as arena offsets.
+// The request: each op's words, buffer addresses as arena offsets. What a
+// run before wrote already stays untouched, so that the helper's processor
+// keeps those cache lines.
 void SandboxedPlan::State::encode() {
   const std::byte* base = arena->base;  // never empty: a guard page comes first
   auto offset_of = [&](uint64_t address, size_t op) -> uint64_t {
@@ -444,7 +453,7 @@ void SandboxedPlan::State::encode() {
     return static_cast<uint64_t>(a - base);
   };
   for (size_t position = 0; position < ops.size(); ++position) {
-    RequestOp& out = control->ops[position];
+    RequestOp out{};
     visit_exhaustively(
         ops[position],
         [&](const KernelEntry& k) {
@@ -469,8 +478,11 @@ void SandboxedPlan::State::encode() {
           out.word[1] = offset_of(reinterpret_cast<uint64_t>(src.data()), c.op);
           out.word[2] = dst.bytes();
         });
+    RequestOp& shared = control->ops[position];
+    const size_t bytes = offsetof(RequestOp, word) + out.words * sizeof(uint64_t);
+    if (std::memcmp(&shared, &out, bytes) != 0) std::memcpy(&shared, &out, bytes);
   }
-  control->op_count = static_cast<uint32_t>(ops.size());
+  if (control->op_count != ops.size()) control->op_count = static_cast<uint32_t>(ops.size());
 }
 
 SandboxedPlan::SandboxedPlan(ExecutionPlan& plan, SandboxOptions options)
@@ -478,6 +490,10 @@ SandboxedPlan::SandboxedPlan(ExecutionPlan& plan, SandboxOptions options)
   State& s = *state_;
   s.plan = &plan;
   s.options = options;
+  if (options.threads < 0 || options.threads > static_cast<int>(Control::kMaxThreads))
+    throw make_error(ErrorKind::Validation,
+                     "sandbox: {} threads asked for; a helper runs 1 to {} (0: as many as svod's pool)", options.threads,
+                     Control::kMaxThreads);
   s.helper = sandbox_helper_path();
   // What runs, in order, and the programs it needs: refused before anything
   // is moved or started.
@@ -533,19 +549,18 @@ void SandboxedPlan::execute() {
   if (s.pid == 0) s.start();
   s.encode();
   Control& c = *s.control;
-  const uint32_t before = c.reply.load();
-  const uint32_t seq = c.request.load() + 1;
-  c.request.store(seq, std::memory_order_release);
-  futex_wake(c.request);
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + s.options.wall_limit;
+  const uint32_t seq = c.request.load(std::memory_order_relaxed) + 1;
+  publish(c.request, seq, c.helper_asleep);
+  const auto deadline = std::chrono::steady_clock::now() + s.options.wall_limit;
   bool replied = false;
-  // A small run ends within microseconds: spin for those before sleeping.
-  for (int spin = 0; spin < 4000 && !replied; ++spin) replied = c.reply.load(std::memory_order_acquire) == seq;
   std::optional<int> ended;
-  while (!replied) {
-    futex_wait(c.reply, before, std::chrono::milliseconds(10));
-    if (c.reply.load(std::memory_order_acquire) == seq) {
+  // A small run ends within microseconds: spin for those before sleeping,
+  // then look at the helper and the clock every 10 ms.
+  for (Spin* spin = &s.reply_spin;; spin = nullptr) {
+    // The word the helper last wrote, whatever it was: a helper that writes
+    // nonsense there makes this wait no busier.
+    const uint32_t last = c.reply.load(std::memory_order_acquire);
+    if (last == seq || wait_while(c.reply, last, c.parent_asleep, spin, std::chrono::milliseconds(10)) == seq) {
       replied = true;
       break;
     }
@@ -566,6 +581,14 @@ void SandboxedPlan::execute() {
   s.kill_helper();
   if (!replied) {
     const int status = *ended;
+    // The kernel ends the helper with SIGSYS for a refused system call made
+    // while SIGSYS was blocked (glibc blocks every signal while it makes a
+    // thread), where the handler that names the call cannot run.
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
+      s.fail(fmt::format("{}: the sandbox refused a system call made with SIGSYS blocked, so it could not name it, "
+                         "and the helper was ended by SIGSYS",
+                         s.op_title(running)),
+             "only the allow-list's system calls");
     const std::string how = WIFSIGNALED(status) ? fmt::format("was ended by {}", signal_name(WTERMSIG(status)))
                                                 : fmt::format("exited with status {}", WEXITSTATUS(status));
     s.fail(fmt::format("{}: the sandbox's helper {} while it ran", s.op_title(running), how),

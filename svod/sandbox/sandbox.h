@@ -9,7 +9,9 @@
 // and replies. Then it locks itself down — no_new_privs, a seccomp-bpf
 // allow-list, resource limits, and new user and network namespaces and
 // Landlock where the machine allows — and stays alive between runs, so that
-// one run is one round trip through the control file (a futex each way).
+// one run is one round trip through the control file (each side spins for
+// the other a while, then sleeps on a futex). It runs a kernel's core_id
+// slices on as many threads as svod's pool has, made before the lockdown.
 //
 // This process trusts nothing from the helper: it copies the reply out
 // before reading it, bounds every number in it, and enforces the wall-clock
@@ -45,6 +47,10 @@ struct SandboxOptions {
   // Address space the helper may map beyond what it holds once loaded (its
   // code, the kernels and the arena); also the largest single mapping.
   uint64_t memory_limit = uint64_t{1} << 30;
+  // Threads the helper spreads a kernel's core_id slices over, as svod's pool
+  // does in this process; 0: as many as that pool has (SVOD_THREADS, else
+  // the processors).
+  int threads = 0;
 };
 
 // The layers of confinement a helper has on this machine.

@@ -2,7 +2,7 @@
 // runs, from the launches' own times — spread over the pool while that is
 // faster, alone on the caller while the pool's threads are held up by other
 // processes, probing the other way now and then.
-#include "svod/backends/cpu/slice_schedule.h"
+#include "svod/program/slice_schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,16 @@ using test::c_kernel;
 constexpr size_t kCount = 16;
 
 // A plan of one kernel `entry(float* out, int n)` over a 16-float buffer
-// "out" filled with 1.0f, n = 16.
-ExecutionPlan one_kernel_plan(const std::string& entry, const std::string& source) {
-  auto program = cpu_device()->compile(c_kernel(entry, source, {BufferParam{"out", Access::ReadWrite, DType::F32}},
-                                                {ScalarParam{"n"}}));
+// "out" filled with 1.0f, n = 16; with `slices`, `entry(float* out, int n,
+// int core_id)` launched over that many core_id slices.
+ExecutionPlan one_kernel_plan(const std::string& entry, const std::string& source, int64_t slices = 1) {
+  ProgramSpec spec =
+      c_kernel(entry, source, {BufferParam{"out", Access::ReadWrite, DType::F32}}, {ScalarParam{"n"}});
+  if (slices > 1) {
+    spec.scalars.push_back(ScalarParam{"core_id", ScalarType::I32, 0, slices - 1});
+    spec.global_size[0] = Expr::constant(slices);
+  }
+  auto program = cpu_device()->compile(spec);
   Buffer out = cpu_device()->allocate(DType::F32, kCount);
   for (float& v : out.span<float>()) v = 1.0f;
   ExecutionPlanBuilder builder;
@@ -77,16 +84,19 @@ std::vector<float> values(const ExecutionPlan& plan, std::string_view name) {
   return {s.begin(), s.end()};
 }
 
-SandboxOptions quick() { return SandboxOptions{.wall_limit = std::chrono::milliseconds(700)}; }
+SandboxOptions quick(int threads = 0) {
+  return SandboxOptions{.wall_limit = std::chrono::milliseconds(700), .threads = threads};
+}
 
-// Runs `source` sandboxed and expects a SandboxViolation whose message holds
-// every fragment; then this process runs a legitimate plan, sandboxed in the
-// same SandboxedPlan's next helper and unsandboxed, and both are right.
+// Runs `source` sandboxed (over `slices` core_id slices, on `threads`
+// threads) and expects a SandboxViolation whose message holds every
+// fragment; then this process runs a legitimate plan, sandboxed in the same
+// SandboxedPlan's next helper and unsandboxed, and both are right.
 void expect_contained(const std::string& entry, const std::string& source,
-                      std::initializer_list<std::string_view> fragments) {
+                      std::initializer_list<std::string_view> fragments, int64_t slices = 1, int threads = 0) {
   SCOPED_TRACE(entry);
-  ExecutionPlan plan = one_kernel_plan(entry, source);
-  SandboxedPlan sandboxed(plan, quick());
+  ExecutionPlan plan = one_kernel_plan(entry, source, slices);
+  SandboxedPlan sandboxed(plan, quick(threads));
   ASSERT_TRUE(sandboxed.layers().seccomp);
   const int first = sandboxed.helper_pid();
   try {
@@ -124,6 +134,87 @@ TEST(Sandbox, LegitimatePlanGivesTheBitsOfAnUnsandboxedRun) {
   EXPECT_EQ(values(plan, "copy"), values(reference, "copy"));
 }
 
+// A large launch: y = x * 3 - 1 over 2^20 floats in 256 core_id slices.
+ExecutionPlan large_plan() {
+  constexpr int64_t kSlices = 256, kPer = 4096;
+  ProgramSpec spec = c_kernel("axpb_large",
+                              "void axpb_large(const float* x, float* y, int core_id) {\n"
+                              "  for (int i = core_id * 4096; i < (core_id + 1) * 4096; ++i) y[i] = x[i] * 3.0f - 1.0f;\n"
+                              "}",
+                              {BufferParam{"x", Access::Read, DType::F32}, BufferParam{"y", Access::Write, DType::F32}},
+                              {ScalarParam{"core_id", ScalarType::I32, 0, kSlices - 1}});
+  spec.global_size[0] = Expr::constant(kSlices);
+  auto program = cpu_device()->compile(spec);
+  Buffer x = cpu_device()->allocate(DType::F32, kSlices * kPer);
+  for (size_t i = 0; i < x.span<float>().size(); ++i) x.span<float>()[i] = 0.001f * static_cast<float>(i % 9973) - 4.0f;
+  ExecutionPlanBuilder builder;
+  const size_t a = builder.add_buffer(x, "x");
+  const size_t b = builder.add_buffer(cpu_device()->allocate(DType::F32, kSlices * kPer), "y");
+  builder.add_op(KernelOp{.program = program, .buffers = {a, b}});
+  builder.add_output(b);
+  return builder.build();
+}
+
+TEST(Sandbox, ALargeLaunchGivesTheSameBitsOnAnyNumberOfThreads) {
+  ExecutionPlan reference = large_plan();
+  reference.execute();
+  for (int threads : {1, 2, 4}) {
+    SCOPED_TRACE(threads);
+    ExecutionPlan plan = large_plan();
+    SandboxedPlan sandboxed(plan, SandboxOptions{.threads = threads});
+    for (int run = 0; run < 3; ++run) sandboxed.execute();
+    EXPECT_EQ(values(plan, "y"), values(reference, "y"));
+  }
+}
+
+// Which thread ran each slice: each writes its thread id and sleeps 5 ms, so
+// that a pool's other threads have time to take some.
+TEST(Sandbox, TheHelperSpreadsSlicesOverItsThreads) {
+  ExecutionPlan plan = one_kernel_plan("whose",
+                                       "int gettid(void); int usleep(unsigned);\n"
+                                       "void whose(float* out, int n, int core_id) {\n"
+                                       "  out[core_id] = gettid(); usleep(5000);\n"
+                                       "}",
+                                       16);
+  SandboxedPlan sandboxed(plan, SandboxOptions{.threads = 3});
+  sandboxed.execute();
+  const std::vector<float> tids = values(plan, "out");
+  const std::set<float> distinct(tids.begin(), tids.end());
+  EXPECT_GT(distinct.size(), 1u);
+  EXPECT_LE(distinct.size(), 3u);
+  EXPECT_EQ(distinct.count(1.0f), 0u);  // every slice ran
+}
+
+TEST(Sandbox, EveryThreadOfTheHelperIsLockedDown) {
+  ExecutionPlan plan = legitimate_plan();
+  SandboxedPlan sandboxed(plan, SandboxOptions{.threads = 3});
+  const std::string proc = "/proc/" + std::to_string(sandboxed.helper_pid());
+  size_t threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(proc + "/task")) {
+    ++threads;
+    std::ifstream status(task.path() / "status");
+    const std::string text((std::istreambuf_iterator<char>(status)), {});
+    EXPECT_NE(text.find("NoNewPrivs:\t1"), std::string::npos) << task.path() << text;
+    EXPECT_NE(text.find("Seccomp:\t2"), std::string::npos) << task.path() << text;
+  }
+  EXPECT_EQ(threads, 3u);
+  // No processes may be made, threads included, beside the filter's refusal.
+  std::ifstream limits(proc + "/limits");
+  const std::string text((std::istreambuf_iterator<char>(limits)), {});
+  EXPECT_NE(text.find("Max processes             0                    0"), std::string::npos) << text;
+}
+
+TEST(Sandbox, RefusesAThreadCountItCannotHave) {
+  ExecutionPlan plan = legitimate_plan();
+  try {
+    SandboxedPlan sandboxed(plan, SandboxOptions{.threads = -1});
+    ADD_FAILURE() << "-1 threads were taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(std::string_view(e.what()).find("-1 threads"), std::string_view::npos) << e.what();
+  }
+}
+
 TEST(Sandbox, TheHelperHoldsNoDescriptorAndLocksItselfDown) {
   ExecutionPlan plan = legitimate_plan();
   SandboxedPlan sandboxed(plan);
@@ -159,6 +250,19 @@ TEST(Sandbox, HostileKernelsAreContained) {
                    {"socket", "rule: no network"});
   expect_contained("fork_loop", "int fork(void);\nvoid fork_loop(float* out, int n) { for (;;) fork(); }",
                    {"clone", "rule: no new processes"});
+  // On every thread of a pool at once, and a thread of its own (glibc makes
+  // it with every signal blocked, so the call cannot be named).
+  expect_contained("fork_slices",
+                   "int fork(void);\nvoid fork_slices(float* out, int n, int core_id) { for (;;) fork(); }",
+                   {"clone", "rule: no new processes"}, 8, 4);
+  expect_contained("thread_of_its_own",
+                   "struct pthread_attr; int pthread_create(unsigned long*, const struct pthread_attr*,\n"
+                   "                                        void* (*)(void*), void*);\n"
+                   "static void* idle(void* arg) { return arg; }\n"
+                   "void thread_of_its_own(float* out, int n, int core_id) {\n"
+                   "  unsigned long thread; out[0] = pthread_create(&thread, 0, idle, 0);\n"
+                   "}",
+                   {"SIGSYS", "rule: only the allow-list's system calls"}, 2, 2);
   expect_contained("exec_shell",
                    "int execve(const char*, char* const*, char* const*);\n"
                    "void exec_shell(float* out, int n) { char* argv[] = {\"/bin/sh\", 0}; execve(\"/bin/sh\", argv, 0); }",
@@ -197,6 +301,12 @@ TEST(Sandbox, HostileKernelsAreContained) {
                    {"ended by SIGKILL"});
   expect_contained("write_past", "void write_past(float* out, int n) { for (int i = 0; i < 100000; ++i) out[i] = 2.0f; }",
                    {"SIGSEGV", "0 bytes past the end of buffer 0 (\"out\")", "rule: only the plan's buffers"});
+  // A fault on any thread of a pool is caught and named as on the main one.
+  expect_contained("write_past_slices",
+                   "void write_past_slices(float* out, int n, int core_id) {\n"
+                   "  for (int i = 0; i < 100000; ++i) out[i] = core_id;\n"
+                   "}",
+                   {"SIGSEGV", "past the end of buffer 0 (\"out\")", "rule: only the plan's buffers"}, 8, 4);
   expect_contained("call_exit", "void exit(int);\nvoid call_exit(float* out, int n) { exit(3); }",
                    {"exited with status 3", "rule: a kernel must not end its process"});
 }

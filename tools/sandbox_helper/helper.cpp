@@ -6,12 +6,14 @@
 // environment and only its three shared-memory files. It maps them, loads the
 // kernels' objects with svod's ELF loader, and then locks itself down: every
 // descriptor closed, resource limits, optional namespaces and Landlock,
-// no_new_privs and a seccomp allow-list that leaves futexes, memory that is
-// never executable, clocks and sleeping. After that it only runs requests:
-// the parent bumps Control::request, the helper runs the ops over the arena
-// and answers by setting Control::reply. A system call outside the list
-// traps into on_sigsys, which writes its name and arguments into the reply
-// and exits; a fault writes the signal and the address.
+// no_new_privs, its pool's threads started, and a seccomp allow-list on every
+// thread that leaves futexes, memory that is never executable, clocks and
+// sleeping. After that it only runs requests: the parent bumps
+// Control::request, the helper runs the ops over the arena (a kernel's
+// core_id slices spread over its threads) and answers by setting
+// Control::reply. A system call outside the list traps into on_sigsys, which
+// writes its name and arguments into the reply and exits; a fault writes the
+// signal and the address.
 //
 // Started with --compile it is something else: clang confined for a source
 // nobody vouches for (compile_mode.cpp).
@@ -20,7 +22,7 @@
 // loader, the CPU ABI's callers and libseccomp, so that what runs confined is
 // small and a sanitizer's own mappings never meet its address-space limit.
 #include <fcntl.h>
-#include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -33,7 +35,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "svod/program/slice_schedule.h"
 #include "svod/base/error.h"
 #include "svod/loader/elf_loader.h"
 #include "svod/program/cpu_abi.h"
@@ -61,24 +64,7 @@ size_t arena_bytes = 0;
 constexpr int kNamedSyscalls = 512;
 char syscall_names[kNamedSyscalls][32];
 
-void futex_wake(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-// Sleeps while *word is `expected`, at most `seconds`.
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, long seconds) {
-  const timespec timeout{seconds, 0};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
-}
-
-// One pause of a spin-wait loop.
-inline void relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+using namespace std::chrono_literals;
 
 void copy_text(char* to, size_t size, const char* from) {
   size_t n = 0;
@@ -91,7 +77,7 @@ void copy_text(char* to, size_t size, const char* from) {
   if (control != nullptr) {
     copy_text(control->failure, sizeof control->failure, why.c_str());
     control->state.store(static_cast<uint32_t>(HelperState::Failed));
-    futex_wake(&control->state);
+    futex_wake(control->state);
   }
   _exit(kExitSetupFailed);
 }
@@ -101,7 +87,7 @@ void copy_text(char* to, size_t size, const char* from) {
 [[noreturn]] void end_request(int status) {
   control->result.op = control->running.load();
   control->reply.store(control->request.load());
-  futex_wake(&control->reply);
+  futex_wake(control->reply);
   _exit(status);
 }
 
@@ -254,11 +240,15 @@ void limit(int resource, rlim_t value, const char* name) {
   if (setrlimit(resource, &r) != 0) fail(std::string("cannot set ") + name + ": " + std::strerror(errno));
 }
 
-// The allow-list. Everything else traps (on_sigsys names it), but clone3,
-// whose flags a filter cannot read, answers ENOSYS as if the kernel lacked it.
+// The allow-list, on every thread of the helper at once (TSYNC: the workers
+// were started before it, and none is made after). Everything else traps
+// (on_sigsys names it), clone included, but clone3, whose flags a filter
+// cannot read, answers ENOSYS as if the kernel lacked it.
 void install_filter(uint64_t memory_limit) {
   scmp_filter_ctx filter = seccomp_init(SCMP_ACT_TRAP);
   if (filter == nullptr) fail("seccomp: libseccomp could not make a filter");
+  if (seccomp_attr_set(filter, SCMP_FLTATR_CTL_TSYNC, 1) != 0)
+    fail("seccomp: libseccomp cannot load a filter on every thread (TSYNC)");
   int rc = 0;
   for (int nr : {SCMP_SYS(futex), SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(rt_sigreturn),
                  SCMP_SYS(restart_syscall), SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise),
@@ -281,9 +271,157 @@ void install_filter(uint64_t memory_limit) {
   if (loaded != 0) fail(std::string("seccomp: the kernel refused the filter: ") + std::strerror(-loaded));
 }
 
-void run_request(const std::vector<Program>& programs) {
+// The longest each thread spins before it sleeps: the main thread between
+// requests (a plan run in a loop sends the next one within microseconds),
+// and the pool's threads between a kernel's slices and the next kernel's.
+constexpr std::chrono::nanoseconds kRequestSpin = 200us;
+constexpr std::chrono::nanoseconds kWorkerSpin = 50us;
+
+// The helper's threads: the main thread and `threads - 1` workers share each
+// kernel's core_id slices, as svod's pool does in a process, and as there
+// each program's SliceSchedule says whether its slices spread over the
+// threads or run one after another on the main thread. The workers
+// start after no_new_privs and Landlock, which they inherit with the
+// namespaces, and before the seccomp filter, which is loaded on all threads
+// at once, so that no thread is ever made under the filter.
+class Pool {
+ public:
+  // Maps the workers' stacks: before the address space is measured for its limit.
+  explicit Pool(uint32_t threads) : workers_(threads - 1) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    for (Worker& w : workers_) {
+      // A guard page, the signal stack, a guard page, the stack.
+      void* p = mmap(nullptr, 2 * page + kSignalStack + kStack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+      if (p == MAP_FAILED) fail(std::string("cannot map a thread's stack: ") + std::strerror(errno));
+      w.memory = static_cast<std::byte*>(p);
+      if (mprotect(w.memory, page, PROT_NONE) != 0 || mprotect(w.memory + page + kSignalStack, page, PROT_NONE) != 0)
+        fail(std::string("cannot protect a thread's guard page: ") + std::strerror(errno));
+      w.signal_stack = w.memory + page;
+      w.stack = w.memory + 2 * page + kSignalStack;
+      w.pool = this;
+    }
+  }
+
+  // Starts the workers and returns once each runs, past the system calls a
+  // thread makes as it starts.
+  void start() {
+    for (Worker& w : workers_) {
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setstack(&attr, w.stack, kStack);
+      pthread_t thread;
+      const int rc = pthread_create(&thread, &attr, &Pool::work, &w);
+      pthread_attr_destroy(&attr);
+      if (rc != 0) fail(std::string("cannot start the pool's threads: ") + std::strerror(rc));
+    }
+    wait_for_workers();
+  }
+
+  // Calls entry with each core_id in 0 .. slices-1 (args[core_slot]);
+  // returns when all slices ran.
+  void run(void* entry, uint64_t* args, uint32_t words, uint32_t core_slot, int64_t slices,
+           svod::SliceSchedule& schedule) {
+    const auto alone = [&] {
+      for (int64_t slice = 0; slice < slices; ++slice) {
+        args[core_slot] = static_cast<uint64_t>(slice);
+        svod::call_kernel(entry, args, words);
+      }
+    };
+    if (workers_.empty() || slices == 1) return alone();
+    const svod::SliceSchedule::Choice choice = schedule.next();
+    const auto start = std::chrono::steady_clock::now();
+    if (choice.spread) {
+      // Every worker finished the last job: nobody reads these now.
+      job_ = {entry, args, words, core_slot, slices};
+      next_.store(0, std::memory_order_relaxed);
+      finished_.store(0, std::memory_order_relaxed);
+      publish(generation_, generation_.load(std::memory_order_relaxed) + 1, workers_asleep_);
+      take_slices();
+      wait_for_workers();
+    } else {
+      alone();
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    schedule.record(choice, std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
+  }
+
+ private:
+  static constexpr size_t kSignalStack = 64 * 1024;
+  static constexpr size_t kStack = 8 << 20;  // as a main thread's usual limit
+
+  struct Worker {
+    Pool* pool = nullptr;
+    std::byte* memory = nullptr;
+    std::byte* signal_stack = nullptr;
+    std::byte* stack = nullptr;
+  };
+
+  struct Job {
+    void* entry;
+    const uint64_t* args;
+    uint32_t words;
+    uint32_t core_slot;
+    int64_t slices;
+  };
+
+  static void* work(void* arg) {
+    const Worker& w = *static_cast<const Worker*>(arg);
+    Pool& pool = *w.pool;
+    const stack_t stack{w.signal_stack, 0, kSignalStack};
+    sigaltstack(&stack, nullptr);
+    pool.finish();
+    uint32_t seen = 0;
+    Spin spin(kWorkerSpin);
+    bool worked = true;  // spin only after a job: a worker asleep for a second waits for a wake
+    for (;;) {
+      const uint32_t now = wait_while(pool.generation_, seen, pool.workers_asleep_, worked ? &spin : nullptr, 1s);
+      worked = now != seen;
+      if (!worked) continue;
+      seen = now;
+      pool.take_slices();
+      pool.finish();
+    }
+  }
+
+  void take_slices() {
+    const Job job = job_;
+    uint64_t args[svod::kMaxKernelArgs];
+    std::memcpy(args, job.args, job.words * sizeof(uint64_t));
+    for (int64_t slice; (slice = next_.fetch_add(1, std::memory_order_relaxed)) < job.slices;) {
+      args[job.core_slot] = static_cast<uint64_t>(slice);
+      svod::call_kernel(job.entry, args, job.words);
+    }
+  }
+
+  // A worker is done (with the job, or with starting).
+  void finish() {
+    finished_.fetch_add(1, std::memory_order_seq_cst);
+    if (main_asleep_.load(std::memory_order_seq_cst) != 0) futex_wake(finished_);
+  }
+
+  void wait_for_workers() {
+    for (uint32_t done; (done = finished_.load(std::memory_order_acquire)) != workers_.size();)
+      wait_while(finished_, done, main_asleep_, &finish_spin_, 1s);
+  }
+
+  // The words a job changes lie on cache lines of their own (a word and its
+  // sleepers' count share one), so that taking slices does not move the
+  // line the workers spin on.
+  std::vector<Worker> workers_;
+  Job job_{};                                         // written by the main thread before it bumps generation_
+  Spin finish_spin_{kWorkerSpin};                     // the main thread's, waiting for the workers
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped for each job; the workers wait on it
+  std::atomic<uint32_t> workers_asleep_{0};
+  alignas(64) std::atomic<int64_t> next_{0};         // the job's next slice
+  alignas(64) std::atomic<uint32_t> finished_{0};    // workers done with the job; the main thread waits on it
+  std::atomic<uint32_t> main_asleep_{0};
+};
+
+// Only the reply's outcome and op are written: whatever else it says ends
+// the helper, and a fresh helper's control file is all zero.
+void run_request(const std::vector<Program>& programs, std::vector<svod::SliceSchedule>& schedules, Pool& pool) {
   Reply& r = control->result;
-  r = Reply{};
   r.op = -1;
   const uint32_t count = control->op_count;
   if (count > Control::kMaxOps) {
@@ -304,10 +442,7 @@ void run_request(const std::vector<Program>& programs) {
       for (uint32_t b = 0; b < op.buffers; ++b) args[b] = reinterpret_cast<uint64_t>(arena + op.word[b]);
       void* entry = programs[op.program].entry;
       if (op.core_slot < op.words) {
-        for (int64_t slice = 0; slice < op.slices; ++slice) {
-          args[op.core_slot] = static_cast<uint64_t>(slice);
-          svod::call_kernel(entry, args, op.words);
-        }
+        pool.run(entry, args, op.words, op.core_slot, op.slices, schedules[op.program]);
       } else {
         svod::call_kernel(entry, args, op.words);
       }
@@ -342,49 +477,56 @@ int main(int argc, char** argv) {
   if (file_bytes(kControlFd) < sizeof(Control)) return kExitSetupFailed;
   control = static_cast<Control*>(map_file(kControlFd, sizeof(Control), PROT_READ | PROT_WRITE));
   if (control->version != kProtocolVersion) fail("the control file does not match this helper");
+  const uint32_t threads = control->threads;
+  if (threads < 1 || threads > Control::kMaxThreads)
+    fail("the control file asks for " + std::to_string(threads) + " threads (1 to " +
+         std::to_string(Control::kMaxThreads) + " can be had)");
   arena_bytes = file_bytes(kArenaFd);
   if (arena_bytes > 0) arena = static_cast<std::byte*>(map_file(kArenaFd, arena_bytes, PROT_READ | PROT_WRITE));
   const std::vector<Program> programs = load_programs();
+  std::vector<svod::SliceSchedule> schedules(programs.size());
   name_syscalls();
   install_handlers();
+  Pool pool(threads);
   const uint64_t address_space = mapped_bytes() + control->memory_limit;
 
+  // The namespaces while the helper has one thread (a new user namespace
+  // needs that).
   uint32_t layers = optional_layers();
   // Nothing of the outside stays open: the files are mapped, and 0, 1 and 2
   // go too, so that a kernel has no descriptor to use even if it could.
   if (syscall(SYS_close_range, 0u, ~0u, 0u) != 0) fail(std::string("close_range: ") + std::strerror(errno));
   limit(RLIMIT_NOFILE, 0, "RLIMIT_NOFILE");
   limit(RLIMIT_FSIZE, 0, "RLIMIT_FSIZE");
-  limit(RLIMIT_NPROC, 0, "RLIMIT_NPROC");
   limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
   limit(RLIMIT_AS, address_space, "RLIMIT_AS");
-  layers |= kResourceLimits;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(std::string("no_new_privs: ") + std::strerror(errno));
   layers |= kNoNewPrivs;
   layers |= landlock();
+  // The workers inherit no_new_privs and Landlock, both the calling thread's own.
+  pool.start();
+  // After the workers: the process limit counts threads too.
+  limit(RLIMIT_NPROC, 0, "RLIMIT_NPROC");
+  layers |= kResourceLimits;
   install_filter(control->memory_limit);
   layers |= kSeccomp;
   control->layers.store(layers);
   // Read before Ready: the parent may send the first request right after it.
   uint32_t seen = control->request.load();
   control->state.store(static_cast<uint32_t>(HelperState::Ready));
-  futex_wake(&control->state);
+  futex_wake(control->state);
 
+  Spin spin(kRequestSpin);
+  bool ran = true;  // spin only after a run: asleep for a second, the helper waits for a wake
   for (;;) {
-    uint32_t now = control->request.load(std::memory_order_acquire);
-    // A run usually follows the last one closely: spin a little before sleeping.
-    for (int spin = 0; now == seen && spin < 20000; ++spin) {
-      relax();
-      now = control->request.load(std::memory_order_acquire);
-    }
-    if (now == seen) {
-      futex_wait(&control->request, seen, 1);
+    const uint32_t now = wait_while(control->request, seen, control->helper_asleep, ran ? &spin : nullptr, 1s);
+    ran = now != seen;
+    if (!ran) {
       if (getppid() != parent) _exit(0);
       continue;
     }
     seen = now;
-    run_request(programs);
-    control->reply.store(seen, std::memory_order_release);
-    futex_wake(&control->reply);
+    run_request(programs, schedules, pool);
+    publish(control->reply, seen, control->parent_asleep);
   }
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "svod/backends/cpu/slice_schedule.h"
+#include "svod/program/slice_schedule.h"
 #include "svod/compile/compiler.h"
 #include "svod/compile/cpu_compiler.h"
 #include "svod/device/device.h"

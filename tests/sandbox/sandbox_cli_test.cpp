@@ -79,7 +79,8 @@ TEST(SandboxCli, TuneRefusesToRunSandboxedAndSaysWhy) {
     EXPECT_EQ(status, 2) << args << ": " << output;
     EXPECT_NE(output.find("error (unsupported): --sandbox: tuning does not run in the sandbox"), std::string::npos)
         << args << ": " << output;
-    EXPECT_NE(output.find("compiled from the tune file's (or plan's) sources outside any confinement"),
+    EXPECT_NE(output.find("compiles its candidates from the tune file's (or plan's) sources in this process, "
+                          "outside any confinement"),
               std::string::npos)
         << output;
   }

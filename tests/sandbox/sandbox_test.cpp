@@ -328,15 +328,22 @@ std::pair<std::string, int> run_svod(const std::string& args) {
   return {results, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
 }
 
-TEST(Sandbox, SvodRunSandboxGivesTheMlpExamplesBits) {
-  const std::string plan = std::string(SVOD_SOURCE_DIR) + "/examples/mlp/plan.json";
-  const auto [plain, plain_status] = run_svod(plan);
-  const auto [sandboxed, sandboxed_status] = run_svod("--sandbox --repeat 3 " + plan);
-  ASSERT_EQ(plain_status, 0) << plain;
-  ASSERT_EQ(sandboxed_status, 0) << sandboxed;
-  EXPECT_NE(sandboxed.find("sandbox: no_new_privs, seccomp allow-list"), std::string::npos) << sandboxed;
-  // The same values, checksums and expectations, after the sandbox's line.
-  EXPECT_EQ(sandboxed.substr(sandboxed.find('\n') + 1), plain);
+// Every plan file of the project that holds only CPU kernels, copies and
+// views: the MLP example, the tuning example's matmul, the named-input plan.
+TEST(Sandbox, SvodRunSandboxGivesThePlanFilesBits) {
+  for (const char* file : {"examples/mlp/plan.json", "examples/tune_matmul/plan.json",
+                           "tests/planfile/data/named_inputs.json"}) {
+    SCOPED_TRACE(file);
+    const std::string plan = std::string(SVOD_SOURCE_DIR) + "/" + file;
+    const auto [plain, plain_status] = run_svod(plan);
+    const auto [sandboxed, sandboxed_status] = run_svod("--sandbox --repeat 3 " + plan);
+    ASSERT_EQ(plain_status, 0) << plain;
+    ASSERT_EQ(sandboxed_status, 0) << sandboxed;
+    EXPECT_NE(plain.find("xxh3"), std::string::npos) << plain;  // its outputs' checksums are compared
+    EXPECT_NE(sandboxed.find("sandbox: no_new_privs, seccomp allow-list"), std::string::npos) << sandboxed;
+    // The same values, checksums and expectations, after the sandbox's line.
+    EXPECT_EQ(sandboxed.substr(sandboxed.find('\n') + 1), plain);
+  }
 }
 
 TEST(Sandbox, AHelperThatDiesWhileIdleIsReplaced) {

@@ -61,16 +61,14 @@ void print_round(const TuneFile& file, const TuneProgress& p) {
 }  // namespace
 
 int tune_sandboxed() {
-  // Confining only the runs would promise what it does not keep: the
-  // candidates are sources, compiled outside any confinement, and their times
-  // would rank them for the sandbox's helper rather than for the plan's runs.
+  // Confining only the runs would promise what it does not keep: the tuner
+  // compiles its candidates from sources in this process, and times them here.
   return fail("tune",
               make_error(ErrorKind::Unsupported,
-                         "--sandbox: tuning does not run in the sandbox: its candidates are compiled from the tune "
-                         "file's (or plan's) sources outside any confinement, and their times must rank them for the "
-                         "plan's runs in this process, on its thread pool, which times taken in the sandbox's helper "
-                         "would not; tune sources you trust, then run the plan or its package with `svod run "
-                         "--sandbox` (docs/SECURITY.md, \"The sandbox\")"));
+                         "--sandbox: tuning does not run in the sandbox in this version: the tuner compiles its "
+                         "candidates from the tune file's (or plan's) sources in this process, outside any "
+                         "confinement, and times them here; tune sources you trust, then run the plan or its "
+                         "package with `svod run --sandbox` (docs/SECURITY.md, \"The sandbox\")"));
 }
 
 int tune_worker() {

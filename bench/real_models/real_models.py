@@ -81,12 +81,14 @@ class Worker:
 @dataclasses.dataclass(frozen=True)
 class Config:
     """One tinygrad worker: its thread count, svod's compiler (None: svod's default), whether its
-    plans run the exact kernel variants chosen by measurement (SVOD_VARIANTS=1), and tinygrad's BEAM
-    (0: none; else its kernels are searched when the model loads, by svod's loop)."""
+    plans run the kernel variants chosen by measurement (SVOD_VARIANTS=1; inexact ones too within
+    `tolerance`, SVOD_VARIANTS_TOLERANCE), and tinygrad's BEAM (0: none; else its kernels are
+    searched when the model loads, by svod's loop)."""
     threads: int
     clang: str | None
     variants: bool = False
     beam: int = 0
+    tolerance: str = ""
 
     @property
     def devices(self) -> list[str]:
@@ -96,11 +98,12 @@ class Config:
     def slug(self) -> str:
         flags = "".join(c if c.isalnum() else "_" for c in self.clang) if self.clang is not None else "default"
         return (f"t{self.threads}-{flags}" + ("-variants" if self.variants else "")
-                + (f"-beam{self.beam}" if self.beam else ""))
+                + (f"-tolerance{self.tolerance}" if self.tolerance else "") + (f"-beam{self.beam}" if self.beam else ""))
 
     def row(self, device: str) -> str:
         return (f"tinygrad, DEV={device}" + (f", clang {self.clang}" if self.clang is not None else "")
-                + (", variants" if self.variants else "") + (f", BEAM={self.beam}" if self.beam else ""))
+                + (", variants" if self.variants else "") + (f" within {self.tolerance}" if self.tolerance else "")
+                + (f", BEAM={self.beam}" if self.beam else ""))
 
     def environment(self, work: pathlib.Path, all_threads: int) -> dict:
         cache = work / "cache" / self.slug
@@ -110,8 +113,10 @@ class Config:
         if self.clang is not None:
             env.update(SVOD_CPU_COMPILER="clang", SVOD_CLANG=str(HERE / "clang_with_flags.sh"),
                        REAL_MODELS_CLANG_FLAGS=self.clang)
+        for name in ("DEV", "DEBUG", "BEAM", "JIT", "SVOD_VARIANTS", "SVOD_VARIANTS_TOLERANCE"):
+            env.pop(name, None)  # the worker picks its devices and levers
         if self.variants: env.update(SVOD_VARIANTS="1")
-        for name in ("DEV", "DEBUG", "BEAM", "JIT"): env.pop(name, None)  # the worker picks its devices
+        if self.tolerance: env.update(SVOD_VARIANTS_TOLERANCE=self.tolerance)
         if self.beam: env.update(BEAM=str(self.beam))
         return env
 
@@ -255,8 +260,8 @@ def profile_model(name, args, workers):
         default = profiles[group[0]]
         print(f"\n{name}: the svod plans' {args.profile_top} slowest ops, µs per replay, {threads} "
               f"thread{'s' * (threads > 1)} (medians of {args.profile_replays} replays, svod.profile)")
-        heads = {c: f"svod BEAM={c.beam}" if c.beam else "svod variants" if c.variants
-                 else "svod default" if c.clang is None else "clang " + c.clang
+        heads = {c: ("svod" + (" variants" if c.variants else "") + (f" BEAM={c.beam}" if c.beam else "")
+                     if c.beam or c.variants else "svod default" if c.clang is None else "clang " + c.clang)
                  for c in group}
         width = {c: max(14, len(head)) for c, head in heads.items()}
         print(f"{'op':40} " + " ".join(f"{head:>{width[c]}}" for c, head in heads.items()))
@@ -324,7 +329,10 @@ def main():
                         help="adds DEV=SVOD rows whose kernels clang compiles with these flags added; written "
                              "--clang=-O3 (the default), --clang= for none; repeatable")
     parser.add_argument("--variants", action="store_true",
-                        help="a worker per thread count whose plans run exact kernel variants (SVOD_VARIANTS=1)")
+                        help="a worker per thread count whose plans run exact kernel variants (SVOD_VARIANTS=1); "
+                             "with --beam, another whose variants are chosen on top of BEAM's schedules")
+    parser.add_argument("--tolerance", default="", metavar="ATOL,RTOL",
+                        help="the variants workers' SVOD_VARIANTS_TOLERANCE: inexact variants within it")
     parser.add_argument("--beam", type=int, default=0, metavar="N",
                         help="adds a DEV=SVOD worker per thread count with tinygrad's BEAM=N (svod's search loop), "
                              "its kernels searched as the models load; its cache under --work keeps the result, "
@@ -355,8 +363,10 @@ def main():
         parser.error("--clock=cpu needs --threads=1: several threads' CPU time adds up, and waiting threads may spin")
     clang = [flags for flags in (args.clang if args.clang is not None else ["-O3"]) if flags]
     configs = [Config(threads, flags) for threads in thread_counts for flags in [None, *clang]]
-    if args.variants: configs += [Config(threads, None, True) for threads in thread_counts]
+    if args.variants: configs += [Config(threads, None, True, tolerance=args.tolerance) for threads in thread_counts]
     if args.beam: configs += [Config(threads, None, beam=args.beam) for threads in thread_counts]
+    if args.variants and args.beam:
+        configs += [Config(threads, None, True, args.beam, args.tolerance) for threads in thread_counts]
 
     args.label_width = max(36, *(len(config.row(device)) for config in configs for device in config.devices))
     args.work.mkdir(parents=True, exist_ok=True)

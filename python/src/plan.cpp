@@ -186,6 +186,9 @@ PyPlan load_package_object(py::handle package, py::handle vars, py::handle comm,
   if (!comm.is_none()) options.communicator = communicator_from_object(comm, "load_package: comm");
   if (const auto policy = optional_string(on_cpu_mismatch, "load_package: on_cpu_mismatch"))
     options.on_cpu_mismatch = parse_cpu_mismatch(*policy);
+  // sandbox=True: a program compiled from its packaged source is compiled confined.
+  if (sandboxed)
+    options.compile_source = [](Device& device, const ProgramSpec& spec) { return load_confined(device, spec); };
   PyPlan p;
   if (PyUnicode_Check(package.ptr()) || py::hasattr(package, "__fspath__")) {
     const auto path = path_argument(package, "load_package: package");

@@ -12,6 +12,7 @@
 #include "svod/package/package.h"
 #include "svod/planfile/json_text.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/sandbox/confined_compile.h"
 
 namespace svod::capi {
 namespace {
@@ -92,6 +93,9 @@ std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char*
   options.vars = parse_vars(vars_json);
   options.communicator = std::move(comm);
   if ((flags & SVOD_PACKAGE_REFUSE_CPU_MISMATCH) != 0) options.on_cpu_mismatch = CpuMismatch::Refuse;
+  // Sandboxed: a program compiled from its source is compiled confined, never in this process.
+  if ((flags & SVOD_PACKAGE_SANDBOX) != 0)
+    options.compile_source = [](Device& device, const ProgramSpec& spec) { return load_confined(device, spec); };
   auto plan = std::make_unique<svod_plan>(Model(load_package(source, options)));
   if ((flags & SVOD_PACKAGE_SANDBOX) != 0) plan->sandbox = std::make_unique<SandboxedPlan>(plan->model.plan());
   return plan;

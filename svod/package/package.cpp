@@ -301,7 +301,7 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
   };
   load.build_program = [&](const PlanFileProgram& program, Device& device) {
     return load_packaged_program(reader, manifest, program.name, device, program.spec, compiled,
-                                 options.on_cpu_mismatch);
+                                 options.on_cpu_mismatch, options.compile_source);
   };
   LoadedPlan loaded = load_plan(file, load);
   return LoadedPackage{std::move(manifest), std::move(file), std::move(loaded), compiled.load(), signer};
@@ -311,7 +311,9 @@ LoadedPackage load_from(const PackageReader& reader, std::shared_ptr<const void>
 
 std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
                                                      const std::string& name, Device& device, const ProgramSpec& spec,
-                                                     std::atomic<size_t>& compiled, CpuMismatch on_cpu_mismatch) {
+                                                     std::atomic<size_t>& compiled, CpuMismatch on_cpu_mismatch,
+                                                     const CompileSource& compile_source) {
+  auto compile = [&] { return compile_source ? compile_source(device, spec) : device.compile(spec); };
   const PackageProgram* entry = nullptr;
   for (const auto& p : manifest.programs)
     if (p.name == name) entry = &p;
@@ -320,7 +322,7 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
                      name);
   if (!entry->artifact) {
     compiled.fetch_add(1);
-    return device.compile(spec);
+    return compile();
   }
   const ArtifactKind kind = *entry->artifact;
   // The packaged object or binary cannot be used: build the source instead when allowed.
@@ -340,7 +342,7 @@ std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader
                 reader.source(), name, what, why);
     compiled.fetch_add(1);
     try {
-      return device.compile(spec);
+      return compile();
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::DeviceUnavailable) throw;
       throw make_error(ErrorKind::DeviceUnavailable,

@@ -118,6 +118,9 @@ enum class CpuMismatch {
 // "recompile" or "refuse"; Error(Validation) naming both for anything else.
 CpuMismatch parse_cpu_mismatch(std::string_view name);
 
+// Builds `spec` from its source for `device`.
+using CompileSource = std::function<std::shared_ptr<const Program>(Device& device, const ProgramSpec& spec)>;
+
 struct PackageLoadOptions {
   // Overrides of variable values, on top of the values the package was made with.
   std::map<std::string, int64_t> vars;
@@ -132,6 +135,12 @@ struct PackageLoadOptions {
   std::string cpu_compiler;
   // CPU objects this CPU cannot run: compiled from source, or refused.
   CpuMismatch on_cpu_mismatch = CpuMismatch::Recompile;
+  // How a program is compiled from its packaged source (a package that holds
+  // no object for it, or one this device cannot run); empty:
+  // device.compile(spec). A sandboxed load passes the sandbox's confined
+  // compile (svod/sandbox/confined_compile.h), so it compiles nothing in
+  // this process.
+  CompileSource compile_source = {};
 };
 
 struct LoadedPackage {
@@ -157,11 +166,13 @@ LoadedPackage load_package(std::span<const std::byte> bytes, const PackageLoadOp
 // load that succeeds); otherwise `spec` compiled from its source where
 // compiling is allowed (and, for CPU objects, `on_cpu_mismatch` says to
 // recompile), else Error(Unsupported) naming why the artifact cannot run.
-// `compiled` counts the programs compiled.
+// `compiled` counts the programs compiled; `compile_source` compiles them
+// (empty: device.compile).
 std::shared_ptr<const Program> load_packaged_program(const PackageReader& reader, const PackageManifest& manifest,
                                                      const std::string& name, Device& device, const ProgramSpec& spec,
                                                      std::atomic<size_t>& compiled,
-                                                     CpuMismatch on_cpu_mismatch = CpuMismatch::Recompile);
+                                                     CpuMismatch on_cpu_mismatch = CpuMismatch::Recompile,
+                                                     const CompileSource& compile_source = {});
 
 // True when `path` is a regular file that starts with the package magic (svod
 // run takes either). Never waits on a FIFO.

@@ -89,9 +89,8 @@ def test_a_plan_file_gives_the_same_outputs_sandboxed():
     assert plan.sandbox_info["helper_pid"] > 0
 
 
-def test_a_plan_files_sources_are_compiled_confined(tmp_path):
-    # A source that #includes a secret: load_plan(sandbox=True) compiles it confined, where the file
-    # cannot be read, so the load fails naming the rule and nothing of the secret shows.
+def stealing_plan(tmp_path) -> pathlib.Path:
+    """A plan file whose one kernel #includes a secret file of the test's into its source."""
     secret = tmp_path / "secret.txt"
     secret.write_text("'s', 'e', 'c', 'r', 'e', 't', 'X', 'Y', 'Z'\n")
     source = f'const char stolen[] = {{\n#include "{secret}"\n}};\nvoid steal(float* out) {{ out[0] = stolen[0]; }}\n'
@@ -101,9 +100,29 @@ def test_a_plan_files_sources_are_compiled_confined(tmp_path):
         "programs": {"steal": {"language": "c", "entry": "steal", "source": source,
                                "buffers": [{"name": "out", "access": "write"}]}},
         "ops": [{"id": "steal", "run": "steal", "buffers": ["out"]}], "outputs": {"out": {}}}))
+    return plan_file
+
+
+def test_a_plan_files_sources_are_compiled_confined(tmp_path):
+    # load_plan(sandbox=True) compiles the source confined, where the file cannot be read, so the load
+    # fails naming the rule and nothing of the secret shows.
+    plan_file = stealing_plan(tmp_path)
     assert svod.load_plan(plan_file).run()["out"][0] == ord("s")  # unsandboxed, the source reads the file
     with pytest.raises(svod.SandboxViolation, match="rule: the sandbox's compiler reads only the toolchain's files") as e:
         svod.load_plan(plan_file, sandbox=True)
+    assert "XYZ" not in str(e.value)
+
+
+def test_a_packages_sources_are_compiled_confined(tmp_path):
+    # A package of sources only compiles its programs as it loads: with sandbox=True, confined.
+    if not BINARY_DIR:
+        pytest.skip("needs SVOD_BINARY_DIR for `svod pack` (set when ctest runs these tests)")
+    package = tmp_path / "steal.svodpkg"
+    subprocess.run([str(pathlib.Path(BINARY_DIR) / "svod"), "pack", "--sources-only", str(stealing_plan(tmp_path)),
+                    "-o", str(package)], check=True, capture_output=True, timeout=300)
+    assert svod.load_package(package).run()["out"][0] == ord("s")
+    with pytest.raises(svod.SandboxViolation, match="rule: the sandbox's compiler reads only the toolchain's files") as e:
+        svod.load_package(package, sandbox=True)
     assert "XYZ" not in str(e.value)
 
 

@@ -160,10 +160,21 @@ TEST(ConfinedCompile, TheProbeNamesOnlyTheToolchainsPaths) {
   }
 }
 
-// `svod run --sandbox` of a plan file whose inline source includes `secret`:
-// its exit status and everything it printed.
-std::pair<int, std::string> run_hostile_plan(const TempDir& dir, const std::string& secret) {
-  const std::string plan = dir.write("plan.json", R"({
+// `svod ARGS`: its exit status and everything it printed.
+std::pair<int, std::string> svod(const std::string& args) {
+  const std::string command = std::string(SVOD_BINARY_DIR) + "/svod " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while (pipe != nullptr && (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// Writes plan.json in `dir`: one kernel whose inline source includes `secret`.
+std::string hostile_plan(const TempDir& dir, const std::string& secret) {
+  return dir.write("plan.json", R"({
   "svod_plan": 1,
   "device": "CPU",
   "buffers": { "out": { "dtype": "f32", "count": 4 } },
@@ -177,14 +188,11 @@ std::pair<int, std::string> run_hostile_plan(const TempDir& dir, const std::stri
   "ops": [ { "id": "steal", "run": "steal", "buffers": ["out"] } ],
   "outputs": { "out": {} }
 })").string();
-  const std::string command = std::string(SVOD_BINARY_DIR) + "/svod run --sandbox " + plan + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  size_t n;
-  while (pipe != nullptr && (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// `svod run --sandbox` of the hostile plan of `secret`.
+std::pair<int, std::string> run_hostile_plan(const TempDir& dir, const std::string& secret) {
+  return svod("run --sandbox " + hostile_plan(dir, secret));
 }
 
 TEST(ConfinedCompile, SvodRunSandboxCompilesAPlansSourcesConfined) {
@@ -235,6 +243,21 @@ TEST(ConfinedCompile, RefusesToCompileWhereUserNamespacesAreRefused) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no filter, 11: compiled, 12: the wrong error";
+}
+
+// A package of sources only (or one for another CPU) compiles its programs
+// when it loads: under --sandbox, confined like a plan file's.
+TEST(ConfinedCompile, SvodRunSandboxCompilesAPackagesSourcesConfined) {
+  TempDir dir;
+  const std::string secret = dir.write("secret.h", "83, 69, 67, 82, 69, 84 /* SECRET_TOKEN_7310 */\n").string();
+  const std::string package = (dir / "steal.svodpkg").string();
+  const auto [packed, pack_output] = svod("pack --sources-only " + hostile_plan(dir, secret) + " -o " + package);
+  ASSERT_EQ(packed, 0) << pack_output;
+  EXPECT_EQ(svod("run " + package).first, 0);  // outside the sandbox the source reads the file
+  const auto [status, output] = svod("run --sandbox " + package);
+  EXPECT_NE(status, 0) << output;
+  EXPECT_NE(output.find("rule: the sandbox's compiler reads only the toolchain's files"), std::string::npos) << output;
+  EXPECT_EQ(output.find("SECRET_TOKEN_7310"), std::string::npos) << output;
 }
 
 }  // namespace

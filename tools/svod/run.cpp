@@ -124,10 +124,12 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
   // plugin (several milliseconds, a large part of a package's start-up).
   std::string compiler = cpu_compiler_option(options.cpu_compiler);
   if (package && compiler.empty() && !requested_cpu_compiler()) compiler = "clang";
+  // --sandbox: whatever is compiled from source is compiled confined, never in this process.
+  const auto confined = [](Device& device, const ProgramSpec& spec) { return load_confined(device, spec); };
   if (package) {
     LoadedPackage loaded_package = load_package(
         options.plan, PackageLoadOptions{parse_vars(options.vars), comm, named_files(options.inputs, "--input"),
-                                         compiler, on_cpu_mismatch});
+                                         compiler, on_cpu_mismatch, options.sandbox ? confined : CompileSource{}});
     return {std::move(loaded_package.file), std::move(loaded_package.loaded)};
   }
   PlanFile file = parse_plan_file(options.plan);
@@ -135,10 +137,9 @@ RankPlan load_rank_plan(const RunOptions& options, const std::shared_ptr<Communi
                            .communicator = comm,
                            .cpu_compiler = compiler,
                            .inputs = named_files(options.inputs, "--input")};
-  // --sandbox: the plan's sources are compiled confined, never in this process.
   if (options.sandbox)
-    load_options.build_program = [](const PlanFileProgram& program, Device& device) {
-      return load_confined(device, program.spec);
+    load_options.build_program = [&](const PlanFileProgram& program, Device& device) {
+      return confined(device, program.spec);
     };
   LoadedPlan loaded = load_plan(file, load_options);
   return {std::move(file), std::move(loaded)};

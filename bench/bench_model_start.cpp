@@ -23,8 +23,6 @@
 // cache. Prints the medians of each figure; --keep leaves the files in the
 // temporary folder (for a profiler).
 // Not a Google Benchmark: it has its own main (bench/CMakeLists.txt).
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -42,11 +40,10 @@
 #include <vector>
 
 #include "svod/base/npy.h"
+#include "svod/base/subprocess.h"
 #include "svod/package/model.h"
 #include "svod/package/package.h"
 #include "svod/package/signature.h"
-
-extern char** environ;
 
 namespace {
 
@@ -217,30 +214,12 @@ struct ChildRun {
   bool ok = false;
 };
 
+// Runs a child (svod's run_process) and reads the NAME=VALUE figures it printed.
 ChildRun run_child(const std::vector<std::string>& args) {
-  std::vector<std::string> argv_s = args;
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  int out[2];
-  if (::pipe(out) != 0) std::abort();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  pid_t pid = 0;
+  const svod::ProcessResult done = svod::run_process(args, "", std::chrono::minutes(10));
   ChildRun r;
-  if (posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) return r;
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-  ::close(out[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  r.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  r.ok = done.ok();
+  const std::string& text = done.out;
   for (size_t at = 0; at < text.size();) {
     const size_t end = std::min(text.find_first_of(" \n", at), text.size());
     const std::string field = text.substr(at, end - at);

@@ -72,6 +72,17 @@ class Variants : public ::testing::Test {
     options.round_time = std::chrono::microseconds(500);
     return options;
   }
+  // Chooses for `spec` summing `values` within `tolerance` and expects the
+  // inexact recipe rejected for a reason that names `why`.
+  void expect_inexact_rejected(const ProgramSpec& spec, const std::vector<float>& values, VariantTolerance tolerance,
+                               std::string_view why) {
+    SumLaunch launch = sum_launch(cpu, values);
+    const VariantChoice choice = choose_variant(cpu.compile(spec), launch.args, quick(tolerance));
+    const VariantTrial* trial = trial_of(choice, "O3_reassoc");
+    ASSERT_NE(trial, nullptr);
+    EXPECT_NE(trial->rejected.find(why), std::string::npos) << trial->rejected;
+    EXPECT_NE(choice.recipe, "O3_reassoc");
+  }
 };
 
 TEST_F(Variants, ARecipeNamedBySpecCompilesAndAnUnknownOneIsRefused) {
@@ -110,12 +121,7 @@ TEST_F(Variants, AnInexactVariantOutsideTheToleranceIsRejected) {
   ASSERT_EQ(sum_by(cpu, spec, "", values), 1.0f);
   ASSERT_NE(sum_by(cpu, spec, "O3_reassoc", values), 1.0f) << "the recipe does not reassociate";
 
-  SumLaunch launch = sum_launch(cpu, values);
-  const VariantChoice choice = choose_variant(cpu.compile(spec), launch.args, quick(VariantTolerance{1e-3, 1e-3}));
-  const VariantTrial* trial = trial_of(choice, "O3_reassoc");
-  ASSERT_NE(trial, nullptr);
-  EXPECT_NE(trial->rejected.find("\"o\"[0]"), std::string::npos) << trial->rejected;
-  EXPECT_NE(choice.recipe, "O3_reassoc");
+  expect_inexact_rejected(spec, values, VariantTolerance{1e-3, 1e-3}, "\"o\"[0]");
 }
 
 // MAX, MAX, -MAX, -MAX: +inf summed in order, 0 when the lanes cancel. No
@@ -129,14 +135,8 @@ TEST_F(Variants, AnInexactVariantThatLosesAnInfinityIsRejectedWhateverTheToleran
   ASSERT_EQ(sum_by(cpu, spec, "", values), std::numeric_limits<float>::infinity());
   ASSERT_TRUE(std::isfinite(sum_by(cpu, spec, "O3_reassoc", values))) << "the recipe does not reassociate";
 
-  SumLaunch launch = sum_launch(cpu, values);
   const double infinite = std::numeric_limits<double>::infinity();
-  const VariantChoice choice =
-      choose_variant(cpu.compile(spec), launch.args, quick(VariantTolerance{infinite, infinite}));
-  const VariantTrial* trial = trial_of(choice, "O3_reassoc");
-  ASSERT_NE(trial, nullptr);
-  EXPECT_NE(trial->rejected.find("inf"), std::string::npos) << trial->rejected;
-  EXPECT_NE(choice.recipe, "O3_reassoc");
+  expect_inexact_rejected(spec, values, VariantTolerance{infinite, infinite}, "inf");
 }
 
 // A NaN where the default has a number (or the other way round) is as wrong.
@@ -152,14 +152,8 @@ TEST_F(Variants, ANanMismatchIsRejectedWhateverTheTolerance) {
   ASSERT_TRUE(std::isnan(sum_by(cpu, spec, "", values)));
   ASSERT_FALSE(std::isnan(sum_by(cpu, spec, "O3_reassoc", values))) << "the recipe does not reassociate";
 
-  SumLaunch launch = sum_launch(cpu, values);
   const double infinite = std::numeric_limits<double>::infinity();
-  const VariantChoice choice =
-      choose_variant(cpu.compile(spec), launch.args, quick(VariantTolerance{infinite, infinite}));
-  const VariantTrial* trial = trial_of(choice, "O3_reassoc");
-  ASSERT_NE(trial, nullptr);
-  EXPECT_NE(trial->rejected.find("nan"), std::string::npos) << trial->rejected;
-  EXPECT_NE(choice.recipe, "O3_reassoc");
+  expect_inexact_rejected(spec, values, VariantTolerance{infinite, infinite}, "nan");
 }
 
 // A serial sum of 64K floats vectorises only by reassociation, many times

@@ -178,7 +178,6 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
         stats["skipped_cached"] += 1
         return default
 
-    pool = get_worker_pool()
     rawbufs = search._ensure_buffer_alloc(rawbufs)
     dev = Device[s.ren.target.device]
     timed, _ = _timed_phases([default], var_vals, set(), None, rawbufs, math.inf, allow_test_size, dev)
@@ -190,6 +189,7 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
         return default
     stats["searches"] += 1
 
+    pool = get_worker_pool()
     beam: list[tuple[object, float]] = [(s, math.inf)]
     seen: set = set()
     min_progress = getenv("BEAM_MIN_PROGRESS", 0.01) / 1e6

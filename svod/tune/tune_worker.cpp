@@ -11,11 +11,15 @@
 #include <set>
 
 #include "svod/base/file_write.h"
+#include "svod/base/thread_pool.h"
 #include "svod/base/error.h"
 #include "svod/base/json_depth.h"
 #include "svod/device/compile_many.h"
 #include "svod/registry/registry.h"
+#include "svod/plan/execution_plan.h"
 #include "svod/planfile/plan_file.h"
+#include "svod/sandbox/confined_compile.h"
+#include "svod/sandbox/sandbox.h"
 #include "svod/tune/tune_file.h"
 
 namespace svod {
@@ -79,11 +83,28 @@ class Worker {
     cpu_compiler_ = job.at("cpu_compiler").get<std::string>();
     write_reference_ = job.at("write_reference").get<bool>();
     if (!job.at("best_known_ns").is_null()) best_ns_ = job.at("best_known_ns").get<double>();
+    sandbox_ = job.value("sandbox", false);
     for (const auto& c : job.at("candidates")) points_.push_back(c.get<TunePoint>());
 
-    const PlanFile prefix = prefix_plan(tune_);
-    loaded_.emplace(load_plan(prefix, LoadOptions{.vars = tune_.vars, .cpu_compiler = cpu_compiler_}));
-    loaded_->execute();
+    LoadOptions load;
+    load.vars = tune_.vars;
+    load.cpu_compiler = cpu_compiler_;
+    if (sandbox_) {
+      // Refuses before anything compiles where the sandbox cannot be had.
+      probe_sandbox();
+      load.build_program = [](const PlanFileProgram& program, Device& device) {
+        return load_confined(device, program.spec);
+      };
+    }
+    loaded_.emplace(load_plan(prefix_plan(tune_), load));
+    if (sandbox_ && loaded_->plan.op_count() > 0) {
+      // The ops before the tuned one run in a helper of their own; their
+      // buffers stay in its shared memory, where the snapshot below reads them.
+      prefix_sandbox_ = std::make_unique<SandboxedPlan>(loaded_->plan, sandbox_options());
+      prefix_sandbox_->execute();
+    } else if (!sandbox_) {
+      loaded_->execute();
+    }
 
     const PlanFileOp& op = tune_.plan.ops[tune_.op];
     const ProgramSpec& spec = tune_.program().spec;
@@ -114,14 +135,15 @@ class Worker {
   void run() {
     std::vector<ProgramSpec> specs;
     for (const auto& p : points_) specs.push_back(candidate_spec(tune_, p));
-    const std::vector<CompileResult> compiled = compile_many(*device_, specs);
+    const std::vector<CompileResult> compiled =
+        sandbox_ ? compile_candidates_confined(specs) : compile_many(*device_, specs);
     for (size_t k = 0; k < points_.size(); ++k) {
       if (const Error* e = std::get_if<Error>(&compiled[k])) {
         emit(out_, {{"event", "result"}, {"candidate", k}, {"status", "compile_error"}, {"message", e->what()}});
         continue;
       }
       emit(out_, {{"event", "start"}, {"candidate", k}});
-      const auto& program = *std::get<std::shared_ptr<const Program>>(compiled[k]);
+      const auto& program = std::get<std::shared_ptr<const Program>>(compiled[k]);
       Json result;
       try {
         result = evaluate(program, points_[k], k == 0 && write_reference_);
@@ -131,7 +153,13 @@ class Worker {
         result = {{"status", "crashed"}, {"message", e.what()}};
       } catch (const Error& e) {
         disarm_timer();
-        result = {{"status", "error"}, {"message", fmt::format("{} error: {}", to_string(e.kind()), e.what())}};
+        if (e.kind() == ErrorKind::SandboxViolation) {
+          // The helper was ended; the next candidate gets a fresh one.
+          const bool hung = std::chrono::steady_clock::now() - run_started_ >= tune_.timeout;
+          result = {{"status", hung ? "timeout" : "crashed"}, {"message", e.what()}};
+        } else {
+          result = {{"status", "error"}, {"message", fmt::format("{} error: {}", to_string(e.kind()), e.what())}};
+        }
       }
       result["event"] = "result";
       result["candidate"] = k;
@@ -158,8 +186,8 @@ class Worker {
     return out;
   }
 
-  void restore() {
-    for (size_t i = 0; i < saved_.size(); ++i) args_.buffers[i].device().copy(args_.buffers[i], saved_[i]);
+  void restore(const std::vector<Buffer>& buffers) {
+    for (size_t i = 0; i < saved_.size(); ++i) buffers[i].device().copy(buffers[i], saved_[i]);
   }
 
   void read_reference(size_t w) {
@@ -184,13 +212,77 @@ class Worker {
     write_file_atomically(path, {std::span(static_cast<const std::byte*>(b.data()), b.bytes())});
   }
 
-  Json evaluate(const Program& program, const TunePoint& point, bool is_reference) {
+  // How a candidate runs: launched in this process on the op's buffers, or,
+  // sandboxed, as a plan of one op in a helper of its own, over copies of
+  // those buffers in its shared memory (its times then include one round
+  // trip to the helper, the same for every candidate).
+  struct CandidateRun {
+    std::vector<Buffer> buffers;                         // the op's buffers as the candidate sees them
+    std::function<std::chrono::nanoseconds()> run_once;  // runs it once and returns its time
+    std::optional<ExecutionPlan> plan;                   // sandboxed: the plan of its one op
+    std::unique_ptr<SandboxedPlan> sandbox;              // and the helper it runs in
+  };
+
+  std::unique_ptr<CandidateRun> prepare(const std::shared_ptr<const Program>& program) {
+    auto run = std::make_unique<CandidateRun>();
+    if (!sandbox_) {
+      run->buffers = args_.buffers;
+      run->run_once = [this, program] { return program->time_launch(args_.view()); };
+      return run;
+    }
+    ExecutionPlanBuilder builder;
+    KernelOp op;
+    op.program = program;
+    for (const Buffer& b : args_.buffers)
+      op.buffers.push_back(builder.add_buffer(b.device().allocate(b.dtype(), b.count())));
+    for (int64_t value : args_.scalars) op.scalars.push_back(Expr::constant(value));
+    builder.add_op(std::move(op));
+    run->plan.emplace(builder.build());
+    run->sandbox = std::make_unique<SandboxedPlan>(*run->plan, sandbox_options());
+    for (size_t i = 0; i < args_.buffers.size(); ++i) run->buffers.push_back(run->plan->buffer(i));
+    run->run_once = [this, sandbox = run->sandbox.get()] {
+      run_started_ = std::chrono::steady_clock::now();
+      sandbox->execute();
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - run_started_);
+    };
+    return run;
+  }
+
+  // A sandboxed run is bounded by the sandbox's wall-clock limit: the helper
+  // is ended and the worker goes on with the next candidate. In this process,
+  // the interval timer ends the worker.
+  void arm() const {
+    if (!sandbox_) arm_timer(tune_.timeout);
+  }
+
+  SandboxOptions sandbox_options() const { return {.wall_limit = tune_.timeout}; }
+
+  // The candidates compiled confined, several at a time. Where confined
+  // compiles cannot be had (Error(Unsupported)) the job fails: nothing is
+  // compiled unconfined.
+  std::vector<CompileResult> compile_candidates_confined(const std::vector<ProgramSpec>& specs) {
+    std::vector<CompileResult> compiled(specs.size());
+    parallel_for(specs.size(), [&](size_t k) {
+      try {
+        compiled[k] = load_confined(*device_, specs[k]);
+      } catch (const Error& e) {
+        compiled[k] = e;
+      }
+    });
+    for (const CompileResult& c : compiled) {
+      if (const Error* e = std::get_if<Error>(&c); e != nullptr && e->kind() == ErrorKind::Unsupported) throw *e;
+    }
+    return compiled;
+  }
+
+  Json evaluate(const std::shared_ptr<const Program>& program, const TunePoint& point, bool is_reference) {
     args_.scalars = scalars(point);
-    arm_timer(tune_.timeout);
-    restore();
-    program.launch(args_.view());
+    const std::unique_ptr<CandidateRun> run = prepare(program);
+    arm();
+    restore(run->buffers);
+    run->run_once();
     for (size_t w = 0; w < written_.size(); ++w) {
-      const Buffer& b = args_.buffers[written_[w]];
+      const Buffer& b = run->buffers[written_[w]];
       b.device().copy(got_[w], b);
     }
     disarm_timer();
@@ -220,9 +312,9 @@ class Worker {
     // Rounded up, so that a candidate stopped early is slower than the best
     // itself, not only than its whole nanoseconds.
     if (best_ns_) config.best_known = std::chrono::nanoseconds(static_cast<int64_t>(std::ceil(*best_ns_)));
-    arm_timer(tune_.timeout);
-    restore();
-    const BenchmarkResult r = benchmark_kernel(program, args_, config);
+    arm();
+    restore(run->buffers);
+    const BenchmarkResult r = benchmark_operation(run->run_once, program->device(), config);
     disarm_timer();
     // The pick rule's best (tuner.h): the lowest median of all. One stopped
     // early is above the best already, so it never changes it.
@@ -236,11 +328,14 @@ class Worker {
   fs::path reference_dir_;
   std::string cpu_compiler_;  // the CPU devices' compiler (TuneOptions::cpu_compiler)
   bool write_reference_ = false;
+  bool sandbox_ = false;  // every kernel compiled confined and run in svod's sandbox
   std::optional<double> best_ns_;
   std::vector<TunePoint> points_;
   std::optional<LoadedPlan> loaded_;
+  std::unique_ptr<SandboxedPlan> prefix_sandbox_;  // sandboxed: where the ops before the tuned one ran
   std::shared_ptr<Device> device_;
   KernelArgs args_;
+  std::chrono::steady_clock::time_point run_started_;  // of the candidate's sandboxed run in flight
   std::vector<Buffer> saved_;         // the op's buffers as the op finds them
   std::vector<size_t> written_;       // indices of the buffers the op writes
   std::vector<LoadedOutput> outputs_;  // per written buffer: the reference

@@ -97,6 +97,7 @@ class WorkerEvaluator final : public TuneEvaluator {
       job["tune_file"] = file_.path.string();
       job["reference_dir"] = reference_dir_.string();
       job["cpu_compiler"] = options_.cpu_compiler;
+      job["sandbox"] = options_.sandbox;
       job["write_reference"] = round == 0;  // the start candidate, alone in round 0
       // The worker stops timing a candidate only once it lost to this.
       job["best_known_ns"] = best_ ? Json(best_->median_ns) : Json(nullptr);
@@ -203,6 +204,8 @@ class WorkerEvaluator final : public TuneEvaluator {
       c.status = TuneStatus::CompileError;
     } else if (status == "crashed") {
       c.status = TuneStatus::Crashed;
+    } else if (status == "timeout") {
+      c.status = TuneStatus::Timeout;
     } else {
       c.status = TuneStatus::Error;
     }

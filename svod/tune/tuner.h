@@ -76,6 +76,14 @@ struct TuneOptions {
   // The compiler of the workers' CPU devices (LoadOptions::cpu_compiler;
   // empty: the workers' default), sent to them with each job.
   std::string cpu_compiler;
+  // Whether every kernel of the search — the candidates and the ops before
+  // the tuned one — is compiled confined (svod/sandbox/confined_compile.h)
+  // and runs in svod's sandbox (svod/sandbox/sandbox.h), each candidate in a
+  // helper of its own, so that the workers run none of the tune file's code.
+  // A candidate's times then include one round trip to its helper. Where the
+  // sandbox or confined compiles cannot be had, tune() fails with the
+  // worker's Error(Unsupported) naming what is missing; nothing runs.
+  bool sandbox = false;
   // Called after each finished candidate, on the calling thread; every
   // round ends with a call whose done equals total.
   std::function<void(const TuneProgress&)> on_progress;

@@ -37,7 +37,8 @@ const fs::path kSvod = fs::path(SVOD_BINARY_DIR) / "svod";
 // ("k") is tuned: out += 2 * in, readwrite, so a candidate run on
 // unrestored buffers would differ. MODE picks a behaviour:
 //   0, 5 right; 1 wrong; 2 segfaults; 3 never returns; 4 does not compile;
-//   6 right only when `in` is all zeros (so it is wrong when op 0 ran).
+//   6 right only when `in` is all zeros (so it is wrong when op 0 ran);
+//   7 opens /etc/shadow, 8 #includes /etc/passwd (for sandboxed searches).
 constexpr std::string_view kPlan = R"({
   "svod_plan": 1,
   "variables": { "N": { "min": 1, "max": 64, "value": 64 }, "PARTS": { "min": 1, "max": 8, "value": 1 } },
@@ -49,7 +50,7 @@ constexpr std::string_view kPlan = R"({
   "programs": {
     "k": {
       "language": "c",
-      "source": "void k(float* restrict out, const float* restrict in, int n) {\n#if MODE == 1\n for (int i = 0; i < n; i++) out[i] += 2.0f * in[i] + 1.0f;\n#elif MODE == 2\n *(volatile int*)0 = 1;\n#elif MODE == 3\n volatile int spin = 1; while (spin) {}\n#elif MODE == 4\n#error this candidate does not compile\n#elif MODE == 6\n for (int i = 0; i < n; i++) out[i] += 3.0f * in[i];\n#elif MODE == 5\n for (int i = n - 1; i >= 0; i--) out[i] += in[i] + in[i];\n#else\n for (int i = 0; i < n; i++) out[i] += 2.0f * in[i];\n#endif\n}\n",
+      "source": "#if MODE == 7\nint open(const char*, int, ...);\n#elif MODE == 8\n#include \"/etc/passwd\"\n#endif\nvoid k(float* restrict out, const float* restrict in, int n) {\n#if MODE == 1\n for (int i = 0; i < n; i++) out[i] += 2.0f * in[i] + 1.0f;\n#elif MODE == 2\n *(volatile int*)0 = 1;\n#elif MODE == 3\n volatile int spin = 1; while (spin) {}\n#elif MODE == 4\n#error this candidate does not compile\n#elif MODE == 6\n for (int i = 0; i < n; i++) out[i] += 3.0f * in[i];\n#elif MODE == 5\n for (int i = n - 1; i >= 0; i--) out[i] += in[i] + in[i];\n#elif MODE == 7\n out[0] = open(\"/etc/shadow\", 0);\n#else\n for (int i = 0; i < n; i++) out[i] += 2.0f * in[i];\n#endif\n}\n",
       "entry": "k",
       "buffers": [ { "name": "out", "access": "readwrite" }, { "name": "in" } ],
       "scalars": [ { "name": "n", "type": "i32" } ],
@@ -278,6 +279,40 @@ TEST_F(TunerTest, SurvivesWrongCrashingHangingAndBrokenCandidates) {
     else EXPECT_FALSE(c["message"].get<std::string>().empty());
   }
   EXPECT_NE(render_tune_table(f, report).find("compile_error"), std::string::npos);
+}
+
+// Sandboxed, the same search gives the same statuses, and a candidate that
+// breaks the sandbox's rules is one more failed candidate: each is named with
+// the rule while the search goes on.
+TEST_F(TunerTest, SandboxedSearchContainsHostileCandidates) {
+  if (!fs::exists(kSvod)) GTEST_SKIP() << "the svod tool is not built (target svod_cli)";
+  const TuneFile f = parse_tune_file(tune_with(
+      R"("op": "k", "parameters": {"MODE": [0, 1, 2, 3, 4, 5, 6, 7, 8]}, "beam": 1, "timeout_ms": 1000,
+         "benchmark": {"warmup_runs": 0, "min_runs": 2, "max_runs": 3, "min_time_ms": 0})"));
+  TuneOptions options = worker_options();
+  options.sandbox = true;
+  const TuneReport report = tune(f, options);
+  ASSERT_EQ(report.candidates.size(), 9u);
+  std::map<size_t, const TuneCandidate*> by_mode;
+  for (const auto& c : report.candidates) by_mode[c.point[0]] = &c;
+  const std::map<size_t, TuneStatus> expected = {
+      {0, TuneStatus::Ok},      {1, TuneStatus::Wrong},        {2, TuneStatus::Crashed},
+      {3, TuneStatus::Timeout}, {4, TuneStatus::CompileError}, {5, TuneStatus::Ok},
+      {6, TuneStatus::Wrong},   {7, TuneStatus::Crashed},      {8, TuneStatus::CompileError}};
+  for (const auto& [mode, status] : expected)
+    EXPECT_EQ(by_mode[mode]->status, status) << "MODE=" << mode << ": " << by_mode[mode]->message;
+  const auto says = [&](size_t mode, std::string_view text) {
+    EXPECT_NE(by_mode[mode]->message.find(text), std::string::npos) << "MODE=" << mode << ": " << by_mode[mode]->message;
+  };
+  says(2, "SIGSEGV");
+  says(3, "ran past the sandbox's wall-clock limit of 1 s");
+  says(4, "does not compile");
+  says(7, "openat");
+  says(7, "rule: no files");
+  says(8, "#include \"/etc/passwd\": the file is outside what the sandbox's compiler may read");
+  EXPECT_EQ(by_mode[8]->message.find("root:"), std::string::npos) << "nothing of the file is shown";
+  const size_t best = report.candidates[report.best].point[0];
+  EXPECT_TRUE(best == 0 || best == 5);
 }
 
 TEST_F(TunerTest, AFailingStartIsAnError) {

@@ -144,12 +144,9 @@ struct TuneOptions {
   bool variants = false;
   std::string tolerance;           // ATOL,RTOL: inexact recipes within it; empty: exact only
   std::vector<std::string> vars;   // NAME=VALUE, with --variants
-  bool sandbox = false;            // refused: tune_sandboxed()
+  bool sandbox = false;            // svod::TuneOptions::sandbox; refused with --variants
 };
 int tune(const TuneOptions& options);
-// `svod tune --sandbox` (with or without --variants): refused, saying why
-// (an Error(Unsupported)); exit 2.
-int tune_sandboxed();
 // `svod tune --variants PLAN.json`: every kernel's variant chosen
 // (svod/tune/variants.h) and a table of the choices; exit 0, or 2 when the
 // plan does not load or run.

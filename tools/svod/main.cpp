@@ -207,8 +207,9 @@ int svod_command_main(int argc, char** argv) {
   tune->add_option("--plot", tune_options.plot, "draw every candidate's time by round, best path highlighted (SVG)");
   add_cpu_compiler(tune, tune_options.cpu_compiler);
   tune->add_flag("--sandbox", tune_options.sandbox,
-                 "refused: tuning does not run in svod's sandbox (docs/SECURITY.md says why); tune sources you trust, "
-                 "then pack the plan and run the package with --sandbox");
+                 "run every kernel of the search in svod's sandbox, its sources compiled confined, each candidate "
+                 "in a helper of its own (times include a round trip to it); refused with --variants and where "
+                 "the sandbox cannot be had (docs/SECURITY.md)");
 
   auto* sandbox_info = app.add_subcommand("sandbox-info", "whether `svod run --sandbox` works here, and with which "
                                                          "layers of confinement (docs/SECURITY.md)");
@@ -240,7 +241,6 @@ int svod_command_main(int argc, char** argv) {
     if (pack->parsed()) return svod::cli::pack(pack_options);
     if (bench->parsed()) return svod::cli::bench(bench_options);
     if (compile->parsed()) return svod::cli::compile(compile_options);
-    if (tune->parsed() && tune_options.sandbox) return svod::cli::tune_sandboxed();
     if (tune->parsed()) return tune_options.variants ? svod::cli::tune_variants(tune_options) : svod::cli::tune(tune_options);
   } catch (const svod::Error& e) {
     fmt::print(stderr, "svod: error ({}): {}\n", svod::to_string(e.kind()), e.what());

@@ -2,6 +2,9 @@
 // (svod/tune/tune_file.h, svod/tune/tuner.h). Candidates run in worker
 // processes, which are this same binary started as `svod tune --worker`.
 //
+// --sandbox compiles the tune file's sources confined and runs every kernel
+// in svod's sandbox (svod::TuneOptions::sandbox).
+//
 // --plot FILE.svg draws every candidate's time by round (tune_plot.h).
 // --json FILE writes every candidate:
 //   {"tune_file", "plan", "op", "program", "parameters": [names], "beam",
@@ -27,6 +30,7 @@
 #include <sstream>
 
 #include "svod/base/error.h"
+#include "svod/sandbox/sandbox.h"
 #include "svod/tune/time_scale.h"
 #include "svod/tune/tune_worker.h"
 #include "svod/tune/tuner.h"
@@ -60,17 +64,6 @@ void print_round(const TuneFile& file, const TuneProgress& p) {
 
 }  // namespace
 
-int tune_sandboxed() {
-  // Confining only the runs would promise what it does not keep: the tuner
-  // compiles its candidates from sources in this process, and times them here.
-  return fail("tune",
-              make_error(ErrorKind::Unsupported,
-                         "--sandbox: tuning does not run in the sandbox in this version: the tuner compiles its "
-                         "candidates from the tune file's (or plan's) sources in this process, outside any "
-                         "confinement, and times them here; tune sources you trust, then run the plan or its "
-                         "package with `svod run --sandbox` (docs/SECURITY.md, \"The sandbox\")"));
-}
-
 int tune_worker() {
   const std::string job{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
   return run_tune_worker(job, stdout);
@@ -82,6 +75,7 @@ int tune(const TuneOptions& options) {
     check_outputs({{"--json", options.json}, {"--plot", options.plot}});
     svod::TuneOptions run;
     run.cpu_compiler = cpu_compiler_option(options.cpu_compiler);  // the workers compile
+    run.sandbox = options.sandbox;
     const TuneFile file = parse_tune_file(options.tune_file);
     // Workers are this very binary.
     std::error_code no_link;
@@ -91,6 +85,10 @@ int tune(const TuneOptions& options) {
     run.on_progress = [&file, bar](const TuneProgress& p) { bar ? draw_progress(p) : print_round(file, p); };
     fmt::print("tuning {} (ops[{}], program \"{}\") of {}\n", options.tune_file, file.op, file.program().name,
                file.plan.source_name);
+    // Here first, so that a machine without the sandbox is told before any worker starts.
+    if (options.sandbox)
+      fmt::print("sandbox: {}; sources compiled confined; times include a round trip to the helper\n",
+                 probe_sandbox().describe());
     // Before the progress on stderr, where both go to one log.
     std::fflush(stdout);
     TuneReport report = svod::tune(file, run);

@@ -45,6 +45,13 @@ std::string variant_table(const ExecutionPlan& plan, const std::vector<VariantCh
 }
 
 int tune_variants(const TuneOptions& options) {
+  // Choosing variants compiles every recipe and times it in this process
+  // (choose_variants); confining only part of that would protect nothing.
+  if (options.sandbox)
+    return fail("tune", make_error(ErrorKind::Unsupported,
+                                   "--variants --sandbox: variants are compiled and timed in this process, outside any "
+                                   "confinement; choose variants for sources you trust (`svod pack --variants`), or "
+                                   "tune one op's parameters confined with `svod tune --sandbox TUNE.json`"));
   try {
     const VariantOptions variants = variant_options(options.tolerance);
     const std::string cpu_compiler = cpu_compiler_option(options.cpu_compiler);

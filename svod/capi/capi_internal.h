@@ -151,8 +151,10 @@ std::unique_ptr<svod_buffer> buffer_handle(Buffer buffer);
 
 // A plan file, or a package's bytes or file, loaded as a handle, with
 // vars_json as svod_plan_load takes it; on `comm`'s rank when it is not null;
-// a package with `flags` (svod_package_flag values).
-std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_json, std::shared_ptr<Communicator> comm);
+// either with `flags` (svod_package_flag values; a plan file takes only
+// SVOD_PACKAGE_SANDBOX).
+std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_json, std::shared_ptr<Communicator> comm,
+                                          uint32_t flags = 0);
 std::unique_ptr<svod_plan> plan_from_package(std::span<const std::byte> bytes, const char* vars_json,
                                              std::shared_ptr<Communicator> comm, uint32_t flags = 0);
 std::unique_ptr<svod_plan> plan_from_package(const std::filesystem::path& path, const char* vars_json,

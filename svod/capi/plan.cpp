@@ -81,36 +81,52 @@ SandboxOptions parse_sandbox_options(const char* options_json) {
   return options;
 }
 
-// `source`: the package's bytes or its path, as load_package takes them.
-template <typename Source>
-std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char* vars_json,
-                                             std::shared_ptr<Communicator> comm, uint32_t flags) {
-  constexpr uint32_t kKnownFlags = SVOD_PACKAGE_REFUSE_CPU_MISMATCH | SVOD_PACKAGE_SANDBOX;
-  if ((flags & ~kKnownFlags) != 0)
-    throw make_error(ErrorKind::Validation, "flags: 0x{:x} holds bits this svod does not know (0x{:x})", flags,
-                     flags & ~kKnownFlags);
-  PackageLoadOptions options;
-  options.vars = parse_vars(vars_json);
-  options.communicator = std::move(comm);
-  if ((flags & SVOD_PACKAGE_REFUSE_CPU_MISMATCH) != 0) options.on_cpu_mismatch = CpuMismatch::Refuse;
-  // Sandboxed: a program compiled from its source is compiled confined, never in this process.
-  if ((flags & SVOD_PACKAGE_SANDBOX) != 0)
-    options.compile_source = [](Device& device, const ProgramSpec& spec) { return load_confined(device, spec); };
-  auto plan = std::make_unique<svod_plan>(Model(load_package(source, options)));
+void check_flags(uint32_t flags, uint32_t known, std::string_view loading) {
+  if ((flags & ~known) != 0)
+    throw make_error(ErrorKind::Validation, "flags: 0x{:x} holds bits {} does not take (0x{:x})", flags, loading,
+                     flags & ~known);
+}
+
+// Sandboxed: a program compiled from its source is compiled confined, never in this process.
+std::shared_ptr<const Program> compile_confined_on(Device& device, const ProgramSpec& spec) {
+  return load_confined(device, spec);
+}
+
+// The handle of a loaded model, sandboxed when `flags` say so.
+std::unique_ptr<svod_plan> plan_handle(Model model, uint32_t flags) {
+  auto plan = std::make_unique<svod_plan>(std::move(model));
   if ((flags & SVOD_PACKAGE_SANDBOX) != 0) plan->sandbox = std::make_unique<SandboxedPlan>(plan->model.plan());
   return plan;
 }
 
+// `source`: the package's bytes or its path, as load_package takes them.
+template <typename Source>
+std::unique_ptr<svod_plan> load_package_handle(const Source& source, const char* vars_json,
+                                             std::shared_ptr<Communicator> comm, uint32_t flags) {
+  check_flags(flags, SVOD_PACKAGE_REFUSE_CPU_MISMATCH | SVOD_PACKAGE_SANDBOX, "a package load");
+  PackageLoadOptions options;
+  options.vars = parse_vars(vars_json);
+  options.communicator = std::move(comm);
+  if ((flags & SVOD_PACKAGE_REFUSE_CPU_MISMATCH) != 0) options.on_cpu_mismatch = CpuMismatch::Refuse;
+  if ((flags & SVOD_PACKAGE_SANDBOX) != 0) options.compile_source = compile_confined_on;
+  return plan_handle(Model(load_package(source, options)), flags);
+}
+
 }  // namespace
 
-std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_json,
-                                          std::shared_ptr<Communicator> comm) {
+std::unique_ptr<svod_plan> plan_from_file(const char* path, const char* vars_json, std::shared_ptr<Communicator> comm,
+                                          uint32_t flags) {
+  check_flags(flags, SVOD_PACKAGE_SANDBOX, "a plan file's load");
   LoadOptions options;
   options.vars = parse_vars(vars_json);
   options.communicator = std::move(comm);
+  if ((flags & SVOD_PACKAGE_SANDBOX) != 0)
+    options.build_program = [](const PlanFileProgram& program, Device& device) {
+      return compile_confined_on(device, program.spec);
+    };
   PlanFile file = parse_plan_file(path);
   LoadedPlan loaded = load_plan(file, options);
-  return std::make_unique<svod_plan>(Model(std::move(file), std::move(loaded)));
+  return plan_handle(Model(std::move(file), std::move(loaded)), flags);
 }
 
 std::unique_ptr<svod_plan> plan_from_package(std::span<const std::byte> bytes, const char* vars_json,
@@ -137,6 +153,14 @@ svod_status* svod_plan_load(const char* path, const char* vars_json, svod_plan**
     require(path, "path");
     require(out, "out");
     svod::capi::hand_out(svod::capi::plan_from_file(path, vars_json, nullptr), out);
+  });
+}
+
+svod_status* svod_plan_load_with_flags(const char* path, const char* vars_json, uint32_t flags, svod_plan** out) {
+  return guarded(__func__, [&] {
+    require(path, "path");
+    require(out, "out");
+    svod::capi::hand_out(svod::capi::plan_from_file(path, vars_json, nullptr, flags), out);
   });
 }
 

@@ -48,7 +48,7 @@ extern "C" {
 
 /* The API version this header declares: major * 1000 + minor. */
 #define SVOD_API_VERSION_MAJOR 1
-#define SVOD_API_VERSION_MINOR 10
+#define SVOD_API_VERSION_MINOR 11
 #define SVOD_API_VERSION (SVOD_API_VERSION_MAJOR * 1000 + SVOD_API_VERSION_MINOR)
 
 #if defined(SVOD_C_BUILDING)
@@ -259,7 +259,8 @@ SVOD_C_EXPORT svod_status* svod_plan_execute(svod_plan* plan);
 /* ---- Package load flags (1.9) ------------------------------------------- */
 
 /* Flags for svod_plan_load_package_with_flags and
- * svod_plan_load_package_file_with_flags, or'ed together; 0 loads as
+ * svod_plan_load_package_file_with_flags (and, SVOD_PACKAGE_SANDBOX only,
+ * svod_plan_load_with_flags), or'ed together; 0 loads as
  * svod_plan_load_package does. */
 typedef enum svod_package_flag {
   /* CPU objects this CPU cannot run (they need features it lacks, or are
@@ -280,6 +281,16 @@ SVOD_C_EXPORT svod_status* svod_plan_load_package_with_flags(const void* data, s
                                                              uint32_t flags, svod_plan** out);
 SVOD_C_EXPORT svod_status* svod_plan_load_package_file_with_flags(const char* path, const char* vars_json,
                                                                   uint32_t flags, svod_plan** out);
+/* (1.11) svod_plan_load with `flags`, of which a plan file takes only
+ * SVOD_PACKAGE_SANDBOX: its C and LLVM IR sources are then compiled by the
+ * sandbox's confined compiler (docs/SECURITY.md, "The sandbox"), never in
+ * this process, and the plan runs sandboxed. An #include of a file outside
+ * the toolchain is SANDBOX_VIOLATION naming it; UNSUPPORTED when confined
+ * compiles or the sandbox cannot be had here, or for a program the confined
+ * compiler does not take (another language, another device's kernel); any
+ * other bit is VALIDATION. Thread-safe. */
+SVOD_C_EXPORT svod_status* svod_plan_load_with_flags(const char* path, const char* vars_json, uint32_t flags,
+                                                     svod_plan** out);
 
 /* ---- Sandboxed runs (1.10) ---------------------------------------------- */
 
@@ -296,9 +307,10 @@ SVOD_C_EXPORT svod_status* svod_plan_load_package_file_with_flags(const char* pa
  * may map beyond what it holds, 1 GiB by default). Errors: UNSUPPORTED when the sandbox cannot be
  * had on this machine or the plan holds an op that cannot run there (host
  * functions, collectives, device kernels), naming it, and nothing changes;
- * VALIDATION for bad options or a plan sandboxed already. A plan loaded from
- * a plan file compiled its sources in this process, outside the sandbox;
- * packages are compiled already. A kernel that breaks a rule of the sandbox
+ * VALIDATION for bad options or a plan sandboxed already. A plan that
+ * svod_plan_load loaded compiled its sources in this process, outside the
+ * sandbox (svod_plan_load_with_flags with SVOD_PACKAGE_SANDBOX compiles them
+ * confined); packages are compiled already. A kernel that breaks a rule of the sandbox
  * makes svod_plan_execute return SANDBOX_VIOLATION naming the op and the
  * rule; the next execution starts a fresh helper. Thread-safe: calls on one
  * plan are serialized. */

@@ -624,6 +624,44 @@ TEST(CApi, SandboxedPlanContainsAHostileKernel) {
   EXPECT_EQ(plan_values(plan.handle, "y"), (std::vector<float>{7, 0, 0, 0}));
 }
 
+// svod_plan_load_with_flags(SVOD_PACKAGE_SANDBOX): a plan file's sources
+// compiled confined and its kernels run sandboxed. The MLP gives exactly what
+// it gives in this process; a source that #includes a file outside the
+// toolchain is refused at load naming it (and nothing of it); another flag is
+// refused.
+TEST(CApi, PlanFileLoadedSandboxedCompilesConfined) {
+  Plan plain;
+  ASSERT_OK(svod_plan_load((kMlpDir + "plan.json").c_str(), nullptr, &plain.handle));
+  Plan sandboxed;
+  ASSERT_OK(svod_plan_load_with_flags((kMlpDir + "plan.json").c_str(), nullptr, SVOD_PACKAGE_SANDBOX,
+                                      &sandboxed.handle));
+  EXPECT_EQ(run_mlp(sandboxed.handle), run_mlp(plain.handle));
+  expect_error(svod_plan_sandbox(sandboxed.handle, nullptr), SVOD_ERROR_VALIDATION, "sandboxed already");
+
+  TempDir dir;
+  const std::string path = dir.write("plan.json", R"({
+  "svod_plan": 1,
+  "buffers": { "y": { "dtype": "f32", "count": 4 } },
+  "programs": {
+    "leak": { "language": "c", "entry": "leak",
+              "source": "static const char secret[] = {\n#include \"/etc/passwd\"\n};\nvoid leak(float* y) { y[0] = secret[0]; }",
+              "buffers": [ { "name": "y", "access": "write" } ] }
+  },
+  "ops": [ { "run": "leak", "buffers": ["y"] } ]
+})").string();
+  svod_plan* none = nullptr;
+  {
+    const Status refused(svod_plan_load_with_flags(path.c_str(), nullptr, SVOD_PACKAGE_SANDBOX, &none));
+    EXPECT_EQ(refused.kind(), SVOD_ERROR_SANDBOX_VIOLATION) << refused;
+    EXPECT_NE(refused.message().find("#include \"/etc/passwd\""), std::string::npos) << refused;
+    EXPECT_EQ(refused.message().find("root:"), std::string::npos) << refused;
+    EXPECT_EQ(none, nullptr);
+  }
+  expect_error(svod_plan_load_with_flags((kMlpDir + "plan.json").c_str(), nullptr, SVOD_PACKAGE_REFUSE_CPU_MISMATCH,
+                                         &none),
+               SVOD_ERROR_VALIDATION, "holds bits a plan file's load does not take (0x1)");
+}
+
 // A plan with a variable: y = 2 * x over the first N elements.
 constexpr const char* kScalePlan = R"({
   "svod_plan": 1,

@@ -4,6 +4,7 @@
 #include "svod/device/compile_many.h"
 #include "svod/package/program_binary.h"
 #include "svod/registry/registry.h"
+#include "svod/sandbox/confined_compile.h"
 
 namespace svod::python {
 
@@ -13,7 +14,7 @@ namespace {
 std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::object source, py::object source_file,
                                    py::object entry, py::object language, py::object buffers, py::object scalars,
                                    py::object global_size, py::object local_size, py::object defines, py::object flops,
-                                   py::object bytes, py::object name) {
+                                   py::object bytes, py::object name, bool confined) {
   static const std::string what = "compile";
   const ProgramSpec spec = program_spec(CompileArgs{source, source_file, entry, language, buffers, scalars,
                                                     global_size, local_size, defines, flops, bytes, name},
@@ -21,7 +22,7 @@ std::shared_ptr<PyProgram> compile(const std::shared_ptr<Device>& device, py::ob
   std::shared_ptr<const Program> compiled;
   {
     GilReleased unlocked;
-    compiled = device->compile(spec);
+    compiled = confined ? load_confined(*device, spec) : device->compile(spec);
   }
   return std::make_shared<PyProgram>(std::move(compiled));
 }
@@ -133,7 +134,7 @@ void bind_devices(py::module_& m) {
            py::arg("entry"), py::arg("language") = "c", py::arg("buffers") = py::none(),
            py::arg("scalars") = py::none(), py::arg("global_size") = py::none(), py::arg("local_size") = py::none(),
            py::arg("defines") = py::none(), py::arg("flops") = py::none(), py::arg("bytes") = py::none(),
-           py::arg("name") = py::none(),
+           py::arg("name") = py::none(), py::arg("confined") = false,
            "Compiles and loads a kernel. buffers and scalars are lists of dicts as in a plan file's\n"
            "program ({\"name\": \"o\", \"access\": \"write\", \"dtype\": \"f32\"}, {\"name\": \"n\", \"type\": \"i32\"});\n"
            "a dtype may also be a numpy dtype (np.float32) or numpy's name (\"float32\"). Left out, for C they\n"
@@ -141,7 +142,10 @@ void bind_devices(py::module_& m) {
            "dtype; 32- and 64-bit integers: scalars), and declared ones that disagree with it in number or\n"
            "kind are a ValidationError; other languages: none.\n"
            "a buffer may also give \"min_count\", the elements a launch needs (an expression over the\n"
-           "scalars except core_id, as in plan files). Raises CompileError (with .log) when the compiler refuses the source.")
+           "scalars except core_id, as in plan files). Raises CompileError (with .log) when the compiler refuses the source.\n"
+           "confined=True compiles a C or LLVM IR source you do not trust in the sandbox's confined compiler\n"
+           "(CPU only; never cached): an #include of a file outside the toolchain raises SandboxViolation\n"
+           "naming it; run the program with plan.sandbox() (docs/SECURITY.md, \"The sandbox\").")
       .def("compile_binary", &compile_binary, py::arg("source") = py::none(), py::kw_only(),
            py::arg("source_file") = py::none(), py::arg("entry"), py::arg("language") = "c",
            py::arg("defines") = py::none(), py::arg("name") = py::none(),

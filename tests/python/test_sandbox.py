@@ -126,6 +126,29 @@ def test_a_packages_sources_are_compiled_confined(tmp_path):
     assert "XYZ" not in str(e.value)
 
 
+def test_compile_confined_gives_the_same_outputs_and_names_an_include(cpu, tmp_path):
+    source = "void scale(float* y, const float* x, int n) { for (int i = 0; i < n; i++) y[i] = 3 * x[i] + 1; }"
+    x = np.arange(16, dtype=np.float32)
+    outputs = []
+    for confined in (False, True):
+        scale = cpu.compile(source=source, entry="scale", confined=confined)
+        b = svod.PlanBuilder()
+        y = b.add_buffer(np.zeros(16, np.float32), "y")
+        b.run(scale, [y, b.add_buffer(x, "x")], [16])
+        b.add_output(y)
+        plan = b.build()
+        if confined:
+            plan.sandbox()
+        outputs.append(plan.run()["y"])
+    assert np.array_equal(outputs[0], outputs[1]) and np.array_equal(outputs[1], 3 * x + 1)
+    secret = tmp_path / "secret.h"
+    secret.write_text("the user's secret\n")
+    leak = f'static const char s[] = {{\n#include "{secret}"\n}};\nvoid leak(float* y) {{ y[0] = s[0]; }}'
+    with pytest.raises(svod.SandboxViolation, match=f'#include "{secret}"') as error:
+        cpu.compile(source=leak, entry="leak", confined=True)
+    assert "the user's secret" not in str(error.value)
+
+
 def test_a_hostile_kernel_raises_and_the_next_run_gets_a_fresh_helper(cpu):
     plan = peek_plan(cpu).sandbox(wall_limit=20)
     first = plan.sandbox_info["helper_pid"]

@@ -121,6 +121,8 @@ SandboxLayers layers_of(uint32_t bits) {
           .resource_limits = (bits & kResourceLimits) != 0,
           .user_namespace = (bits & kUserNamespace) != 0,
           .network_namespace = (bits & kNetworkNamespace) != 0,
+          .mount_namespace = (bits & kMountNamespace) != 0,
+          .ipc_namespace = (bits & kIpcNamespace) != 0,
           .landlock = (bits & kLandlock) != 0};
 }
 
@@ -233,6 +235,8 @@ std::string SandboxLayers::describe() const {
   if (resource_limits) names.push_back("resource limits (address space, files, file size, processes)");
   if (user_namespace) names.push_back("user namespace");
   if (network_namespace) names.push_back("network namespace");
+  if (mount_namespace) names.push_back("mount namespace (empty root)");
+  if (ipc_namespace) names.push_back("IPC namespace");
   if (landlock) names.push_back("Landlock (no file access)");
   return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
 }

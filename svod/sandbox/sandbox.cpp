@@ -324,9 +324,13 @@ void SandboxedPlan::State::write_objects(const std::vector<std::shared_ptr<const
   const ObjectsHeader header{kProtocolVersion, static_cast<uint32_t>(programs.size()),
                              static_cast<uint32_t>(guards.size()), 0, arena->bytes};
   std::memcpy(map.base, &header, sizeof header);
-  std::memcpy(map.base + sizeof header, entries.data(), entries.size() * sizeof(ProgramEntry));
-  std::memcpy(map.base + sizeof header + entries.size() * sizeof(ProgramEntry), guards.data(),
-              guards.size() * sizeof(GuardRange));
+  // A plan without programs or guards (probe_sandbox's) has empty tables,
+  // whose data() may be null, which memcpy must not get even for no bytes.
+  if (!entries.empty())
+    std::memcpy(map.base + sizeof header, entries.data(), entries.size() * sizeof(ProgramEntry));
+  if (!guards.empty())
+    std::memcpy(map.base + sizeof header + entries.size() * sizeof(ProgramEntry), guards.data(),
+                guards.size() * sizeof(GuardRange));
   for (size_t p = 0; p < programs.size(); ++p) {
     const auto& object = programs[p]->artifact()->artifact.bytes;
     const std::string& entry = programs[p]->spec().entry;

@@ -48,6 +48,8 @@ enum Layer : uint32_t {
   kUserNamespace = 1u << 3,
   kNetworkNamespace = 1u << 4,
   kLandlock = 1u << 5,
+  kMountNamespace = 1u << 6,  // a mount namespace whose root is empty and read-only
+  kIpcNamespace = 1u << 7,
 };
 
 enum class HelperState : uint32_t { Starting = 0, Ready = 1, Failed = 2 };

@@ -121,6 +121,8 @@ SandboxLayers layers_of(uint32_t bits) {
           .resource_limits = (bits & kResourceLimits) != 0,
           .user_namespace = (bits & kUserNamespace) != 0,
           .network_namespace = (bits & kNetworkNamespace) != 0,
+          .mount_namespace = (bits & kMountNamespace) != 0,
+          .ipc_namespace = (bits & kIpcNamespace) != 0,
           .landlock = (bits & kLandlock) != 0};
 }
 
@@ -233,6 +235,8 @@ std::string SandboxLayers::describe() const {
   if (resource_limits) names.push_back("resource limits (address space, files, file size, processes)");
   if (user_namespace) names.push_back("user namespace");
   if (network_namespace) names.push_back("network namespace");
+  if (mount_namespace) names.push_back("mount namespace (empty root)");
+  if (ipc_namespace) names.push_back("IPC namespace");
   if (landlock) names.push_back("Landlock (no file access)");
   return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
 }
@@ -320,9 +324,13 @@ void SandboxedPlan::State::write_objects(const std::vector<std::shared_ptr<const
   const ObjectsHeader header{kProtocolVersion, static_cast<uint32_t>(programs.size()),
                              static_cast<uint32_t>(guards.size()), 0, arena->bytes};
   std::memcpy(map.base, &header, sizeof header);
-  std::memcpy(map.base + sizeof header, entries.data(), entries.size() * sizeof(ProgramEntry));
-  std::memcpy(map.base + sizeof header + entries.size() * sizeof(ProgramEntry), guards.data(),
-              guards.size() * sizeof(GuardRange));
+  // A plan without programs or guards (probe_sandbox's) has empty tables,
+  // whose data() may be null, which memcpy must not get even for no bytes.
+  if (!entries.empty())
+    std::memcpy(map.base + sizeof header, entries.data(), entries.size() * sizeof(ProgramEntry));
+  if (!guards.empty())
+    std::memcpy(map.base + sizeof header + entries.size() * sizeof(ProgramEntry), guards.data(),
+                guards.size() * sizeof(GuardRange));
   for (size_t p = 0; p < programs.size(); ++p) {
     const auto& object = programs[p]->artifact()->artifact.bytes;
     const std::string& entry = programs[p]->spec().entry;

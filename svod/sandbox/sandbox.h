@@ -7,8 +7,9 @@
 // no other descriptor: the kernels' ELF objects, which it loads with svod's
 // loader, the plan's buffers (the arena), and a control file for requests
 // and replies. Then it locks itself down — no_new_privs, a seccomp-bpf
-// allow-list, resource limits, and new user and network namespaces and
-// Landlock where the machine allows — and stays alive between runs, so that
+// allow-list, resource limits, and where the machine allows new user,
+// network and IPC namespaces, a mount namespace whose root is empty and
+// read-only, and Landlock — and stays alive between runs, so that
 // one run is one round trip through the control file (each side spins for
 // the other a while, then sleeps on a futex). It runs a kernel's core_id
 // slices on as many threads as svod's pool has, made before the lockdown.
@@ -60,6 +61,10 @@ struct SandboxLayers {
   bool resource_limits = false;
   bool user_namespace = false;
   bool network_namespace = false;
+  // A mount namespace whose root is an empty read-only tmpfs: no file of the
+  // machine can be named.
+  bool mount_namespace = false;
+  bool ipc_namespace = false;
   bool landlock = false;
   // "no_new_privs, seccomp allow-list, resource limits, ..."
   std::string describe() const;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "svod/sandbox/sandbox.h"
 #include "tests/support/temp_dir.h"
 
 namespace svod {
@@ -32,6 +33,22 @@ std::pair<std::string, int> svod(const std::string& args) {
   while (pipe != nullptr && (got = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) output.append(chunk, got);
   const int status = pipe != nullptr ? ::pclose(pipe) : -1;
   return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// `svod sandbox-info` names every optional layer, each as a helper started
+// here has it.
+TEST(SandboxCli, SandboxInfoNamesEachOptionalLayerAsTheHelperHasIt) {
+  const auto [output, status] = svod("sandbox-info");
+  ASSERT_EQ(status, 0) << output;
+  const SandboxLayers layers = probe_sandbox();
+  const std::pair<std::string, bool> optional[] = {{"user namespace", layers.user_namespace},
+                                                   {"network namespace", layers.network_namespace},
+                                                   {"mount namespace with an empty root", layers.mount_namespace},
+                                                   {"IPC namespace", layers.ipc_namespace},
+                                                   {"Landlock", layers.landlock}};
+  for (const auto& [name, on] : optional)
+    EXPECT_NE(output.find(name + (on ? " active" : " not available here")), std::string::npos)
+        << name << ": " << output;
 }
 
 TEST(SandboxCli, BenchTimesTheWholePlanThroughTheHelper) {

@@ -2,11 +2,14 @@
 // run in the real helper process under its real seccomp filter. A corpus of
 // hostile kernels, each of which must end as Error(SandboxViolation) naming
 // its rule while this process and its other plans go on; legitimate plans,
-// whose results must be the bits of an unsandboxed run; and a process that
-// refuses seccomp, where the sandbox must refuse to run at all.
+// whose results must be the bits of an unsandboxed run; the helper's empty
+// root, seen from outside, and a helper without it where mount namespaces
+// are refused; and a process that refuses seccomp, where the sandbox must
+// refuse to run at all.
 #include <gtest/gtest.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/prctl.h>
@@ -19,6 +22,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -231,6 +235,46 @@ TEST(Sandbox, TheHelperHoldsNoDescriptorAndLocksItselfDown) {
   EXPECT_NE(text.find("Seccomp:\t2"), std::string::npos) << text;
 }
 
+// Where the helper has its mount namespace, its root is an empty read-only
+// tmpfs and the only mount it sees: read from this process through
+// /proc/PID/root and /proc/PID/mountinfo, which show the helper's own view.
+TEST(Sandbox, TheHelpersRootIsEmptyAndReadOnly) {
+  ExecutionPlan reference = legitimate_plan();
+  reference.execute();
+  ExecutionPlan plan = legitimate_plan();
+  SandboxedPlan sandboxed(plan);
+  const SandboxLayers& layers = sandboxed.layers();
+  if (!layers.mount_namespace) GTEST_SKIP() << "the helper has no mount namespace here; it has " << layers.describe();
+  const std::string proc = "/proc/" + std::to_string(sandboxed.helper_pid());
+  std::error_code ec;
+  std::vector<std::string> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(proc + "/root", ec))
+    entries.push_back(entry.path().filename().string());
+  ASSERT_FALSE(ec) << "listing " << proc << "/root: " << ec.message();
+  EXPECT_TRUE(entries.empty()) << "the helper's root holds " << entries.size() << " entries, the first "
+                               << entries.front();
+  EXPECT_FALSE(std::filesystem::exists(proc + "/root/etc"));
+  std::ifstream mountinfo(proc + "/mountinfo");
+  ASSERT_TRUE(mountinfo.is_open());
+  std::vector<std::string> mounts;
+  std::string text;
+  for (std::string line; std::getline(mountinfo, line);) {
+    mounts.push_back(line);
+    text += line + "\n";
+  }
+  ASSERT_EQ(mounts.size(), 1u) << text;
+  // "ID PARENT MAJOR:MINOR ROOT MOUNT-POINT OPTIONS ... - TYPE SOURCE SUPER-OPTIONS"
+  std::istringstream fields(mounts[0]);
+  std::string id, parent, device, root, point, options;
+  fields >> id >> parent >> device >> root >> point >> options;
+  EXPECT_EQ(point, "/") << mounts[0];
+  EXPECT_TRUE(options == "ro" || options.starts_with("ro,")) << mounts[0];
+  EXPECT_NE(mounts[0].find(" - tmpfs "), std::string::npos) << mounts[0];
+  // And kernels run there as anywhere.
+  sandboxed.execute();
+  EXPECT_EQ(values(plan, "copy"), values(reference, "copy"));
+}
+
 TEST(Sandbox, HostileKernelsAreContained) {
   expect_contained("open_shadow",
                    "int open(const char*, int, ...);\n"
@@ -414,6 +458,50 @@ TEST(Sandbox, RefusesToRunWhereSeccompIsRefused) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no filter, 11: ran, 12: the wrong error";
+}
+
+// Installs a filter under which unshare() of a new mount namespace fails
+// with EPERM, as on a machine that refuses them; every other call is allowed.
+bool refuse_mount_namespaces() {
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),  // the flags' low half (little-endian)
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWNS, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(code)), code};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+// The empty root is optional: where mount namespaces are refused the helper
+// runs without it, in the machine's root, and says so.
+TEST(Sandbox, RunsWithoutTheEmptyRootWhereMountNamespacesAreRefused) {
+  ExecutionPlan reference = legitimate_plan();
+  reference.execute();
+  ExecutionPlan plan = legitimate_plan();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!refuse_mount_namespaces()) _exit(10);
+    try {
+      SandboxedPlan sandboxed(plan);
+      const SandboxLayers& layers = sandboxed.layers();
+      if (layers.mount_namespace || !layers.seccomp) _exit(11);
+      if (!std::filesystem::exists("/proc/" + std::to_string(sandboxed.helper_pid()) + "/root/etc")) _exit(12);
+      sandboxed.execute();
+      _exit(values(plan, "copy") == values(reference, "copy") ? 0 : 13);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      _exit(14);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no filter, 11: the wrong layers, 12: an empty root, 13: the wrong bits, "
+                                       "14: an error";
 }
 
 }  // namespace

@@ -50,6 +50,7 @@
 #include "svod/sandbox/compile_protocol.h"
 #include "svod/sandbox/protocol.h"
 #include "tools/sandbox_helper/compile_mode.h"
+#include "tools/sandbox_helper/namespaces.h"
 
 namespace {
 
@@ -207,19 +208,31 @@ void name_syscalls() {
   }
 }
 
-// The optional layers: new user and network namespaces (no interface but a
-// loopback that is down), and a Landlock domain that handles every file
-// access and allows none. Each where the machine allows it.
+// The optional namespaces, each where the machine allows it: user and
+// network (no interface but a loopback that is down), IPC, and mount, with a
+// root that is an empty read-only tmpfs, so that no file of the machine can
+// be named (the objects came from memfds, and nothing is opened after this).
+// A root that cannot be built is a layer the helper lacks, not a failure:
+// the rest of the lockdown holds without it.
 uint32_t optional_layers() {
   uint32_t layers = 0;
+  const uid_t uid = getuid();
+  const gid_t gid = getgid();
   if (unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
     layers |= kUserNamespace | kNetworkNamespace;
   } else if (unshare(CLONE_NEWNET) == 0) {
     layers |= kNetworkNamespace;
   }
+  if (unshare(CLONE_NEWIPC) == 0) layers |= kIpcNamespace;
+  // The new root's folders are made by the helper's user, which a user
+  // namespace must map (the kernel refuses files of an unmapped owner).
+  const bool mapped = (layers & kUserNamespace) == 0 || map_ids(uid, gid).empty();
+  if (mapped && unshare(CLONE_NEWNS) == 0 && build_root({}).empty()) layers |= kMountNamespace;
   return layers;
 }
 
+// The last optional layer: a Landlock domain that handles every file access
+// and allows none, where the kernel has Landlock.
 uint32_t landlock() {
 #ifdef SYS_landlock_create_ruleset
   struct {
@@ -491,7 +504,8 @@ int main(int argc, char** argv) {
   const uint64_t address_space = mapped_bytes() + control->memory_limit;
 
   // The namespaces while the helper has one thread (a new user namespace
-  // needs that).
+  // needs that), once the objects are loaded and /proc read: its new root
+  // holds nothing.
   uint32_t layers = optional_layers();
   // Nothing of the outside stays open: the files are mapped, and 0, 1 and 2
   // go too, so that a kernel has no descriptor to use even if it could.

@@ -19,8 +19,10 @@ int sandbox_info() {
     fmt::print("sandbox: available (helper {})\n", helper);
     fmt::print("  required: no_new_privs {}, seccomp allow-list {}, resource limits {}\n", mark(layers.no_new_privs),
                mark(layers.seccomp), mark(layers.resource_limits));
-    fmt::print("  optional: user namespace {}, network namespace {}, Landlock {}\n", mark(layers.user_namespace),
-               mark(layers.network_namespace), mark(layers.landlock));
+    fmt::print("  optional: user namespace {}, network namespace {}, mount namespace with an empty root {}, IPC "
+               "namespace {}, Landlock {}\n",
+               mark(layers.user_namespace), mark(layers.network_namespace), mark(layers.mount_namespace),
+               mark(layers.ipc_namespace), mark(layers.landlock));
     // Sources of sandboxed runs are compiled confined; packages need no compile.
     try {
       const std::vector<std::string> reads = probe_confined_compile();

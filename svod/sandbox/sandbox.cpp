@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <spawn.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +24,8 @@
 #include "svod/device/device.h"
 #include "svod/program/launch_layout.h"
 #include "svod/sandbox/protocol.h"
+#include "svod/sandbox/rules.h"
+#include "svod/sandbox/shared_memory.h"
 
 namespace svod {
 namespace {
@@ -50,59 +51,6 @@ int usable_cpus() {
 size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-[[noreturn]] void throw_errno(ErrorKind kind, std::string_view what) {
-  throw make_error(kind, "sandbox: {}: {}", what, std::strerror(errno));
-}
-
-// A descriptor this process owns, at 10 or above so that the helper's file
-// actions (which put the files at 3, 4 and 5) never overwrite one another.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
-
-Fd shared_file(const char* name, size_t bytes) {
-  const int fd = ::memfd_create(name, MFD_CLOEXEC);
-  if (fd < 0) throw_errno(ErrorKind::Unsupported, "memfd_create");
-  const int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  ::close(fd);
-  if (high < 0) throw_errno(ErrorKind::Io, "fcntl");
-  Fd file(high);
-  if (::ftruncate(file.get(), static_cast<off_t>(bytes)) != 0) throw_errno(ErrorKind::Io, "ftruncate of shared memory");
-  return file;
-}
-
-// A shared mapping of a file, unmapped with the last owner (the plan's
-// buffers keep the arena's alive).
-struct Mapping {
-  Mapping(const Fd& fd, size_t bytes) : bytes(bytes) {
-    if (bytes == 0) return;
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (p == MAP_FAILED) throw_errno(ErrorKind::Unsupported, "mapping shared memory");
-    base = static_cast<std::byte*>(p);
-  }
-  ~Mapping() {
-    if (base != nullptr) ::munmap(base, bytes);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  std::byte* base = nullptr;
-  size_t bytes;
-};
-
 // A plan buffer's memory in the arena.
 class SandboxStorage final : public Storage {
  public:
@@ -124,38 +72,6 @@ SandboxLayers layers_of(uint32_t bits) {
           .mount_namespace = (bits & kMountNamespace) != 0,
           .ipc_namespace = (bits & kIpcNamespace) != 0,
           .landlock = (bits & kLandlock) != 0};
-}
-
-// The rule a refused system call broke, by its name (and, for memory, its
-// arguments).
-std::string rule_of(std::string_view name, const uint64_t* args, uint64_t memory_limit) {
-  auto any = [&](std::initializer_list<std::string_view> names) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
-  if (any({"mmap", "mprotect", "pkey_mprotect"})) {
-    if ((args[2] & PROT_EXEC) != 0) return "no executable memory after loading";
-    return fmt::format("no mapping larger than the memory limit ({} bytes)", memory_limit);
-  }
-  if (any({"open", "openat", "openat2", "creat", "open_by_handle_at", "name_to_handle_at", "stat", "lstat",
-           "newfstatat", "statx", "access", "faccessat", "faccessat2", "unlink", "unlinkat", "rename", "renameat",
-           "renameat2", "mkdir", "mkdirat", "rmdir", "readlink", "readlinkat", "chmod", "fchmodat", "chown",
-           "truncate", "link", "symlink", "read", "write", "pread64", "pwrite64", "readv", "writev", "memfd_create"}))
-    return "no files";
-  if (any({"socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendto", "recvfrom",
-           "sendmsg", "recvmsg", "sendmmsg", "recvmmsg"}))
-    return "no network";
-  if (any({"fork", "vfork", "clone"})) return "no new processes";
-  if (any({"execve", "execveat"})) return "no programs";
-  if (any({"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd"}))
-    return "no access to other processes";
-  if (any({"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal"}))
-    return "no signals to other processes";
-  return "only the allow-list's system calls";
-}
-
-std::string signal_name(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
 }
 
 // Where the helper program is: beside libsvod_runtime.so (a build tree, or

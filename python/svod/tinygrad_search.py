@@ -18,8 +18,10 @@ with svod doing svod's part:
   asks, each run stopped past that too; a candidate's time is the median of its runs (svod's one
   rule, benchmark.h), times tinygrad's test-size factor;
 - the same choice: the beam is the `amt` fastest, with tinygrad's rule for when to stop, and the
-  result goes to and comes from tinygrad's beam cache under tinygrad's key, so that a later process,
-  with either loop, searches nothing.
+  result goes to tinygrad's beam cache under tinygrad's key, for tinygrad's own loop, and to a table
+  of svod's under that key and the renderer's launch limits (NUM_CPU_THREADS on the CPU), which
+  svod's loop reads: tinygrad's key leaves the thread count out, so a one-thread search's schedules
+  would run single-threaded on two. A later process with the same threads searches nothing.
 
 Two things tinygrad's loop does not do. The kernel's default schedule (tinygrad's
 hand_coded_optimizations, what it runs without BEAM) is timed first, the same way, and the search's
@@ -165,10 +167,14 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
         return _tinygrad_beam_search(s, rawbufs, var_vals, amt, allow_test_size, disable_cache)
     key = {"ast": s.ast.key, "amt": amt, "allow_test_size": allow_test_size, "device": s.ren.target.device,
            "suffix": s.ren.suffix}
+    # The launch limits bound the schedules a search may pick (the CPU renderer's first is
+    # NUM_CPU_THREADS, the core_id slices a kernel may split into), so svod's loop keys its results
+    # by them too: a one-thread search's schedule would run single-threaded on every thread count.
+    threads_key = {**key, "global_max": str(tuple(s.ren.global_max or ()))}
     skip_below = svod._svod._env_seconds("SVOD_BEAM_SKIP_BELOW")
-    skip_key = {**key, "skip_below": skip_below}
+    skip_key = {**threads_key, "skip_below": skip_below}
     cached = not disable_cache and CACHELEVEL >= 1
-    if cached and (val := diskcache_get("beam_search", key)) is not None:
+    if cached and (val := diskcache_get("svod_beam_search", threads_key)) is not None:
         stats["cached"] += 1
         ret = s.copy()
         for o in val[len(s.applied_opts):]: ret.apply_opt(o)
@@ -215,7 +221,9 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
     if default_time <= beam[0][1]:
         stats["kept_default"] += 1
         beam = [(default, default_time)]
-    if CACHELEVEL >= 1: diskcache_put("beam_search", key, beam[0][0].applied_opts)
+    if CACHELEVEL >= 1:
+        diskcache_put("svod_beam_search", threads_key, beam[0][0].applied_opts)
+        diskcache_put("beam_search", key, beam[0][0].applied_opts)  # where tinygrad's own loop looks
     if search.BEAM_DEBUG:
         print(f"BEAM_SEARCH: final tm={time_to_str(beam[0][1], w=0)}, applied_opts={beam[0][0].applied_opts}")
     return beam[0][0]

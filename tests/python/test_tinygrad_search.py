@@ -71,6 +71,17 @@ def test_svods_loop_finds_a_kernel_with_the_same_outputs_and_does_the_compiling_
     assert again["stats"]["searches"] == 0 and again["stats"]["cached"] == 1, again["stats"]
 
 
+def test_each_thread_count_gets_a_search_of_its_own(tmp_path):
+    # A one-thread search's schedules cannot split a kernel into core_id slices: at two threads the
+    # kernel is searched again, and a later two-thread process finds that search.
+    one = search(tmp_path, beam=1, NUM_CPU_THREADS="1")
+    assert one["same"] and one["stats"]["searches"] == 1, one["stats"]
+    two = search(tmp_path, beam=1, NUM_CPU_THREADS="2")
+    assert two["same"] and two["stats"]["searches"] == 1 and two["stats"]["cached"] == 0, two["stats"]
+    again = search(tmp_path, beam=1, NUM_CPU_THREADS="2")
+    assert again["same"] and again["stats"]["searches"] == 0 and again["stats"]["cached"] == 1, again["stats"]
+
+
 def test_a_kernel_faster_than_the_skip_limit_is_not_searched_and_the_next_process_does_not_time_it(tmp_path):
     first = search(tmp_path, beam=2, SVOD_BEAM_SKIP_BELOW="60")
     assert first["same"]

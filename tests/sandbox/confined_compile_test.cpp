@@ -8,7 +8,6 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/compile/clang_compiler.h"
 #include "svod/sandbox/confined_compile.h"
+#include "tests/support/seccomp_filter.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
@@ -209,40 +209,30 @@ TEST(ConfinedCompile, SvodRunSandboxCompilesAPlansSourcesConfined) {
   EXPECT_EQ(std::system((command + " >/dev/null").c_str()), 0) << command;
 }
 
-// Installs a filter under which unshare() fails with EPERM, as on a machine
-// that refuses user namespaces; every other call is allowed.
-bool refuse_namespaces() {
-  sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{static_cast<unsigned short>(std::size(code)), code};
-  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-}
+// A filter under which unshare() fails with EPERM, as on a machine that
+// refuses user namespaces; every other call is allowed.
+sock_filter kRefuseNamespaces[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
 
 TEST(ConfinedCompile, RefusesToCompileWhereUserNamespacesAreRefused) {
   const ProgramSpec spec = math_kernel();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (!refuse_namespaces()) _exit(10);
+  const int status = test::exit_status_under_filter(kRefuseNamespaces, [&] {
     try {
       compile_confined(spec);
-      _exit(11);  // it compiled: never
+      return 11;  // it compiled: never
     } catch (const Error& e) {
       const std::string_view what = e.what();
       const bool named = e.kind() == ErrorKind::Unsupported && what.find("namespaces") != std::string_view::npos &&
                          what.find("was not compiled") != std::string_view::npos;
       if (!named) std::fprintf(stderr, "%s\n", e.what());
-      _exit(named ? 0 : 12);
+      return named ? 0 : 12;
     }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no filter, 11: compiled, 12: the wrong error";
+  });
+  EXPECT_EQ(status, 0) << "10: no filter, 11: compiled, 12: the wrong error";
 }
 
 // A package of sources only (or one for another CPU) compiles its programs

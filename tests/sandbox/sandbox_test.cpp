@@ -29,6 +29,7 @@
 #include "svod/backends/cpu/cpu_device.h"
 #include "svod/plan/execution_plan.h"
 #include "svod/sandbox/sandbox.h"
+#include "tests/support/seccomp_filter.h"
 #include "tests/support/test_support.h"
 
 namespace svod {
@@ -420,60 +421,46 @@ TEST(Sandbox, RefusesWhatItCannotConfine) {
   }
 }
 
-// Installs a filter under which seccomp() fails with EPERM and prctl cannot
-// set a filter either, as in a container that refuses seccomp; every other
-// call is allowed, so the helper starts and fails only there.
-bool refuse_seccomp() {
-  sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_seccomp, 3, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prctl, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{static_cast<unsigned short>(std::size(code)), code};
-  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-}
+// A filter under which seccomp() fails with EPERM and prctl cannot set a
+// filter either, as in a container that refuses seccomp; every other call is
+// allowed, so the helper starts and fails only there.
+sock_filter kRefuseSeccomp[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_seccomp, 3, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prctl, 0, 3),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
 
 TEST(Sandbox, RefusesToRunWhereSeccompIsRefused) {
   ExecutionPlan plan = legitimate_plan();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (!refuse_seccomp()) _exit(10);
+  const int status = test::exit_status_under_filter(kRefuseSeccomp, [&] {
     try {
       SandboxedPlan sandboxed(plan);
-      _exit(11);  // it ran: never
+      return 11;  // it ran: never
     } catch (const Error& e) {
       const std::string_view what = e.what();
       const bool named = e.kind() == ErrorKind::Unsupported && what.find("seccomp") != std::string_view::npos &&
                          what.find("nothing ran") != std::string_view::npos;
       if (!named) std::fprintf(stderr, "%s\n", e.what());
-      _exit(named ? 0 : 12);
+      return named ? 0 : 12;
     }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no filter, 11: ran, 12: the wrong error";
+  });
+  EXPECT_EQ(status, 0) << "10: no filter, 11: ran, 12: the wrong error";
 }
 
-// Installs a filter under which unshare() of a new mount namespace fails
-// with EPERM, as on a machine that refuses them; every other call is allowed.
-bool refuse_mount_namespaces() {
-  sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),  // the flags' low half (little-endian)
-      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWNS, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{static_cast<unsigned short>(std::size(code)), code};
-  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-}
+// A filter under which unshare() of a new mount namespace fails with EPERM,
+// as on a machine that refuses them; every other call is allowed.
+sock_filter kRefuseMountNamespaces[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 3),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),  // the flags' low half (little-endian)
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWNS, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
 
 // The empty root is optional: where mount namespaces are refused the helper
 // runs without it, in the machine's root, and says so.
@@ -481,27 +468,20 @@ TEST(Sandbox, RunsWithoutTheEmptyRootWhereMountNamespacesAreRefused) {
   ExecutionPlan reference = legitimate_plan();
   reference.execute();
   ExecutionPlan plan = legitimate_plan();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (!refuse_mount_namespaces()) _exit(10);
+  const int status = test::exit_status_under_filter(kRefuseMountNamespaces, [&] {
     try {
       SandboxedPlan sandboxed(plan);
       const SandboxLayers& layers = sandboxed.layers();
-      if (layers.mount_namespace || !layers.seccomp) _exit(11);
-      if (!std::filesystem::exists("/proc/" + std::to_string(sandboxed.helper_pid()) + "/root/etc")) _exit(12);
+      if (layers.mount_namespace || !layers.seccomp) return 11;
+      if (!std::filesystem::exists("/proc/" + std::to_string(sandboxed.helper_pid()) + "/root/etc")) return 12;
       sandboxed.execute();
-      _exit(values(plan, "copy") == values(reference, "copy") ? 0 : 13);
+      return values(plan, "copy") == values(reference, "copy") ? 0 : 13;
     } catch (const Error& e) {
       std::fprintf(stderr, "%s\n", e.what());
-      _exit(14);
+      return 14;
     }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no filter, 11: the wrong layers, 12: an empty root, 13: the wrong bits, "
-                                       "14: an error";
+  });
+  EXPECT_EQ(status, 0) << "10: no filter, 11: the wrong layers, 12: an empty root, 13: the wrong bits, 14: an error";
 }
 
 }  // namespace

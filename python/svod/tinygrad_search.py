@@ -62,6 +62,12 @@ stats = {"searches": 0, "cached": 0, "skipped": 0, "skipped_cached": 0, "kept_de
 
 _tinygrad_beam_search = search.beam_search
 
+# svod's tables in tinygrad's cache database: a search's result and a kernel left unsearched. The
+# version changes with what a result means (the candidates offered, how they are rendered) and with
+# a key's fields: tinygrad's diskcache makes a table with the columns of the first key stored in it
+# and fails to store a key with another field there.
+_RESULTS, _SKIPPED = "svod_beam_search_v2", "svod_beam_skipped_v2"
+
 
 class _SourceRenderer(SVODRenderer):
     """SVODRenderer whose compile step is tinygrad's empty one (Compiler(): the source's bytes, no
@@ -174,13 +180,13 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
     skip_below = svod._svod._env_seconds("SVOD_BEAM_SKIP_BELOW")
     skip_key = {**threads_key, "skip_below": skip_below}
     cached = not disable_cache and CACHELEVEL >= 1
-    if cached and (val := diskcache_get("svod_beam_search", threads_key)) is not None:
+    if cached and (val := diskcache_get(_RESULTS, threads_key)) is not None:
         stats["cached"] += 1
         ret = s.copy()
         for o in val[len(s.applied_opts):]: ret.apply_opt(o)
         return ret
     default = _default_schedule(s)
-    if cached and skip_below is not None and diskcache_get("svod_beam_skipped", skip_key) is not None:
+    if cached and skip_below is not None and diskcache_get(_SKIPPED, skip_key) is not None:
         stats["skipped_cached"] += 1
         return default
 
@@ -190,7 +196,7 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
     default_time = timed[0][1] if timed else math.inf
     if skip_below is not None and default_time < skip_below:
         stats["skipped"] += 1
-        if cached: diskcache_put("svod_beam_skipped", skip_key, True)
+        if cached: diskcache_put(_SKIPPED, skip_key, True)
         if DEBUG >= 2: print(f"svod: not searched, its default takes {time_to_str(default_time, w=0)}", default.colored_shape())
         return default
     stats["searches"] += 1
@@ -222,7 +228,7 @@ def beam_search(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=I
         stats["kept_default"] += 1
         beam = [(default, default_time)]
     if CACHELEVEL >= 1:
-        diskcache_put("svod_beam_search", threads_key, beam[0][0].applied_opts)
+        diskcache_put(_RESULTS, threads_key, beam[0][0].applied_opts)
         diskcache_put("beam_search", key, beam[0][0].applied_opts)  # where tinygrad's own loop looks
     if search.BEAM_DEBUG:
         print(f"BEAM_SEARCH: final tm={time_to_str(beam[0][1], w=0)}, applied_opts={beam[0][0].applied_opts}")

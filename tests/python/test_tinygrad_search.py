@@ -99,6 +99,22 @@ def test_a_kernel_faster_than_the_skip_limit_is_not_searched_and_the_next_proces
     assert searched["stats"]["searches"] == 1 and searched["stats"]["skipped"] == 0, searched["stats"]
 
 
+def test_tables_an_earlier_svod_wrote_are_left_alone(tmp_path):
+    # An earlier svod kept its results in tables of the same database under other names, one of
+    # them with a key of fewer fields (no thread count); tinygrad's diskcache cannot store a key
+    # with another field in such a table. svod's tables now carry a version: the kernel is timed
+    # and its decision stored again, and the earlier tables are not read.
+    earlier = ("from tinygrad.helpers import diskcache_put; "
+               "diskcache_put('svod_beam_skipped', {'ast': 'x', 'amt': 2, 'skip_below': 60.0}, True); "
+               "diskcache_put('svod_beam_search', {'ast': 'x', 'amt': 2, 'global_max': '()'}, [])")
+    env = dict(os.environ, PYTHONPATH=str(TINYGRAD_DIR), CACHEDB=str(tmp_path / "tinygrad.db"))
+    subprocess.run([sys.executable, "-c", earlier], env=env, check=True, timeout=120)
+    first = search(tmp_path, beam=2, SVOD_BEAM_SKIP_BELOW="60")
+    assert first["same"] and first["stats"]["skipped"] == 1, first["stats"]
+    again = search(tmp_path, beam=2, SVOD_BEAM_SKIP_BELOW="60")
+    assert again["same"] and again["stats"]["skipped_cached"] == 1, again["stats"]
+
+
 def test_svods_loop_renders_in_tinygrads_worker_processes(tmp_path):
     # tinygrad's pool of spawned workers renders the candidates with svod's source renderer, which
     # they unpickle (importing svod.tinygrad_search); the compile and timing stay here.

@@ -406,6 +406,28 @@ def test_svod_variants_tolerance_lets_inexact_variants_compete_and_turns_variant
     assert bad.returncode != 0 and 'SVOD_VARIANTS_TOLERANCE="close": expected ATOL,RTOL' in bad.stderr, bad.stderr
 
 
+def test_the_renderer_writes_a_stored_vector_element_by_element(tg, monkeypatch):
+    """SVODRenderer stores a vector built from elements as one store per element, so that clang's
+    SLP vectoriser may join a tile's stores into vectors as wide as the machine's; each element is
+    computed as before (the operator suite above compares every operator's bits with tinygrad's
+    CPU device)."""
+    Tensor, _, _, backend = tg
+    sources = []
+    render = backend.SVODRenderer.render
+
+    def recording(self, *args, **kwargs):
+        sources.append(render(self, *args, **kwargs))
+        return sources[-1]
+
+    monkeypatch.setattr(backend.SVODRenderer, "render", recording)
+    x = np.arange(64, dtype=np.float32)
+    assert np.array_equal((Tensor(x, device="SVOD") * 2.5 - 0.75).numpy(), x * 2.5 - 0.75)
+    (source,) = [s for s in sources if "data0_64" in s]
+    assert "float4 val0 = (*((float4*)((data1_64" in source  # the kernel is tiled by 4: a float4 load
+    assert "(float4*)((data0_64" not in source  # and no float4 store
+    assert all(f"*((data0_64+alu0)+{i}) = " in source for i in range(4)), source
+
+
 def test_tinygrads_disk_cache_keys_svod_binaries_by_the_cpu_recipe(tg):
     """A binary that another recipe built (svod built its kernels at -O2 before) is not taken from
     tinygrad's cache, as svod's object cache does not take its objects."""

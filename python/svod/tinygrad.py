@@ -125,8 +125,10 @@ class SVODRenderer(ClangRenderer):
     instead of 25.5."""
 
     string_rewrite = PatternMatcher([
+        # Not where the store reinterprets the buffer's type (tinygrad's rule casts the pointer).
         (UPat(Ops.STORE, src=(UPat.var("bidx"), UPat(Ops.STACK, name="value"))),
-         lambda ctx, bidx, value: " ".join(f"*({ctx[bidx]}+{i}) = {ctx[v]};" for i, v in enumerate(value.src))),
+         lambda ctx, bidx, value: " ".join(f"*({ctx[bidx]}+{i}) = {ctx[v]};" for i, v in enumerate(value.src))
+         if bidx.dtype == bidx.src[0].dtype else None),
     ]) + ClangRenderer.string_rewrite
 
     def __init__(self, target):

@@ -27,6 +27,7 @@
 
 namespace {
 
+using svod::test::one_kernel_plan;
 using svod::test::TempDir;
 using namespace svod::test::capi;
 
@@ -639,16 +640,11 @@ TEST(CApi, PlanFileLoadedSandboxedCompilesConfined) {
   expect_error(svod_plan_sandbox(sandboxed.handle, nullptr), SVOD_ERROR_VALIDATION, "sandboxed already");
 
   TempDir dir;
-  const std::string path = dir.write("plan.json", R"({
-  "svod_plan": 1,
-  "buffers": { "y": { "dtype": "f32", "count": 4 } },
-  "programs": {
-    "leak": { "language": "c", "entry": "leak",
-              "source": "static const char secret[] = {\n#include \"/etc/passwd\"\n};\nvoid leak(float* y) { y[0] = secret[0]; }",
-              "buffers": [ { "name": "y", "access": "write" } ] }
-  },
-  "ops": [ { "run": "leak", "buffers": ["y"] } ]
-})").string();
+  const std::string path =
+      dir.write("plan.json",
+                one_kernel_plan("leak", R"(static const char secret[] = {\n#include \"/etc/passwd\"\n};\n)"
+                                        R"(void leak(float* y) { y[0] = secret[0]; })"))
+          .string();
   svod_plan* none = nullptr;
   {
     const Status refused(svod_plan_load_with_flags(path.c_str(), nullptr, SVOD_PACKAGE_SANDBOX, &none));

@@ -15,10 +15,12 @@
 
 #include "svod/sandbox/sandbox.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_support.h"
 
 namespace svod {
 namespace {
 
+using test::one_kernel_plan;
 using test::TempDir;
 
 const std::string kMlp = std::string(SVOD_SOURCE_DIR) + "/examples/mlp/plan.json";
@@ -69,16 +71,10 @@ TEST(SandboxCli, BenchTimesTheWholePlanThroughTheHelper) {
 
 TEST(SandboxCli, BenchReportsAHostileKernelAsAViolation) {
   TempDir dir;
-  const std::string plan = dir.write("plan.json", R"({
-  "svod_plan": 1,
-  "buffers": { "y": { "dtype": "f32", "count": 4 } },
-  "programs": {
-    "peek": { "language": "c", "entry": "peek",
-              "source": "int open(const char*, int, ...);\nvoid peek(float* y) { y[0] = open(\"/etc/shadow\", 0); }",
-              "buffers": [ { "name": "y", "access": "write" } ] }
-  },
-  "ops": [ { "run": "peek", "buffers": ["y"] } ]
-})").string();
+  const std::string plan =
+      dir.write("plan.json", one_kernel_plan("peek", R"(int open(const char*, int, ...);\n)"
+                                                     R"(void peek(float* y) { y[0] = open(\"/etc/shadow\", 0); })"))
+          .string();
   const auto [output, status] = svod("bench --sandbox " + plan);
   EXPECT_EQ(status, 2) << output;
   EXPECT_NE(output.find("error (sandbox violation)"), std::string::npos) << output;

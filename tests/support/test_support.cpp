@@ -82,4 +82,17 @@ void expect_a_good_cpu_launch() {
   for (int i = 0; i < 8; ++i) ASSERT_EQ(o[0].span<float>()[i], 2.0f * i);
 }
 
+std::string one_kernel_plan(std::string_view entry, std::string_view json_source) {
+  const std::string name(entry);
+  return R"J({
+  "svod_plan": 1,
+  "buffers": { "y": { "dtype": "f32", "count": 4 } },
+  "programs": {
+    ")J" + name + R"J(": { "language": "c", "entry": ")J" + name + R"J(", "source": ")J" + std::string(json_source) + R"J(",
+              "buffers": [ { "name": "y", "access": "write" } ] }
+  },
+  "ops": [ { "run": ")J" + name + R"J(", "buffers": ["y"] } ]
+})J";
+}
+
 }  // namespace svod::test

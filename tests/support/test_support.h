@@ -47,6 +47,10 @@ bool cuda_device_present();
 // all_reduce sums them over the ranks, and CPU buffer "h" gets the result.
 std::string opencl_all_reduce_plan(std::string_view device);
 
+// A plan file's text: one C kernel `entry`, whose source is `json_source` (its
+// text as written inside a JSON string), writes buffer "y" of 4 floats.
+std::string one_kernel_plan(std::string_view entry, std::string_view json_source);
+
 // A C kernel spec with the given parameters.
 ProgramSpec c_kernel(std::string entry, std::string source, std::vector<BufferParam> buffers = {},
                      std::vector<ScalarParam> scalars = {});
